@@ -1,0 +1,379 @@
+"""Corpora -> tokens + per-token coordinates on disk.
+
+    python prepare.py python            # CPython standard library (real code)
+    python prepare.py web               # real HTML documentation found on this machine
+    python prepare.py python --src DIR  # any folder(s) of .py files
+
+Writes data/<corpus>/{train,val,test}_<field>.npy (memory-mappable) and meta.json.
+Fields per token: tokens, pos (index in record), path (22 levels of sibling ranks, -1 absent),
+depth, within (index inside its node, -1 if no node), ref_path (reference target's path, -1),
+symbol (variable id by first mention, -1), kind (KIND_* flags), p (hRoPE p1, p2, p3).
+doc_start holds record offsets (n_records + 1). Nothing is downloaded: the tokeniser is a
+byte-level BPE trained here on the training split and run by tiktoken.
+"""
+import argparse
+import collections
+import glob
+import hashlib
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import sys
+import sysconfig
+import time
+
+import numpy as np
+import tiktoken
+from tqdm import tqdm
+
+import trees
+
+# GPT-2-style pre-tokenisation in a form both Python's `re` (training) and tiktoken accept.
+PAT = r"""'(?:[sdmt]|ll|ve|re)| ?[A-Za-z_]+| ?[0-9]{1,3}| ?[^\sA-Za-z0-9_]+|\s+(?!\S)|\s+"""
+SPLITS = ("train", "val", "test")
+
+
+# ----------------------------------------------------------------------------- tokeniser ----
+def train_bpe(texts, vocab_size, max_bytes=30_000_000):
+    """Byte-level BPE: 256 byte tokens, then merges of the most frequent adjacent pair until
+    `vocab_size` entries. Trained on at most `max_bytes` of `texts` (in order). Returns the
+    tiktoken-style mergeable ranks {token bytes: rank}."""
+    words = collections.Counter()
+    seen = 0
+    for t in texts:
+        words.update(re.findall(PAT, t))
+        seen += len(t)
+        if seen >= max_bytes:
+            break
+    seqs = [list(w.encode("utf-8")) for w in words]
+    freq = list(words.values())
+    ranks = {bytes([i]): i for i in range(256)}
+    vocab = [bytes([i]) for i in range(256)]
+    pairs = collections.Counter()
+    where = collections.defaultdict(set)
+    for wi, s in enumerate(seqs):
+        for a, b in zip(s, s[1:]):
+            pairs[a, b] += freq[wi]
+            where[a, b].add(wi)
+    while len(vocab) < vocab_size and pairs:
+        (a, b), n = max(pairs.items(), key=lambda kv: (kv[1], -kv[0][0], -kv[0][1]))
+        if n < 2:
+            break
+        tok = vocab[a] + vocab[b]
+        if tok in ranks:                   # the same bytes reached by another merge order
+            new = ranks[tok]
+        else:
+            new = ranks[tok] = len(vocab)
+            vocab.append(tok)
+        for wi in where.pop((a, b)):
+            s, f = seqs[wi], freq[wi]
+            for p in zip(s, s[1:]):
+                pairs[p] -= f
+                if pairs[p] <= 0:
+                    del pairs[p]
+            out, i = [], 0
+            while i < len(s):
+                if i + 1 < len(s) and s[i] == a and s[i + 1] == b:
+                    out.append(new)
+                    i += 2
+                else:
+                    out.append(s[i])
+                    i += 1
+            seqs[wi] = out
+            for p in zip(out, out[1:]):
+                pairs[p] += f
+                where[p].add(wi)
+    return ranks
+
+
+def encoding(ranks, name="treerope"):
+    return tiktoken.Encoding(name, pat_str=PAT, mergeable_ranks=ranks, special_tokens={})
+
+
+def save_ranks(ranks, path):
+    with open(path, "w") as f:
+        json.dump([list(tok) for tok, _ in sorted(ranks.items(), key=lambda kv: kv[1])], f)
+
+
+def load_encoding(data_dir):
+    with open(os.path.join(data_dir, "tokenizer.json")) as f:
+        return encoding({bytes(t): i for i, t in enumerate(json.load(f))})
+
+
+# ---------------------------------------------------------------------- doc -> token coords ----
+def token_coords(doc, ids, tok_len):
+    """Per-token coordinates of one Doc. A token belongs to the node of its first byte that has
+    a node (for web text: its first non-space byte; sheets: separators belong to no node)."""
+    b = doc.text.encode("utf-8")
+    if len(b) == len(doc.text):
+        byte_char = np.arange(len(b))
+    else:                                          # map bytes to characters
+        byte_char = np.cumsum((np.frombuffer(b, np.uint8) & 0xC0) != 0x80) - 1
+    byte_node = doc.char_node[byte_char]
+    n = len(ids)
+    lens = tok_len[ids]
+    end = np.cumsum(lens)
+    start = end - lens
+    idx = np.where(byte_node >= 0, np.arange(len(b)), len(b))
+    nxt = np.minimum.accumulate(idx[::-1])[::-1]
+    first = nxt[start]
+    has = first < end
+    at = np.where(has, first, start)
+    node = np.where(has, byte_node[np.minimum(at, len(b) - 1)], -1)
+
+    depth_n, path_n = doc.node_coords()
+    out = {"pos": np.arange(n, dtype=np.int32)}
+    out["path"] = np.where(node[:, None] >= 0, path_n[node], -1)
+    out["depth"] = np.where(node >= 0, depth_n[node], 0).astype(np.int32)
+    # within-node index: how many earlier tokens the same node has (node -1: absent)
+    order = np.argsort(node, kind="stable")
+    sn = node[order]
+    group_start = np.r_[0, np.flatnonzero(sn[1:] != sn[:-1]) + 1]
+    cnt = np.arange(n) - np.repeat(group_start, np.diff(np.r_[group_start, n]))
+    within = np.empty(n, np.int64)
+    within[order] = cnt
+    out["within"] = np.where(node >= 0, within, -1).astype(np.int32)
+    kind = doc.char_kind[byte_char[np.minimum(at, len(b) - 1)]] if doc.char_kind is not None else None
+    out["kind"] = kind if kind is not None else np.zeros(n, np.uint8)
+    if doc.ref is not None or doc.ref_path:
+        ref_path = np.full((n, trees.LEVELS), -1, np.int64)
+        if doc.ref is not None:
+            tgt = np.where(node >= 0, doc.ref[node], -1)
+            ref_path[tgt >= 0] = path_n[tgt[tgt >= 0]]
+        for nid, p in (doc.ref_path or {}).items():
+            ref_path[node == nid, :len(p)] = p
+        out["ref_path"] = ref_path
+    if doc.symbol is not None:
+        out["symbol"] = np.where(node >= 0, doc.symbol[node], -1).astype(np.int32)
+    if doc.char_p is not None:
+        p = doc.char_p[byte_char[np.minimum(at, len(b) - 1)]].astype(np.int64)
+        # p3: token index inside its sentence (restarts whenever p1 or p2 changes)
+        new = np.r_[True, (p[1:, :2] != p[:-1, :2]).any(1)]
+        starts = np.flatnonzero(new)
+        p[:, 2] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+        out["p"] = p
+    out["node"] = node
+    return out
+
+
+def records(coords, max_len, long_docs, boundary):
+    """Cut one document's token coordinates into training records of at most max_len tokens.
+    long_docs: 'crop' keeps the first max_len tokens, 'drop' drops the document, 'split' cuts
+    at allowed boundaries (Python: the start of a top-level statement), cropping any piece
+    that is still too long. pos restarts at 0 in every record."""
+    n = len(coords["pos"])
+    if n <= max_len:
+        return [coords]
+    if long_docs == "drop":
+        return []
+    if long_docs == "crop":
+        cuts = [(0, max_len)]
+    else:
+        cuts, s = [], 0
+        allowed = np.flatnonzero(boundary)
+        while s < n:
+            e = min(n, s + max_len)
+            inside = allowed[(allowed > s) & (allowed < e)] if e < n else []
+            if len(inside):
+                e = int(inside[-1])
+            cuts.append((s, e))
+            s = e
+    out = []
+    for s, e in cuts:
+        r = {k: v[s:e] for k, v in coords.items()}
+        r["pos"] = np.arange(e - s, dtype=np.int32)
+        out.append(r)
+    return out
+
+
+# ----------------------------------------------------------------------------- sources ----
+def split_of(name):
+    """Deterministic split by document name: 90% train, 5% val, 5% test."""
+    h = int(hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest(), 16) % 100
+    return "train" if h < 90 else "val" if h < 95 else "test"
+
+
+def find_files(dirs, exts):
+    out = []
+    for d in dirs:
+        if os.path.isfile(d):
+            out.append((d, d))
+            continue
+        if not os.path.isdir(d):
+            sys.exit(f"error: source {d!r} does not exist")
+        for root, subdirs, files in os.walk(d):
+            subdirs[:] = sorted(s for s in subdirs if s not in ("site-packages", "__pycache__"))
+            for f in sorted(files):
+                if f.lower().endswith(exts):
+                    p = os.path.join(root, f)
+                    out.append((os.path.relpath(p, d), p))
+    return out
+
+
+def python_sources(args):
+    dirs = args.src or [sysconfig.get_paths()["stdlib"]]
+    files = find_files(dirs, (".py",))
+    if not files:
+        sys.exit(f"error: no .py files under {dirs}; pass --src DIR")
+    return [(name, path) for name, path in files], dirs
+
+
+def _build_python(item):
+    name, path = item
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        return name, trees.python_doc(data), None
+    except trees.Skip as e:
+        return name, None, e.reason
+    except OSError as e:
+        return name, None, f"unreadable ({e.strerror})"
+
+
+CORPORA = {
+    # corpus: (sources(args) -> ([(name, path)], dirs), build((name, path)) -> (name, Doc|None, reason))
+    "python": (python_sources, _build_python),
+}
+
+
+# ------------------------------------------------------------------------------- driver ----
+def build_docs(corpus, items, workers):
+    build = CORPORA[corpus][1]
+    docs, skipped = [], collections.Counter()
+    with multiprocessing.Pool(workers) as pool:
+        for name, doc, reason in tqdm(pool.imap(build, items, chunksize=8), total=len(items),
+                                      desc=f"trees ({corpus})", unit="doc"):
+            if doc is None:
+                skipped[reason] += 1
+            else:
+                docs.append((name, doc))
+    return docs, skipped
+
+
+def write_split(out_dir, split, recs):
+    fields = {k for r in recs for k in r if k != "node"}
+    lens = np.array([len(r["pos"]) for r in recs], np.int64)
+    arrays = {"doc_start": np.r_[0, np.cumsum(lens)].astype(np.int64)}
+    for k in sorted(fields):
+        arrays[k] = np.concatenate([r[k] for r in recs]) if recs else np.zeros(0)
+    if "path" in arrays:   # int16 keeps 22 levels x tokens small; wide sheets need int32
+        for k in ("path", "ref_path"):
+            if k in arrays:
+                big = arrays[k].max(initial=0) > np.iinfo(np.int16).max
+                arrays[k] = arrays[k].astype(np.int32 if big else np.int16)
+    arrays["tokens"] = arrays["tokens"].astype(np.uint16 if arrays["tokens"].max(initial=0) < 65536 else np.uint32)
+    for k, v in arrays.items():
+        np.save(os.path.join(out_dir, f"{split}_{k}.npy"), v)
+    return int(lens.sum())
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("corpus", choices=sorted(CORPORA))
+    ap.add_argument("--src", action="append", help="source folder or file (repeatable)")
+    ap.add_argument("--out", default="data")
+    ap.add_argument("--vocab", type=int, default=4096, help="BPE entries (paper: 32,768; CPU default 4,096)")
+    ap.add_argument("--max_len", type=int, default=1024, help="longest record in tokens (the context)")
+    ap.add_argument("--long", choices=("split", "crop", "drop"), default=None,
+                    help="what to do with longer documents (default: split for python, else crop)")
+    ap.add_argument("--bpe_bytes", type=int, default=30_000_000, help="training text the BPE sees")
+    ap.add_argument("--workers", type=int, default=os.cpu_count())
+    ap.add_argument("--force", action="store_true", help="rebuild even if the data is up to date")
+    args = ap.parse_args(argv)
+    long_docs = args.long or ("split" if args.corpus == "python" else "crop")
+
+    items, dirs = CORPORA[args.corpus][0](args)
+    out_dir = os.path.join(args.out, args.corpus)
+    settings = {"corpus": args.corpus, "sources": [os.path.abspath(d) for d in dirs], "vocab": args.vocab,
+                "max_len": args.max_len, "long": long_docs, "bpe_bytes": args.bpe_bytes,
+                "files": hashlib.sha1("\n".join(f"{n}:{os.path.getsize(p)}:{os.path.getmtime(p)}"
+                                                for n, p in items).encode()).hexdigest()}
+    meta_path = os.path.join(out_dir, "meta.json")
+    if not args.force and os.path.exists(meta_path):
+        with open(meta_path) as f:
+            if json.load(f).get("settings") == settings:
+                print(f"{out_dir} is up to date (use --force to rebuild)")
+                return out_dir
+    t0 = time.time()
+    docs, skipped = build_docs(args.corpus, items, args.workers)
+    if not docs:
+        sys.exit(f"error: no usable documents in {dirs} (skipped: {dict(skipped)})")
+    t_trees = time.time() - t0
+    split = {name: split_of(name) for name, _ in docs}
+
+    t0 = time.time()
+    ranks = train_bpe((d.text for n, d in docs if split[n] == "train"), args.vocab, args.bpe_bytes)
+    enc = encoding(ranks)
+    t_bpe = time.time() - t0
+    tok_len = np.array([len(enc.decode_single_token_bytes(i)) for i in range(enc.n_vocab)], np.int64)
+
+    t0 = time.time()
+    all_ids = enc.encode_ordinary_batch([d.text for _, d in docs], num_threads=args.workers)
+    t_encode = time.time() - t0
+    t0 = time.time()
+    recs = {s: [] for s in SPLITS}
+    stats = collections.Counter()
+    depth_hist = collections.Counter()
+    rank_values = []
+    for (name, doc), ids in tqdm(list(zip(docs, all_ids)), desc="coordinates", unit="doc"):
+        c = token_coords(doc, np.asarray(ids, np.int64), tok_len)
+        c["tokens"] = np.asarray(ids, np.int64)
+        depth_n, _ = doc.node_coords()
+        stats["nodes"] += len(doc.parent)
+        stats["tokens"] += len(ids)
+        stats["deeper_than_levels"] += int((depth_n > trees.LEVELS).sum())
+        depth_hist.update(depth_n.tolist())
+        rank_values.append(doc.rank[doc.parent >= 0] if args.corpus != "sheets" else doc.rank)
+        boundary = np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 1)
+        rs = records(c, args.max_len, long_docs, boundary)
+        stats["records_dropped_long"] += not rs
+        recs[split[name]].extend(rs)
+    t_coords = time.time() - t0
+
+    tmp = out_dir + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    counts = {s: {"records": len(recs[s]), "tokens": write_split(tmp, s, recs[s]),
+                  "documents": sum(v == s for v in split.values())} for s in SPLITS}
+    save_ranks(ranks, os.path.join(tmp, "tokenizer.json"))
+    ranks_all = np.concatenate(rank_values) if rank_values else np.zeros(1)
+    meta = {
+        "settings": settings,
+        "synthetic": any(d.synthetic for _, d in docs),
+        "documents": len(docs), "skipped": dict(skipped), "skipped_total": sum(skipped.values()),
+        "splits": counts,
+        "tokens": stats["tokens"], "nodes": stats["nodes"],
+        "nodes_per_token": stats["nodes"] / max(stats["tokens"], 1),
+        "sibling_rank_p99": float(np.percentile(ranks_all, 99)), "sibling_rank_max": int(ranks_all.max()),
+        "depth_histogram": {int(k): v for k, v in sorted(depth_hist.items())},
+        "nodes_deeper_than_22_levels": stats["deeper_than_levels"],
+        "records_dropped_long": stats["records_dropped_long"],
+        "tokenizer": {"kind": "byte-level BPE (trained here)", "vocab": enc.n_vocab, "pattern": PAT,
+                      "trained_on_bytes": min(args.bpe_bytes, sum(len(d.text) for n, d in docs if split[n] == "train"))},
+        "seconds": {"trees": round(t_trees, 1), "bpe_train": round(t_bpe, 1),
+                    "tiktoken_encode": round(t_encode, 1), "coordinates": round(t_coords, 1)},
+        "kinds": trees.KIND_NAMES,
+    }
+    with open(os.path.join(tmp, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.replace(tmp, out_dir)
+    print(json.dumps({k: meta[k] for k in ("documents", "skipped", "tokens", "nodes_per_token",
+                                           "sibling_rank_p99", "sibling_rank_max", "seconds")}, indent=1))
+    return out_dir
+
+
+def load_split(data_dir, split):
+    """{field: memory-mapped array} for one split."""
+    out = {}
+    for p in glob.glob(os.path.join(data_dir, f"{split}_*.npy")):
+        out[os.path.basename(p)[len(split) + 1:-4]] = np.load(p, mmap_mode="r")
+    if not out:
+        sys.exit(f"error: no prepared data in {data_dir}; run `python prepare.py <corpus>` first")
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,466 @@
+"""Documents become trees: one builder per corpus, each `source -> Doc` or a `Skip`.
+
+A Doc is the text a model reads plus, for every character, the tree node that emitted it.
+Per node we keep its parent, sibling rank and depth; the path (ranks from the root down) is
+derived. Glossary terms follow the depth-perception appendix (§3): path, sibling rank, level,
+depth, within-node index; hRoPE coordinates p1/p2/p3 follow the paragraph-boundaries paper §3.1.
+
+No look-ahead (appendix §5): every builder walks its document in reading order, so a node's
+rank, path, renaming and reference depend only on what precedes it.
+"""
+import ast
+import io
+import re
+import sys
+import zipfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+LEVELS = 22  # path levels encoded (appendix §5: tree planes are 22 levels x {fast, slow})
+
+# token-kind flags (evaluate.py breaks the loss down by these)
+KIND_AFTER_CLOSE = 1   # Python: first token right after a subtree closes
+KIND_NEW_BLOCK = 2     # web: first token of a new text block
+KIND_ROW_END = 4       # sheets: end of a row
+KIND_COPIED = 8        # sheets: a value equal to the cell directly above, >= 256 tokens back
+KIND_CELL_REF = 16     # sheets: part of a cell reference
+KIND_NAMES = {KIND_AFTER_CLOSE: "after_close", KIND_NEW_BLOCK: "new_block", KIND_ROW_END: "row_end",
+              KIND_COPIED: "copied_above", KIND_CELL_REF: "cell_ref"}
+
+
+class Skip(Exception):
+    """A document we cannot use; `reason` is counted in meta.json."""
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class Doc:
+    text: str
+    char_node: np.ndarray          # int32 per character: emitting node, -1 = none (separators)
+    parent: np.ndarray             # int32 per node, -1 = child of the root
+    rank: np.ndarray               # int32 per node: sibling rank (or absolute row/col on sheets)
+    ref: np.ndarray = None         # int32 per node: node whose coordinates a reference takes, -1
+    ref_path: dict = None          # node -> explicit target path (sheets: targets may not exist yet)
+    symbol: np.ndarray = None      # int32 per node: variable id by order of first mention, -1
+    char_kind: np.ndarray = None   # uint8 per character: KIND_* flags of a token starting there
+    char_p: np.ndarray = None      # int32 (n_chars, 3): hRoPE p1, p2, p3 (p3 filled per token later)
+    synthetic: bool = False
+
+    def node_coords(self):
+        """Per node: depth (levels below the root; children of the root have depth 1) and the
+        (n_nodes, LEVELS) path of sibling ranks, -1 where a level is absent. Nodes deeper than
+        LEVELS keep their true depth and their first LEVELS ranks (appendix §4: nothing dropped)."""
+        n = len(self.parent)
+        depth = np.ones(n, np.int32)
+        path = np.full((n, LEVELS), -1, np.int64)
+        for i, p in enumerate(self.parent):    # parents precede children in every builder
+            if p >= 0:
+                path[i] = path[p]
+                depth[i] = depth[p] + 1
+            if depth[i] <= LEVELS:
+                path[i, depth[i] - 1] = self.rank[i]
+        return depth, path
+
+
+def parents_from_depth(depths):
+    """Appendix §5 'Depth and the tree': in a pre-order serialisation a node's parent is the
+    nearest preceding node one level shallower. Returns the reconstructed parent of each node."""
+    last_at = {}
+    out = []
+    for i, d in enumerate(depths):
+        out.append(last_at.get(d - 1, -1) if d > 1 else -1)
+        last_at[d] = i
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Python: compact pre-order serialisation of the syntax tree (appendix §4)
+#
+# One node per line, parent first, children in order; no brackets, no indentation:
+#     [field=]Type scalar scalar ...
+# `field=` is written only when a child is not in its parent's first child field. The nesting
+# lives only in the depths, so decoding needs the text plus each line's depth (decode_python).
+# The root Module is implicit. Operators are written as scalars of their parent (BinOp Add);
+# expression contexts (Load/Store) are dropped, since ast.unparse does not read them.
+# ---------------------------------------------------------------------------------------------
+
+_IDENT_LISTS = {("Global", "names"), ("Nonlocal", "names"), ("MatchClass", "kwd_attrs")}
+_SCALARS = {"name", "id", "arg", "attr", "module", "asname", "level", "conversion", "simple",
+            "is_async", "rest", "kind"}
+_DROPPED = {"ctx", "type_comment", "type_ignores"}
+_OPS = {"op", "ops"}
+# Comprehensions are written generators-first so every comprehension variable is defined
+# before it is used in the stream ("every definition precedes its uses", appendix §5).
+_ORDER = {"ListComp": ("generators", "elt"), "SetComp": ("generators", "elt"),
+          "GeneratorExp": ("generators", "elt"), "DictComp": ("generators", "key", "value")}
+
+
+_CONSTANTS = {("Constant", "value"), ("MatchSingleton", "value")}
+
+
+def _is_scalar(type_name, f):
+    return (type_name, f) in _IDENT_LISTS or (type_name, f) in _CONSTANTS or f in _SCALARS or f in _OPS
+
+
+def _fields(type_name):
+    fs = [f for f in getattr(ast, type_name)._fields if f not in _DROPPED]
+    scalars = [f for f in fs if _is_scalar(type_name, f)]
+    children = list(_ORDER.get(type_name, [f for f in fs if not _is_scalar(type_name, f)]))
+    return scalars, children
+
+
+_FIELDS = {}
+
+
+def fields(type_name):
+    if type_name not in _FIELDS:
+        _FIELDS[type_name] = _fields(type_name)
+    return _FIELDS[type_name]
+
+
+def _scalar_text(type_name, f, v):
+    if f in _OPS:
+        return ",".join(type(o).__name__ for o in v) if isinstance(v, list) else type(v).__name__
+    if (type_name, f) in _IDENT_LISTS:
+        return ",".join(v) if v else "-"
+    if (type_name, f) in _CONSTANTS:
+        return "..." if v is Ellipsis else repr(v)
+    return str(v)   # identifiers, ints, None
+
+
+def _scalar_value(type_name, f, s):
+    if f in _OPS:
+        ops = [getattr(ast, o)() for o in s.split(",")]
+        return ops if f == "ops" else ops[0]
+    if (type_name, f) in _IDENT_LISTS:
+        return [] if s == "-" else s.split(",")
+    if (type_name, f) in _CONSTANTS:
+        if s == "...":
+            return Ellipsis
+        try:
+            return ast.literal_eval(s)
+        except ValueError:          # inf, nan, infj: repr is not a literal
+            return complex(s) if s.endswith("j") else float(s)
+    if s == "None":
+        return None
+    return int(s) if f in {"level", "conversion", "simple", "is_async"} else s
+
+
+@dataclass
+class _Scope:
+    """A renaming scope: a function, lambda or comprehension (class bodies and the module are
+    not: their names are attributes and the module's API)."""
+    kind: str                                   # 'function', 'comprehension', 'class'
+    names: dict = field(default_factory=dict)   # original -> variable id
+    frozen: set = field(default_factory=set)    # names that must keep their original spelling
+
+
+class _PythonWriter:
+    """Walks the tree once, in serialisation order, emitting lines and deciding renames.
+
+    Locals (renamed x0, x1, ... by order of definition, one counter per outermost function):
+    parameters; Name targets of assignment, augmented/annotated assignment, for, with, walrus,
+    del and comprehensions; except-handler, match-capture and match-rest names; names of
+    functions and classes defined inside a function; `import a as b`/`import a` inside a
+    function. Not locals: module-level and class-body names, attributes, names declared
+    `global`. `nonlocal x` takes the enclosing function's name. A name whose first mention in
+    a scope is a use (a global, a builtin, or a local used before its binding in reading order)
+    keeps its spelling in that scope and its enclosing scopes, so a renaming never depends on
+    later text.
+    """
+
+    def __init__(self, rename):
+        self.rename = rename
+        self.lines, self.parent, self.rank = [], [], []
+        self.ref, self.symbol = [], []
+        self.scopes = []          # stack of _Scope
+        self.counter = 0
+        self.var_def = {}         # variable id -> defining node
+        self.var_symbol = {}      # variable id -> symbol id (order of first mention)
+
+    # -- scopes ------------------------------------------------------------------------------
+    def _function_scopes(self):
+        return [s for s in self.scopes if s.kind != "class"]
+
+    def _resolve(self, name):
+        """Variable id a use of `name` refers to, or None (global / builtin / frozen)."""
+        for i, s in enumerate(reversed(self.scopes)):
+            if s.kind == "class":      # a class body sees its own names; its methods skip them
+                if i == 0 and name in s.frozen:
+                    return None
+                continue
+            if name in s.frozen:
+                return None
+            if name in s.names:
+                return s.names[name]
+        return None
+
+    def _freeze(self, name):
+        for s in self._function_scopes():
+            if name not in s.names:
+                s.frozen.add(name)
+
+    def _bind(self, name, node_id, scope=None):
+        """A binding occurrence; returns the spelling to write."""
+        scope = scope or (self.scopes[-1] if self.scopes else None)
+        if not self.rename or scope is None:
+            return name
+        if scope.kind == "class":      # class attributes keep their names
+            scope.frozen.add(name)
+            return name
+        if name in scope.frozen:
+            return name
+        if name not in scope.names:
+            scope.names[name] = self.counter
+            self.var_def[self.counter] = node_id
+            self.counter += 1
+        return self._note(scope.names[name], node_id, is_def=True)
+
+    def _use(self, name, node_id):
+        if not self.rename:
+            return name
+        v = self._resolve(name)
+        if v is None:
+            self._freeze(name)
+            return name
+        return self._note(v, node_id, is_def=False)
+
+    def _note(self, v, node_id, is_def):
+        self.var_symbol.setdefault(v, len(self.var_symbol))
+        self.symbol[node_id] = self.var_symbol[v]
+        if not is_def:
+            self.ref[node_id] = self.var_def[v]
+        return f"x{v}"
+
+    # -- emission ----------------------------------------------------------------------------
+    def emit(self, node, parent, rank, field_name, first_field):
+        nid = len(self.lines)
+        self.parent.append(parent)
+        self.rank.append(rank)
+        self.ref.append(-1)
+        self.symbol.append(-1)
+        self.lines.append(None)
+        prefix = "" if field_name == first_field else f"{field_name}="
+        if node is None:                       # a None inside a list (Dict.keys, kw_defaults)
+            self.lines[nid] = prefix + "None"
+            return
+        t = type(node).__name__
+        scalars, children = fields(t)
+        parts = [t + (".u" if t == "Constant" and node.kind == "u" else "")]
+        pushed = self._open_scope(node, t, nid, parent)
+        for f in scalars:
+            if f == "kind":
+                continue
+            v = self._rename_scalar(node, t, f, nid, getattr(node, f))
+            parts.append(_scalar_text(t, f, v))
+        self.lines[nid] = prefix + " ".join(parts)
+        r = 0
+        for f in children:
+            v = getattr(node, f)
+            for child in (v if isinstance(v, list) else [v] if v is not None else []):
+                outer = self._outer_field(t, f)
+                if outer:
+                    saved = self.scopes.pop()
+                self.emit(child, nid, r, f, children[0])
+                if outer:
+                    self.scopes.append(saved)
+                r += 1
+        if pushed:
+            self.scopes.pop()
+
+    def _open_scope(self, node, t, nid, parent):
+        if t in ("FunctionDef", "AsyncFunctionDef", "ClassDef"):
+            if self.scopes:                    # a def inside a function binds a local name
+                node.name = self._bind(node.name, nid)
+            if not self._function_scopes():
+                self.counter = 0               # renaming restarts at each outermost function
+            self.scopes.append(_Scope("class" if t == "ClassDef" else "function"))
+            return True
+        if t == "Lambda":
+            self.scopes.append(_Scope("function"))
+            return True
+        if t in _ORDER and self._function_scopes():
+            self.scopes.append(_Scope("comprehension"))
+            return True
+        return False
+
+    def _outer_field(self, t, f):
+        """Fields evaluated in the enclosing scope: decorators, annotations, defaults, bases."""
+        return ((t in ("FunctionDef", "AsyncFunctionDef", "ClassDef")
+                 and f in ("decorator_list", "returns", "bases", "keywords"))
+                or (t == "arguments" and f in ("defaults", "kw_defaults"))
+                or (t == "arg" and f == "annotation")) and bool(self.scopes)
+
+    def _rename_scalar(self, node, t, f, nid, v):
+        if not self.rename or v is None:
+            return v
+        if t == "Name" and f == "id":
+            if isinstance(node.ctx, ast.Store):
+                scope = None
+                if getattr(node, "_walrus", False):   # := binds in the enclosing function
+                    fs = [s for s in self.scopes if s.kind == "function"]
+                    scope = fs[-1] if fs else None
+                    if scope is None:
+                        return v
+                return self._bind(v, nid, scope)
+            return self._use(v, nid)
+        if (t == "arg" and f == "arg") or (t == "ExceptHandler" and f == "name") or \
+           (t in ("MatchAs", "MatchStar") and f == "name") or (t == "MatchMapping" and f == "rest"):
+            return self._bind(v, nid)
+        if t == "alias" and self._function_scopes() and self.scopes[-1].kind != "class":
+            if f == "name" and node.asname is None and "." not in v and v != "*":
+                new = self._bind(v, nid)
+                if new != v:            # `import a` becomes `import a as x3`
+                    node.asname, node._bound = new, True
+                return v
+            if f == "asname" and not getattr(node, "_bound", False):
+                return self._bind(v, nid)
+            if f == "name" and "." in v and node.asname is None:
+                self._freeze(v.split(".")[0])
+        if t == "Nonlocal" and f == "names":
+            out = []
+            for name in v:
+                self.scopes[-1].frozen.discard(name)
+                outer = self.scopes.pop()
+                resolved = self._resolve(name)
+                self.scopes.append(outer)
+                if resolved is None:
+                    self._freeze(name)
+                    out.append(name)
+                else:
+                    outer.names[name] = resolved
+                    out.append(self._note(resolved, nid, is_def=False))
+            return out
+        if t == "Global" and f == "names":
+            for name in v:
+                if self.scopes:
+                    self.scopes[-1].frozen.add(name)
+        return v
+
+
+def _mark_walrus(tree):
+    for n in ast.walk(tree):
+        if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name):
+            n.target._walrus = True
+
+
+def python_doc(source, rename=True, max_bytes=1_000_000):
+    """Python source (str or bytes) -> Doc. Raises Skip for unusable input."""
+    if isinstance(source, bytes):
+        if len(source) > max_bytes:
+            raise Skip("too large")
+        try:
+            source = source.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Skip("not utf-8")
+    if len(source) > max_bytes:
+        raise Skip("too large")
+    if not source.strip():
+        raise Skip("empty")
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        raise Skip("syntax error")
+    except (RecursionError, MemoryError):
+        raise Skip("too deeply nested")
+    if not tree.body:
+        raise Skip("empty")
+    _mark_walrus(tree)
+    w = _PythonWriter(rename)
+    try:
+        for i, stmt in enumerate(tree.body):
+            w.emit(stmt, -1, i, "body", "body")
+    except RecursionError:
+        raise Skip("too deeply nested")
+    lines = [ln + "\n" for ln in w.lines]
+    text = "".join(lines)
+    lengths = np.fromiter((len(ln) for ln in lines), np.int64, len(lines))
+    char_node = np.repeat(np.arange(len(lines), dtype=np.int32), lengths)
+    parent = np.asarray(w.parent, np.int32)
+    doc = Doc(text, char_node, parent, np.asarray(w.rank, np.int32),
+              ref=np.asarray(w.ref, np.int32), symbol=np.asarray(w.symbol, np.int32))
+    # KIND_AFTER_CLOSE: a node that is not its predecessor's child starts after a subtree closed
+    depth = doc.node_coords()[0]
+    kind = np.zeros(len(text), np.uint8)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    closed = np.zeros(len(lines), bool)
+    closed[1:] = depth[1:] <= depth[:-1]
+    kind[starts[closed]] = KIND_AFTER_CLOSE
+    doc.char_kind = kind
+    return doc
+
+
+def canonical_python(source, rename=True):
+    """The reference the round trip reproduces: ast.unparse of the parsed tree, with locals
+    renamed exactly as the serialisation renames them when `rename` is set."""
+    doc = python_doc(source, rename)   # applies the renaming to a fresh tree
+    return ast.unparse(decode_python(doc.text, doc.node_coords()[0].tolist()))
+
+
+def decode_python(text, depths):
+    """Serialisation text + each line's depth -> ast.Module (parents from depth alone)."""
+    lines = text.split("\n")[:-1]
+    if len(lines) != len(depths):
+        raise ValueError(f"{len(lines)} lines but {len(depths)} depths")
+    parents = parents_from_depth(depths)
+    module = ast.Module(body=[], type_ignores=[])
+    nodes = []
+    for line, p in zip(lines, parents):
+        head, _, rest = line.partition(" ")
+        field_name, _, type_name = head.rpartition("=")
+        owner = module if p < 0 else nodes[p]
+        if owner is module:
+            slot = "body"
+        else:
+            owner_t = type(owner).__name__
+            slot = field_name or fields(owner_t)[1][0]
+        if type_name == "None":
+            node = None
+        else:
+            kind = None
+            if type_name == "Constant.u":
+                type_name, kind = "Constant", "u"
+            cls = getattr(ast, type_name)
+            node = cls()
+            scalars, children = fields(type_name)
+            scalars = [f for f in scalars if f != "kind"]
+            if type_name == "Constant":
+                node.value = _scalar_value("Constant", "value", rest)
+                node.kind = kind
+            else:
+                vals = rest.split(" ") if rest else []
+                for f, s in zip(scalars, vals):
+                    setattr(node, f, _scalar_value(type_name, f, s))
+            for f in cls._fields:         # list fields start empty, the rest None
+                if not hasattr(node, f):
+                    setattr(node, f, [] if _LIST_FIELD.get((type_name, f), False) else None)
+            if "ctx" in cls._fields:
+                node.ctx = ast.Load()
+        nodes.append(node)
+        cur = getattr(owner, slot, None)
+        if isinstance(cur, list):
+            cur.append(node)
+        else:
+            setattr(owner, slot, node)
+    return ast.fix_missing_locations(module)
+
+
+def _list_fields():
+    """Which child fields hold lists, read from the grammar in ast's docstrings."""
+    out = {}
+    for name in dir(ast):
+        cls = getattr(ast, name)
+        if isinstance(cls, type) and issubclass(cls, ast.AST) and cls.__doc__ and "(" in cls.__doc__:
+            sig = cls.__doc__.split("(", 1)[1].rsplit(")", 1)[0]
+            for part in sig.split(","):
+                part = part.strip()
+                if " " in part:
+                    typ, f = part.rsplit(" ", 1)
+                    out[(name, f)] = typ.endswith("*")
+    return out
+
+
+_LIST_FIELD = _list_fields()
