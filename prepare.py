@@ -217,24 +217,62 @@ def python_sources(args):
     files = find_files(dirs, (".py",))
     if not files:
         sys.exit(f"error: no .py files under {dirs}; pass --src DIR")
-    return [(name, path) for name, path in files], dirs
+    return files, dirs
 
 
-def _build_python(item):
-    name, path = item
+# Where `prepare.py web` looks for real HTML when no --src is given (first hit wins).
+WEB_PLACES = ["/usr/share/doc/python3/html", "/usr/share/doc/python3.*/html", "/usr/share/doc/python3-doc/html",
+              "/usr/share/doc/*/html"]
+
+
+def web_sources(args):
+    dirs = args.src
+    if not dirs:
+        for pattern in WEB_PLACES:
+            hits = sorted({os.path.realpath(p) for p in glob.glob(pattern) if os.path.isdir(p)})
+            if hits and find_files(hits[:1], (".html", ".htm")):
+                dirs = hits[:1]
+                break
+    if not dirs:
+        sys.exit("error: no HTML pages found on this machine (looked in " + ", ".join(WEB_PLACES) + ").\n"
+                 "On Debian/Ubuntu: sudo apt-get install python3-doc  (about 530 real pages),\n"
+                 "or pass your own pages: python prepare.py web --src DIR  (.html/.htm/.warc/.warc.gz)")
+    items = []
+    for name, path in find_files(dirs, (".html", ".htm", ".warc", ".warc.gz")):
+        if path.endswith((".warc", ".warc.gz")):
+            items += [(f"{name}#{i}:{uri}", payload) for i, (uri, payload) in enumerate(trees.warc_records(path))]
+        else:
+            items.append((name, path))
+    if not items:
+        sys.exit(f"error: no .html/.htm/.warc files under {dirs}")
+    return items, dirs
+
+
+def _build(item, builder):
+    name, src = item
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-        return name, trees.python_doc(data), None
+        if isinstance(src, str):
+            with open(src, "rb") as f:
+                src = f.read()
+        return name, builder(src), None
     except trees.Skip as e:
         return name, None, e.reason
     except OSError as e:
         return name, None, f"unreadable ({e.strerror})"
 
 
+def _build_python(item):
+    return _build(item, trees.python_doc)
+
+
+def _build_web(item):
+    return _build(item, trees.web_doc)
+
+
 CORPORA = {
     # corpus: (sources(args) -> ([(name, path)], dirs), build((name, path)) -> (name, Doc|None, reason))
     "python": (python_sources, _build_python),
+    "web": (web_sources, _build_web),
 }
 
 
@@ -277,18 +315,19 @@ def main(argv=None):
     ap.add_argument("--vocab", type=int, default=4096, help="BPE entries (paper: 32,768; CPU default 4,096)")
     ap.add_argument("--max_len", type=int, default=1024, help="longest record in tokens (the context)")
     ap.add_argument("--long", choices=("split", "crop", "drop"), default=None,
-                    help="what to do with longer documents (default: split for python, else crop)")
+                    help="longer documents: split at statement/text-block boundaries (default), "
+                         "crop (the larger web run) or drop (the small web setting)")
     ap.add_argument("--bpe_bytes", type=int, default=30_000_000, help="training text the BPE sees")
     ap.add_argument("--workers", type=int, default=os.cpu_count())
     ap.add_argument("--force", action="store_true", help="rebuild even if the data is up to date")
     args = ap.parse_args(argv)
-    long_docs = args.long or ("split" if args.corpus == "python" else "crop")
+    long_docs = args.long or "split"
 
     items, dirs = CORPORA[args.corpus][0](args)
     out_dir = os.path.join(args.out, args.corpus)
     settings = {"corpus": args.corpus, "sources": [os.path.abspath(d) for d in dirs], "vocab": args.vocab,
                 "max_len": args.max_len, "long": long_docs, "bpe_bytes": args.bpe_bytes,
-                "files": hashlib.sha1("\n".join(f"{n}:{os.path.getsize(p)}:{os.path.getmtime(p)}"
+                "files": hashlib.sha1("\n".join(f"{n}:{len(p) if isinstance(p, bytes) else os.path.getsize(p)}"
                                                 for n, p in items).encode()).hexdigest()}
     meta_path = os.path.join(out_dir, "meta.json")
     if not args.force and os.path.exists(meta_path):
@@ -326,7 +365,9 @@ def main(argv=None):
         stats["deeper_than_levels"] += int((depth_n > trees.LEVELS).sum())
         depth_hist.update(depth_n.tolist())
         rank_values.append(doc.rank[doc.parent >= 0] if args.corpus != "sheets" else doc.rank)
-        boundary = np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 1)
+        # records may start at a top-level statement (python) or a new text block (web)
+        boundary = (np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 1)
+                    if args.corpus == "python" else (c["kind"] & trees.KIND_NEW_BLOCK) > 0)
         rs = records(c, args.max_len, long_docs, boundary)
         stats["records_dropped_long"] += not rs
         recs[split[name]].extend(rs)

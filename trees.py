@@ -464,3 +464,110 @@ def _list_fields():
 
 
 _LIST_FIELD = _list_fields()
+
+
+# ---------------------------------------------------------------------------------------------
+# Web pages: the DOM, visible text only (appendix §4 "Web text")
+# ---------------------------------------------------------------------------------------------
+WEB_SKIP = {"head", "script", "style", "svg", "iframe", "noscript", "template"}
+# elements whose boundaries end a text block: text on either side is joined with a newline
+WEB_BLOCKS = {"address", "article", "aside", "blockquote", "body", "br", "caption", "dd", "details",
+              "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3",
+              "h4", "h5", "h6", "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section",
+              "summary", "table", "td", "th", "tr", "ul"}
+MAX_WIDTH = 318   # the slow plane counts about 318 siblings before it wraps (appendix §5)
+
+
+def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
+    """HTML (bytes or str) -> Doc. Nodes are retained elements and text runs with a non-space
+    character; paths start at the children of body; only text emits characters, so every
+    token-carrying node is a leaf. Pages deeper than 22 levels or wider than 318 siblings are
+    skipped (appendix §4 "What is excluded")."""
+    import lxml.etree
+    import lxml.html
+    try:
+        root = lxml.html.document_fromstring(html)
+    except (lxml.etree.ParserError, ValueError):
+        raise Skip("empty or unparsable html")
+    body = root.find("body")
+    if body is None:
+        body = root
+    parent, rank, depth_of = [], [], []
+    pieces, piece_node, piece_block, raw_edges = [], [], [], []
+
+    def add_node(p, r, d):
+        if d > max_levels:
+            raise Skip("deeper than 22 levels")
+        if r >= max_width:
+            raise Skip("wider than 318 siblings")
+        parent.append(p)
+        rank.append(r)
+        depth_of.append(d)
+        return len(parent) - 1
+
+    def walk(el, nid, d, block):
+        """Children of element `el` (node id nid, or -1 for body) in document order."""
+        r = 0
+        runs = [(el.text, None)] + [(c.tail, c) for c in el]
+        for i, (text, child) in enumerate(runs):
+            if child is not None and isinstance(child.tag, str) and child.tag.lower() not in WEB_SKIP:
+                cid = add_node(nid, r, d + 1)
+                r += 1
+                walk(child, cid, d + 1, cid if child.tag.lower() in WEB_BLOCKS else block)
+                if child.tag.lower() in WEB_BLOCKS:   # text after a block element starts a new block
+                    block = ("after", cid)
+            if text and text.strip():
+                tid = add_node(nid, r, d + 1)
+                r += 1
+                pieces.append(" ".join(text.split()))
+                piece_node.append(tid)
+                piece_block.append(block)
+                raw_edges.append((text[0].isspace(), text[-1].isspace()))
+
+    walk(body, -1, 0, "body")
+    if not pieces:
+        raise Skip("no visible text")
+    text, char_node, kind = [], [], []
+    for i, s in enumerate(pieces):
+        new_block = i == 0 or piece_block[i] != piece_block[i - 1]
+        if i:
+            sep = "\n" if new_block else " " if raw_edges[i - 1][1] or raw_edges[i][0] else ""
+            text.append(sep)
+            char_node.extend([-1] * len(sep))          # separators belong to no node
+            kind.extend([0] * len(sep))
+        text.append(s)
+        char_node.extend([piece_node[i]] * len(s))
+        kind.extend([KIND_NEW_BLOCK if new_block else 0] + [0] * (len(s) - 1))
+    return Doc("".join(text), np.asarray(char_node, np.int32), np.asarray(parent, np.int32),
+               np.asarray(rank, np.int32), char_kind=np.asarray(kind, np.uint8))
+
+
+def warc_records(path):
+    """(uri, html bytes) of every HTML response record in a .warc or .warc.gz file."""
+    import gzip
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    pos = 0
+    while True:
+        start = data.find(b"WARC/", pos)
+        if start < 0:
+            return
+        head_end = data.find(b"\r\n\r\n", start)
+        if head_end < 0:
+            return
+        headers = {}
+        for line in data[start:head_end].split(b"\r\n")[1:]:
+            k, _, v = line.partition(b":")
+            headers[k.strip().lower()] = v.strip()
+        try:
+            length = int(headers.get(b"content-length", b"0"))
+        except ValueError:
+            return
+        body = data[head_end + 4:head_end + 4 + length]
+        pos = head_end + 4 + length
+        if headers.get(b"warc-type") != b"response":
+            continue
+        http_head, _, payload = body.partition(b"\r\n\r\n")
+        if b"html" in http_head.lower() and payload:
+            yield headers.get(b"warc-target-uri", b"").decode("utf-8", "replace"), payload

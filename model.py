@@ -1,0 +1,116 @@
+"""The GPT: GPT-2 style, pre-LayerNorm, GELU MLP x4, no biases, no dropout, tied embeddings,
+no learned position embedding; position enters only through the rotary planes of every head
+(depth-perception appendix §4 "Model")."""
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from rotary import Rotary
+
+# Named settings. head width 128 (64 planes) for every depth-perception setting.
+PRESETS = {
+    "paper": dict(n_layer=6, n_embd=256, n_head=2, max_len=1024),          # Python/sheets/web, 4.7M
+    "paper_web_large": dict(n_layer=10, n_embd=512, n_head=4, max_len=4096),  # larger web run, 31.5M
+    "paper_hrope": dict(n_layer=8, n_embd=512, n_head=8, max_len=1024),    # hRoPE, 64-wide heads
+    "cpu": dict(n_layer=4, n_embd=128, n_head=1, max_len=256),             # minutes on 2 cores
+    "cpu_hrope": dict(n_layer=4, n_embd=128, n_head=2, max_len=256),
+}
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 4096
+    n_layer: int = 4
+    n_embd: int = 128
+    n_head: int = 1
+    max_len: int = 256
+    rotary: str = "seq_only"
+    corpus: dict = field(default_factory=dict)   # corpus statistics hRoPE calibrates from
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg, layer):
+        super().__init__()
+        self.n_head, self.layer = cfg.n_head, layer
+        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
+        self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+
+    def forward(self, x, C, rotary, return_attn=False):
+        B, T, E = x.shape
+        q, k, v = self.c_attn(x).split(E, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, E // self.n_head) for t in (q, k, v))
+        q, k = rotary(q, k, C, self.layer)                      # rotary on q and k, every head
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))        # (B, H, T, Dh)
+        att = None
+        if return_attn:   # explicit path: the attention probabilities, for evaluate.py
+            s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+            s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
+            att = s.float().softmax(-1)
+            y = att.to(v.dtype) @ v
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, E)), att
+
+
+class Block(nn.Module):
+    def __init__(self, cfg, layer):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(cfg.n_embd, bias=False)
+        self.attn = Attention(cfg, layer)
+        self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=False)
+        self.mlp = nn.Sequential(nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=False), nn.GELU(),
+                                 nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=False))
+
+    def forward(self, x, C, rotary, return_attn=False):
+        a, att = self.attn(self.ln_1(x), C, rotary, return_attn)
+        x = x + a
+        return x + self.mlp(self.ln_2(x)), att
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.n_embd, bias=False)
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight                   # tied input/output embeddings
+        self.apply(self._init)
+        for name, p in self.named_parameters():                 # GPT-2 scaled residual init
+            if name.endswith("c_proj.weight") or name.endswith("mlp.2.weight"):
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * cfg.n_layer))
+        # Built last and drawing no random numbers: every configuration at one seed has
+        # identical weights outside the rotary parameters (appendix §5).
+        self.rotary = Rotary(cfg.rotary, cfg.n_embd // cfg.n_head, cfg.n_layer, cfg.corpus)
+
+    @staticmethod
+    def _init(m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, 0.0, 0.02)
+
+    def non_embedding_params(self):
+        return sum(p.numel() for n, p in self.named_parameters() if n not in ("wte.weight",) and not n.startswith("rotary"))
+
+    def forward(self, idx, C, targets=None, return_attn=False):
+        """idx (B, T) token ids; C (B, T, K) coordinates from rotary.coords(); targets (B, T)
+        with -1 where no loss is taken. Returns (logits, per-token NLL or None, attention list)."""
+        x = self.wte(idx)
+        atts = []
+        for block in self.blocks:
+            x, att = block(x, C, self.rotary, return_attn)
+            atts.append(att)
+        logits = self.lm_head(self.ln_f(x))
+        nll = None
+        if targets is not None:
+            nll = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1).clamp(min=0),
+                                  reduction="none").view(targets.shape) * (targets >= 0)
+        return logits, nll, (atts if return_attn else None)
+
+    def flops_per_token(self, T):
+        """nanoGPT's estimate: 6N + 12 L H Q T."""
+        c = self.cfg
+        return 6 * self.non_embedding_params() + 12 * c.n_layer * c.n_head * (c.n_embd // c.n_head) * T

@@ -1,0 +1,487 @@
+"""Coordinates become angles: every position configuration of both papers, and the rotation.
+
+A head of width D has P = D/2 planes; plane i rotates dimensions i and i + P (half-split).
+Each plane reads one integer coordinate c of its token and turns by
+
+    angle = c * rate + present * offset        (appendix §5 "The angles")
+
+where present = 1 when the token has that coordinate (c >= 0 on disk) and 0 otherwise, in
+which case the angle is 0. A configuration is a list of plane groups filling the planes in
+order; planes left over are unrotated (content channels). Learned rates and offsets are one
+set for the whole model (appendix §5: seq_depth and its control have "the same two learned
+rates"), initialised to fixed values so that two configurations at one seed differ only in
+the rotation. Run `python rotary.py` for every configuration's plane allocation.
+"""
+import math
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+LEVELS = 22
+FAST = math.sqrt(2 * (1 - 0.95))   # 0.316 rad per sibling: adjacent siblings have cosine 0.95
+
+
+@dataclass(frozen=True)
+class Group:
+    """`n` planes reading coordinate `coord` at the given initial rates.
+    learned: rates are parameters; offset: also a learned offset (init 0) per plane."""
+    coord: tuple          # coordinate name per plane ('t', 'path3', 'depth', ...), None = unrotated
+    rates: tuple
+    learned: bool
+    offset: bool
+    label: str
+
+
+def seq(n, planes=None, base=10000.0):
+    """Standard rotary spectrum: plane i turns by t * base^(-i/planes)."""
+    planes = planes or n
+    return Group(("t",) * n, tuple(base ** (-i / planes) for i in range(n)), False, False, f"sequence {n}")
+
+
+def unrotated(n):
+    return Group((None,) * n, (0.0,) * n, False, False, f"unrotated {n}")
+
+
+def tree(levels=range(1, LEVELS + 1), source="path", label=None):
+    """Per level k a fast (0.316) and a slow (0.316/16) plane: present_k*theta + r_k*s."""
+    coords, rates = [], []
+    for k in levels:
+        coords += [f"{source}{k}"] * 2
+        rates += [FAST, FAST / 16]
+    return Group(tuple(coords), tuple(rates), True, True, label or f"tree {len(coords)}")
+
+
+def within():
+    """Within-node index on 4 planes at 0.316/4^p: wraps after ~20, 80, 318, 1270 tokens."""
+    return Group(("within",) * 4, tuple(FAST / 4 ** p for p in range(4)), True, True, "within 4")
+
+
+def pair(coord, label):
+    """Two learned planes at 0.316 and 0.316/16 with no offset (depth, rank, symbol...)."""
+    return Group((coord, coord), (FAST, FAST / 16), True, False, label)
+
+
+def spectrum(coord, n, top):
+    """hRoPE: fixed spectrum over n planes whose slowest plane turns half a circle over
+    `top`, the largest value the coordinate takes: base = (S*M/2pi)^(D/(D-1)) with S = 2
+    (hRoPE paper App. C), rates base^(-i/D)."""
+    if n == 1:
+        return Group((coord,), (math.pi / max(top, 1),), False, False, f"{coord} 1")
+    base = max(2 * top / (2 * math.pi), 1.0 + 1e-6) ** (n / (n - 1))
+    return Group((coord,) * n, tuple(base ** (-i / n) for i in range(n)), False, False, f"{coord} {n}")
+
+
+# -------------------------------------------------------------------------------- registry ----
+# Each entry: (planes P) -> layout description. A layout is either a list of Groups (every layer,
+# every head) or {'layers': [...per layer...]} / {'heads': [...per head...]} of such lists.
+def _seq_layer(P):
+    return [seq(P)]                                   # a sequence layer: all planes, 10000^(-i/P)
+
+
+def _tree_layer(P):
+    return [tree(), within()]                         # a tree layer: 44 tree + 4 within planes
+
+
+def _layer_split(pattern):
+    kinds = {"s": _seq_layer, "t": _tree_layer, "n": lambda P: []}
+    return lambda P, corpus: {"layers": [kinds[c](P) for c in pattern]}
+
+
+def _hrope(which):
+    """hRoPE (paragraph-boundaries paper §3.1): P/4 planes for p1 (paragraph), P/4 for p2
+    (sentence, or line in code), P/2 for p3 (token inside its sentence); each group a fixed
+    spectrum calibrated from the corpus maxima. sent_axial leaves the p1 planes unrotated;
+    rand/period replace p1 by a density-matched random label / floor(t/L) (see coords())."""
+    def make(P, corpus):
+        top = (corpus or {}).get("p_max", [64, 64, 1024])
+        n1, n2 = P // 4, P // 4
+        n3 = P - n1 - n2
+        p1 = unrotated(n1) if which == "sent" else spectrum(which + "_p1" if which in ("rand", "period") else "p1", n1, top[0])
+        return [p1, spectrum("p2", n2, top[1]), spectrum("p3", n3, top[2])]
+    return make
+
+
+CONFIGS = {
+    # depth-perception paper (planes of a 128-wide head; glossary names)
+    "seq_only": lambda P, c: [seq(16)],
+    "tree_only": lambda P, c: [unrotated(16), tree()],
+    "tree_within": lambda P, c: [unrotated(16), tree(), within()],
+    "seq_tree": lambda P, c: [seq(16), tree()],
+    "all_signals": lambda P, c: [seq(16), tree(), within()],
+    "seq_depth": lambda P, c: [seq(16), pair("depth", "depth 2")],
+    "top_level": lambda P, c: [seq(16), pair("path1", "level-1 rank 2")],
+    "no_position": lambda P, c: [],
+    "seq_grid": lambda P, c: [seq(16), tree(range(1, 4), label="grid 6")],
+    "seq_depth_rank": lambda P, c: [seq(16), pair("depth", "depth 2"), pair("rank", "rank 2")],
+    "full_rope": lambda P, c: [seq(P)],
+    "seq_tree_depth": lambda P, c: [seq(16), tree(), pair("depth", "depth 2")],
+    "ststst": _layer_split("ststst"),
+    "sssttt": _layer_split("sssttt"),
+    "tttsss": _layer_split("tttsss"),
+    "ssttnn": _layer_split("ssttnn"),
+    "head_split": lambda P, c: {"heads": [_seq_layer(P), _tree_layer(P)]},
+    # reference rotation: a use takes its target's path on the levels the target occupies
+    "ref_rotation": lambda P, c: [seq(16), tree(source="refpath", label="tree 44 (references on target)")],
+    "ref_whole_path": lambda P, c: [seq(16), tree(source="refwhole", label="tree 44 (references: whole target path)")],
+    "ref_directed": lambda P, c: [seq(16), tree(source="refpath", label="tree 44 (references on target)"),
+                                  Group(("isref",) * 44, (0.0,) * 44, False, True, "directed offset")],
+    "ref_own_group": lambda P, c: [seq(16), tree(), tree(range(2, 4), source="ref", label="reference row+col 4")],
+    "seq_tree_symbol": lambda P, c: [seq(16), tree(), pair("symbol", "symbol 2")],
+    # paragraph-boundaries paper (hRoPE): fixed spectra, no learned parameters
+    "flat": lambda P, c: [seq(P)],
+    "sent_axial": _hrope("sent"),
+    "hrope_axial": _hrope("real"),
+    "rand_axial": _hrope("rand"),
+    "period_axial": _hrope("period"),
+}
+# ref_directed's 44 "isref" planes are not extra planes: they overlay the tree planes (below).
+OVERLAY = {"ref_directed": 2}
+
+
+@dataclass
+class Layout:
+    """One plane table: per head (H or 1) x plane, the coordinate read and the rate/offset."""
+    coord: list           # [head][plane] -> coordinate name or None
+    rate_init: list       # [head][plane]
+    rate_param: list      # [head][plane] -> index into learned rates, -1 = fixed
+    offset_param: list    # [head][plane] -> index into learned offsets, -1 = none
+    overlay: list = None  # [head][plane] -> index into learned offsets added where 'isref'
+
+
+def _fill(groups, P, rates, offsets, directed=False):
+    """Lay groups on planes 0..P-1; register learned rates/offsets (appending to the lists)."""
+    coord, rate, rp, op, ov = [], [], [], [], []
+    base_groups = groups[:-1] if directed else groups
+    for g in base_groups:
+        for c, r in zip(g.coord, g.rates):
+            coord.append(c)
+            rate.append(r)
+            rp.append(len(rates) if g.learned else -1)
+            if g.learned:
+                rates.append(r)
+            op.append(len(offsets) if g.offset else -1)
+            if g.offset:
+                offsets.append(0.0)
+    if len(coord) > P:
+        raise ValueError(f"configuration needs {len(coord)} planes but the head has {P} "
+                         f"(head width {2 * P}); use 128-wide heads for the tree configurations")
+    n = len(coord)
+    coord += [None] * (P - n)
+    rate += [0.0] * (P - n)
+    rp += [-1] * (P - n)
+    op += [-1] * (P - n)
+    if directed:   # one learned constant (init 0) per tree plane, added on reference tokens
+        tree_planes = [i for i, c in enumerate(coord) if c and c.startswith("refpath")]
+        ov = [-1] * P
+        for i in tree_planes:
+            ov[i] = len(offsets)
+            offsets.append(0.0)
+    return coord, rate, rp, op, (ov or None)
+
+
+def build(name, head_dim, n_layer, corpus=None):
+    """Resolve a configuration: (list of Layouts, layer -> layout index, rates, offsets)."""
+    if name not in CONFIGS:
+        raise KeyError(f"unknown configuration {name!r}; known: {', '.join(CONFIGS)}")
+    P = head_dim // 2
+    spec = CONFIGS[name](P, corpus)
+    rates, offsets = [], []
+    directed = name in OVERLAY
+    if isinstance(spec, dict) and "layers" in spec:
+        if len(spec["layers"]) != n_layer:
+            raise ValueError(f"{name} is a {len(spec['layers'])}-layer pattern; the model has {n_layer} layers")
+        # layers of one kind share one table (and its learned parameters)
+        layouts, index, seen = [], [], {}
+        for groups in spec["layers"]:
+            key = tuple(g.label for g in groups)
+            if key not in seen:
+                seen[key] = len(layouts)
+                c, r, rp, op, _ = _fill(groups, P, rates, offsets)
+                layouts.append(Layout([c], [r], [rp], [op]))
+            index.append(seen[key])
+        return layouts, index, rates, offsets
+    heads = spec["heads"] if isinstance(spec, dict) else [spec]
+    cols = [_fill(groups, P, rates, offsets, directed) for groups in heads]
+    layout = Layout(*[[c[i] for c in cols] for i in range(4)],
+                    overlay=[c[4] for c in cols] if directed else None)
+    return [layout], [0] * n_layer, rates, offsets
+
+
+# ------------------------------------------------------------------------------ coordinates ----
+def coordinate(batch, name, generator=None):
+    """One named coordinate, (B, T) int64, -1 where absent. `batch` holds the on-disk fields
+    (pos, path, depth, within, ref_path, symbol, p) as tensors, plus p1_density and p1_period
+    for the hRoPE controls."""
+    if name == "t":
+        return batch["pos"]
+    if name.startswith("path"):
+        return batch["path"][..., int(name[4:]) - 1]
+    if name in ("depth", "within", "symbol"):
+        return batch[name]
+    if name == "rank":   # the node's rank among its parent's children = path at its own level
+        d = batch["depth"].clamp(1, LEVELS) - 1
+        r = batch["path"].gather(-1, d.unsqueeze(-1)).squeeze(-1)
+        return torch.where(batch["depth"] > 0, r, torch.full_like(r, -1))
+    if name.startswith("refpath"):   # reference rotation: target path on the target's levels
+        k = int(name[7:]) - 1
+        tgt = batch["ref_path"][..., k]
+        return torch.where(tgt >= 0, tgt, batch["path"][..., k])
+    if name.startswith("refwhole"):  # whole-path overwrite: a reference takes the target's path
+        k = int(name[8:]) - 1
+        isref = batch["ref_path"][..., 0] >= 0
+        return torch.where(isref, batch["ref_path"][..., k], batch["path"][..., k])
+    if name.startswith("ref"):       # own plane group: only references rotate
+        return batch["ref_path"][..., int(name[3:]) - 1]
+    if name == "isref":
+        return torch.where(batch["ref_path"][..., 0] >= 0, 0, -1)
+    if name in ("p1", "p2", "p3"):
+        return batch["p"][..., int(name[1]) - 1]
+    if name == "period_p1":          # mechanical grid floor(t/L), L = mean paragraph length
+        return torch.div(batch["pos"], batch["p1_period"], rounding_mode="floor")
+    if name == "rand_p1":            # density-matched random paragraph label, fresh each call
+        pos = batch["pos"]
+        starts = torch.rand(pos.shape, generator=generator, device=pos.device) < batch["p1_density"]
+        starts = starts & (pos > 0)
+        return torch.cumsum(starts.long(), -1) * (pos >= 0)
+    raise KeyError(f"unknown coordinate {name!r}")
+
+
+class Rotary(nn.Module):
+    """The learned rotary parameters of one model plus its plane tables."""
+
+    def __init__(self, config, head_dim, n_layer, corpus=None):
+        super().__init__()
+        self.config = config
+        self.layouts, self.layer_layout, rates, offsets = build(config, head_dim, n_layer, corpus)
+        # rotary parameters: fixed initial values (never random), excluded from weight decay
+        self.rates = nn.Parameter(torch.tensor(rates, dtype=torch.float32))
+        self.offsets = nn.Parameter(torch.tensor(offsets, dtype=torch.float32))
+        names = {c for L in self.layouts for h in L.coord for c in h if c}
+        if any(L.overlay for L in self.layouts):
+            names.add("isref")
+        self.names = sorted(names)
+        for i, L in enumerate(self.layouts):
+            self.register_buffer(f"fixed{i}", torch.tensor(L.rate_init, dtype=torch.float32), persistent=False)
+            self.register_buffer(f"rp{i}", torch.tensor(L.rate_param), persistent=False)
+            self.register_buffer(f"op{i}", torch.tensor(L.offset_param), persistent=False)
+            col = [[self.names.index(c) if c else -1 for c in h] for h in L.coord]
+            self.register_buffer(f"col{i}", torch.tensor(col, dtype=torch.int32), persistent=False)
+            ov = L.overlay or [[-1] * len(h) for h in L.coord]
+            self.register_buffer(f"ov{i}", torch.tensor(ov), persistent=False)
+
+    def coords(self, batch, generator=None):
+        """(B, T, K) int32 matrix of the coordinates this configuration reads (-1 absent)."""
+        if not self.names:
+            return batch["pos"].new_zeros(*batch["pos"].shape, 0).int()
+        return torch.stack([coordinate(batch, n, generator) for n in self.names], -1).int()
+
+    def table(self, i):
+        """Layout i as (col, rate, offset, overlay_offset) tensors of shape (H or 1, P)."""
+        fixed, rp, op, ov = (getattr(self, f"{n}{i}") for n in ("fixed", "rp", "op", "ov"))
+        pad = lambda p: torch.cat([p, p.new_zeros(1)])          # index -1 -> 0
+        rate = torch.where(rp >= 0, pad(self.rates)[rp], fixed)
+        offset = torch.where(op >= 0, pad(self.offsets)[op], 0.0)
+        overlay = torch.where(ov >= 0, pad(self.offsets)[ov], 0.0)
+        return getattr(self, f"col{i}"), rate, offset, overlay
+
+    def angles(self, C, i):
+        """Reference angles (B, T, H or 1, P) for layout i from the coordinate matrix C."""
+        col, rate, offset, overlay = self.table(i)
+        c = C[..., col.clamp(min=0).long()].float()             # (B, T, Hl, P)
+        present = (c >= 0) & (col >= 0)
+        ang = torch.where(present, c * rate + offset, 0.0)
+        if self.ov_used(i):   # directed offset: references sit a learned constant from target
+            isref = C[..., self.names.index("isref")].float().unsqueeze(-1).unsqueeze(-1) >= 0
+            ang = ang + torch.where(isref & present, overlay, 0.0)
+        return ang
+
+    def ov_used(self, i):
+        return bool((getattr(self, f"ov{i}") >= 0).any())
+
+    def forward(self, q, k, C, layer):
+        """Rotate q, k of shape (B, T, H, D) for `layer`. Triton on CUDA, PyTorch elsewhere."""
+        i = self.layer_layout[layer]
+        if q.is_cuda and triton_available() and not self.ov_used(i) and os.environ.get("TREEROPE_TRITON", "1") == "1":
+            col, rate, offset, _ = self.table(i)
+            return rotate_triton(q, k, C, col, rate, offset)
+        return rotate(q, k, self.angles(C, i))
+
+    def count(self):
+        """(rotating planes per layout and head, learned parameters)."""
+        return [[sum(c is not None for c in h) for h in L.coord] for L in self.layouts], \
+            self.rates.numel() + self.offsets.numel()
+
+
+def rotate(q, k, angles):
+    """Readable reference: half-split rotation of q, k (B, T, H, D) by angles (B, T, H|1, P)."""
+    cos, sin = angles.cos(), angles.sin()
+
+    def rot(x):
+        x1, x2 = x.float().chunk(2, -1)                           # plane i = dims (i, i + P)
+        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).to(x.dtype)
+    return rot(q), rot(k)
+
+
+# ----------------------------------------------------------------------------------- triton ----
+try:   # the repository works where triton cannot be installed
+    import triton
+    import triton.language as tl
+except ImportError:
+    triton = None
+
+
+def triton_available():
+    return triton is not None
+
+
+if triton is not None:
+    @triton.jit
+    def _rotary_fwd(X, C, COL, RATE, OFF, Y, H, P: tl.constexpr, K, HT, BLOCK_P: tl.constexpr):
+        """One program per (token, head): angles from integer coordinates, then rotation."""
+        row = tl.program_id(0)
+        h = tl.program_id(1)
+        ht = h % HT                                     # table head (HT = 1: shared by heads)
+        p = tl.arange(0, BLOCK_P)
+        m = p < P
+        col = tl.load(COL + ht * P + p, mask=m, other=-1)
+        c = tl.load(C + row * K + tl.maximum(col, 0), mask=m & (col >= 0), other=-1).to(tl.float32)
+        rate = tl.load(RATE + ht * P + p, mask=m, other=0.0)
+        off = tl.load(OFF + ht * P + p, mask=m, other=0.0)
+        ang = tl.where(c >= 0, c * rate + off, 0.0)
+        cos, sin = tl.cos(ang), tl.sin(ang)
+        base = (row * H + h) * 2 * P
+        x1 = tl.load(X + base + p, mask=m, other=0.0).to(tl.float32)
+        x2 = tl.load(X + base + P + p, mask=m, other=0.0).to(tl.float32)
+        tl.store(Y + base + p, (x1 * cos - x2 * sin).to(Y.dtype.element_ty), mask=m)
+        tl.store(Y + base + P + p, (x1 * sin + x2 * cos).to(Y.dtype.element_ty), mask=m)
+
+    @triton.jit
+    def _rotary_bwd(X, DY, C, COL, RATE, OFF, DX, DANG, H, P: tl.constexpr, K, HT,
+                    BLOCK_P: tl.constexpr):
+        """Gradient of the rotation: dx = R(-angle) dy, and d angle = x1'*dy2 - x2'*dy1 where
+        x' is the rotated input; d angle is accumulated over heads sharing a table."""
+        row = tl.program_id(0)
+        h = tl.program_id(1)
+        ht = h % HT
+        p = tl.arange(0, BLOCK_P)
+        m = p < P
+        col = tl.load(COL + ht * P + p, mask=m, other=-1)
+        c = tl.load(C + row * K + tl.maximum(col, 0), mask=m & (col >= 0), other=-1).to(tl.float32)
+        rate = tl.load(RATE + ht * P + p, mask=m, other=0.0)
+        off = tl.load(OFF + ht * P + p, mask=m, other=0.0)
+        ang = tl.where(c >= 0, c * rate + off, 0.0)
+        cos, sin = tl.cos(ang), tl.sin(ang)
+        base = (row * H + h) * 2 * P
+        x1 = tl.load(X + base + p, mask=m, other=0.0).to(tl.float32)
+        x2 = tl.load(X + base + P + p, mask=m, other=0.0).to(tl.float32)
+        d1 = tl.load(DY + base + p, mask=m, other=0.0).to(tl.float32)
+        d2 = tl.load(DY + base + P + p, mask=m, other=0.0).to(tl.float32)
+        tl.store(DX + base + p, (d1 * cos + d2 * sin).to(DX.dtype.element_ty), mask=m)
+        tl.store(DX + base + P + p, (d2 * cos - d1 * sin).to(DX.dtype.element_ty), mask=m)
+        y1 = x1 * cos - x2 * sin
+        y2 = x1 * sin + x2 * cos
+        dang = tl.where(c >= 0, y1 * d2 - y2 * d1, 0.0)
+        tl.atomic_add(DANG + (row * HT + ht) * P + p, dang, mask=m)
+
+
+class _RotaryTriton(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, C, col, rate, offset):
+        B, T, H, D = q.shape
+        P = D // 2
+        C2 = C.reshape(B * T, -1).contiguous()
+        HT = col.shape[0]
+        args = (C2, col.contiguous(), rate.float().contiguous(), offset.float().contiguous())
+        outs = []
+        for x in (q, k):
+            x = x.contiguous()
+            y = torch.empty_like(x)
+            _rotary_fwd[(B * T, H)](x, *args, y, H, P, C2.shape[1], HT, triton.next_power_of_2(P))
+            outs.append(y)
+        ctx.save_for_backward(q, k, C2, *args[1:])
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, dq, dk):
+        q, k, C2, col, rate, offset = ctx.saved_tensors
+        B, T, H, D = q.shape
+        P = D // 2
+        HT = col.shape[0]
+        dang = torch.zeros(B * T, HT, P, device=q.device, dtype=torch.float32)
+        grads = []
+        for x, dy in ((q, dq), (k, dk)):
+            dx = torch.empty_like(x)
+            _rotary_bwd[(B * T, H)](x.contiguous(), dy.contiguous(), C2, col, rate, offset, dx, dang,
+                                    H, P, C2.shape[1], HT, triton.next_power_of_2(P))
+            grads.append(dx)
+        # d rate = sum over tokens of d angle * coordinate; d offset = sum of d angle where present
+        c = C2[:, col.clamp(min=0).long()].float()                     # (BT, HT, P)
+        present = (c >= 0) & (col >= 0)
+        d_rate = torch.where(present, dang * c, 0.0).sum(0)
+        d_off = torch.where(present, dang, 0.0).sum(0)
+        return grads[0], grads[1], None, None, d_rate, d_off
+
+
+def rotate_triton(q, k, C, col, rate, offset):
+    """Fused kernel: angles computed from integer coordinates inside the kernel; backward
+    returns gradients for q, k, rates and offsets."""
+    return _RotaryTriton.apply(q, k, C, col, rate, offset)
+
+
+def describe(head_dim=128, n_layer=6):
+    """(name, rotating planes per head/layer kind, learned parameters, plane groups)."""
+    rows = []
+    for name, make in CONFIGS.items():
+        planes, n_params = Rotary(name, head_dim, n_layer).count()
+        spec = make(head_dim // 2, None)
+        parts = spec.get("layers", spec.get("heads")) if isinstance(spec, dict) else [spec]
+        groups = " | ".join(" + ".join(g.label for g in gs) or "none" for gs in parts)
+        rows.append((name, "/".join(str(p) for L in planes for p in L), n_params, groups))
+    return rows
+
+
+def bench(config="seq_tree_depth", B=8, T=1024, H=2, D=128, reps=5):
+    """Forward+backward of the rotation alone at the paper's shapes: eager, torch.compile and
+    (on CUDA) Triton. Returns {variant: seconds per call}; ratios are what to compare."""
+    import time
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    rot = Rotary(config, D, 1).to(dev)
+    g = torch.Generator().manual_seed(0)
+    b = {"pos": torch.arange(T).expand(B, T), "depth": torch.randint(1, 22, (B, T), generator=g),
+         "path": torch.randint(0, 8, (B, T, LEVELS), generator=g), "within": torch.randint(0, 9, (B, T), generator=g)}
+    C = rot.coords({k: v.to(dev) for k, v in b.items()})
+    q = torch.randn(B, T, H, D, device=dev, requires_grad=True)
+    k = torch.randn(B, T, H, D, device=dev, requires_grad=True)
+    eager = lambda: rotate(q, k, rot.angles(C, 0))
+    variants = {"eager": eager, "compile": torch.compile(eager)}
+    if dev == "cuda" and triton_available():
+        variants["triton"] = lambda: rotate_triton(q, k, C, *rot.table(0)[:3])
+    out = {}
+    for name, fn in variants.items():
+        for i in range(reps + 2):
+            if i == 2:
+                if dev == "cuda":
+                    torch.cuda.synchronize()
+                t0 = time.perf_counter()
+            a, bb = fn()
+            (a.sum() + bb.sum()).backward()
+        if dev == "cuda":
+            torch.cuda.synchronize()
+        out[name] = (time.perf_counter() - t0) / reps
+        if dev == "cuda":   # bytes moved: read q, k, write q', k' (fwd) and the same again (bwd)
+            out[name + "_GBps"] = 8 * q.numel() * q.element_size() / out[name] / 1e9
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+    if "--bench" in sys.argv:
+        r = bench()
+        print({k: round(v, 5) for k, v in r.items()})
+        print(f"compile / eager time: {r['compile'] / r['eager']:.2f}")
+    else:
+        print(f"{'configuration':16} {'rotating planes':>15} {'learned':>8}  groups (128-wide head, 6 layers)")
+        for name, planes, n, groups in describe():
+            print(f"{name:16} {planes:>15} {n:>8}  {groups}")

@@ -1,0 +1,85 @@
+import math
+
+import numpy as np
+import pytest
+
+import analyze
+
+
+def test_sign_test_and_perplexity_match_the_paper():
+    assert analyze.sign_test(5, 5) == pytest.approx(0.0625)
+    assert analyze.sign_test(10, 10) == pytest.approx(0.00195, rel=1e-2)
+    assert analyze.sign_test(20, 20) == pytest.approx(1.9e-6, rel=1e-2)
+    assert analyze.ppl_reduction(-0.01) == pytest.approx(0.995, abs=1e-3)
+
+
+def test_paired_t_by_hand():
+    d = [-0.010, -0.020, 0.005, -0.015]
+    mean = -0.01
+    sd = math.sqrt(((0.0) ** 2 + 0.01 ** 2 + 0.015 ** 2 + 0.005 ** 2) / 3)   # = 0.0108012
+    se = sd / 2
+    t = mean / se                                                          # = -1.8516
+    r = analyze.paired(d)
+    assert r["delta"] == pytest.approx(mean) and r["se"] == pytest.approx(se)
+    assert r["t"] == pytest.approx(-1.8516, abs=1e-3)
+    assert r["p"] == pytest.approx(0.1611, abs=1e-3)                      # t(3) two-sided
+    assert r["ci_lo"] == pytest.approx(mean - 3.1824 * se, abs=1e-5)
+    assert r["won"] == 3 and r["sign_p"] == pytest.approx(0.625)
+
+
+def test_bh_known_vector():
+    q = analyze.bh([0.01, 0.04, 0.03, 0.20])
+    # sorted p: .01 .03 .04 .20 -> .04, .04(min(.03*4/2,.04*4/3)), .0533, .20
+    assert q.tolist() == pytest.approx([0.04, 0.05333, 0.05333, 0.20], abs=1e-4)
+
+
+def planted(n_docs=60, D=300, K=10, depth=-0.6, vertex=4.0, seed=0, per_cell=40):
+    rng = np.random.default_rng(seed)
+    k = np.arange(K + 1)
+    d = np.arange(D + 1)
+    true = np.where(k >= 1, depth + 0.04 * (k - vertex) ** 2, 0.0)
+    N = rng.poisson(per_cell, size=(n_docs, D + 1, K + 1)).astype(float)
+    mu = -0.003 * d[:, None] + true[None]
+    x = mu[None] + rng.normal(0, 0.5, N.shape) / np.sqrt(np.maximum(N, 1))
+    return {"sum": x * N, "sumsq": (mu[None] ** 2 + 0.25) * N, "count": N}, true
+
+
+def test_estimator_recovers_a_planted_well():
+    acc, _ = planted()
+    x, u, U = analyze.compression_depth(acc, gate=1000)
+    assert x == pytest.approx(4.0, abs=0.1) and u == pytest.approx(-0.6, abs=0.02)
+    for w in ("ivar", "uniform"):
+        assert analyze.compression_depth(acc, 1000, weights=w)[1] == pytest.approx(-0.6, abs=0.03)
+
+
+def test_monotonic_curve_has_no_interior_minimum():
+    U = np.array([0, -0.1, -0.2, -0.3, -0.4, -0.5])
+    assert math.isnan(analyze.well(U, np.ones(6))[0])
+
+
+def test_binned_pooling_artifact_and_exact_distance():
+    """App. A.6: Δp1 = 1 compresses at every distance (U = −0.2), but its pairs sit at larger
+    d inside the bin where log attention rises with d, so the pooled bin shows dilation."""
+    D, K = 256, 2
+    d = np.arange(D + 1)
+    N = np.zeros((D + 1, K + 1))
+    N[1:129, 0] = 5000                    # baseline pairs mostly close
+    N[129:, 0] = 500
+    N[1:129, 1] = 500                     # Δp1 = 1 pairs mostly far
+    N[129:, 1] = 5000
+    mean = 0.01 * d[:, None] + np.array([0.0, -0.2, 0.0])[None]
+    S = mean * N
+    pooled = analyze.binned_response(S, N, bins=[256])
+    assert pooled[1] > 0                                   # wrong sign
+    U, _ = analyze.response(S, S ** 2 / np.maximum(N, 1), N, gate=200)
+    assert U[1] == pytest.approx(-0.2)                     # exact distance: right sign and size
+
+
+def test_paired_bootstrap_covers_planted_value():
+    a, _ = planted(seed=1)
+    b, _ = planted(seed=2, depth=-0.3)
+    ra, rb, gap = analyze.bootstrap_depth(a, b, draws=300, gate=1000)
+    lo, hi = analyze.ci(ra)
+    assert lo <= -0.6 <= hi
+    glo, ghi = analyze.ci(gap)
+    assert glo <= -0.3 <= ghi

@@ -1,0 +1,154 @@
+import math
+
+import pytest
+import torch
+
+import rotary
+from rotary import FAST, Rotary
+
+
+def batch(B=2, T=7, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    path = torch.randint(0, 9, (B, T, 22), generator=g)
+    depth = torch.randint(1, 22, (B, T), generator=g)
+    path[torch.arange(22).expand(B, T, 22) >= depth[..., None]] = -1   # levels below depth absent
+    return {"pos": torch.arange(T).expand(B, T), "path": path, "depth": depth,
+            "within": torch.randint(-1, 30, (B, T), generator=g),
+            "ref_path": torch.where(torch.rand(B, T, 1, generator=g) < 0.3, path, -1),
+            "symbol": torch.randint(-1, 5, (B, T), generator=g), "p": torch.randint(0, 9, (B, T, 3), generator=g)}
+
+
+def test_initial_rates_from_the_paper():
+    assert FAST == pytest.approx(0.316, abs=1e-3)
+    assert math.cos(FAST) == pytest.approx(0.95, abs=1e-3)     # adjacent siblings: cosine 0.95
+    assert 2 * math.pi / FAST == pytest.approx(19.87, abs=0.01)   # fast plane wraps after ~20
+    assert 2 * math.pi / (FAST / 16) == pytest.approx(318, abs=1)
+    rot = Rotary("all_signals", 128, 1)
+    col, rate, offset, _ = rot.table(0)
+    within = [rate[0, i].item() for i in range(60, 64)]
+    assert [2 * math.pi / r for r in within] == pytest.approx([19.87, 79.48, 317.9, 1271.7], rel=1e-3)
+    assert offset.abs().sum() == 0 and rot.offsets.abs().sum() == 0   # every offset starts at 0
+    assert rate[0, :16].tolist() == pytest.approx([10000 ** (-i / 16) for i in range(16)])
+    assert rate[0, 16:18].tolist() == pytest.approx([FAST, FAST / 16])
+    d = Rotary("seq_depth", 128, 1).table(0)[1]
+    assert d[0, 16:18].tolist() == pytest.approx([FAST, FAST / 16])
+
+
+@pytest.mark.parametrize("name,planes,learned", [
+    ("seq_only", 16, 0), ("seq_depth", 18, 2), ("top_level", 18, 2), ("seq_tree", 60, 88),
+    ("all_signals", 64, 96), ("seq_tree_depth", 62, 90), ("no_position", 0, 0), ("full_rope", 64, 0),
+    ("tree_only", 44, 88), ("tree_within", 48, 96), ("seq_grid", 22, 12), ("seq_depth_rank", 20, 4),
+    ("seq_tree_symbol", 62, 90), ("hrope_axial", 64, 0), ("sent_axial", 48, 0), ("flat", 64, 0)])
+def test_plane_counts(name, planes, learned):
+    counts, n = Rotary(name, 128, 6).count()
+    assert max(max(h) for h in counts) == planes and n == learned
+
+
+def test_layer_and_head_splits():
+    rot = Rotary("ssttnn", 128, 6)
+    assert rot.layer_layout == [0, 0, 1, 1, 2, 2]
+    assert rot.count()[0] == [[64], [48], [0]]
+    assert Rotary("head_split", 128, 6).count()[0] == [[64, 48]]
+    with pytest.raises(ValueError):
+        Rotary("ststst", 128, 4)
+    with pytest.raises(ValueError):                     # 60 planes do not fit a 64-wide head
+        Rotary("seq_tree", 64, 1)
+
+
+def score(rot, b, layer=0):
+    torch.manual_seed(1)
+    q, k = torch.randn(2, b["pos"].shape[1], 1, 128), torch.randn(2, b["pos"].shape[1], 1, 128)
+    qr, kr = rot(q, k, rot.coords(b), layer)
+    return qr[:, :, 0] @ kr[:, :, 0].transpose(1, 2)
+
+
+@pytest.mark.parametrize("name", ["seq_only", "seq_tree", "seq_depth", "all_signals"])
+def test_relative_position_property(name):
+    """With offsets at 0 a score depends only on coordinate differences: shifting every
+    coordinate leaves every q.k score unchanged."""
+    rot = Rotary(name, 128, 1)
+    b = batch()
+    b["path"], b["within"] = b["path"].abs(), b["within"].abs()   # all present: absent turns by 0
+    shifted = {k: (v + 5 if k in ("pos", "depth", "within") else torch.where(v >= 0, v + 3, v)) if k != "ref_path" else v
+               for k, v in b.items()}
+    assert torch.allclose(score(rot, b), score(rot, shifted), atol=1e-3)
+
+
+def test_parent_and_child_differ_by_one_step_on_depth_planes():
+    rot = Rotary("seq_tree_depth", 128, 1)
+    b = batch(1, 2)
+    b["depth"] = torch.tensor([[3, 4]])
+    ang = rot.angles(rot.coords(b), 0)[0, :, 0]
+    step = (ang[1] - ang[0])[60:62]
+    assert step.tolist() == pytest.approx([FAST, FAST / 16])
+    b["depth"] = torch.tensor([[7, 8]])
+    assert (rot.angles(rot.coords(b), 0)[0, 1, 0] - rot.angles(rot.coords(b), 0)[0, 0, 0])[60:62].tolist() == \
+        pytest.approx(step.tolist(), abs=1e-5)
+
+
+def test_absent_levels_contribute_no_angle():
+    rot = Rotary("seq_tree", 128, 1)
+    with torch.no_grad():
+        rot.offsets.fill_(0.7)
+    b = batch(1, 3)
+    b["path"][:] = -1
+    b["path"][0, 0, 0] = 2
+    ang = rot.angles(rot.coords(b), 0)[0, :, 0]
+    assert ang[0, 16:18].tolist() == pytest.approx([0.7 + 2 * FAST, 0.7 + 2 * FAST / 16])
+    assert ang[0, 18:60].abs().sum() == 0 and ang[1:, 16:60].abs().sum() == 0
+
+
+def test_reference_rotation_takes_target_levels():
+    b = batch(1, 1)
+    b["path"][:] = -1
+    b["path"][0, 0, :4] = torch.tensor([1, 2, 3, 4])
+    b["ref_path"][:] = -1
+    b["ref_path"][0, 0, :2] = torch.tensor([7, 8])
+    part = rotary.coordinate(b, "refpath1"), rotary.coordinate(b, "refpath3")
+    assert part[0].item() == 7 and part[1].item() == 3                # own path below the target's
+    assert rotary.coordinate(b, "refwhole3").item() == -1            # whole-path: target's only
+
+
+def _reference_and_triton(name, dtype, head_dim=128, H=2, T=5, ovr=None):
+    rot = Rotary(name, head_dim, 1)
+    b = batch(2, T)
+    C = rot.coords(b)
+    col, rate, offset, _ = rot.table(0)
+    rate = (rate.detach() * (1.3 if ovr else 1)).requires_grad_()
+    offset = (offset.detach() + 0.2).requires_grad_()
+    torch.manual_seed(0)
+    q = torch.randn(2, T, H, head_dim, dtype=dtype, requires_grad=True)
+    k = torch.randn(2, T, H, head_dim, dtype=dtype, requires_grad=True)
+    w = torch.randn(2, T, H, head_dim)
+    res = []
+    for fn in ("ref", "triton"):
+        for t in (q, k, rate, offset):
+            t.grad = None
+        if fn == "ref":
+            c = C[..., col.clamp(min=0).long()].float()
+            ang = torch.where((c >= 0) & (col >= 0), c * rate + offset, 0.0)
+            a, bb = rotary.rotate(q, k, ang)
+        else:
+            a, bb = rotary.rotate_triton(q, k, C, col, rate, offset)
+        ((a.float() * w).sum() + (bb.float() * w).pow(2).sum()).backward()
+        res.append([a.detach().float(), bb.detach().float()] + [t.grad.float().clone() for t in (q, k, rate, offset)])
+    return res
+
+
+@pytest.mark.skipif(not rotary.triton_available(), reason="triton not installed")
+@pytest.mark.parametrize("name,head_dim,H,T", [("seq_tree_depth", 128, 2, 5), ("all_signals", 128, 1, 3),
+                                              ("head_split", 128, 2, 4), ("seq_depth", 128, 3, 2)])
+def test_triton_matches_reference_fp32(name, head_dim, H, T):
+    ref, tri = _reference_and_triton(name, torch.float32, head_dim, H, T)
+    for r, t in zip(ref, tri):
+        assert torch.allclose(r, t, atol=1e-4, rtol=1e-4), (r - t).abs().max()
+
+
+@pytest.mark.skipif(not rotary.triton_available(), reason="triton not installed")
+def test_triton_matches_reference_bf16():
+    """bf16 tolerance from rounding noise: the kernel must be no further from the fp32
+    reference than the bf16 reference itself is (flash-attention's test convention)."""
+    exact = _reference_and_triton("seq_tree", torch.float32, H=1, T=3)[0]
+    ref, tri = _reference_and_triton("seq_tree", torch.bfloat16, H=1, T=3)
+    for e, r, t in list(zip(exact, ref, tri))[:4]:
+        assert (t - e).abs().max() <= 2 * (r - e).abs().max() + 1e-3

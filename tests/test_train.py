@@ -1,0 +1,119 @@
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import prepare
+import train
+from model import GPT, GPTConfig
+
+TINY = ["--preset=cpu", "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4",
+        "--val_docs=8", "--test_docs=8", "--milestones=4", "--mb_tokens=128"]
+
+
+def run(data, out, config="seq_only", steps=8, extra=()):
+    return train.main(["--corpus", "python", "--config", config, "--data", data, "--out", out,
+                       f"--steps={steps}", *TINY, *extra])
+
+
+def test_prepared_data_on_disk(tiny_python):
+    d = os.path.join(tiny_python, "python")
+    meta = json.load(open(os.path.join(d, "meta.json")))
+    assert meta["documents"] > 30 and not meta["synthetic"]
+    a = prepare.load_split(d, "train")
+    n = len(a["tokens"])
+    assert a["path"].shape == (n, 22) and a["ref_path"].shape == (n, 22)
+    assert a["doc_start"][-1] == n and (np.diff(a["doc_start"]) <= 256).all()
+    assert (a["depth"] >= 1).all()                         # every Python token has a node
+    assert ((a["path"] >= 0).sum(1) == np.minimum(a["depth"], 22)).all()
+    enc = prepare.load_encoding(d)
+    # idempotent: a second run is a no-op
+    src = meta["settings"]["sources"][0]
+    assert prepare.main(["python", "--src", src, "--out", tiny_python, "--vocab", "512",
+                         "--max_len", "256", "--workers", "1"]) == d
+    assert enc.decode(a["tokens"][:50].tolist())
+
+
+def test_missing_source_is_a_clear_error(tmp_path):
+    with pytest.raises(SystemExit) as e:
+        prepare.main(["python", "--src", str(tmp_path / "nope"), "--out", str(tmp_path)])
+    assert "does not exist" in str(e.value)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit) as e:
+        prepare.main(["python", "--src", str(tmp_path / "empty"), "--out", str(tmp_path)])
+    assert "no .py files" in str(e.value)
+
+
+def test_identical_init_across_configurations():
+    states = []
+    for name in ("seq_only", "seq_depth", "seq_tree_depth", "no_position"):
+        torch.manual_seed(3)
+        m = GPT(GPTConfig(vocab_size=300, n_layer=2, n_embd=128, n_head=1, rotary=name))
+        states.append({k: v for k, v in m.state_dict().items() if not k.startswith("rotary")})
+    for s in states[1:]:
+        assert s.keys() == states[0].keys()
+        assert all(torch.equal(s[k], states[0][k]) for k in s)
+
+
+def test_batches_identical_across_configurations_and_packing():
+    a = train.step_records(1000, 16, 7, seed=0)
+    assert (a == train.step_records(1000, 16, 7, seed=0)).all()
+    assert not (a == train.step_records(1000, 16, 7, seed=1)).all()
+    lengths = np.array([5, 300, 40, 41, 1000, 7, 99, 100])
+    groups = train.pack(lengths, 1024)
+    assert sorted(i for g in groups for i in g) == list(range(8))      # whole step covered
+    for g in groups:
+        assert max(lengths[g]) * len(g) <= 1024                         # within the budget
+
+
+def test_lr_schedule():
+    peak, steps = 1e-3, 1000
+    assert train.lr_at(0, steps, peak) == pytest.approx(peak / 20)
+    assert train.lr_at(19, steps, peak) == pytest.approx(peak)           # end of 2% warmup
+    assert train.lr_at(20, steps, peak) == pytest.approx(peak)
+    assert train.lr_at(999, steps, peak) == pytest.approx(0.1 * peak)    # 10% of peak at the end
+
+
+def test_weight_decay_groups():
+    m = GPT(GPTConfig(vocab_size=300, n_layer=1, n_embd=128, n_head=1, rotary="seq_tree"))
+    decay, no_decay = train.param_groups(m, 0.1)
+    ids = lambda g: {id(p) for p in g["params"]}
+    assert id(m.rotary.rates) in ids(no_decay) and id(m.rotary.offsets) in ids(no_decay)
+    assert id(m.blocks[0].ln_1.weight) in ids(no_decay)
+    assert id(m.blocks[0].attn.c_attn.weight) in ids(decay) and decay["weight_decay"] == 0.1
+
+
+def test_resume_after_a_kill_matches_an_uninterrupted_run(tiny_python, tmp_path):
+    args = lambda out: ["--corpus", "python", "--config", "seq_tree_depth", "--data", tiny_python,
+                        "--out", out, "--steps=8", *TINY[:-2], "--milestones=2", "--mb_tokens=128"]
+    whole = train.main(args(str(tmp_path / "whole")))          # milestones (and checkpoints) at 4, 8
+    log_w = [json.loads(l) for l in open(os.path.join(whole, "log.jsonl"))]
+    assert log_w[-1]["val_loss"] < log_w[0]["val_loss"]       # it learns
+    # the same run killed right after its step-4 checkpoint, then restarted
+    kill = ("import sys, train\n"
+            "save = train.atomic_save\n"
+            "def killed(obj, path):\n"
+            "    save(obj, path)\n"
+            "    if obj['step'] == 4: raise SystemExit(3)\n"
+            "train.atomic_save = killed\n"
+            "train.main(sys.argv[1:])\n")
+    r = subprocess.run([sys.executable, "-c", kill, *args(str(tmp_path / "killed"))],
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), capture_output=True, text=True)
+    assert r.returncode == 3, r.stderr[-2000:]
+    resumed = train.main(args(str(tmp_path / "killed")))
+    log_r = [json.loads(l) for l in open(os.path.join(resumed, "log.jsonl"))]
+    assert [x["step"] for x in log_r] == [4, 8]
+    for x, y in zip(log_w, log_r):
+        assert x["val_loss"] == pytest.approx(y["val_loss"], abs=1e-5)
+        assert x["train_loss"] == pytest.approx(y["train_loss"], abs=1e-5)
+
+
+def test_nan_loss_stops_with_message(tiny_python, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        run(tiny_python, str(tmp_path), "seq_only", steps=4, extra=["--lr=1e30"])
+    assert e.value.code == 2
+    assert "last good checkpoint" in capsys.readouterr().err

@@ -1,0 +1,192 @@
+import ast
+import random
+
+import numpy as np
+import pytest
+
+import trees
+from conftest import stdlib_files
+
+
+def lines_of(doc):
+    return doc.text.split("\n")[:-1]
+
+
+def test_hand_worked_program():
+    src = "def f(a, b):\n    c = a + b\n    return c\nx = f(1, 2)\n"
+    doc = trees.python_doc(src)
+    assert lines_of(doc) == [
+        "FunctionDef f",          # 0  depth 1, rank 0
+        "arguments",              # 1  depth 2, rank 0
+        "args=arg x0",            # 2  depth 3 (args is not arguments' first field)
+        "args=arg x1",            # 3
+        "body=Assign",            # 4  depth 2, rank 1
+        "Name x2",                # 5  depth 3 (definition of c)
+        "value=BinOp Add",        # 6
+        "Name x0",                # 7  depth 4 (use of a)
+        "right=Name x1",          # 8
+        "body=Return",            # 9  depth 2, rank 2
+        "Name x2",                # 10 use of c
+        "Assign",                 # 11 depth 1, rank 1 (module level: not renamed)
+        "Name x",
+        "value=Call",
+        "Name f",
+        "args=Constant 1",
+        "args=Constant 2",
+    ]
+    depth, path = doc.node_coords()
+    assert depth.tolist() == [1, 2, 3, 3, 2, 3, 3, 4, 4, 2, 3, 1, 2, 2, 3, 3, 3]
+    assert doc.rank.tolist() == [0, 0, 0, 1, 1, 0, 1, 0, 1, 2, 0, 1, 0, 1, 0, 1, 2]
+    assert path[8, :5].tolist() == [0, 1, 1, 1, -1]       # f > body[1] Assign > BinOp > right
+    assert path[16, :4].tolist() == [1, 1, 2, -1]
+    # references: each use knows its definition; symbols by first mention
+    assert doc.ref[7] == 2 and doc.ref[8] == 3 and doc.ref[10] == 5
+    assert doc.ref[5] == -1 and doc.ref[14] == -1
+    assert doc.symbol[[2, 3, 5, 7, 8, 10]].tolist() == [0, 1, 2, 0, 1, 2]
+    # a subtree closed before every node that is not its predecessor's child
+    starts = np.r_[0, np.cumsum([len(l) + 1 for l in lines_of(doc)])[:-1]]
+    flagged = [i for i, s in enumerate(starts) if doc.char_kind[s] & trees.KIND_AFTER_CLOSE]
+    assert flagged == [3, 4, 6, 8, 9, 11, 13, 15, 16]
+
+
+def test_scopes_renaming():
+    src = ("import os\n"
+           "def f(a):\n"
+           "    def g():\n        nonlocal a\n        a = 2\n        return h\n"
+           "    h = 1\n"
+           "    global G\n"
+           "    G = [a for a in range(3)]\n"
+           "    import json\n"
+           "    return a, os, json\n"
+           "class C:\n    y = 1\n    def m(self):\n        return self.y\n")
+    canon = trees.canonical_python(src)
+    assert "def f(x0):" in canon
+    assert "nonlocal x0" in canon and "x0 = 2" in canon
+    assert "return h" in canon and "    h = 1" in canon      # used before its binding: kept
+    assert "G = [x" in canon and "global G" in canon
+    assert "import json as x" in canon
+    assert "    y = 1" in canon and "def m(x0):" in canon and "return x0.y" in canon
+    # the renamed program means the same: same bytecode shape as the original
+    compile(canon, "<canon>", "exec")
+
+
+def test_round_trip_sample():
+    files = stdlib_files()
+    random.Random(0).shuffle(files)
+    checked = 0
+    for p in files[:40]:
+        data = open(p, "rb").read()
+        try:
+            plain = trees.python_doc(data, rename=False)
+        except trees.Skip:
+            continue
+        depth = plain.node_coords()[0].tolist()
+        assert ast.unparse(trees.decode_python(plain.text, depth)) == ast.unparse(ast.parse(data)), p
+        renamed = trees.python_doc(data)
+        assert trees.parents_from_depth(renamed.node_coords()[0].tolist()) == renamed.parent.tolist()
+        checked += 1
+    assert checked >= 30
+
+
+@pytest.mark.slow
+def test_round_trip_whole_stdlib():
+    ok = 0
+    for p in stdlib_files():
+        data = open(p, "rb").read()
+        try:
+            doc = trees.python_doc(data, rename=False)
+        except trees.Skip:
+            continue
+        depth = doc.node_coords()[0].tolist()
+        assert ast.unparse(trees.decode_python(doc.text, depth)) == ast.unparse(ast.parse(data)), p
+        assert trees.parents_from_depth(depth) == doc.parent.tolist()
+        ok += 1
+    assert ok > 1000
+
+
+def test_no_lookahead_on_real_files():
+    """A document's prefix keeps its coordinates: serialise the first k top-level statements
+    of a real file and compare every character's node, path, reference and symbol."""
+    for p in stdlib_files()[300:306]:
+        src = open(p, "rb").read()
+        try:
+            tree = ast.parse(src)
+        except SyntaxError:
+            continue
+        full = trees.python_doc(src)
+        fd, fp = full.node_coords()
+        for k in (1, len(tree.body) // 2, len(tree.body) - 1):
+            if k < 1:
+                continue
+            part_src = ast.unparse(ast.Module(body=tree.body[:k], type_ignores=[]))
+            part = trees.python_doc(part_src)
+            n = len(part.text)
+            assert full.text[:n] == part.text
+            m = len(part.parent)
+            pd, pp = part.node_coords()
+            assert (full.char_node[:n] == part.char_node).all()
+            assert (fp[:m] == pp).all() and (fd[:m] == pd).all()
+            assert (full.ref[:m] == part.ref).all() and (full.symbol[:m] == part.symbol).all()
+
+
+def test_no_lookahead_inside_functions():
+    """Cut inside a function body: a later binding must not rename an earlier use."""
+    a = "def f():\n    print(v)\n"
+    b = "def f():\n    print(v)\n    v = 1\n"
+    pa, pb = trees.python_doc(a), trees.python_doc(b)
+    assert pb.text.startswith(pa.text)
+    assert "Name v" in pb.text and "x0" not in pb.text
+
+
+@pytest.mark.parametrize("data,reason", [
+    (b"def f(:\n", "syntax error"),
+    (b"x = '\xff\xfe'\n", "not utf-8"),
+    (b"", "empty"),
+    (b"   \n\n", "empty"),
+    (b"x = " + b"1 + " * 400_000 + b"1\n", "too large"),
+    (b"x = " + b"(" * 5000 + b"1" + b")" * 5000 + b"\n", None),
+])
+def test_bad_python_is_a_counted_skip(data, reason):
+    with pytest.raises(trees.Skip) as e:
+        trees.python_doc(data)
+    if reason:
+        assert e.value.reason == reason
+
+
+def test_deep_nesting_for_unparse_is_skipped():
+    src = "x = " + "[" * 190 + "]" * 190 + "\n"   # parses, but too deep for our recursion
+    try:
+        doc = trees.python_doc(src)
+        assert doc.node_coords()[0].max() > 22   # kept, counted as deeper than 22 levels
+    except trees.Skip as e:
+        assert e.reason == "too deeply nested"
+
+
+def test_web_page_hand_worked():
+    html = b"""<html><head><title>T</title><style>p{}</style></head><body>
+    <h1>Hello <b>big</b> world</h1><script>var x;</script>
+    <ul><li>one</li><li>two<ul><li>deep</li></ul></li></ul>
+    <table><tr><td>a</td><td>b</td></tr></table><!-- c --><p>end</p></body></html>"""
+    doc = trees.web_doc(html)
+    assert doc.text == "Hello big world\none\ntwo\ndeep\na\nb\nend"
+    depth, path = doc.node_coords()
+    node = lambda s: doc.char_node[doc.text.index(s)]
+    assert path[node("big"), :4].tolist() == [0, 1, 0, -1]        # h1 > b > text
+    assert path[node("deep"), :6].tolist() == [1, 1, 1, 0, 0, -1]  # ul > li[1] > ul > li > text
+    assert path[node("b\n"), :5].tolist() == [2, 0, 1, 0, -1]     # table > tr > td[1] > text
+    assert path[node("end"), :3].tolist() == [3, 0, -1]           # script and comment skipped
+    assert (doc.char_node[doc.text.index("\n")] == -1)
+    blocks = [doc.text[i:i + 3] for i in np.flatnonzero(doc.char_kind & trees.KIND_NEW_BLOCK)]
+    assert blocks == ["Hel", "one", "two", "dee", "a\nb", "b\ne", "end"]
+
+
+@pytest.mark.parametrize("html,reason", [
+    (b"", "empty or unparsable html"),
+    (b"<html><body><script>x</script></body></html>", "no visible text"),
+    (b"<body>" + b"<div>" * 30 + b"x" + b"</div>" * 30 + b"</body>", "deeper than 22 levels"),
+    (b"<body><ul>" + b"<li>x</li>" * 400 + b"</ul></body>", "wider than 318 siblings"),
+])
+def test_bad_web_pages(html, reason):
+    with pytest.raises(trees.Skip) as e:
+        trees.web_doc(html)
+    assert e.value.reason == reason

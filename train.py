@@ -1,0 +1,309 @@
+"""Train one configuration at one seed.
+
+    python train.py --config seq_depth                     # web corpus, CPU preset on CPU
+    python train.py --corpus python --config seq_tree --seed 3 --steps=400
+    torchrun --nproc_per_node=2 train.py --corpus python   # data parallel
+
+Recipe (depth-perception appendix §4): AdamW (0.9, 0.95), weight decay 0.1 on weight matrices
+only (rotary rates/offsets, LayerNorm excluded), clip 1.0, linear warmup over 2% of steps then
+cosine to 10% of peak; every step trains a fixed number of whole records, grouped by length
+into micro-batches of at most `mb_tokens` padded tokens; validation on a fixed set of records
+every 5% of steps (a milestone); the test split once at the end; no checkpoint is chosen by
+its score. Same seed => identical initial weights and identical batches in every configuration.
+Writes out/<corpus>/<config>/seed<k>/: config.json, log.jsonl, ckpt.pt, final.json.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from contextlib import nullcontext
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from tqdm import tqdm
+
+from model import GPT, GPTConfig, PRESETS
+from prepare import load_split
+
+DEFAULTS = dict(
+    corpus="web", config="seq_only", seed=0, preset=None, data="data", out="out",
+    steps=None, docs_per_step=None, lr=1.2e-3, weight_decay=0.1, mb_tokens=8192,
+    val_docs=1024, test_docs=None, milestones=20, depth_dropout=0.0, compile=False, device=None,
+    resume=True,
+)
+# CPU preset: the paper's recipe at a scale that finishes in minutes on 2 cores
+CPU_RUN = dict(preset="cpu", steps=300, docs_per_step=16, val_docs=128, test_docs=256, mb_tokens=4096)
+GPU_RUN = dict(preset="paper", steps=5000, docs_per_step=64)
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for k, v in DEFAULTS.items():
+        v = CPU_RUN.get(k, v)
+        typ = (lambda s: s.lower() in ("1", "true", "yes")) if isinstance(v, bool) else type(v) if v is not None else str
+        ap.add_argument(f"--{k}", default=None, type=typ)
+    args, extra = ap.parse_known_args(argv)
+    over = {}
+    for e in extra:   # nanoGPT-style --key=value overrides (model fields too)
+        if not e.startswith("--") or "=" not in e:
+            sys.exit(f"error: unrecognised argument {e!r}; use --key=value")
+        k, v = e[2:].split("=", 1)
+        over[k] = int(v) if v.lstrip("-").isdigit() else float(v) if v.replace(".", "", 1).replace("e-", "", 1).isdigit() else v
+    cfg = dict(DEFAULTS)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    cfg.update(CPU_RUN if device == "cpu" else GPU_RUN)
+    cfg.update({k: v for k, v in vars(args).items() if v is not None})
+    cfg["device"] = device
+    model_over = {k: over.pop(k) for k in list(over) if k in GPTConfig.__dataclass_fields__}
+    for k in over:
+        if k not in DEFAULTS:
+            sys.exit(f"error: unknown option --{k}")
+    cfg.update(over)
+    return cfg, model_over
+
+
+# ----------------------------------------------------------------------------------- data ----
+class Split:
+    """Records of one split, memory-mapped; hands out padded micro-batches as tensors."""
+    FIELDS = ("pos", "path", "depth", "within", "ref_path", "symbol", "p", "kind")
+
+    def __init__(self, data_dir, split, max_len):
+        self.a = load_split(data_dir, split)
+        s = self.a["doc_start"]
+        self.start = np.asarray(s[:-1])
+        self.len = np.minimum(np.diff(s), max_len)
+        keep = self.len >= 2                               # a record needs a next token
+        self.start, self.len = self.start[keep], self.len[keep]
+
+    def __len__(self):
+        return len(self.len)
+
+    def batch(self, ids, device):
+        T = int(self.len[ids].max())
+        B = len(ids)
+        out = {"tokens": np.zeros((B, T), np.int64)}
+        for f in self.FIELDS:
+            if f in self.a:
+                shape = (B, T) + self.a[f].shape[1:]
+                out[f] = np.full(shape, -1 if f != "kind" else 0, np.int64)
+        for j, i in enumerate(ids):
+            s, n = int(self.start[i]), int(self.len[i])
+            out["tokens"][j, :n] = self.a["tokens"][s:s + n]
+            for f in self.FIELDS:
+                if f in self.a:
+                    out[f][j, :n] = self.a[f][s:s + n]
+        t = {k: torch.from_numpy(v).to(device) for k, v in out.items()}
+        targets = torch.full_like(t["tokens"], -1)
+        lens = torch.as_tensor(self.len[ids], device=device)
+        # next-token targets inside each record; padding and the last token carry no loss
+        targets[:, :-1] = torch.where(torch.arange(T - 1, device=device) < (lens - 1)[:, None],
+                                      t["tokens"][:, 1:], -1)
+        t["targets"] = targets
+        return t
+
+
+def pack(lengths, budget):
+    """Group records (sorted by length) into micro-batches of at most `budget` padded tokens.
+    Returns lists of positions into `lengths`; no record is split."""
+    order = np.argsort(lengths, kind="stable")
+    groups, cur, longest = [], [], 0
+    for i in order:
+        L = int(lengths[i])
+        if cur and max(longest, L) * (len(cur) + 1) > budget:
+            groups.append(cur)
+            cur, longest = [], 0
+        cur.append(int(i))
+        longest = max(longest, L)
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def step_records(n_records, docs_per_step, step, seed):
+    """The records of one step: a seeded permutation per pass, identical for every configuration."""
+    per_pass = max(n_records // docs_per_step, 1)
+    epoch, j = divmod(step, per_pass)
+    perm = np.random.default_rng([seed, epoch]).permutation(n_records)
+    return perm[j * docs_per_step:(j + 1) * docs_per_step]
+
+
+def lr_at(step, steps, peak):
+    """Linear warmup over 2% of steps, then cosine to 10% of peak at the final step."""
+    warm = max(1, int(0.02 * steps))
+    if step < warm:
+        return peak * (step + 1) / warm
+    frac = (step - warm) / max(1, steps - 1 - warm)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+
+
+def param_groups(model, weight_decay):
+    """Decay weight matrices only; rotary rates/offsets and LayerNorm weights are not decayed."""
+    decay, no_decay = [], []
+    for n, p in model.named_parameters():
+        (decay if p.dim() >= 2 and not n.startswith("rotary") else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def corpus_stats(data_dir):
+    with open(os.path.join(data_dir, "meta.json")) as f:
+        meta = json.load(f)
+    return meta, {k: meta[k] for k in ("p_max", "p1_density", "p1_period") if k in meta}
+
+
+def coords_for(model, b, corpus, generator=None, depth_dropout=0.0):
+    """The coordinate matrix for a micro-batch, with the hRoPE control inputs and depth dropout."""
+    if "p1_density" in corpus:
+        b["p1_density"] = corpus["p1_density"]
+        b["p1_period"] = corpus["p1_period"]
+    if depth_dropout > 0 and "depth" in b:   # depth withheld on a random fraction of records
+        drop = torch.rand(b["depth"].shape[0], generator=generator, device=b["depth"].device) < depth_dropout
+        b["depth"] = torch.where(drop[:, None], torch.full_like(b["depth"], -1), b["depth"])
+    return model.rotary.coords(b, generator)
+
+
+@torch.no_grad()
+def evaluate(model, split, ids, cfg, corpus, autocast, per_token=False):
+    """Mean NLL per token over records `ids` (and optionally each record's per-token NLL)."""
+    model.eval()
+    total, count, per = 0.0, 0, {}
+    for group in pack(split.len[ids], cfg["mb_tokens"]):
+        rec = ids[group]
+        b = split.batch(rec, cfg["device"])
+        g = torch.Generator(device=cfg["device"]).manual_seed(cfg["seed"])
+        with autocast:
+            _, nll, _ = model(b["tokens"], coords_for(model, b, corpus, g), b["targets"])
+        total += nll.sum().item()
+        count += (b["targets"] >= 0).sum().item()
+        if per_token:
+            for j, r in enumerate(rec):
+                per[int(r)] = nll[j, :int(split.len[r]) - 1].float().cpu().numpy()
+    model.train()
+    return (total / max(count, 1), per) if per_token else total / max(count, 1)
+
+
+def atomic_save(obj, path):
+    torch.save(obj, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def main(argv=None):
+    cfg, model_over = parse(argv)
+    ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    rank, world = 0, 1
+    if ddp:
+        dist.init_process_group("nccl" if cfg["device"] == "cuda" else "gloo")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        if cfg["device"] == "cuda":
+            cfg["device"] = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+            torch.cuda.set_device(cfg["device"])
+    master = rank == 0
+    data_dir = os.path.join(cfg["data"], cfg["corpus"])
+    if not os.path.exists(os.path.join(data_dir, "meta.json")):
+        sys.exit(f"error: {data_dir} is not prepared; run `python prepare.py {cfg['corpus']}` first")
+    meta, corpus = corpus_stats(data_dir)
+    mcfg = GPTConfig(**{**PRESETS[cfg["preset"]], "vocab_size": meta["tokenizer"]["vocab"],
+                        "rotary": cfg["config"], "corpus": corpus, **model_over})
+    out_dir = os.path.join(cfg["out"], cfg["corpus"], cfg["config"], f"seed{cfg['seed']}")
+    train, val, test = (Split(data_dir, s, mcfg.max_len) for s in ("train", "val", "test"))
+    val_ids = np.arange(min(cfg["val_docs"], len(val)))             # the same fixed records
+    test_ids = np.arange(len(test) if cfg["test_docs"] is None else min(cfg["test_docs"], len(test)))
+    steps = cfg["steps"]
+    every = max(1, steps // cfg["milestones"])
+
+    torch.manual_seed(cfg["seed"])                                  # identical init per seed
+    model = GPT(mcfg).to(cfg["device"])
+    opt = torch.optim.AdamW(param_groups(model, cfg["weight_decay"]), lr=cfg["lr"], betas=(0.9, 0.95))
+    cuda = cfg["device"].startswith("cuda")
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
+    fwd = torch.compile(model) if cfg["compile"] else model
+    start, log, tokens_total = 0, [], 0
+    ckpt_path = os.path.join(out_dir, "ckpt.pt")
+    if cfg["resume"] and os.path.exists(ckpt_path):
+        ck = torch.load(ckpt_path, map_location=cfg["device"], weights_only=False)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        start, log = ck["step"], ck["log"]
+        tokens_total = log[-1]["tokens"] if log else 0
+        if master:
+            print(f"resuming {out_dir} from step {start}")
+    if master:
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, "config.json"), "w") as f:
+            json.dump({"run": cfg, "model": vars(mcfg), "data_meta_synthetic": meta.get("synthetic", False),
+                       "non_embedding_params": model.non_embedding_params()}, f, indent=1)
+        where = "CUDA: the paper's setting" if cuda else "CPU: the 'cpu' preset (minutes on 2 cores)"
+        print(f"{cfg['corpus']} / {cfg['config']} / seed {cfg['seed']} on {where}; preset {cfg['preset']}, "
+              f"{model.non_embedding_params() / 1e6:.2f}M non-embedding params, {steps} steps x "
+              f"{cfg['docs_per_step']} records{' (SYNTHETIC data)' if meta.get('synthetic') else ''}")
+
+    t0, tokens_seen = time.time(), 0
+    bar = tqdm(range(start, steps), initial=start, total=steps, disable=not master, desc=cfg["config"])
+    for step in bar:
+        lr = lr_at(step, steps, cfg["lr"])
+        for g in opt.param_groups:
+            g["lr"] = lr
+        rec = step_records(len(train), cfg["docs_per_step"], step, cfg["seed"])
+        groups = pack(train.len[rec], cfg["mb_tokens"])
+        n_tok = int((train.len[rec] - 1).sum())
+        gen = torch.Generator(device=cfg["device"]).manual_seed(cfg["seed"] * 1_000_003 + step)
+        step_loss = 0.0
+        for gi, group in enumerate(groups):
+            if gi % world != rank:
+                continue
+            b = train.batch(rec[group], cfg["device"])
+            C = coords_for(model, b, corpus, gen, cfg["depth_dropout"])
+            with autocast:
+                _, nll, _ = fwd(b["tokens"], C, b["targets"])
+            loss = nll.sum() / n_tok                               # token mean over the step
+            loss.backward()
+            step_loss += loss.item()
+        if ddp:
+            for p in model.parameters():
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                dist.all_reduce(p.grad)
+            t = torch.tensor([step_loss], device=cfg["device"])
+            dist.all_reduce(t)
+            step_loss = t.item()
+        if not math.isfinite(step_loss):
+            msg = f"loss is {step_loss} at step {step}: stopping; the last good checkpoint ({ckpt_path}) is kept"
+            if master:
+                print(msg, file=sys.stderr)
+            sys.exit(2)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        tokens_seen += n_tok
+        dt = time.time() - t0
+        bar.set_postfix(loss=f"{step_loss:.3f}", tok_s=f"{tokens_seen / max(dt, 1e-9):.0f}")
+        if (step + 1) % every == 0 or step + 1 == steps:           # a milestone
+            val_loss = evaluate(model, val, val_ids, cfg, corpus, autocast)
+            entry = {"step": step + 1, "tokens": tokens_total + tokens_seen, "train_loss": step_loss,
+                     "val_loss": val_loss, "lr": lr, "elapsed": round(dt, 2)}
+            if cuda:
+                entry["mfu"] = model.flops_per_token(mcfg.max_len) * tokens_seen / dt / 989e12
+            log.append(entry)
+            if master:
+                with open(os.path.join(out_dir, "log.jsonl"), "w") as f:
+                    f.writelines(json.dumps(e) + "\n" for e in log)
+                atomic_save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1,
+                             "log": log, "config": vars(mcfg), "run": cfg}, ckpt_path)
+    if master:
+        val_loss = log[-1]["val_loss"] if log else evaluate(model, val, val_ids, cfg, corpus, autocast)
+        test_loss = evaluate(model, test, test_ids, cfg, corpus, autocast)
+        final = {"step": steps, "val_loss": val_loss, "test_loss": test_loss,
+                 "val_records": len(val_ids), "test_records": len(test_ids),
+                 "elapsed": round(time.time() - t0, 1)}
+        with open(os.path.join(out_dir, "final.json"), "w") as f:
+            json.dump(final, f, indent=1)
+        print(f"final: val {val_loss:.4f} nats/token, test {test_loss:.4f} ({out_dir})")
+    if ddp:
+        dist.destroy_process_group()
+    return out_dir
+
+
+if __name__ == "__main__":
+    main()
