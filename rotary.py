@@ -298,7 +298,7 @@ class Rotary(nn.Module):
         return ang
 
     def ov_used(self, i):
-        return bool((getattr(self, f"ov{i}") >= 0).any())
+        return self.layouts[i].overlay is not None
 
     def forward(self, q, k, C, layer):
         """Rotate q, k of shape (B, T, H, D) for `layer`. Triton on CUDA, PyTorch elsewhere."""
