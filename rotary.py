@@ -338,8 +338,8 @@ def triton_available():
 
 if triton is not None:
     @triton.jit
-    def _rotary_fwd(X, C, COL, RATE, OFF, Y, H, P: tl.constexpr, K, HT, BLOCK_P: tl.constexpr):
-        """One program per (token, head): angles from integer coordinates, then rotation."""
+    def _angles(C, COL, RATE, OFF, P: tl.constexpr, K, HT, BLOCK_P: tl.constexpr):
+        """This program's token row and head, and its planes' angles from integer coordinates."""
         row = tl.program_id(0)
         h = tl.program_id(1)
         ht = h % HT                                     # table head (HT = 1: shared by heads)
@@ -350,7 +350,12 @@ if triton is not None:
         rate = tl.load(RATE + ht * P + p, mask=m, other=0.0)
         off = tl.load(OFF + ht * P + p, mask=m, other=0.0)
         ang = tl.where(c >= 0, c * rate + off, 0.0)
-        cos, sin = tl.cos(ang), tl.sin(ang)
+        return row, h, ht, p, m, c, tl.cos(ang), tl.sin(ang)
+
+    @triton.jit
+    def _rotary_fwd(X, C, COL, RATE, OFF, Y, H, P: tl.constexpr, K, HT, BLOCK_P: tl.constexpr):
+        """One program per (token, head): angles from integer coordinates, then rotation."""
+        row, h, ht, p, m, c, cos, sin = _angles(C, COL, RATE, OFF, P, K, HT, BLOCK_P)
         base = (row * H + h) * 2 * P
         x1 = tl.load(X + base + p, mask=m, other=0.0).to(tl.float32)
         x2 = tl.load(X + base + P + p, mask=m, other=0.0).to(tl.float32)
@@ -362,17 +367,7 @@ if triton is not None:
                     BLOCK_P: tl.constexpr):
         """Gradient of the rotation: dx = R(-angle) dy, and d angle = x1'*dy2 - x2'*dy1 where
         x' is the rotated input; d angle is accumulated over heads sharing a table."""
-        row = tl.program_id(0)
-        h = tl.program_id(1)
-        ht = h % HT
-        p = tl.arange(0, BLOCK_P)
-        m = p < P
-        col = tl.load(COL + ht * P + p, mask=m, other=-1)
-        c = tl.load(C + row * K + tl.maximum(col, 0), mask=m & (col >= 0), other=-1).to(tl.float32)
-        rate = tl.load(RATE + ht * P + p, mask=m, other=0.0)
-        off = tl.load(OFF + ht * P + p, mask=m, other=0.0)
-        ang = tl.where(c >= 0, c * rate + off, 0.0)
-        cos, sin = tl.cos(ang), tl.sin(ang)
+        row, h, ht, p, m, c, cos, sin = _angles(C, COL, RATE, OFF, P, K, HT, BLOCK_P)
         base = (row * H + h) * 2 * P
         x1 = tl.load(X + base + p, mask=m, other=0.0).to(tl.float32)
         x2 = tl.load(X + base + P + p, mask=m, other=0.0).to(tl.float32)
