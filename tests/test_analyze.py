@@ -83,3 +83,24 @@ def test_paired_bootstrap_covers_planted_value():
     assert lo <= -0.6 <= hi
     glo, ghi = analyze.ci(gap)
     assert glo <= -0.3 <= ghi
+
+
+def test_cli_pairs_runs_by_seed_at_common_milestones(tmp_path, capsys):
+    import json
+    import os
+    loss = {"seq_only": [3.0, 2.50, 2.40], "seq_depth": [3.0, 2.45, 2.38]}
+    for cfg, curve in loss.items():
+        for seed in range(3):
+            d = tmp_path / "web" / cfg / f"seed{seed}"
+            os.makedirs(d)
+            (d / "config.json").write_text(json.dumps({"run": {"corpus": "web", "config": cfg, "seed": seed, "steps": 30},
+                                                       "model": {"n_layer": 4, "n_embd": 128, "n_head": 1, "max_len": 256}}))
+            steps = [10, 20, 30] if cfg == "seq_only" or seed else [10, 20]   # one run stopped early
+            (d / "log.jsonl").write_text("".join(json.dumps({"step": s, "val_loss": curve[i] + 0.001 * seed}) + "\n"
+                                                 for i, s in enumerate(steps)))
+    analyze.main([str(tmp_path / "web"), "--figures", str(tmp_path / "figs")])
+    out = capsys.readouterr().out
+    assert "at step 20" in out                              # the last milestone every pair reached
+    assert "| seq_depth | -0.0500 |" in out and "| 3/3 |" in out
+    assert os.path.exists(tmp_path / "figs" / "fig3_gap_web.png")
+    assert os.path.exists(tmp_path / "figs" / "fig3_gap_web.csv") and os.path.exists(tmp_path / "figs" / "table_val.csv")
