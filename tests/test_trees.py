@@ -153,13 +153,19 @@ def test_bad_python_is_a_counted_skip(data, reason):
         assert e.value.reason == reason
 
 
-def test_deep_nesting_for_unparse_is_skipped():
-    src = "x = " + "[" * 190 + "]" * 190 + "\n"   # parses, but too deep for our recursion
-    try:
-        doc = trees.python_doc(src)
-        assert doc.node_coords()[0].max() > 22   # kept, counted as deeper than 22 levels
-    except trees.Skip as e:
-        assert e.reason == "too deeply nested"
+def test_nesting_too_deep_for_unparse_is_a_counted_skip():
+    src = "x = 1" + " + 1" * 5000 + "\n"          # a 5,000-deep BinOp chain
+    with pytest.raises(RecursionError):
+        ast.unparse(ast.parse(src))
+    with pytest.raises(trees.Skip) as e:
+        trees.python_doc(src)
+    assert e.value.reason == "too deeply nested"
+
+
+def test_nodes_deeper_than_22_levels_are_kept():
+    doc = trees.python_doc("x = " + "[" * 190 + "]" * 190 + "\n")
+    depth, path = doc.node_coords()
+    assert depth.max() == 191 and (path[depth.argmax()] >= 0).sum() == 22
 
 
 def test_web_page_hand_worked():
