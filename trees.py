@@ -9,10 +9,6 @@ No look-ahead (appendix §5): every builder walks its document in reading order,
 rank, path, renaming and reference depend only on what precedes it.
 """
 import ast
-import io
-import re
-import sys
-import zipfile
 from dataclasses import dataclass, field
 
 import numpy as np
