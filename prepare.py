@@ -184,8 +184,23 @@ def records(coords, max_len, long_docs, boundary):
     for s, e in cuts:
         r = {k: v[s:e] for k, v in coords.items()}
         r["pos"] = np.arange(e - s, dtype=np.int32)
+        if "p" in r:                    # p1 counts paragraphs from the record's start
+            r["p"] = r["p"].copy()
+            r["p"][:, 0] -= r["p"][0, 0]
         out.append(r)
     return out
+
+
+def paragraph_stats(recs):
+    """What hRoPE's base calibration and controls need (paper 004 App. C): the largest p1, p2,
+    p3 (M_g), the paragraph-boundary density per token (rand_axial) and the mean paragraph
+    length in tokens L (period_axial: p1 = floor(t / L))."""
+    p_max = np.max([r["p"].max(0) - r["p"].min(0) for r in recs], 0)   # the span a record can see
+    starts = sum(int((r["p"][1:, 0] != r["p"][:-1, 0]).sum()) for r in recs)
+    paragraphs = starts + len(recs)
+    tokens = sum(len(r["p"]) for r in recs)
+    return {"p_max": [int(v) for v in p_max], "p1_density": starts / max(tokens - len(recs), 1),
+            "p1_period": max(1, round(tokens / paragraphs)), "paragraphs": paragraphs}
 
 
 # ----------------------------------------------------------------------------- sources ----
@@ -248,6 +263,42 @@ def web_sources(args):
     return items, dirs
 
 
+# Where `prepare.py prose` looks for real prose when no --src is given: the reStructuredText
+# sources python3-doc installs (first hit wins).
+PROSE_PLACES = ["/usr/share/doc/python3/html/_sources", "/usr/share/doc/python3.*/html/_sources",
+                "/usr/share/doc/python3-doc/html/_sources"]
+PROSE_EXTS = (".rst.txt", ".rst", ".txt", ".tokens", ".raw", ".md")
+
+
+def prose_sources(args):
+    dirs = args.src
+    if not dirs:
+        for pattern in PROSE_PLACES:
+            hits = sorted({os.path.realpath(p) for p in glob.glob(pattern) if os.path.isdir(p)})
+            if hits:
+                dirs = hits[:1]
+                break
+    if not dirs:
+        sys.exit("error: no prose found on this machine (looked in " + ", ".join(PROSE_PLACES) + ").\n"
+                 "On Debian/Ubuntu: sudo apt-get install python3-doc  (its .rst sources, ~40k paragraphs),\n"
+                 "or pass text files: python prepare.py prose --src DIR  (.txt/.rst/.md; WikiText .tokens/.raw)")
+    items = []
+    for name, path in find_files(dirs, PROSE_EXTS):
+        fmt = "rst" if name.endswith((".rst", ".rst.txt")) else "text"
+        with open(path, "rb") as f:
+            raw = f.read()
+        text = raw.decode("utf-8", "replace")
+        if fmt == "text" and any(trees.WIKI_TITLE.match(l) for l in text.split("\n")):
+            # WikiText: one file holds many articles; each `= Title =` starts a document
+            for k, (title, paras) in enumerate(trees.wikitext_documents(text)):
+                items.append((f"{name}#{k}:{title}", ("paragraphs", paras)))
+        else:
+            items.append((name, (fmt, raw)))
+    if not items:
+        sys.exit(f"error: no {'/'.join(PROSE_EXTS)} files under {dirs}")
+    return items, dirs
+
+
 def _build(item, builder):
     name, src = item
     try:
@@ -269,10 +320,25 @@ def _build_web(item):
     return _build(item, trees.web_doc)
 
 
+def _prose(src):
+    fmt, data = src
+    return trees.paragraphs_doc(data) if fmt == "paragraphs" else trees.prose_doc(data, fmt)
+
+
+def _build_prose(item):
+    return _build(item, _prose)
+
+
+def _build_code(item):
+    return _build(item, trees.code_doc)
+
+
 CORPORA = {
     # corpus: (sources(args) -> ([(name, path)], dirs), build((name, path)) -> (name, Doc|None, reason))
     "python": (python_sources, _build_python),
     "web": (web_sources, _build_web),
+    "prose": (prose_sources, _build_prose),
+    "code": (python_sources, _build_code),
 }
 
 
@@ -327,7 +393,7 @@ def main(argv=None):
     out_dir = os.path.join(args.out, args.corpus)
     settings = {"corpus": args.corpus, "sources": [os.path.abspath(d) for d in dirs], "vocab": args.vocab,
                 "max_len": args.max_len, "long": long_docs, "bpe_bytes": args.bpe_bytes,
-                "files": hashlib.sha1("\n".join(f"{n}:{len(p) if isinstance(p, bytes) else os.path.getsize(p)}"
+                "files": hashlib.sha1("\n".join(f"{n}:{os.path.getsize(p) if isinstance(p, str) else len(repr(p))}"
                                                 for n, p in items).encode()).hexdigest()}
     meta_path = os.path.join(out_dir, "meta.json")
     if not args.force and os.path.exists(meta_path):
@@ -340,6 +406,11 @@ def main(argv=None):
     if not docs:
         sys.exit(f"error: no usable documents in {dirs} (skipped: {dict(skipped)})")
     t_trees = time.time() - t0
+    p1_cap = None
+    if args.corpus == "code":   # App. C.1: p1 truncated at the 95th percentile of blocks per file
+        p1_cap = int(np.percentile([d.char_p[:, 0].max() + 1 for _, d in docs], 95)) - 1
+        for _, d in docs:
+            np.minimum(d.char_p[:, 0], p1_cap, out=d.char_p[:, 0])
     split = {name: split_of(name) for name, _ in docs}
 
     t0 = time.time()
@@ -365,9 +436,14 @@ def main(argv=None):
         stats["deeper_than_levels"] += int((depth_n > trees.LEVELS).sum())
         depth_hist.update(depth_n.tolist())
         rank_values.append(doc.rank[doc.parent >= 0] if args.corpus != "sheets" else doc.rank)
-        # records may start at a top-level statement (python) or a new text block (web)
-        boundary = (np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 1)
-                    if args.corpus == "python" else (c["kind"] & trees.KIND_NEW_BLOCK) > 0)
+        # records may start at a top-level statement (python), a new paragraph or block
+        # (prose, code) or a new text block (web)
+        if args.corpus == "python":
+            boundary = np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 1)
+        elif "p" in c:
+            boundary = np.r_[True, c["p"][1:, 0] != c["p"][:-1, 0]]
+        else:
+            boundary = (c["kind"] & trees.KIND_NEW_BLOCK) > 0
         rs = records(c, args.max_len, long_docs, boundary)
         stats["records_dropped_long"] += not rs
         recs[split[name]].extend(rs)
@@ -397,6 +473,8 @@ def main(argv=None):
                     "tiktoken_encode": round(t_encode, 1), "coordinates": round(t_coords, 1)},
         "kinds": trees.KIND_NAMES,
     }
+    if "p" in (recs["train"][0] if recs["train"] else {}):
+        meta.update(paragraph_stats(recs["train"]), p1_cap=p1_cap)
     with open(os.path.join(tmp, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
     shutil.rmtree(out_dir, ignore_errors=True)

@@ -303,6 +303,8 @@ class Rotary(nn.Module):
     def forward(self, q, k, C, layer):
         """Rotate q, k of shape (B, T, H, D) for `layer`. Triton on CUDA, PyTorch elsewhere."""
         i = self.layer_layout[layer]
+        if not self.names:                     # no_position: nothing rotates
+            return q, k
         if q.is_cuda and triton_available() and not self.ov_used(i) and os.environ.get("TREEROPE_TRITON", "1") == "1":
             col, rate, offset, _ = self.table(i)
             return rotate_triton(q, k, C, col, rate, offset)

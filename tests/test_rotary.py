@@ -152,3 +152,19 @@ def test_triton_matches_reference_bf16():
     ref, tri = _reference_and_triton("seq_tree", torch.bfloat16, H=1, T=3)
     for e, r, t in list(zip(exact, ref, tri))[:4]:
         assert (t - e).abs().max() <= 2 * (r - e).abs().max() + 1e-3
+
+
+@pytest.mark.parametrize("name", sorted(rotary.CONFIGS))
+def test_every_configuration_trains_a_step(name):
+    """Each registered configuration runs forward and backward through the GPT (no_position,
+    with nothing to rotate, included) and gives a finite loss."""
+    from model import GPT, GPTConfig
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(vocab_size=64, n_layer=6, n_embd=256, n_head=2, max_len=7, rotary=name,
+                      corpus={"p_max": [8, 8, 8], "p1_density": 0.2, "p1_period": 3}))
+    b = batch()
+    b.update(p1_density=0.2, p1_period=3)
+    tokens = torch.randint(0, 64, (2, 7))
+    _, nll, _ = m(tokens, m.rotary.coords(b, torch.Generator().manual_seed(0)), tokens)
+    nll.mean().backward()
+    assert torch.isfinite(nll).all()

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The CPU reproduction study (README "Results"): every run, evaluation and table from prepared data.
+#   python prepare.py python && python prepare.py web && python prepare.py code && python prepare.py prose
+#   bash reproduce_cpu.sh            # all stages;  bash reproduce_cpu.sh train  # one stage
+# A finished run (final.json present) is not re-run, so an interrupted study resumes where it stopped.
+set -euo pipefail
+SEEDS="0 1 2"
+STEPS=200          # x 16 records of <= 256 tokens: ~0.8 M tokens per run
+OUT=out
+stage=${1:-all}
+
+run() {  # corpus config seed [extra train.py options]
+  local c=$1 k=$2 s=$3; shift 3
+  [ -f "$OUT/$c/$k/seed$s/final.json" ] || python train.py --corpus "$c" --config "$k" --seed "$s" \
+      --steps $STEPS --milestones 10 --out "$OUT" "$@"
+}
+
+if [ "$stage" = all ] || [ "$stage" = train ]; then
+  for s in $SEEDS; do
+    for k in seq_only no_position seq_depth seq_tree; do run python $k $s; done
+    for k in seq_only seq_depth; do run web $k $s; done
+  done
+fi
