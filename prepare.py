@@ -357,11 +357,11 @@ def build_docs(corpus, items, workers):
 
 
 def write_split(out_dir, split, recs):
-    fields = {k for r in recs for k in r if k != "node"}
+    fields = {k for r in recs for k in r if k != "node"} or {"tokens", "pos"}   # an empty split stays loadable
     lens = np.array([len(r["pos"]) for r in recs], np.int64)
     arrays = {"doc_start": np.r_[0, np.cumsum(lens)].astype(np.int64)}
     for k in sorted(fields):
-        arrays[k] = np.concatenate([r[k] for r in recs]) if recs else np.zeros(0)
+        arrays[k] = np.concatenate([r[k] for r in recs]) if recs else np.zeros(0, np.int64)
     if "path" in arrays:   # int16 keeps 22 levels x tokens small; wide sheets need int32
         for k in ("path", "ref_path"):
             if k in arrays:

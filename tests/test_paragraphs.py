@@ -1,0 +1,166 @@
+"""hRoPE paragraph corpora (paper 004 App. C.1): prose and code builders, p1/p2/p3 on disk."""
+import glob
+import json
+import os
+
+import numpy as np
+import pytest
+
+import prepare
+import trees
+from conftest import stdlib_files
+
+RST = sorted(glob.glob("/usr/share/doc/python3*/html/_sources/library/*.rst.txt"))
+
+
+def per_byte(doc):
+    """token_coords with one token per byte (ASCII text): p per character."""
+    ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)
+    return prepare.token_coords(doc, ids, np.ones(256, np.int64))
+
+
+def test_three_paragraphs_hand_worked():
+    text = ('This is what I love. You are the reason.\n\nok\n\n'
+            'Second paragraph, one sentence here.\n\nThird one! "Quoted start" next. lower case stays.')
+    doc = trees.prose_doc(text.encode())
+    assert doc.text == ('This is what I love. You are the reason.\n\nSecond paragraph, one sentence here.'
+                        '\n\nThird one! "Quoted start" next. lower case stays.')      # "ok" < 20 chars
+    c = per_byte(doc)
+    p = c["p"]
+    at = lambda s: doc.text.index(s)
+    assert p[at("This")].tolist() == [0, 0, 0] and p[at("You")].tolist() == [0, 1, 0]
+    assert p[at("reason")].tolist() == [0, 1, 12]                  # "You are the " is 12 characters
+    assert p[at("Second")].tolist() == [1, 0, 0]
+    assert p[at('"Quoted')].tolist() == [2, 1, 0]                  # a quote opens a sentence
+    assert p[at("lower")][:2].tolist() == [2, 1]                   # lowercase after '.' does not
+    # separators belong to no node and keep the coordinates of the text before them
+    sep = at("\n\nSecond")
+    assert doc.char_node[sep] == -1 and p[sep][:2].tolist() == [0, 1]
+    assert doc.char_node[at(" You")] == -1 and p[at(" You")][:2].tolist() == [0, 0]
+    depth, path = doc.node_coords()
+    assert depth[doc.char_node[at("You")]] == 2 and path[doc.char_node[at("You")], :3].tolist() == [0, 1, -1]
+
+
+def test_two_block_python_file_hand_worked():
+    src = b"import os\nimport sys\n\n\ndef f():\n    return 1\n"
+    doc = trees.code_doc(src)
+    assert doc.text == src.decode()                                # the text is unchanged
+    p = per_byte(doc)["p"]
+    at = lambda s: doc.text.index(s)
+    assert p[at("import os")].tolist() == [0, 0, 0]
+    assert p[at("import sys")].tolist() == [0, 1, 0]
+    assert p[at("def")].tolist() == [1, 0, 0]
+    assert p[at("    return")].tolist() == [1, 1, 0] and p[at("1\n")].tolist() == [1, 1, 11]
+    assert doc.char_node[at("\n\n")] == -1 and p[at("\n\n")][:2].tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("builder,data,reason", [
+    (trees.code_doc, b"x = 1\ny = 2\n", "fewer than 2 blocks"),
+    (trees.code_doc, b"", "fewer than 2 blocks"),
+    (trees.code_doc, b"\xff\xfe x = 1\n\ny = 2", "not utf-8"),
+    (trees.prose_doc, b"", "no paragraph of 20+ characters"),
+    (trees.prose_doc, b"short\n\nalso short", "no paragraph of 20+ characters"),
+    (trees.prose_doc, b"\xff\xfe\x00long enough paragraph of text", "not utf-8"),
+])
+def test_bad_paragraph_documents_are_counted_skips(builder, data, reason):
+    with pytest.raises(trees.Skip) as e:
+        builder(data)
+    assert e.value.reason == reason
+
+
+def test_wikitext_documents_and_escapes():
+    text = (" = Alpha = \n\n The first @-@ paragraph is long enough . It has 1 @,@ 000 words .\n\n"
+            " = = Sub heading = = \n\n Second paragraph of the alpha article .\n\n"
+            " = Beta = \n\n Beta has one paragraph that is long enough .\n")
+    docs = trees.wikitext_documents(text)
+    assert [t for t, _ in docs] == ["Alpha", "Beta"]
+    alpha = trees.paragraphs_doc(docs[0][1])
+    assert alpha.text == ("The first-paragraph is long enough . It has 1,000 words .\n\n"
+                          "Second paragraph of the alpha article .")   # headings discarded
+
+
+def test_rst_markup_is_cleaned():
+    rst = """Title here
+==========
+
+.. module:: json
+   :synopsis: JSON.
+
+A :func:`dumps` call and ``literal`` text, see `docs <https://x.org>`_. Another sentence::
+
+    >>> code_is_dropped()
+
+.. function:: dump(obj, fp)
+
+   Serialize *obj* to a file. It returns nothing.
+
+.. code-block:: python
+
+   also_dropped = True
+
+* A list item that is long enough.
+"""
+    assert trees.rst_paragraphs(rst) == [
+        "A dumps call and literal text, see docs. Another sentence:",
+        "Serialize obj to a file. It returns nothing.",
+        "A list item that is long enough."]
+
+
+@pytest.mark.skipif(not RST, reason="python3-doc is not installed")
+def test_no_lookahead_on_real_documents():
+    """A prefix of a real document keeps every character's (p1, p2) and node: prose cut after
+    k paragraphs, code cut after k lines."""
+    for path in RST[:5]:
+        paras = [p for p in trees.rst_paragraphs(open(path).read()) if len(" ".join(p.split())) >= 20]
+        full = trees.paragraphs_doc(paras)
+        for k in (1, len(paras) // 2):
+            part = trees.paragraphs_doc(paras[:max(k, 1)])
+            n = len(part.text)
+            assert full.text[:n] == part.text
+            assert (full.char_p[:n] == part.char_p).all() and (full.char_node[:n] == part.char_node).all()
+    for path in stdlib_files()[300:305]:
+        src = open(path, "rb").read()
+        lines = src.splitlines(keepends=True)
+        full = trees.code_doc(src)
+        for k in (len(lines) // 2, len(lines) - 3):
+            try:
+                part = trees.code_doc(b"".join(lines[:k]))
+            except trees.Skip:
+                continue
+            n = len(part.text)
+            assert (full.char_p[:n] == part.char_p).all() and (full.char_node[:n] == part.char_node).all()
+
+
+def test_paragraph_stats_by_hand():
+    r1 = {"p": np.array([[0, 0, 0], [0, 0, 1], [1, 0, 0], [1, 1, 0], [1, 1, 1], [2, 0, 0]])}
+    r2 = {"p": np.array([[0, 0, 0], [0, 0, 1]])}
+    s = prepare.paragraph_stats([r1, r2])
+    assert s["p_max"] == [2, 1, 1]
+    assert s["p1_density"] == pytest.approx(2 / 6)      # 2 boundaries over 6 token transitions
+    assert s["paragraphs"] == 4 and s["p1_period"] == 2  # 8 tokens / 4 paragraphs
+
+
+def test_prepare_code_and_wikitext(tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    for p in stdlib_files()[200:215]:
+        (code / os.path.basename(p)).write_bytes(open(p, "rb").read())
+    (code / "one_block.py").write_bytes(b"x = 1\n")
+    out = tmp_path / "data"
+    d = prepare.main(["code", "--src", str(code), "--out", str(out), "--vocab", "300", "--max_len", "128",
+                      "--workers", "1"])
+    meta = json.load(open(os.path.join(d, "meta.json")))
+    assert meta["skipped"] == {"fewer than 2 blocks": 1} and meta["p1_cap"] >= 1
+    a = prepare.load_split(d, "train")
+    starts = a["doc_start"][:-1]
+    assert (a["p"][starts, 0] == 0).all()                # p1 counts from each record's start
+    assert (a["p"][starts, 2] >= 0).all() and (a["p"] >= 0).all()
+    assert meta["p_max"][0] <= meta["p1_cap"] and 0 < meta["p1_density"] < 1 and meta["p1_period"] > 1
+
+    wiki = tmp_path / "wiki"
+    wiki.mkdir()
+    body = " = {0} = \n\n" + " The {0} article has a paragraph that is long . And a second sentence .\n\n" * 3
+    (wiki / "wiki.train.tokens").write_text("".join(body.format(t) for t in ("Alpha", "Beta", "Gamma")))
+    d = prepare.main(["prose", "--src", str(wiki), "--out", str(out), "--vocab", "300", "--workers", "1"])
+    meta = json.load(open(os.path.join(d, "meta.json")))
+    assert meta["documents"] == 3 and meta["paragraphs"] >= 1 and not meta["synthetic"]
