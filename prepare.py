@@ -8,8 +8,9 @@ Writes data/<corpus>/{train,val,test}_<field>.npy (memory-mappable) and meta.jso
 Fields per token: tokens, pos (index in record), path (22 levels of sibling ranks, -1 absent),
 depth, within (index inside its node, -1 if no node), ref_path (reference target's path, -1),
 symbol (variable id by first mention, -1), kind (KIND_* flags), p (hRoPE p1, p2, p3).
-doc_start holds record offsets (n_records + 1). Nothing is downloaded: the tokeniser is a
-byte-level BPE trained here on the training split and run by tiktoken.
+doc_start holds record offsets (n_records + 1), record_doc the document of each record.
+Nothing is downloaded: the tokeniser is a byte-level BPE trained here on the training split
+and run by tiktoken.
 """
 import argparse
 import collections
@@ -357,9 +358,10 @@ def build_docs(corpus, items, workers):
 
 
 def write_split(out_dir, split, recs):
-    fields = {k for r in recs for k in r if k != "node"} or {"tokens", "pos"}   # an empty split stays loadable
+    fields = {k for r in recs for k in r if k not in ("node", "doc")} or {"tokens", "pos"}   # an empty split stays loadable
     lens = np.array([len(r["pos"]) for r in recs], np.int64)
-    arrays = {"doc_start": np.r_[0, np.cumsum(lens)].astype(np.int64)}
+    arrays = {"doc_start": np.r_[0, np.cumsum(lens)].astype(np.int64),
+              "record_doc": np.array([r["doc"] for r in recs], np.int64)}   # records of one document share it
     for k in sorted(fields):
         arrays[k] = np.concatenate([r[k] for r in recs]) if recs else np.zeros(0, np.int64)
     if "path" in arrays:   # int16 keeps 22 levels x tokens small; wide sheets need int32
@@ -446,6 +448,8 @@ def main(argv=None):
             boundary = (c["kind"] & trees.KIND_NEW_BLOCK) > 0
         rs = records(c, args.max_len, long_docs, boundary)
         stats["records_dropped_long"] += not rs
+        for r in rs:
+            r["doc"] = len(rank_values)
         recs[split[name]].extend(rs)
     t_coords = time.time() - t0
 

@@ -456,6 +456,9 @@ def bench(config="seq_tree_depth", B=8, T=1024, H=2, D=128, reps=5):
     if dev == "cuda" and triton_available():
         variants["triton"] = lambda: rotate_triton(q, k, C, *rot.table(0)[:3])
     out = {}
+    if "triton" in variants:   # the kernel against the readable reference at full size
+        with torch.no_grad():
+            out["triton_max_abs_err"] = max((x - y).abs().max().item() for x, y in zip(eager(), variants["triton"]()))
     for name, fn in variants.items():
         for i in range(reps + 2):
             if i == 2:

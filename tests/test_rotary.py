@@ -1,4 +1,5 @@
 import math
+import os
 
 import pytest
 import torch
@@ -109,17 +110,22 @@ def test_reference_rotation_takes_target_levels():
     assert rotary.coordinate(b, "refwhole3").item() == -1            # whole-path: target's only
 
 
+# Under TRITON_INTERPRET=1 (CPU, CI) the kernel runs in the interpreter; on a GPU machine run
+# `TRITON_INTERPRET=0 pytest tests/test_rotary.py` to test the compiled kernel on CUDA.
+DEV = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") == "0" else "cpu"
+
+
 def _reference_and_triton(name, dtype, head_dim=128, H=2, T=5, ovr=None):
-    rot = Rotary(name, head_dim, 1)
-    b = batch(2, T)
+    rot = Rotary(name, head_dim, 1).to(DEV)
+    b = {k: v.to(DEV) for k, v in batch(2, T).items()}
     C = rot.coords(b)
     col, rate, offset, _ = rot.table(0)
     rate = (rate.detach() * (1.3 if ovr else 1)).requires_grad_()
     offset = (offset.detach() + 0.2).requires_grad_()
     torch.manual_seed(0)
-    q = torch.randn(2, T, H, head_dim, dtype=dtype, requires_grad=True)
-    k = torch.randn(2, T, H, head_dim, dtype=dtype, requires_grad=True)
-    w = torch.randn(2, T, H, head_dim)
+    q = torch.randn(2, T, H, head_dim, dtype=dtype, device=DEV, requires_grad=True)
+    k = torch.randn(2, T, H, head_dim, dtype=dtype, device=DEV, requires_grad=True)
+    w = torch.randn(2, T, H, head_dim, device=DEV)
     res = []
     for fn in ("ref", "triton"):
         for t in (q, k, rate, offset):
@@ -137,7 +143,8 @@ def _reference_and_triton(name, dtype, head_dim=128, H=2, T=5, ovr=None):
 
 @pytest.mark.skipif(not rotary.triton_available(), reason="triton not installed")
 @pytest.mark.parametrize("name,head_dim,H,T", [("seq_tree_depth", 128, 2, 5), ("all_signals", 128, 1, 3),
-                                              ("head_split", 128, 2, 4), ("seq_depth", 128, 3, 2)])
+                                              ("head_split", 128, 2, 4), ("seq_depth", 128, 3, 2)]
+                         + ([("seq_tree_depth", 128, 2, 1024), ("hrope_axial", 64, 8, 1024)] if DEV == "cuda" else []))
 def test_triton_matches_reference_fp32(name, head_dim, H, T):
     ref, tri = _reference_and_triton(name, torch.float32, head_dim, H, T)
     for r, t in zip(ref, tri):

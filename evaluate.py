@@ -1,0 +1,347 @@
+"""Where the gain lands: score a checkpoint per token kind, under coordinate interventions, and
+read its attention.
+
+    python evaluate.py out/python/seq_depth/seed0                 # test split, auto interventions
+    python evaluate.py out/web/seq_depth/seed0 --attention --max_docs 64
+    python evaluate.py out/code/hrope_axial/seed0 --attention     # + compression-depth cells
+    python evaluate.py out/prose/hrope_axial/seed0 --demo         # paper 004 Fig. 1, one example
+
+Interventions change coordinates only, never tokens (depth-perception appendix §2 "How the
+structure is used"; paragraph-boundaries paper §3.2, §4.3):
+  shuffle      each record's structural coordinates permuted among its own tokens
+  remove       structural coordinates absent: those planes turn by angle 0
+  period/rand/const0   hRoPE p1 replaced by floor(t/L), a density-matched random labelling, 0
+  fake_merge   two adjacent paragraphs share one p1;  fake_split  a new p1 boundary inside one
+Outputs, next to the checkpoint: eval_<split>.json (nats/token overall, per kind, per
+intervention), eval_<split>_tokens.npz (per-token NLL, record, document, kind: analyze.py pairs
+runs token by token), attention_<split>.json, and for hRoPE depth_<split>.npz (per-document
+(d, Δp1) cells of log attention that analyze.py --depth reads).
+"""
+import argparse
+import json
+import os
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+import trees
+from model import GPT, GPTConfig
+from prepare import load_encoding
+from train import Split, coords_for, corpus_stats, pack
+
+STRUCTURAL = ("path", "depth", "within", "ref_path", "symbol", "p")   # on-disk coordinate fields
+D_MAX, K_MAX = 1024, 32        # compression-depth cells: token distance d <= 1,024, Δp1 <= 32
+
+
+# -------------------------------------------------------------------------- interventions ----
+def shuffle(b, g):
+    """Each record's structural coordinates permuted among its own tokens (one permutation
+    for all fields, so a token keeps a consistent set of coordinates)."""
+    for j, n in enumerate(b["len"].tolist()):
+        perm = torch.randperm(n, generator=g).to(b["pos"].device)
+        for f in STRUCTURAL:
+            if f in b:
+                b[f][j, :n] = b[f][j, perm]
+
+
+def remove(b, g):
+    for f in STRUCTURAL:
+        if f in b:
+            b[f][:] = -1
+
+
+def _set_p1(b, p1):
+    b["p"] = b["p"].clone()
+    b["p"][..., 0] = torch.where(b["pos"] >= 0, p1, -1)
+
+
+def period(b, g):
+    _set_p1(b, torch.div(b["pos"], b["p1_period"], rounding_mode="floor"))
+
+
+def rand(b, g):
+    starts = (torch.rand(b["pos"].shape, generator=g).to(b["pos"].device) < b["p1_density"]) & (b["pos"] > 0)
+    _set_p1(b, torch.cumsum(starts.long(), -1))
+
+
+def const0(b, g):
+    _set_p1(b, torch.zeros_like(b["pos"]))
+
+
+def fake_merge(b, g):
+    """One real paragraph boundary per record removed: the paragraph after it takes the p1 of
+    the one before (later paragraphs move down by one)."""
+    _move_p1(b, g, lambda p1, p2: torch.nonzero(p1[1:] != p1[:-1]).flatten() + 1, -1)
+
+
+def fake_split(b, g):
+    """A new boundary inside one paragraph, at one of its sentence starts (or, in a record
+    without one, mid-paragraph): p1 grows by one from there on."""
+    def inside(p1, p2):
+        at = torch.nonzero((p1[1:] == p1[:-1]) & (p2[1:] != p2[:-1])).flatten() + 1
+        return at if len(at) else torch.nonzero(p1[1:] == p1[:-1]).flatten() + 1
+    _move_p1(b, g, inside, +1)
+
+
+def _move_p1(b, g, candidates, step):
+    b["p"] = b["p"].clone()
+    for j, n in enumerate(b["len"].tolist()):
+        p1, p2 = b["p"][j, :n, 0], b["p"][j, :n, 1]
+        at = candidates(p1, p2)
+        if len(at):
+            s = int(at[torch.randint(len(at), (1,), generator=g)])
+            b["p"][j, s:n, 0] += step
+
+
+INTERVENTIONS = {f.__name__: f for f in (shuffle, remove, period, rand, const0, fake_merge, fake_split)}
+
+
+def default_interventions(names):
+    """Interventions that can change this configuration's input (names: coordinates it reads)."""
+    structural = [n for n in names if n not in ("t", "period_p1", "rand_p1")]
+    out = ["shuffle", "remove"] if structural else []
+    if "p1" in names:
+        out += ["period", "rand", "const0", "fake_merge", "fake_split"]
+    return out
+
+
+# ---------------------------------------------------------------------- attention statistics ----
+def ancestor_mask(path, depth):
+    """(T, T) bool: key j's node is a proper ancestor of query i's node (Python: the share of
+    attention on ancestor nodes). path (T, 22) with -1 absent, depth (T,)."""
+    prefix = (path[:, None, :] == path[None, :, :]).cumprod(-1).bool()   # levels 1..l all equal
+    dj = depth.clamp(1, path.shape[-1]) - 1
+    same_prefix = prefix.gather(-1, dj[None, :, None].expand(len(depth), -1, 1)).squeeze(-1)
+    return same_prefix & (depth[None, :] < depth[:, None]) & (depth[None, :] > 0)
+
+
+def same_depth_mask(path, depth):
+    """(T, T) bool: key j is text at query i's depth in another node (web: text at the same
+    depth elsewhere on the page)."""
+    other = (path[:, None, :] != path[None, :, :]).any(-1)
+    return (depth[:, None] == depth[None, :]) & (depth[:, None] > 0) & other
+
+
+def share(att, mask, query):
+    """Attention share on `mask` keys, per (layer, head): att (L, H, T, T) probabilities of one
+    record, mask (T, T), query (T,) bool. Returns (sum over queries (L, H), number of queries)."""
+    s = (att * mask[None, None].to(att.dtype)).sum(-1)                   # (L, H, T)
+    return (s * query.to(att.dtype)).sum(-1), int(query.sum())
+
+
+def depth_cells(att, p1, n_d=D_MAX + 1, n_k=K_MAX + 1):
+    """Per-record (d, Δp1) cells of log Ā, Ā = attention averaged over layers and heads
+    (paper 004 §3.2, §5.1): sums, sums of squares and pair counts of shape (n_d, n_k)."""
+    T = att.shape[-1]
+    logA = att.float().mean((0, 1)).clamp_min(1e-30).log()
+    i, j = torch.tril_indices(T, T, -1)                                  # key before query, d >= 1
+    d, k = (i - j), (p1[i] - p1[j])
+    keep = (d < n_d) & (k >= 0) & (k < n_k)
+    cell = (d * n_k + k)[keep]
+    v = logA[i, j][keep].double()
+    size = n_d * n_k
+    out = [torch.bincount(cell, v, size), torch.bincount(cell, v * v, size), torch.bincount(cell, minlength=size)]
+    return [x.reshape(n_d, n_k).numpy() for x in out]
+
+
+# --------------------------------------------------------------------------------- scoring ----
+def load(run_dir, device="cpu"):
+    ck = torch.load(os.path.join(run_dir, "ckpt.pt"), map_location=device, weights_only=False)
+    model = GPT(GPTConfig(**ck["config"])).to(device)
+    model.load_state_dict(ck["model"])
+    return model.eval(), ck["run"]
+
+
+@torch.no_grad()
+def score(model, split, ids, cfg, corpus, change=None, attention=None, seed=0):
+    """Per-token NLL of records `ids` with optional coordinate intervention `change`. With
+    `attention` (a callable(record, b_row, atts)), it also sees every record's attention."""
+    g = torch.Generator().manual_seed(seed)
+    per = {}
+    for group in pack(split.len[ids], cfg["mb_tokens"]):
+        rec = ids[group]
+        b = split.batch(rec, cfg["device"])
+        b["len"] = torch.as_tensor(split.len[rec])
+        b.update(corpus)
+        if change is not None:
+            change(b, g)
+        C = coords_for(model, b, corpus, torch.Generator(device=cfg["device"]).manual_seed(seed))
+        _, nll, atts = model(b["tokens"], C, b["targets"], return_attn=attention is not None)
+        for j, r in enumerate(rec):
+            n = int(split.len[r])
+            per[int(r)] = nll[j, :n - 1].float().cpu().numpy()
+            if attention is not None:
+                attention(int(r), {k: v[j, :n].cpu() for k, v in b.items() if torch.is_tensor(v) and v.dim() > 1},
+                          torch.stack([a[j, :, :n, :n] for a in atts]).float().cpu())
+    return per
+
+
+def by_kind(per, split, ids):
+    """{'all': {...}, kind name: {...}}: mean NLL and token count; a kind is that of the token
+    being predicted."""
+    nll = np.concatenate([per[int(r)] for r in ids])
+    kind = np.concatenate([np.asarray(split.a["kind"][split.start[r] + 1:split.start[r] + split.len[r]])
+                           for r in ids]) if "kind" in split.a else np.zeros(len(nll), np.uint8)
+    out = {"all": {"nll": float(nll.mean()), "tokens": int(len(nll))}}
+    for flag, name in trees.KIND_NAMES.items():
+        m = (kind & flag) > 0
+        if m.any():
+            out[name] = {"nll": float(nll[m].mean()), "tokens": int(m.sum())}
+    return out, nll, kind
+
+
+def record_docs(split, ids):
+    """The document each record came from (records of one document share it); the record
+    itself where the data predates that field."""
+    if "record_doc" in split.a:
+        return np.asarray(split.a["record_doc"])[split_keep(split)][ids]
+    return np.asarray(ids)
+
+
+def split_keep(split):
+    return np.diff(np.asarray(split.a["doc_start"])) >= 2
+
+
+def attention_stats(corpus_name, context):
+    """A collector for `score(attention=...)` and a function giving its summary. Shares are
+    over strictly earlier keys, averaged over queries that have at least one such key."""
+    acc = {"sum": {}, "queries": {}}
+    cells = {}
+
+    def collect(r, b, att):
+        L, H = att.shape[:2]
+        path, depth = b.get("path"), b.get("depth")
+        earlier = torch.ones(att.shape[-1], att.shape[-1], dtype=torch.bool).tril(-1)
+        masks = {}
+        if corpus_name == "python":
+            masks["ancestor"] = ancestor_mask(path, depth)
+        if corpus_name == "web":
+            masks["same_depth_elsewhere"] = same_depth_mask(path, depth)
+        for name, m in masks.items():
+            m = m & earlier
+            s, q = share(att, m, m.any(-1))
+            acc["sum"][name] = acc["sum"].get(name, 0) + s
+            acc["queries"][name] = acc["queries"].get(name, 0) + q
+        if "p" in b:
+            cells[r] = depth_cells(att, b["p"][:, 0].cpu(), min(D_MAX + 1, context))
+
+    def summary():
+        out = {}
+        for name, s in acc["sum"].items():
+            per_head = (s / max(acc["queries"][name], 1)).numpy()
+            out[name] = {"mean_over_heads": float(per_head.mean()), "per_layer_head": per_head.round(5).tolist(),
+                         "queries": acc["queries"][name]}
+        return out, cells
+    return collect, summary
+
+
+def demo(model, run_dir, data_dir, corpus, text="This is what I love. You are the reason."):
+    """Paper 004 Fig. 1: attention from the first token of the second sentence back to the
+    first sentence, real coordinates (one paragraph) vs fake-split (the second sentence is a
+    paragraph of its own). Tokens are identical; only p1 changes."""
+    enc = load_encoding(data_dir)
+    doc = trees.paragraphs_doc([text])
+    ids = np.asarray(enc.encode_ordinary(doc.text), np.int64)
+    tok_len = np.array([len(enc.decode_single_token_bytes(i)) for i in range(enc.n_vocab)], np.int64)
+    from prepare import token_coords
+    c = token_coords(doc, ids, tok_len)
+    b = {k: torch.as_tensor(np.asarray(v, np.int64))[None] for k, v in c.items() if k in ("pos", "p", "path", "depth")}
+    b.update(corpus)
+    second = int(np.flatnonzero(c["p"][:, 1] == 1)[0])
+    out = {"tokens": [enc.decode([int(t)]) for t in ids], "query": second}
+    for cond in ("real", "fake_split"):
+        bb = dict(b)
+        if cond == "fake_split":
+            bb["p"] = b["p"].clone()
+            bb["p"][0, second:, 0] += 1
+        with torch.no_grad():
+            _, _, atts = model(torch.as_tensor(ids)[None], model.rotary.coords(bb), return_attn=True)
+        A = torch.stack([a[0] for a in atts]).mean((0, 1))       # Ā over layers and heads
+        out[cond] = {"to_first_sentence": float(A[second, :second].sum()),
+                     "log_attention_to_previous_token": float(A[second, second - 1].log())}
+    out["change_in_log_attention_across_boundary"] = (out["fake_split"]["log_attention_to_previous_token"]
+                                                      - out["real"]["log_attention_to_previous_token"])
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run", help="out/<corpus>/<config>/seed<k>")
+    ap.add_argument("--split", default="test", choices=("val", "test"))
+    ap.add_argument("--max_docs", type=int, default=None, help="score only the first N records")
+    ap.add_argument("--interventions", default="auto", help="comma list, 'auto' or 'none'")
+    ap.add_argument("--attention", action="store_true", help="attention statistics (explicit path)")
+    ap.add_argument("--demo", action="store_true", help="paper 004 Fig. 1 single example")
+    ap.add_argument("--data", default=None, help="data root (default: the run's)")
+    args = ap.parse_args(argv)
+
+    model, cfg = load(args.run)
+    cfg["device"] = "cpu" if not torch.cuda.is_available() else cfg["device"]
+    model.to(cfg["device"])
+    data_dir = os.path.join(args.data or cfg["data"], cfg["corpus"])
+    _, corpus = corpus_stats(data_dir)
+    split = Split(data_dir, args.split, model.cfg.max_len)
+    n = len(split) if args.max_docs is None else min(args.max_docs, len(split))
+    ids = np.arange(n)
+    result = {"run": args.run, "split": args.split, "records": n}
+
+    names = model.rotary.names
+    todo = (default_interventions(names) if args.interventions == "auto" else
+            [] if args.interventions == "none" else args.interventions.split(","))
+    for t in todo:
+        if t not in INTERVENTIONS:
+            raise SystemExit(f"error: unknown intervention {t!r}; known: {', '.join(INTERVENTIONS)}")
+        if t in ("period", "rand", "const0", "fake_merge", "fake_split") and "p" not in split.a:
+            raise SystemExit(f"error: {t} needs paragraph coordinates (prepare.py prose/code)")
+
+    collect, summary = attention_stats(cfg["corpus"], model.cfg.max_len) if args.attention else (None, None)
+    per = score(model, split, ids, cfg, corpus, attention=collect)
+    result["kinds"], nll, kind = by_kind(per, split, ids)
+    rec = np.concatenate([np.full(len(per[int(r)]), r, np.int32) for r in ids])
+    np.savez_compressed(os.path.join(args.run, f"eval_{args.split}_tokens.npz"), nll=nll.astype(np.float32),
+                        record=rec, doc=record_docs(split, ids)[rec], kind=kind)
+    result["interventions"] = {}
+    for t in tqdm(todo, desc="interventions"):
+        kinds, _, _ = by_kind(score(model, split, ids, cfg, corpus, change=INTERVENTIONS[t]), split, ids)
+        result["interventions"][t] = kinds
+    print(f"{args.run} ({args.split}, {n} records): {result['kinds']['all']['nll']:.4f} nats/token")
+    for name, v in result["kinds"].items():
+        line = f"  {name:14s} {v['nll']:.4f}  ({v['tokens']} tokens)"
+        for t in todo:
+            w = result["interventions"][t].get(name)
+            if w:
+                line += f"  {t} {w['nll']:.4f} (ppl x{np.exp(w['nll'] - v['nll']):.2f})"
+        print(line)
+    if args.attention:
+        stats, cells = summary()
+        with open(os.path.join(args.run, f"attention_{args.split}.json"), "w") as f:
+            json.dump(stats, f, indent=1)
+        for name, v in stats.items():
+            print(f"  attention share on {name}: {100 * v['mean_over_heads']:.2f}% (mean over heads)")
+        if cells:
+            docs = record_docs(split, ids)
+            uniq = np.unique(docs)
+            shape = next(iter(cells.values()))[0].shape
+            acc = {k: np.zeros((len(uniq),) + shape) for k in ("sum", "sumsq", "count")}
+            for r, (s, q, c) in cells.items():
+                u = np.searchsorted(uniq, docs[r])
+                acc["sum"][u] += s
+                acc["sumsq"][u] += q
+                acc["count"][u] += c
+            path = os.path.join(args.run, f"depth_{args.split}.npz")
+            np.savez_compressed(path, **acc)
+            print(f"  compression-depth cells: {len(uniq)} documents -> {path}")
+    if args.demo:
+        result["demo"] = demo(model, args.run, data_dir, corpus)
+        d = result["demo"]
+        print(f"  demo: attention from {d['tokens'][d['query']]!r} to the first sentence "
+              f"{d['real']['to_first_sentence']:.4f} -> {d['fake_split']['to_first_sentence']:.4f} under fake-split; "
+              f"log attention across the boundary changes by {d['change_in_log_attention_across_boundary']:+.3f}")
+    with open(os.path.join(args.run, f"eval_{args.split}.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+if __name__ == "__main__":
+    main()
