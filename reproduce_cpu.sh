@@ -6,18 +6,27 @@
 set -euo pipefail
 SEEDS="0 1 2"
 STEPS=200          # x 16 records of <= 256 tokens: ~0.8 M tokens per run
+HSTEPS=120         # hRoPE runs (code, prose): 4 layers, d=128, 2 heads of 64, context 256
 OUT=out
 stage=${1:-all}
 
 run() {  # corpus config seed [extra train.py options]
   local c=$1 k=$2 s=$3; shift 3
   [ -f "$OUT/$c/$k/seed$s/final.json" ] || python train.py --corpus "$c" --config "$k" --seed "$s" \
-      --steps $STEPS --milestones 10 --out "$OUT" "$@"
+      --milestones 10 --out "$OUT" "$@"
 }
 
 if [ "$stage" = all ] || [ "$stage" = train ]; then
   for s in $SEEDS; do
-    for k in seq_only no_position seq_depth seq_tree; do run python $k $s; done
-    for k in seq_only seq_depth; do run web $k $s; done
+    for k in seq_only no_position seq_depth seq_tree; do run python $k $s --steps $STEPS; done
+    for k in seq_only seq_depth; do run web $k $s --steps $STEPS; done
+  done
+fi
+
+if [ "$stage" = all ] || [ "$stage" = hrope ]; then
+  for s in $SEEDS; do
+    for c in code prose; do
+      for k in flat sent_axial hrope_axial rand_axial; do run $c $k $s --steps $HSTEPS --preset cpu_hrope; done
+    done
   done
 fi

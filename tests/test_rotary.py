@@ -147,8 +147,11 @@ def _reference_and_triton(name, dtype, head_dim=128, H=2, T=5, ovr=None):
                          + ([("seq_tree_depth", 128, 2, 1024), ("hrope_axial", 64, 8, 1024)] if DEV == "cuda" else []))
 def test_triton_matches_reference_fp32(name, head_dim, H, T):
     ref, tri = _reference_and_triton(name, torch.float32, head_dim, H, T)
+    # angles reach ~T radians; one fp32 ulp there is ~T * 6e-8, and CUDA's sin/cos differ from
+    # torch's by a few ulp, so the tolerance grows with T (seen on an H200: 2e-4 at T = 1024)
+    tol = 1e-4 * max(1, T / 128)
     for r, t in zip(ref, tri):
-        assert torch.allclose(r, t, atol=1e-4, rtol=1e-4), (r - t).abs().max()
+        assert torch.allclose(r, t, atol=tol, rtol=tol), (r - t).abs().max()
 
 
 @pytest.mark.skipif(not rotary.triton_available(), reason="triton not installed")

@@ -1,0 +1,145 @@
+"""evaluate.py: interventions, per-kind scores and attention statistics, where the expected
+effect is known by construction."""
+import json
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+import analyze
+import evaluate
+import prepare
+import train
+import trees
+from conftest import stdlib_files
+from model import GPT, GPTConfig
+
+
+def test_zero_structural_rates_make_shuffle_a_no_op(tiny_python):
+    """seq_depth with its two learned depth rates (and offsets) at zero: depth turns no plane,
+    so shuffling or removing it changes no score. With the paper's rates it does."""
+    d = os.path.join(tiny_python, "python")
+    split = train.Split(d, "test", 64)
+    ids = np.arange(4)
+    cfg = {"mb_tokens": 512, "device": "cpu"}
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=64, rotary="seq_depth")).eval()
+    base = evaluate.score(model, split, ids, cfg, {})
+    moved = evaluate.score(model, split, ids, cfg, {}, change=evaluate.shuffle, seed=1)
+    assert not all(np.allclose(base[r], moved[r]) for r in base)      # the test can fail
+    with torch.no_grad():
+        model.rotary.rates.zero_()
+        model.rotary.offsets.zero_()
+    base = evaluate.score(model, split, ids, cfg, {})
+    for change in (evaluate.shuffle, evaluate.remove):
+        moved = evaluate.score(model, split, ids, cfg, {}, change=change, seed=1)
+        assert all(np.allclose(base[r], moved[r], atol=1e-5) for r in base)
+
+
+def paragraph_batch():
+    p = torch.tensor([[[0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1], [1, 0, 0], [1, 0, 1], [2, 0, 0], [2, 1, 0]]])
+    return {"tokens": torch.arange(8)[None], "pos": torch.arange(8)[None], "p": p, "len": torch.tensor([8])}
+
+
+@pytest.mark.parametrize("name,groups", [("fake_merge", 2), ("fake_split", 4)])
+def test_fake_merge_and_split_change_only_p1(name, groups):
+    b = paragraph_batch()
+    before = {k: v.clone() for k, v in b.items()}
+    evaluate.INTERVENTIONS[name](b, torch.Generator().manual_seed(0))
+    assert torch.equal(b["tokens"], before["tokens"]) and torch.equal(b["pos"], before["pos"])
+    assert torch.equal(b["p"][..., 1:], before["p"][..., 1:])                  # p2, p3 untouched
+    p1 = b["p"][0, :, 0]
+    assert len(torch.unique(p1)) == groups and (p1.diff() >= 0).all() and (p1.diff() <= 1).all()
+    if name == "fake_split":   # the new boundary sits at a sentence start inside a paragraph
+        at = int(torch.nonzero(p1 != before["p"][0, :, 0])[0])
+        assert at in (2, 7)
+
+
+def test_p1_substitutions():
+    b = paragraph_batch()
+    b.update(p1_period=3, p1_density=0.5)
+    for name, want in (("period", [0, 0, 0, 1, 1, 1, 2, 2]), ("const0", [0] * 8)):
+        bb = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in b.items()}
+        evaluate.INTERVENTIONS[name](bb, None)
+        assert bb["p"][0, :, 0].tolist() == want and torch.equal(bb["p"][..., 1:], b["p"][..., 1:])
+    bb = dict(b)
+    evaluate.rand(bb, torch.Generator().manual_seed(0))
+    p1 = bb["p"][0, :, 0]
+    assert p1[0] == 0 and (p1.diff() >= 0).all() and (p1.diff() <= 1).all()
+
+
+def test_ancestor_and_same_depth_shares_by_hand():
+    # nodes: 0 root-level A (depth 1), 1 its child (depth 2), 2 grandchild (depth 3), 3 another depth-1 node
+    path = torch.full((4, 22), -1)
+    path[0, 0] = 0
+    path[1, :2] = torch.tensor([0, 0])
+    path[2, :3] = torch.tensor([0, 0, 0])
+    path[3, 0] = 1
+    depth = torch.tensor([1, 2, 3, 1])
+    anc = evaluate.ancestor_mask(path, depth)
+    assert anc.int().tolist() == [[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 0, 0]]
+    same = evaluate.same_depth_mask(path, depth)
+    assert same[3].tolist() == [True, False, False, False] and not same[2].any()
+    att = torch.tensor([[1, 0, 0, 0], [.5, .5, 0, 0], [.2, .3, .5, 0], [.1, .2, .3, .4]])[None, None]
+    earlier = torch.ones(4, 4, dtype=torch.bool).tril(-1)
+    m = anc & earlier
+    s, q = evaluate.share(att, m, m.any(-1))
+    assert q == 2 and s.item() == pytest.approx(0.5 + 0.5)                 # query 1: .5, query 2: .2 + .3
+
+
+def test_depth_cells_by_hand():
+    att = torch.tensor([[1, 0, 0], [.25, .75, 0], [.5, .25, .25]])[None, None]
+    p1 = torch.tensor([0, 1, 1])
+    S, Q, N = evaluate.depth_cells(att, p1, n_d=3, n_k=3)
+    # pairs (i, j): (1, 0) d=1 Δp1=1; (2, 0) d=2 Δp1=1; (2, 1) d=1 Δp1=0
+    assert N.tolist() == [[0, 0, 0], [1, 1, 0], [0, 1, 0]]
+    assert S[1, 1] == pytest.approx(np.log(.25)) and S[2, 1] == pytest.approx(np.log(.5))
+    assert Q[1, 0] == pytest.approx(np.log(.25) ** 2)
+
+
+def test_per_kind_scores_follow_hand_marked_tokens():
+    """A kind belongs to the token being predicted: NLL at position i scores token i + 1."""
+    kind = np.array([0, 0, trees.KIND_AFTER_CLOSE, 0, trees.KIND_AFTER_CLOSE, 0], np.uint8)
+    split = SimpleNamespace(a={"kind": kind}, start=np.array([0]), len=np.array([6]))
+    per = {0: np.array([1.0, 2.0, 3.0, 4.0, 5.0])}
+    out, nll, k = evaluate.by_kind(per, split, np.array([0]))
+    assert out["after_close"] == {"nll": pytest.approx((2.0 + 4.0) / 2), "tokens": 2}
+    assert out["all"]["nll"] == pytest.approx(3.0)
+    # the flags themselves, on a small program; its serialisation, one node per line:
+    #   FunctionDef f / arguments / args=arg x0 / body=Return / Name x0 / Assign / Name y / value=Constant 1
+    # a subtree closes before body=Return (arguments), Assign (the function) and value= (targets)
+    doc = trees.python_doc("def f(x):\n    return x\ny = 1\n")
+    flagged = [doc.text[i:].split("\n")[0] for i in np.flatnonzero(doc.char_kind & trees.KIND_AFTER_CLOSE)]
+    assert flagged == ["body=Return", "Assign", "value=Constant 1"]
+
+
+def test_cli_on_trained_runs(tiny_python, tmp_path):
+    """Python: scores, interventions, ancestor share; code (hRoPE): p1 substitutions, fake
+    merge/split, depth cells that analyze.py reads, and the Fig. 1 demo."""
+    tiny = ["--n_layer=2", "--n_embd=128", "--max_len=64", "--docs_per_step=4", "--val_docs=4", "--test_docs=4",
+            "--milestones=1", "--mb_tokens=256", "--steps=2"]
+    run = train.main(["--corpus", "python", "--config", "seq_depth", "--data", tiny_python, "--out", str(tmp_path),
+                      "--n_head=1", *tiny])
+    res = evaluate.main([run, "--max_docs", "4", "--attention"])
+    assert set(res["interventions"]) == {"shuffle", "remove"} and "after_close" in res["kinds"]
+    att = json.load(open(os.path.join(run, "attention_test.json")))
+    assert 0 < att["ancestor"]["mean_over_heads"] < 1
+    z = np.load(os.path.join(run, "eval_test_tokens.npz"))
+    assert len(z["nll"]) == res["kinds"]["all"]["tokens"] == len(z["record"])
+
+    code = tmp_path / "src"
+    code.mkdir()
+    for p in stdlib_files()[200:215]:
+        (code / os.path.basename(p)).write_bytes(open(p, "rb").read())
+    data = tmp_path / "data"
+    prepare.main(["code", "--src", str(code), "--out", str(data), "--vocab", "300", "--max_len", "64", "--workers", "1"])
+    run = train.main(["--corpus", "code", "--config", "hrope_axial", "--data", str(data), "--out", str(tmp_path),
+                      "--n_head=2", *tiny])
+    res = evaluate.main([run, "--max_docs", "6", "--attention", "--demo"])
+    assert set(res["interventions"]) >= {"period", "rand", "const0", "fake_merge", "fake_split"}
+    acc = analyze.load_acc(os.path.join(run, "depth_test.npz"))
+    assert acc["count"].shape[1:] == (64, evaluate.K_MAX + 1) and acc["count"].sum() > 0
+    demo = res["demo"]
+    assert demo["real"]["to_first_sentence"] != demo["fake_split"]["to_first_sentence"]
