@@ -14,11 +14,13 @@ and run by tiktoken.
 """
 import argparse
 import collections
+import functools
 import glob
 import hashlib
 import json
 import multiprocessing
 import os
+import random
 import re
 import shutil
 import sys
@@ -27,6 +29,7 @@ import time
 
 import numpy as np
 import tiktoken
+from openpyxl.workbook.defined_name import DefinedName
 from tqdm import tqdm
 
 import trees
@@ -138,6 +141,12 @@ def token_coords(doc, ids, tok_len):
     out["within"] = np.where(node >= 0, within, -1).astype(np.int32)
     kind = doc.char_kind[byte_char[np.minimum(at, len(b) - 1)]] if doc.char_kind is not None else None
     out["kind"] = kind if kind is not None else np.zeros(n, np.uint8)
+    if doc.copied_from is not None:   # "copied from the cell above" counts only across >= 256 tokens
+        char_first_byte = np.searchsorted(byte_char, np.arange(len(doc.text)))
+        src = doc.copied_from[byte_char[np.minimum(at, len(b) - 1)]]
+        src_tok = np.searchsorted(end, char_first_byte[np.maximum(src, 0)], side="right")
+        near = (src >= 0) & (np.arange(n) - src_tok < trees.COPY_DISTANCE)
+        out["kind"] = np.where(near, out["kind"] & ~np.uint8(trees.KIND_COPIED), out["kind"]).astype(np.uint8)
     if doc.ref is not None or doc.ref_path:
         ref_path = np.full((n, trees.LEVELS), -1, np.int64)
         if doc.ref is not None:
@@ -300,6 +309,137 @@ def prose_sources(args):
     return items, dirs
 
 
+# --------------------------------------------------------------- spreadsheets (synthetic) ----
+# No real spreadsheet corpus is reachable offline, so `prepare.py sheets` without --src writes
+# SYNTHETIC workbooks: realistic shapes (timesheets, budgets, invoices, grade books,
+# inventories; several sheets, cross-sheet formulas, SUM/AVERAGE/IF/VLOOKUP/COUNTIF, a defined
+# name, blank rows and columns), saved as real .xlsx and read back through the same openpyxl
+# path as user files. Every file is signed trees.SYNTHETIC_CREATOR; meta.json says synthetic.
+NAMES = ["Ann", "Bob", "Carla", "Dev", "Elif", "Femi", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lena", "Mo", "Nia",
+         "Omar", "Pia", "Quinn", "Rosa", "Sam", "Tara", "Uma", "Vic", "Wen", "Xavi", "Yara", "Zed"]
+GOODS = ["bolts", "nuts", "washers", "hinges", "screws", "brackets", "rivets", "springs", "clamps", "pins",
+         "gears", "valves", "seals", "pipes", "fuses", "cables"]
+
+
+def _timesheet(wb, rng):
+    ws = wb.active
+    ws.title = "Hours"
+    days = ["Mon", "Tue", "Wed", "Thu", "Fri"]
+    ws.append(["Name"] + days + ["Total"])
+    n = rng.randint(6, 40)
+    for r in range(2, n + 2):
+        ws.append([rng.choice(NAMES) + f" {r}"] + [8 if rng.random() < 0.7 else rng.choice([0, 4, 6, 9, 10])
+                                                   for _ in days] + [f"=SUM(B{r}:F{r})"])
+    ws.append([])                                           # a blank row before the totals
+    ws.append(["Total"] + [f"=SUM({c}2:{c}{n + 1})" for c in "BCDEFG"])
+    s = wb.create_sheet("Summary")
+    s.append(["Total hours", f"=Hours!G{n + 3}"])
+    s.append(["Average per person", f"=AVERAGE(Hours!G2:G{n + 1})"])
+    s.append(["People over 40h", f'=COUNTIF(Hours!G2:G{n + 1},">40")'])
+    s.append(["Overtime rate", 1.5])
+    s.append(["Overtime cost", "=IF(B3>0,B3*B4*Rate,0)"])
+    wb.defined_names["Rate"] = DefinedName("Rate", attr_text=f"Summary!$B${rng.choice([4, 4, 2])}")
+
+
+def _budget(wb, rng):
+    ws = wb.active
+    ws.title = "Budget"
+    ws.append(["Category", "Planned", "Actual", "Difference", "Status"])
+    cats = rng.sample(["Rent", "Salaries", "Travel", "Software", "Hardware", "Marketing", "Training", "Utilities",
+                       "Insurance", "Legal", "Catering", "Office"], rng.randint(5, 12))
+    for r, c in enumerate(cats, 2):
+        plan = rng.choice([500, 1000, 1500, 2000, 5000, 12000])
+        ws.append([c, plan, round(plan * rng.uniform(0.7, 1.3), 2), f"=C{r}-B{r}", f'=IF(D{r}>0,"over","ok")'])
+    n = len(cats) + 1
+    ws.append(["Total", f"=SUM(B2:B{n})", f"=SUM(C2:C{n})", f"=C{n + 1}-B{n + 1}"])
+    q = wb.create_sheet("Quarters")
+    q.append(["Quarter", "Share", "Planned"])
+    for i, share in enumerate([0.25, 0.25, 0.25, 0.25], 2):
+        q.append([f"Q{i - 1}", share, f"=B{i}*Budget!$B${n + 1}"])
+
+
+def _invoice(wb, rng):
+    p = wb.active
+    p.title = "Prices"
+    goods = rng.sample(GOODS, rng.randint(5, len(GOODS)))
+    for g in goods:
+        p.append([g, round(rng.uniform(0.1, 40), 2)])
+    p["E1"] = rng.choice([0.07, 0.19, 0.2])
+    wb.defined_names["TaxRate"] = DefinedName("TaxRate", attr_text="Prices!$E$1")
+    ws = wb.create_sheet("Invoice")
+    ws.append(["Item", "Qty", "Price", "Amount"])
+    n = rng.randint(3, 25)
+    for r in range(2, n + 2):
+        ws.append([rng.choice(goods), rng.randint(1, 50), f"=VLOOKUP(A{r},Prices!$A$1:$B${len(goods)},2,FALSE)",
+                   f"=B{r}*C{r}"])
+    ws.append([])
+    ws.append(["Subtotal", None, None, f"=SUM(D2:D{n + 1})"])
+    ws.append(["Tax", None, None, f"=D{n + 3}*TaxRate"])
+    ws.append(["Total", None, None, f"=D{n + 3}+D{n + 4}"])
+
+
+def _gradebook(wb, rng):
+    ws = wb.active
+    ws.title = "Grades"
+    ws.append(["Student", "HW1", "HW2", "HW3", "HW4", "Exam", "Final", "Grade"])
+    n = rng.randint(8, 35)
+    for r in range(2, n + 2):
+        ws.append([rng.choice(NAMES)] + [rng.choice([100, 100, 90, 80, 70, 60]) for _ in range(4)] +
+                  [rng.randint(40, 100), f"=0.4*AVERAGE(B{r}:E{r})+0.6*F{r}",
+                   f'=IF(G{r}>=90,"A",IF(G{r}>=80,"B",IF(G{r}>=70,"C","F")))'])
+    at = wb.create_sheet("Attendance")        # a wide register: the cell above is a row (~300 tokens) back
+    lessons = rng.randint(120, 160)
+    at.append(["Student"] + [f"L{i + 1}" for i in range(lessons)])
+    for r in range(2, n + 2):
+        at.append([ws.cell(r, 1).value] + ["P" if rng.random() < 0.85 else "A" for _ in range(lessons)])
+    st = wb.create_sheet("Stats")
+    st.append(["Column", "Mean", "Max"])
+    for c in "BCDEFG":
+        st.append([f"=Grades!{c}1", f"=AVERAGE(Grades!{c}2:{c}{n + 1})", f"=MAX(Grades!{c}:{c})"])
+
+
+def _inventory(wb, rng):
+    ws = wb.active
+    ws.title = "Stock"
+    ws.append(["SKU", "Item", "Qty", None, "Reorder level", "Reorder?", "Warehouse"])   # a blank column D
+    n = rng.randint(8, 50)
+    site = rng.choice(["North", "South", "East"])
+    for r in range(2, n + 2):
+        if rng.random() < 0.3:
+            site = rng.choice(["North", "South", "East"])   # long runs of the value above
+        ws.append([f"SKU-{rng.randint(1000, 9999)}", rng.choice(GOODS), rng.randint(0, 500), None,
+                   rng.choice([50, 100, 100, 200]), f'=IF(C{r}<E{r},"yes","no")', site])
+    ws.append([])
+    ws.append(["Items to reorder", None, f'=COUNTIF(F2:F{n + 1},"yes")'])
+
+
+def synthetic_workbooks(out_dir, n, seed=0):
+    """Write n SYNTHETIC .xlsx workbooks (deterministic per seed) into out_dir."""
+    import openpyxl
+    rng = random.Random(seed)
+    kinds = [_timesheet, _budget, _invoice, _gradebook, _inventory]
+    os.makedirs(out_dir, exist_ok=True)
+    for i in range(n):
+        wb = openpyxl.Workbook()
+        wb.properties.creator = trees.SYNTHETIC_CREATOR
+        kind = kinds[i % len(kinds)]
+        kind(wb, rng)
+        wb.save(os.path.join(out_dir, f"{kind.__name__[1:]}_{i:04d}.xlsx"))
+    return out_dir
+
+
+def sheets_sources(args):
+    dirs = args.src
+    if not dirs:
+        dirs = [synthetic_workbooks(os.path.join(args.out, "sheets_synthetic_src"), args.workbooks)]
+        print(f"no --src given: using {args.workbooks} SYNTHETIC workbooks written to {dirs[0]} "
+              "(no real spreadsheet corpus is available offline; pass --src for real .xlsx files)")
+    items = find_files(dirs, (".xlsx", ".xlsm", ".xls"))
+    if not items:
+        sys.exit(f"error: no .xlsx/.xlsm files under {dirs}")
+    return items, dirs
+
+
 def _build(item, builder):
     name, src = item
     try:
@@ -334,18 +474,25 @@ def _build_code(item):
     return _build(item, trees.code_doc)
 
 
+def _build_sheets(item, render="values"):
+    return _build(item, lambda raw: trees.sheet_doc(raw, render))
+
+
 CORPORA = {
     # corpus: (sources(args) -> ([(name, path)], dirs), build((name, path)) -> (name, Doc|None, reason))
     "python": (python_sources, _build_python),
     "web": (web_sources, _build_web),
     "prose": (prose_sources, _build_prose),
     "code": (python_sources, _build_code),
+    "sheets": (sheets_sources, _build_sheets),
 }
 
 
 # ------------------------------------------------------------------------------- driver ----
-def build_docs(corpus, items, workers):
+def build_docs(corpus, items, workers, render="values"):
     build = CORPORA[corpus][1]
+    if corpus == "sheets":
+        build = functools.partial(build, render=render)
     docs, skipped = [], collections.Counter()
     with multiprocessing.Pool(workers) as pool:
         for name, doc, reason in tqdm(pool.imap(build, items, chunksize=8), total=len(items),
@@ -388,6 +535,9 @@ def main(argv=None):
     ap.add_argument("--bpe_bytes", type=int, default=30_000_000, help="training text the BPE sees")
     ap.add_argument("--workers", type=int, default=os.cpu_count())
     ap.add_argument("--force", action="store_true", help="rebuild even if the data is up to date")
+    ap.add_argument("--render", choices=("values", "addressed"), default="values",
+                    help="sheets: write each cell's content, or 'G4:=E4+F4'")
+    ap.add_argument("--workbooks", type=int, default=600, help="sheets without --src: synthetic workbooks")
     args = ap.parse_args(argv)
     long_docs = args.long or "split"
 
@@ -395,6 +545,7 @@ def main(argv=None):
     out_dir = os.path.join(args.out, args.corpus)
     settings = {"corpus": args.corpus, "sources": [os.path.abspath(d) for d in dirs], "vocab": args.vocab,
                 "max_len": args.max_len, "long": long_docs, "bpe_bytes": args.bpe_bytes,
+                **({"render": args.render} if args.corpus == "sheets" else {}),
                 "files": hashlib.sha1("\n".join(f"{n}:{os.path.getsize(p) if isinstance(p, str) else len(repr(p))}"
                                                 for n, p in items).encode()).hexdigest()}
     meta_path = os.path.join(out_dir, "meta.json")
@@ -404,7 +555,7 @@ def main(argv=None):
                 print(f"{out_dir} is up to date (use --force to rebuild)")
                 return out_dir
     t0 = time.time()
-    docs, skipped = build_docs(args.corpus, items, args.workers)
+    docs, skipped = build_docs(args.corpus, items, args.workers, args.render)
     if not docs:
         sys.exit(f"error: no usable documents in {dirs} (skipped: {dict(skipped)})")
     t_trees = time.time() - t0
@@ -444,6 +595,8 @@ def main(argv=None):
             boundary = np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 1)
         elif "p" in c:
             boundary = np.r_[True, c["p"][1:, 0] != c["p"][:-1, 0]]
+        elif args.corpus == "sheets":   # a record may start at a new row
+            boundary = np.r_[True, (c["kind"][:-1] & trees.KIND_ROW_END) > 0]
         else:
             boundary = (c["kind"] & trees.KIND_NEW_BLOCK) > 0
         rs = records(c, args.max_len, long_docs, boundary)
@@ -476,14 +629,25 @@ def main(argv=None):
         "seconds": {"trees": round(t_trees, 1), "bpe_train": round(t_bpe, 1),
                     "tiktoken_encode": round(t_encode, 1), "coordinates": round(t_coords, 1)},
         "kinds": trees.KIND_NAMES,
+        "kind_tokens": {name: sum(int(((r["kind"] & flag) > 0).sum()) for s in SPLITS for r in recs[s])
+                        for flag, name in trees.KIND_NAMES.items()},
     }
+    notes = collections.Counter()
+    for _, d in docs:
+        notes.update(d.notes or {})
+    if notes:
+        meta["notes"] = dict(notes)
+    if args.corpus == "sheets":
+        meta["references"] = sum(len(d.ref_path or {}) for _, d in docs)
     if "p" in (recs["train"][0] if recs["train"] else {}):
         meta.update(paragraph_stats(recs["train"]), p1_cap=p1_cap)
     with open(os.path.join(tmp, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
     shutil.rmtree(out_dir, ignore_errors=True)
     os.replace(tmp, out_dir)
-    print(json.dumps({k: meta[k] for k in ("documents", "skipped", "tokens", "nodes_per_token",
+    if meta["synthetic"]:
+        print("NOTE: this corpus is SYNTHETIC (generated workbooks), as meta.json records")
+    print(json.dumps({k: meta[k] for k in ("synthetic", "documents", "skipped", "tokens", "nodes_per_token",
                                            "sibling_rank_p99", "sibling_rank_max", "seconds")}, indent=1))
     return out_dir
 

@@ -44,6 +44,8 @@ class Doc:
     symbol: np.ndarray = None      # int32 per node: variable id by order of first mention, -1
     char_kind: np.ndarray = None   # uint8 per character: KIND_* flags of a token starting there
     char_p: np.ndarray = None      # int32 (n_chars, 3): hRoPE p1, p2, p3 (p3 filled per token later)
+    copied_from: np.ndarray = None  # int64 per character: same character of the cell above, -1
+    notes: dict = None             # counted oddities kept in the document (meta.json sums them)
     synthetic: bool = False
 
     def node_coords(self):
@@ -751,3 +753,227 @@ def code_doc(raw):
     if p1 < 1:
         raise Skip("fewer than 2 blocks")
     return _hier_doc(text, spans)
+
+
+# ---------------------------------------------------------------------------------------------
+# Spreadsheets: workbook -> sheet -> row -> cell -> literal or formula tree (appendix §4)
+#
+# Path levels 1-3 are the sheet index, absolute row and absolute column (0-based), not sibling
+# ranks, since empty rows and cells are not stored. Deeper levels are sibling ranks inside the
+# formula's expression tree. Renders: 'values' writes each cell's content, 'addressed' writes
+# 'G4:=E4+F4'; tabs separate cells, newlines rows, a blank line sheets (separators: no node).
+# A reference's target (sheet, row, column) comes from its own text, so it is known even when
+# the named cell comes later. The formula tree is built from the whole formula (operator
+# precedence needs the operators that follow an operand); levels 1-3, references and kinds
+# never look ahead.
+# ---------------------------------------------------------------------------------------------
+MAX_SHEET_ROWS = 10_000         # a documented limit: bigger sheets are skipped, not truncated
+COPY_DISTANCE = 256             # "copied from the cell above across >= 256 tokens"
+SYNTHETIC_CREATOR = "treerope synthetic workbook generator"   # prepare.py's generator signs its files
+_PRECEDENCE = {"=": 1, "<": 1, ">": 1, "<=": 1, ">=": 1, "<>": 1, "&": 2, "+": 3, "-": 3, "*": 4, "/": 4,
+               "^": 5, " ": 6}
+_A1 = re.compile(r"\$?([A-Za-z]{1,3})?\$?([0-9]+)?")
+
+
+class _Formula:
+    """Precedence-climbing parser over openpyxl's flat token list -> nested (tokens, children)."""
+
+    def __init__(self, items):
+        self.items = [(i, t) for i, t in enumerate(items) if t.type != "WHITE-SPACE"]
+        self.k = 0
+
+    def peek(self):
+        return self.items[self.k][1] if self.k < len(self.items) else None
+
+    def take(self):
+        self.k += 1
+        return self.items[self.k - 1][0]
+
+    def parse(self):
+        tree = self.expr(0)
+        if self.peek() is not None:
+            raise ValueError("unexpected token")
+        return tree
+
+    def expr(self, min_prec):
+        left = self.unary()
+        while (t := self.peek()) is not None and t.type == "OPERATOR-INFIX" and _PRECEDENCE.get(t.value, 0) >= min_prec:
+            op = self.take()
+            right = self.expr(_PRECEDENCE.get(t.value, 0) + 1)
+            left = ([op], [left, right])
+        return left
+
+    def unary(self):
+        t = self.peek()
+        if t is not None and t.type == "OPERATOR-PREFIX":
+            op = self.take()
+            return [op], [self.unary()]
+        node = self.primary()
+        while (t := self.peek()) is not None and t.type == "OPERATOR-POSTFIX":
+            node = [self.take()], [node]
+        return node
+
+    def primary(self):
+        t = self.peek()
+        if t is None:
+            raise ValueError("formula ends early")
+        if t.type == "OPERAND":
+            return [self.take()], []
+        if t.subtype == "OPEN" and t.type in ("FUNC", "PAREN", "ARRAY"):
+            own, kids = [self.take()], []
+            while True:
+                t = self.peek()
+                if t is None:
+                    raise ValueError("unclosed bracket")
+                if t.subtype == "CLOSE":
+                    own.append(self.take())
+                    return own, kids
+                if t.type == "SEP":
+                    own.append(self.take())
+                    continue
+                kids.append(self.expr(0))
+        raise ValueError(f"unexpected {t.type}")
+
+
+def _cell_ref(text, sheets, names, depth=0):
+    """Target [sheet, row, col] of a reference's text (-1 for a whole row's column or a whole
+    column's row), or None. Ranges name their first cell; defined names are resolved."""
+    sheet = None
+    if "!" in text:
+        prefix, text = text.rsplit("!", 1)
+        prefix = prefix[1:-1].replace("''", "'") if prefix.startswith("'") else prefix
+        sheet = sheets.get(prefix.lower())
+        if sheet is None:
+            return None
+    if text.lower() in names and depth == 0:
+        return _cell_ref(names[text.lower()], sheets, names, 1)
+    parts = text.split(":")
+    if len(parts) > 2:
+        return None
+    m = _A1.fullmatch(parts[0])
+    if not m or not (m.group(1) or m.group(2)) or (len(parts) == 1 and not (m.group(1) and m.group(2))):
+        return None
+    from openpyxl.utils import column_index_from_string
+    try:
+        col = column_index_from_string(m.group(1).upper()) - 1 if m.group(1) else -1
+    except ValueError:
+        return None
+    row = int(m.group(2)) - 1 if m.group(2) else -1
+    return [sheet if sheet is not None else -2, row, col]      # -2: the sheet the formula is on
+
+
+def sheet_doc(raw, render="values", max_rows=MAX_SHEET_ROWS):
+    """An .xlsx/.xlsm workbook (bytes) -> Doc. Formulas are read as written (not cached values)."""
+    import io
+    import zipfile
+    import openpyxl
+    from openpyxl.formula.tokenizer import Tokenizer
+    if raw[:4] == b"\xd0\xcf\x11\xe0":
+        raise Skip("OLE file: .xls or password-protected")
+    if raw[:2] != b"PK":
+        raise Skip("not a zip (not .xlsx)")
+    try:
+        wb = openpyxl.load_workbook(io.BytesIO(raw), read_only=True, data_only=False)
+    except zipfile.BadZipFile:
+        raise Skip("corrupt zip")
+    except Exception as e:          # openpyxl raises many types on malformed parts
+        raise Skip(f"unreadable workbook ({type(e).__name__})")
+    sheets = {n.lower(): i for i, n in enumerate(wb.sheetnames)}
+    names = {}
+    for n, dn in getattr(wb, "defined_names", {}).items():
+        if getattr(dn, "attr_text", None):
+            names[n.lower()] = dn.attr_text.lstrip("=").split(",")[0]
+    text, char_node, char_kind, copied_from = [], [], [], []
+    parent, rank, ref_path = [], [], {}
+    notes = {"formulas kept as text (parser rejected)": 0, "references to unknown targets": 0}
+    at = 0
+
+    def emit(s, node, kind=0):
+        nonlocal at
+        text.append(s)
+        char_node.extend([node] * len(s))
+        char_kind.extend([kind] * len(s))
+        copied_from.extend([-1] * len(s))
+        at += len(s)
+
+    def add(p, r):
+        parent.append(p)
+        rank.append(r)
+        return len(parent) - 1
+
+    def formula(cell_id, f, sheet_i):
+        try:
+            items = Tokenizer(f).items           # f includes its leading '='
+            tree = _Formula(items).parse()
+        except Exception:           # the tokenizer or the parser rejects it: one literal node
+            notes["formulas kept as text (parser rejected)"] += 1
+            emit(f, add(cell_id, 0))
+            return
+        if not items:
+            emit(f, add(cell_id, 0))
+            return
+        owner = {}
+
+        def walk(node, p, r):       # pre-order node ids; a token belongs to the node emitting it
+            own, kids = node
+            nid = add(p, r)
+            for i in own:
+                owner[i] = nid
+            for j, kid in enumerate(kids):
+                walk(kid, nid, j)
+        walk(tree, cell_id, 0)
+        emit("=", cell_id)
+        for i, t in enumerate(items):
+            nid = owner.get(i, -1)
+            if t.type == "OPERAND" and t.subtype == "RANGE":
+                target = _cell_ref(t.value, sheets, names)
+                if target is None:
+                    notes["references to unknown targets"] += 1
+                else:
+                    ref_path[nid] = [sheet_i if target[0] == -2 else target[0]] + target[1:]
+                emit(t.value, nid, KIND_CELL_REF)
+            else:
+                emit(t.value, nid)
+
+    for si, ws in enumerate(wb.worksheets):
+        if (ws.max_row or 0) > max_rows:
+            raise Skip(f"sheet with more than {max_rows:,} rows")
+        sheet_id, above = add(-1, si), {}
+        if text:
+            emit("\n", -1)                       # a blank line between sheets
+        for rows_seen, row in enumerate(ws.iter_rows()):
+            if rows_seen >= max_rows:
+                raise Skip(f"sheet with more than {max_rows:,} rows")
+            cells = [c for c in row if getattr(c, "value", None) is not None and str(c.value) != ""]
+            if not cells:
+                continue                          # empty rows are not stored
+            row_id = add(sheet_id, cells[0].row - 1)
+            for ci, c in enumerate(cells):
+                if ci:
+                    emit("\t", -1)
+                cell_id = add(row_id, c.column - 1)
+                if render == "addressed":
+                    emit(f"{c.coordinate}:", cell_id)
+                v = c.value
+                if isinstance(v, str) and v.startswith("=") and len(v) > 1:
+                    formula(cell_id, v, si)
+                    above.pop(c.column, None)
+                    continue
+                s = str(v).replace("\t", " ").replace("\n", " ")
+                start = at
+                emit(s, add(cell_id, 0))
+                prev = above.get(c.column)
+                if prev and prev[0] == c.row - 1 and prev[1] == s:   # equal to the cell directly above
+                    for k in range(len(s)):
+                        char_kind[start + k] |= KIND_COPIED
+                        copied_from[start + k] = prev[2] + k
+                above[c.column] = (c.row, s, start)
+            emit("\n", -1, KIND_ROW_END)         # the newline is the token that ends a row
+    synthetic = (wb.properties.creator or "") == SYNTHETIC_CREATOR
+    wb.close()
+    if not parent or not text:
+        raise Skip("empty workbook")
+    return Doc("".join(text), np.asarray(char_node, np.int32), np.asarray(parent, np.int32),
+               np.asarray(rank, np.int32), ref_path=ref_path, char_kind=np.asarray(char_kind, np.uint8),
+               copied_from=np.asarray(copied_from, np.int64), notes={k: v for k, v in notes.items() if v},
+               synthetic=synthetic)

@@ -1,0 +1,184 @@
+"""Spreadsheets (depth-perception appendix §4, §5): workbook -> sheet/row/column paths, formula
+trees, references with their targets, token kinds, both renders, bad files."""
+import io
+import json
+import os
+import re
+import tempfile
+import zipfile
+
+import numpy as np
+import openpyxl
+import pytest
+from openpyxl.workbook.defined_name import DefinedName
+
+import prepare
+import trees
+
+
+def xlsx(wb):
+    b = io.BytesIO()
+    wb.save(b)
+    return b.getvalue()
+
+
+def two_sheets():
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "Hours"
+    ws.append(["Name", "Mon", "Tue", "Total"])
+    ws.append(["Ann", 8, 7, "=SUM(B2:C2)"])
+    ws.append(["Bob", 8, 7, "=B3+C3*2"])
+    s2 = wb.create_sheet("My Sheet")
+    s2["A1"] = "Grand"
+    s2["B1"] = "=SUM(Hours!D2:D3)+'My Sheet'!B3"     # a cross-sheet range and a forward reference
+    s2["C1"] = "=Rate*2"
+    s2["B3"] = 5                                       # row 2 is blank: not stored
+    wb.defined_names["Rate"] = DefinedName("Rate", attr_text="Hours!$B$2")
+    return xlsx(wb)
+
+
+def node_of(doc, s, nth=0):
+    at = [m.start() for m in re.finditer(re.escape(s), doc.text)][nth]
+    return doc.char_node[at]
+
+
+def test_two_sheet_workbook_hand_worked():
+    doc = trees.sheet_doc(two_sheets())
+    assert doc.text == ("Name\tMon\tTue\tTotal\nAnn\t8\t7\t=SUM(B2:C2)\nBob\t8\t7\t=B3+C3*2\n\n"
+                        "Grand\t=SUM(Hours!D2:D3)+'My Sheet'!B3\t=Rate*2\n5\n")
+    depth, path = doc.node_coords()
+    p = lambda s, nth=0: path[node_of(doc, s, nth)][:depth[node_of(doc, s, nth)]].tolist()
+    assert p("Ann") == [0, 1, 0, 0]                     # sheet 0, row 1, column 0, the literal
+    assert p("5") == [1, 2, 1, 0]                       # absolute row 2 although row 1 is empty
+    # =B3+C3*2 in D3: '+' is the root, '*' binds tighter; the '=' belongs to the cell
+    assert p("+") == [0, 2, 3, 0] and p("B3", 0) == [0, 2, 3, 0, 0]
+    assert p("*") == [0, 2, 3, 0, 1] and p("C3") == [0, 2, 3, 0, 1, 0] and p("2\n") == [0, 2, 3, 0, 1, 1]
+    assert p("=B3") == [0, 2, 3]
+    # a function's name, brackets and separators belong to the call; arguments are its children
+    assert p("SUM(H") == [1, 0, 1, 0, 0] and p("Hours!") == [1, 0, 1, 0, 0, 0]
+    # references: target sheet/row/column from their own text; ranges name their first cell;
+    # cross-sheet, quoted, forward and defined-name references
+    ref = lambda s: doc.ref_path[node_of(doc, s)]
+    assert ref("B2:C2") == [0, 1, 1] and ref("Hours!D2:D3") == [0, 1, 3]
+    assert ref("'My Sheet'!B3") == [1, 2, 1] and ref("Rate") == [0, 1, 1]
+    assert node_of(doc, "2\n") not in doc.ref_path                 # a number is not a reference
+    # kinds: the newline after each of the 5 stored rows ends it (not the blank line between
+    # sheets); reference characters are cell references
+    ends = np.flatnonzero(doc.char_kind & trees.KIND_ROW_END)
+    assert [doc.text[i] for i in ends] == ["\n"] * 5 and doc.text[ends[2] + 1] == "\n"
+    refs = "".join(doc.text[i] for i in np.flatnonzero(doc.char_kind & trees.KIND_CELL_REF))
+    assert refs == "B2:C2B3C3Hours!D2:D3'My Sheet'!B3Rate"
+    assert (doc.char_node[[i for i, ch in enumerate(doc.text) if ch in "\t\n"]] == -1).all()
+
+
+def test_addressed_render():
+    doc = trees.sheet_doc(two_sheets(), "addressed")
+    assert doc.text.startswith("A1:Name\tB1:Mon\tC1:Tue\tD1:Total\nA2:Ann")
+    assert "D3:=B3+C3*2\n" in doc.text and "B3:5\n" in doc.text
+    depth, path = doc.node_coords()
+    n = node_of(doc, "D3:")
+    assert path[n, :depth[n]].tolist() == [0, 2, 3]                # the address belongs to its cell
+
+
+def wide_book(columns):
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.append(["x"] * columns)
+    ws.append(["x"] * columns)
+    return xlsx(wb)
+
+
+@pytest.mark.parametrize("columns,copied", [(300, True), (50, False)])
+def test_copied_from_above_counts_only_across_256_tokens(columns, copied):
+    doc = trees.sheet_doc(wide_book(columns))
+    ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)     # one token per byte
+    c = prepare.token_coords(doc, ids, np.ones(256, np.int64))
+    second_row = len(doc.text) // 2
+    flagged = (c["kind"][second_row:] & trees.KIND_COPIED) > 0
+    assert flagged.any() == copied
+    assert not (c["kind"][:second_row] & trees.KIND_COPIED).any()         # the first row copies nothing
+
+
+def test_no_lookahead_on_levels_references_and_kinds():
+    """Cutting a workbook after k rows keeps every character's sheet/row/column, reference
+    target and kind (the formula's inner levels depend on its whole text, see trees.py)."""
+    wb_bytes = []
+    with tempfile.TemporaryDirectory() as d:              # a fresh set of synthetic workbooks
+        prepare.synthetic_workbooks(d, 5, seed=3)
+        for f in sorted(os.listdir(d)):
+            wb_bytes.append(open(os.path.join(d, f), "rb").read())
+    for raw in wb_bytes:
+        full = trees.sheet_doc(raw)
+        wb = openpyxl.load_workbook(io.BytesIO(raw))
+        first = wb.worksheets[0]
+        k = max(2, first.max_row // 2)
+        first.delete_rows(k + 1, first.max_row)
+        for ws in wb.worksheets[1:]:
+            wb.remove(ws)
+        part = trees.sheet_doc(xlsx(wb))
+        n = len(part.text)
+        assert full.text[:n] == part.text
+        fd, fp = full.node_coords()
+        pd, pp = part.node_coords()
+        fn, pn = full.char_node[:n], part.char_node[:n]
+        assert ((fn >= 0) == (pn >= 0)).all()
+        has = pn >= 0
+        assert (fp[fn[has], :3] == pp[pn[has], :3]).all()
+        assert (full.char_kind[:n] == part.char_kind).all()
+        for a, b in zip(fn[has], pn[has]):
+            assert full.ref_path.get(a) == part.ref_path.get(b)
+
+
+def corrupt_zip():
+    raw = bytearray(two_sheets())
+    raw[200:400] = b"\0" * 200
+    return bytes(raw)
+
+
+def huge_dimension():
+    """A sheet that declares a million rows (openpyxl's read-only reader trusts the dimension)."""
+    src = zipfile.ZipFile(io.BytesIO(two_sheets()))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == "xl/worksheets/sheet1.xml":
+                data = re.sub(rb'<dimension ref="[^"]*"', b'<dimension ref="A1:D1048576"', data)
+            z.writestr(item, data)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("raw,reason", [
+    (b"hello, not a workbook", "not a zip (not .xlsx)"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100, "OLE file: .xls or password-protected"),
+    (b"PK\x03\x04garbage", "corrupt zip"),
+    (corrupt_zip(), None),
+    (xlsx(openpyxl.Workbook()), "empty workbook"),
+    (huge_dimension(), "sheet with more than 10,000 rows"),
+])
+def test_bad_workbooks_are_counted_skips(raw, reason):
+    with pytest.raises(trees.Skip) as e:
+        trees.sheet_doc(raw)
+    assert reason is None or e.value.reason == reason
+
+
+def test_rejected_formula_is_kept_as_text_and_counted():
+    wb = openpyxl.Workbook()
+    wb.active.append(["a", "=(1+2", "=SUM(A1", "=Nowhere!A1+1"])
+    doc = trees.sheet_doc(xlsx(wb))
+    assert doc.text == "a\t=(1+2\t=SUM(A1\t=Nowhere!A1+1\n"
+    assert doc.notes == {"formulas kept as text (parser rejected)": 2, "references to unknown targets": 1}
+
+
+def test_prepare_sheets_synthetic(tmp_path, capsys):
+    d = prepare.main(["sheets", "--workbooks", "10", "--out", str(tmp_path), "--vocab", "300", "--max_len", "256",
+                      "--workers", "1"])
+    assert "SYNTHETIC" in capsys.readouterr().out
+    meta = json.load(open(os.path.join(d, "meta.json")))
+    assert meta["synthetic"] and meta["documents"] == 10 and meta["references"] > 0
+    a = prepare.load_split(d, "train")
+    is_ref = (a["kind"] & trees.KIND_CELL_REF) > 0
+    assert (a["ref_path"][is_ref, 0] >= 0).mean() > 0.9              # references carry their target
+    assert (a["ref_path"][~is_ref, 0] < 0).all()
+    assert (a["depth"][a["path"][:, 0] >= 0] >= 3).all()             # every cell token sits under sheet/row/col
