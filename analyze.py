@@ -74,7 +74,12 @@ def load_runs(root):
                 final = json.load(f)
         m, r = c["model"], c["run"]
         setting = (r["corpus"], m["n_layer"], m["n_embd"], m["n_head"], m["max_len"], r["steps"])
-        runs[setting][r["config"]][r["seed"]] = {"log": {e["step"]: e for e in log}, "final": final, "dir": d}
+        run = {"log": {e["step"]: e for e in log}, "final": final, "dir": d}
+        for key, name in (("eval", "eval_test.json"), ("attention", "attention_test.json")):
+            if os.path.exists(os.path.join(d, name)):   # written by evaluate.py
+                with open(os.path.join(d, name)) as f:
+                    run[key] = json.load(f)
+        runs[setting][r["config"]][r["seed"]] = run
     return runs
 
 
@@ -111,6 +116,128 @@ def compare(runs, baseline, metric="val"):
     return rows
 
 
+def _with_bh(rows):
+    for r, q in zip(rows, bh([r["p"] for r in rows])):
+        r["q"] = q
+    return rows
+
+
+def compare_kinds(runs, baseline):
+    """Where the gain lands (appendix §2, Fig. 5): per token kind, the paired test-split Δ of
+    each configuration against the baseline, from evaluate.py's eval_test.json."""
+    rows = []
+    for setting, configs in sorted(runs.items()):
+        base = configs.get(baseline, {})
+        for name, seeds in sorted(configs.items()):
+            common = [s for s in sorted(set(seeds) & set(base)) if "eval" in seeds[s] and "eval" in base[s]]
+            if name == baseline or not common:
+                continue
+            kinds = set.intersection(*[set(seeds[s]["eval"]["kinds"]) & set(base[s]["eval"]["kinds"]) for s in common])
+            for kind in sorted(kinds, key=lambda k: (k != "all", k)):
+                d = [seeds[s]["eval"]["kinds"][kind]["nll"] - base[s]["eval"]["kinds"][kind]["nll"] for s in common]
+                rows.append({"setting": setting, "config": name, "kind": kind, "step": "test",
+                             "tokens": seeds[common[0]]["eval"]["kinds"][kind]["tokens"], **paired(d)})
+    return _with_bh(rows)
+
+
+def interventions(runs):
+    """How the structure is used (appendix §2): per configuration and intervention, the mean
+    over seeds of test NLL under the intervention minus the real score, the perplexity
+    ratio, and in how many seeds the intervention hurt."""
+    rows = []
+    for setting, configs in sorted(runs.items()):
+        for name, seeds in sorted(configs.items()):
+            evals = [seeds[s]["eval"] for s in sorted(seeds) if "eval" in seeds[s]]
+            if not evals:
+                continue
+            for t in evals[0].get("interventions", {}):
+                for kind in evals[0]["interventions"][t]:
+                    d = np.array([e["interventions"][t][kind]["nll"] - e["kinds"][kind]["nll"] for e in evals])
+                    rows.append({"setting": setting, "config": name, "intervention": t, "kind": kind, "n": len(d),
+                                 "real": float(np.mean([e["kinds"][kind]["nll"] for e in evals])),
+                                 "delta": float(d.mean()), "ppl_ratio": float(np.exp(d.mean())),
+                                 "hurt": int((d > 0).sum())})
+    return rows
+
+
+def substitution(rows):
+    """Paper 004 Table 2: p1 substitution on one checkpoint (all tokens): mean NLL per
+    condition and in how many seeds real < period < rand < const0 holds."""
+    out = []
+    by = defaultdict(dict)
+    for r in rows:
+        if r["kind"] == "all" and r["intervention"] in ("period", "rand", "const0"):
+            by[(r["setting"], r["config"])][r["intervention"]] = r
+    for (setting, config), conds in sorted(by.items()):
+        if len(conds) == 3:
+            out.append({"setting": setting, "config": config, "real": conds["period"]["real"],
+                        **{k: conds[k]["real"] + conds[k]["delta"] for k in ("period", "rand", "const0")}})
+    return out
+
+
+def substitution_order(runs, setting, config):
+    """Seeds in which real < period < rand < const0 (paper 004 §4.3)."""
+    ok = 0
+    seeds = runs[setting][config]
+    for s in seeds.values():
+        e = s.get("eval")
+        if e and all(k in e["interventions"] for k in ("period", "rand", "const0")):
+            v = [e["kinds"]["all"]["nll"]] + [e["interventions"][k]["all"]["nll"] for k in ("period", "rand", "const0")]
+            ok += all(a < b for a, b in zip(v, v[1:]))
+    return ok, sum("eval" in s for s in seeds.values())
+
+
+def compare_attention(runs, baseline):
+    """Attention moves where the gain lands (appendix §2): per share, the paired difference
+    (configuration − baseline, percentage points, averaged over heads) across seeds."""
+    rows = []
+    for setting, configs in sorted(runs.items()):
+        base = configs.get(baseline, {})
+        for name, seeds in sorted(configs.items()):
+            common = [s for s in sorted(set(seeds) & set(base)) if "attention" in seeds[s] and "attention" in base[s]]
+            if name == baseline or not common:
+                continue
+            for key, v in seeds[common[0]]["attention"].items():
+                if "mean_over_heads" not in v or not isinstance(v["mean_over_heads"], float):
+                    continue
+                a = [100 * seeds[s]["attention"][key]["mean_over_heads"] for s in common]
+                b = [100 * base[s]["attention"][key]["mean_over_heads"] for s in common]
+                r = paired(np.subtract(b, a))       # Δ < 0 counts as "won": the share grew
+                rows.append({"setting": setting, "config": name, "share": key, "base": float(np.mean(b)),
+                             "value": float(np.mean(a)), "points": -r["delta"], "higher": r["won"], "n": r["n"],
+                             "p": r["p"], "sign_p": r["sign_p"]})
+    return _with_bh(rows)
+
+
+def kinds_markdown(rows, title):
+    out = [f"### {title}", "", "| configuration | kind | tokens | Δ nats/token | 95% CI | won | sign p | q | ppl reduction % |",
+           "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        out.append(f"| {r['config']} | {r['kind']} | {r['tokens']} | {r['delta']:+.4f} | [{r['ci_lo']:+.4f}, "
+                   f"{r['ci_hi']:+.4f}] | {r['won']}/{r['n']} | {r['sign_p']:.3g} | {r['q']:.3g} | "
+                   f"{r['ppl_reduction']:+.2f} |")
+    return "\n".join(out)
+
+
+def interventions_markdown(rows, title):
+    out = [f"### {title}", "", "| configuration | intervention | kind | real nats/token | Δ nats/token | perplexity × | hurt |",
+           "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        out.append(f"| {r['config']} | {r['intervention']} | {r['kind']} | {r['real']:.4f} | {r['delta']:+.4f} | "
+                   f"{r['ppl_ratio']:.3f} | {r['hurt']}/{r['n']} |")
+    return "\n".join(out)
+
+
+def attention_markdown(rows, title):
+    out = [f"### {title}", "", "| configuration | attention share | baseline % | configuration % | Δ points | higher | sign p | q |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        out.append(f"| {r['config']} | {r['share']} | {r['base']:.2f} | {r['value']:.2f} | {r['points']:+.2f} | "
+                   f"{r['higher']}/{r['n']} | {r['sign_p']:.3g} | {r['q']:.3g} |")
+    return "\n".join(out)
+
+
+KEY_KINDS = ("after_close", "new_block", "row_end", "copied_above", "cell_ref")
 COLUMNS = ["config", "n", "delta", "se", "t", "p", "ci_lo", "ci_hi", "won", "sign_p", "q", "ppl_reduction"]
 
 
@@ -122,6 +249,13 @@ def markdown(rows, title):
                    f"[{r['ci_lo']:+.4f}, {r['ci_hi']:+.4f}] | {r['won']}/{r['n']} | {r['sign_p']:.3g} | "
                    f"{r['q']:.3g} | {r['ppl_reduction']:+.2f} |")
     return "\n".join(out)
+
+
+def write_csv_rows(rows, path):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
 
 
 def write_csv(rows, path):
@@ -195,6 +329,69 @@ def figure_planes(rows, out_dir, planes):
     fig.savefig(os.path.join(out_dir, "fig4_planes.png"), dpi=120)
     plt.close(fig)
     _table(os.path.join(out_dir, "fig4_planes.csv"), ["config", "extra_planes", "ppl_reduction", "ci_lo", "ci_hi"], table)
+
+
+def figure_kinds(rows, out_dir):
+    """Fig. 5: perplexity reduction against the baseline on each kind of token, test split;
+    marker = mean over seeds, line = 95% CI, shaded row = all tokens."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    by = defaultdict(list)
+    for r in rows:
+        by[r["setting"]].append(r)
+    for setting, rs in by.items():
+        fig, ax = plt.subplots(figsize=(6, 0.35 * len(rs) + 1.2))
+        table = []
+        for y, r in enumerate(rs):
+            lo, hi = ppl_reduction(r["ci_hi"]), ppl_reduction(r["ci_lo"])
+            if r["kind"] == "all":
+                ax.axhspan(y - 0.5, y + 0.5, color="grey", alpha=0.15)
+            ax.errorbar([r["ppl_reduction"]], [y], xerr=[[r["ppl_reduction"] - lo], [hi - r["ppl_reduction"]]]
+                        if r["n"] > 1 else None, fmt="o", capsize=3, color=f"C{sorted({x['config'] for x in rs}).index(r['config'])}")
+            table.append((r["config"], r["kind"], r["ppl_reduction"], lo, hi, r["won"], r["n"]))
+        ax.set_yticks(range(len(rs)), [f"{r['config']}: {r['kind']}" for r in rs], fontsize=7)
+        ax.axvline(0, color="grey", lw=0.8)
+        ax.set_xlabel(f"perplexity reduction vs {rs[0]['baseline'] if 'baseline' in rs[0] else 'baseline'} (%), test")
+        ax.set_title(f"{setting[0]}: gain by kind of token")
+        fig.tight_layout()
+        name = f"fig5_kinds_{setting[0]}"
+        fig.savefig(os.path.join(out_dir, name + ".png"), dpi=120)
+        plt.close(fig)
+        _table(os.path.join(out_dir, name + ".csv"), ["config", "kind", "ppl_reduction", "ci_lo", "ci_hi", "won", "n"], table)
+
+
+def figure_columns(runs, out_dir):
+    """Fig. 6: attention of the average head from a spreadsheet cell to cells in the same row
+    and in the rows above, by column offset (mean over seeds), test split."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    for setting, configs in runs.items():
+        curves = {}
+        for name, seeds in sorted(configs.items()):
+            att = [s["attention"] for s in seeds.values() if "same_row_by_column_offset" in s.get("attention", {})]
+            if att:
+                curves[name] = {reg: np.mean([a[reg + "_by_column_offset"]["mean_over_heads"] for a in att], 0)
+                                for reg in ("same_row", "rows_above")}
+                offsets = att[0]["same_row_by_column_offset"]["offsets"]
+        if not curves:
+            continue
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True)
+        table = []
+        for ax, reg in zip(axes, ("same_row", "rows_above")):
+            for name, c in curves.items():
+                ax.plot(offsets, 100 * c[reg], marker="o", label=name)
+                table += [(name, reg, o, 100 * v) for o, v in zip(offsets, c[reg])]
+            ax.set_title(reg.replace("_", " "))
+            ax.set_xlabel("column offset (key − query)")
+        axes[0].set_ylabel("attention (%)")
+        axes[0].legend(fontsize=7)
+        fig.tight_layout()
+        name = f"fig6_columns_{setting[0]}"
+        fig.savefig(os.path.join(out_dir, name + ".png"), dpi=120)
+        plt.close(fig)
+        _table(os.path.join(out_dir, name + ".csv"), ["config", "region", "column_offset", "attention_pct"], table)
 
 
 def _table(path, header, rows):
@@ -340,8 +537,16 @@ def binned_response(S, N, bins):
 
 
 def load_acc(path):
-    z = np.load(path)
-    return {k: z[k] for k in ("sum", "sumsq", "count")}
+    """Cell accumulators of one model; 'a.npz,b.npz' pools seeds scored on the same documents."""
+    accs = [np.load(p) for p in path.split(",")]
+    return {k: sum(z[k] for z in accs) for k in ("sum", "sumsq", "count")}
+
+
+def _label(path):
+    """out/code/hrope_axial/seed0/depth_test.npz,... -> 'hrope_axial (3 files)'."""
+    parts = path.split(",")
+    name = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(parts[0])))) or parts[0]
+    return f"{name} ({len(parts)} file{'s' if len(parts) > 1 else ''})"
 
 
 def depth_report(path_a, path_b=None, draws=2000, gates=(200, 1000, 2000, 3000)):
@@ -353,11 +558,11 @@ def depth_report(path_a, path_b=None, draws=2000, gates=(200, 1000, 2000, 3000))
             x2, u2, _ = compression_depth(acc, g, degree=2)
             x3, u3, _ = compression_depth(acc, g, degree=3)
             fmt = lambda v: "no interior minimum" if math.isnan(v) else f"{v:.3f}"
-            lines.append(f"| {os.path.basename(name)} | {g} | {fmt(x2)} | {fmt(u2)} | {fmt(x3)} | {fmt(u3)} |")
+            lines.append(f"| {_label(name)} | {g} | {fmt(x2)} | {fmt(u2)} | {fmt(x3)} | {fmt(u3)} |")
     res = bootstrap_depth(a, b, draws)
     lines.append("")
     lines.append(f"paired document-cluster bootstrap, {draws} draws, gate 2000:")
-    names = [os.path.basename(path_a)] + ([os.path.basename(path_b), "gap (first − second)"] if b else [])
+    names = [_label(path_a)] + ([_label(path_b), "gap (first − second)"] if b else [])
     for n, r in zip(names, res):
         lo, hi = ci(r)
         lines.append(f"  {n}: U* 95% CI [{lo:.3f}, {hi:.3f}] ({int(np.isnan(r).sum())} draws without an interior minimum)")
@@ -397,7 +602,33 @@ def main(argv=None):
         if args.figures:
             os.makedirs(args.figures, exist_ok=True)
             write_csv(rows, os.path.join(args.figures, f"table_{metric}.csv"))
+    kinds = compare_kinds(runs, baseline)
+    for setting in sorted({r["setting"] for r in kinds}):
+        print(kinds_markdown([r for r in kinds if r["setting"] == setting],
+                             f"{setting[0]}: test Δ vs {baseline} by kind of token (Fig. 5)"))
+        print()
+    inter = interventions(runs)
+    for setting in sorted({r["setting"] for r in inter}):
+        print(interventions_markdown([r for r in inter if r["setting"] == setting and r["kind"] in ("all",) + KEY_KINDS],
+                                     f"{setting[0]}: coordinate interventions on the test split (mean over seeds)"))
+        print()
+    for r in substitution(inter):
+        ok, n = substitution_order(runs, r["setting"], r["config"])
+        print(f"### {r['setting'][0]}: p1 substitution on {r['config']} (paper 004 Table 2), test nats/token\n\n"
+              f"| real | period | rand | const0 | real < period < rand < const0 |\n| ---: | ---: | ---: | ---: | ---: |\n"
+              f"| {r['real']:.4f} | {r['period']:.4f} | {r['rand']:.4f} | {r['const0']:.4f} | {ok}/{n} seeds |\n")
+    att = compare_attention(runs, baseline)
+    for setting in sorted({r["setting"] for r in att}):
+        print(attention_markdown([r for r in att if r["setting"] == setting],
+                                 f"{setting[0]}: attention shares vs {baseline}, mean over heads (test)"))
+        print()
     if args.figures:
+        if kinds:
+            figure_kinds(kinds, args.figures)
+            write_csv_rows(kinds, os.path.join(args.figures, "table_kinds.csv"))
+        if inter:
+            write_csv_rows(inter, os.path.join(args.figures, "table_interventions.csv"))
+        figure_columns(runs, args.figures)
         from rotary import Rotary
         figure_gap(runs, baseline, args.figures)
         rows = compare(runs, baseline, "val")

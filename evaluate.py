@@ -123,6 +123,28 @@ def same_depth_mask(path, depth):
     return (depth[:, None] == depth[None, :]) & (depth[:, None] > 0) & other
 
 
+COL_OFFSETS = 8   # Fig. 6: column offsets -8..8, same row and rows above
+
+
+def sheet_masks(path, depth, ref_path):
+    """Spreadsheet (T, T) key masks for a query cell (depth-perception appendix, Fig. 6):
+    same-row / rows-above cells by column offset, earlier cells of the same column, and the
+    cell a reference names. Queries are tokens of a cell (depth >= 3)."""
+    cell = depth >= 3
+    sheet, row, col = path[:, 0], path[:, 1], path[:, 2]
+    both = cell[:, None] & cell[None, :] & (sheet[:, None] == sheet[None, :])
+    same_row = both & (row[:, None] == row[None, :])
+    above = both & (row[None, :] < row[:, None])
+    off = col[None, :] - col[:, None]
+    masks = {f"same_row_{o:+d}": same_row & (off == o) for o in range(-COL_OFFSETS, COL_OFFSETS + 1)}
+    masks.update({f"rows_above_{o:+d}": above & (off == o) for o in range(-COL_OFFSETS, COL_OFFSETS + 1)})
+    masks["same_column_above"] = above & (off == 0)
+    is_ref = ref_path[:, 0] >= 0
+    target = (ref_path[:, None, :3] == path[None, :, :3]).all(-1)
+    masks["referenced_cell"] = is_ref[:, None] & target & (depth[None, :] >= 3)
+    return masks, cell
+
+
 def share(att, mask, query):
     """Attention share on `mask` keys, per (layer, head): att (L, H, T, T) probabilities of one
     record, mask (T, T), query (T,) bool. Returns (sum over queries (L, H), number of queries)."""
@@ -218,9 +240,17 @@ def attention_stats(corpus_name, context):
             masks["ancestor"] = ancestor_mask(path, depth)
         if corpus_name == "web":
             masks["same_depth_elsewhere"] = same_depth_mask(path, depth)
+        cell_query = None
+        if corpus_name == "sheets":
+            sm, cell = sheet_masks(path, depth, b["ref_path"])
+            masks.update(sm)
+            cell_query = cell & earlier.any(-1)
         for name, m in masks.items():
             m = m & earlier
-            s, q = share(att, m, m.any(-1))
+            # histogram bins share one denominator (every cell query); shares count queries
+            # that have at least one such key
+            q = cell_query if cell_query is not None and name[:4] in ("same", "rows") and name[-1].isdigit() else m.any(-1)
+            s, q = share(att, m, q)
             acc["sum"][name] = acc["sum"].get(name, 0) + s
             acc["queries"][name] = acc["queries"].get(name, 0) + q
         if "p" in b:
@@ -232,6 +262,11 @@ def attention_stats(corpus_name, context):
             per_head = (s / max(acc["queries"][name], 1)).numpy()
             out[name] = {"mean_over_heads": float(per_head.mean()), "per_layer_head": per_head.round(5).tolist(),
                          "queries": acc["queries"][name]}
+        for region in ("same_row", "rows_above"):   # Fig. 6 as one histogram per region
+            keys = [f"{region}_{o:+d}" for o in range(-COL_OFFSETS, COL_OFFSETS + 1)]
+            if keys[0] in out:
+                out[region + "_by_column_offset"] = {"offsets": list(range(-COL_OFFSETS, COL_OFFSETS + 1)),
+                                                     "mean_over_heads": [out.pop(k)["mean_over_heads"] for k in keys]}
         return out, cells
     return collect, summary
 

@@ -30,3 +30,25 @@ if [ "$stage" = all ] || [ "$stage" = hrope ]; then
     done
   done
 fi
+
+if [ "$stage" = all ] || [ "$stage" = eval ]; then
+  ev() { [ -f "$1/eval_test.json" ] || python evaluate.py "$@"; }
+  for s in $SEEDS; do
+    for k in seq_only no_position seq_depth seq_tree; do ev $OUT/python/$k/seed$s --attention --max_docs 256; done
+    for k in seq_only seq_depth; do ev $OUT/web/$k/seed$s --attention --max_docs 256; done
+    for c in code prose; do
+      for k in flat sent_axial hrope_axial rand_axial; do ev $OUT/$c/$k/seed$s --attention --max_docs 128 --demo; done
+    done
+  done
+fi
+
+if [ "$stage" = all ] || [ "$stage" = analyze ]; then
+  for c in python web code prose; do
+    python analyze.py $OUT/$c --figures figures/$c > $OUT/$c/analysis.md
+  done
+  for c in code prose; do   # compression depth: hrope_axial vs rand_axial, three seeds pooled
+    h=$(ls $OUT/$c/hrope_axial/seed*/depth_test.npz | paste -sd,)
+    r=$(ls $OUT/$c/rand_axial/seed*/depth_test.npz | paste -sd,)
+    python analyze.py --depth "$h" "$r" > $OUT/$c/depth.md
+  done
+fi

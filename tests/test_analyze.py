@@ -104,3 +104,39 @@ def test_cli_pairs_runs_by_seed_at_common_milestones(tmp_path, capsys):
     assert "| seq_depth | -0.0500 |" in out and "| 3/3 |" in out
     assert os.path.exists(tmp_path / "figs" / "fig3_gap_web.png")
     assert os.path.exists(tmp_path / "figs" / "fig3_gap_web.csv") and os.path.exists(tmp_path / "figs" / "table_val.csv")
+
+
+def test_kinds_interventions_attention_tables_and_figures(tmp_path, capsys):
+    """Fig. 5 / Fig. 6 inputs from evaluate.py's JSON, paired by seed, checked by hand."""
+    import json
+    import os
+    offsets = list(range(-8, 9))
+    for cfg, gain, share in (("seq_only", 0.0, 0.10), ("seq_grid", -0.02, 0.15)):
+        for seed in range(3):
+            d = tmp_path / "sheets" / cfg / f"seed{seed}"
+            os.makedirs(d)
+            (d / "config.json").write_text(json.dumps({"run": {"corpus": "sheets", "config": cfg, "seed": seed, "steps": 30},
+                                                       "model": {"n_layer": 4, "n_embd": 128, "n_head": 1, "max_len": 256}}))
+            (d / "log.jsonl").write_text(json.dumps({"step": 30, "val_loss": 1.0 + gain}) + "\n")
+            kinds = {"all": {"nll": 1.0 + gain / 4 + 0.01 * seed, "tokens": 100},
+                     "row_end": {"nll": 2.0 + gain + 0.01 * seed, "tokens": 10}}
+            shuffled = {k: {"nll": v["nll"] + 0.5, "tokens": v["tokens"]} for k, v in kinds.items()}
+            (d / "eval_test.json").write_text(json.dumps({"kinds": kinds, "interventions": {"shuffle": shuffled}}))
+            hist = [share if o == 0 else 0.01 for o in offsets]
+            (d / "attention_test.json").write_text(json.dumps({
+                "same_column_above": {"mean_over_heads": share + 0.001 * seed},
+                "same_row_by_column_offset": {"offsets": offsets, "mean_over_heads": hist},
+                "rows_above_by_column_offset": {"offsets": offsets, "mean_over_heads": hist}}))
+    runs = analyze.load_runs(str(tmp_path / "sheets"))
+    kinds = {r["kind"]: r for r in analyze.compare_kinds(runs, "seq_only")}
+    assert kinds["row_end"]["delta"] == pytest.approx(-0.02) and kinds["row_end"]["won"] == 3
+    assert kinds["all"]["ppl_reduction"] == pytest.approx(100 * (1 - math.exp(-0.005)))
+    inter = [r for r in analyze.interventions(runs) if r["config"] == "seq_grid" and r["kind"] == "all"]
+    assert inter[0]["ppl_ratio"] == pytest.approx(math.exp(0.5)) and inter[0]["hurt"] == 3
+    att = analyze.compare_attention(runs, "seq_only")
+    assert att[0]["points"] == pytest.approx(5.0) and att[0]["higher"] == 3
+    analyze.main([str(tmp_path / "sheets"), "--figures", str(tmp_path / "figs")])
+    out = capsys.readouterr().out
+    assert "by kind of token (Fig. 5)" in out and "| seq_grid | row_end | 10 | -0.0200 |" in out
+    for f in ("fig5_kinds_sheets.png", "fig5_kinds_sheets.csv", "fig6_columns_sheets.png", "fig6_columns_sheets.csv"):
+        assert os.path.exists(tmp_path / "figs" / f)

@@ -143,3 +143,25 @@ def test_cli_on_trained_runs(tiny_python, tmp_path):
     assert acc["count"].shape[1:] == (64, evaluate.K_MAX + 1) and acc["count"].sum() > 0
     demo = res["demo"]
     assert demo["real"]["to_first_sentence"] != demo["fake_split"]["to_first_sentence"]
+
+
+def test_sheet_column_offset_histogram_and_reference_share_by_hand():
+    """Two rows of two cells, one token each, then a reference to A1 in row 2:
+    tokens 0 A1, 1 B1, 2 A2, 3 B2 (a reference to A1)."""
+    path = torch.full((4, 22), -1)
+    path[:, :3] = torch.tensor([[0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1]])
+    depth = torch.full((4,), 4)
+    ref = torch.full((4, 22), -1)
+    ref[3, :3] = torch.tensor([0, 0, 0])
+    masks, cell = evaluate.sheet_masks(path, depth, ref)
+    att = torch.tensor([[1, 0, 0, 0], [.6, .4, 0, 0], [.1, .2, .7, 0], [.5, .1, .3, .1]])[None, None]
+    earlier = torch.ones(4, 4, dtype=torch.bool).tril(-1)
+    q = cell & earlier.any(-1)                                      # queries 1, 2, 3
+    h = lambda k: evaluate.share(att, masks[k] & earlier, q)[0].item() / 3
+    assert h("same_row_-1") == pytest.approx((.6 + .3) / 3)         # B1 -> A1, B2 -> A2
+    assert h("rows_above_+0") == pytest.approx((.1 + .1) / 3)       # A2 -> A1, B2 -> B1
+    assert h("rows_above_-1") == pytest.approx(.5 / 3)              # B2 -> A1
+    assert h("rows_above_+1") == pytest.approx(.2 / 3)              # A2 -> B1
+    m = masks["referenced_cell"] & earlier
+    s, n = evaluate.share(att, m, m.any(-1))
+    assert n == 1 and s.item() == pytest.approx(.5)                 # the reference B2 -> its target A1
