@@ -168,17 +168,18 @@ def token_coords(doc, ids, tok_len):
     return out
 
 
-def records(coords, max_len, long_docs, boundary):
+def records(coords, max_len, long_docs, boundary, p1_cap=None):
     """Cut one document's token coordinates into training records of at most max_len tokens.
     long_docs: 'crop' keeps the first max_len tokens, 'drop' drops the document, 'split' cuts
-    at allowed boundaries (Python: the start of a top-level statement), cropping any piece
-    that is still too long. pos restarts at 0 in every record."""
+    at allowed boundaries (Python: a top-level statement; prose/code: a paragraph or block;
+    web: a text block; sheets: a row), cutting at max_len where no boundary falls inside.
+    pos restarts at 0 in every record, and so does p1 (hRoPE)."""
     n = len(coords["pos"])
     if n <= max_len:
-        return [coords]
-    if long_docs == "drop":
+        cuts = [(0, n)]
+    elif long_docs == "drop":
         return []
-    if long_docs == "crop":
+    elif long_docs == "crop":
         cuts = [(0, max_len)]
     else:
         cuts, s = [], 0
@@ -194,9 +195,14 @@ def records(coords, max_len, long_docs, boundary):
     for s, e in cuts:
         r = {k: v[s:e] for k, v in coords.items()}
         r["pos"] = np.arange(e - s, dtype=np.int32)
-        if "p" in r:                    # p1 counts paragraphs from the record's start
-            r["p"] = r["p"].copy()
-            r["p"][:, 0] -= r["p"][0, 0]
+        if "p" in r:   # a record starts a paragraph: p1, and p2/p3 of its first stretch, from 0
+            p = r["p"] = r["p"].copy()
+            first_para, first_sent = p[:, 0] == p[0, 0], (p[:, :2] == p[0, :2]).all(1)
+            p[first_sent, 2] -= p[0, 2]
+            p[first_para, 1] -= p[0, 1]
+            p[:, 0] -= p[0, 0]
+            if p1_cap is not None:      # App. C.1 truncation, where the model sees p1
+                np.minimum(p[:, 0], p1_cap, out=p[:, 0])
         out.append(r)
     return out
 
@@ -205,7 +211,7 @@ def paragraph_stats(recs):
     """What hRoPE's base calibration and controls need (paper 004 App. C): the largest p1, p2,
     p3 (M_g), the paragraph-boundary density per token (rand_axial) and the mean paragraph
     length in tokens L (period_axial: p1 = floor(t / L))."""
-    p_max = np.max([r["p"].max(0) - r["p"].min(0) for r in recs], 0)   # the span a record can see
+    p_max = np.max([r["p"].max(0) for r in recs], 0)      # records start at (0, 0, 0)
     starts = sum(int((r["p"][1:, 0] != r["p"][:-1, 0]).sum()) for r in recs)
     paragraphs = starts + len(recs)
     tokens = sum(len(r["p"]) for r in recs)
@@ -562,8 +568,6 @@ def main(argv=None):
     p1_cap = None
     if args.corpus == "code":   # App. C.1: p1 truncated at the 95th percentile of blocks per file
         p1_cap = int(np.percentile([d.char_p[:, 0].max() + 1 for _, d in docs], 95)) - 1
-        for _, d in docs:
-            np.minimum(d.char_p[:, 0], p1_cap, out=d.char_p[:, 0])
     split = {name: split_of(name) for name, _ in docs}
 
     t0 = time.time()
@@ -599,7 +603,7 @@ def main(argv=None):
             boundary = np.r_[True, (c["kind"][:-1] & trees.KIND_ROW_END) > 0]
         else:
             boundary = (c["kind"] & trees.KIND_NEW_BLOCK) > 0
-        rs = records(c, args.max_len, long_docs, boundary)
+        rs = records(c, args.max_len, long_docs, boundary, p1_cap)
         stats["records_dropped_long"] += not rs
         for r in rs:
             r["doc"] = len(rank_values)

@@ -164,3 +164,15 @@ def test_prepare_code_and_wikitext(tmp_path):
     d = prepare.main(["prose", "--src", str(wiki), "--out", str(out), "--vocab", "300", "--workers", "1"])
     meta = json.load(open(os.path.join(d, "meta.json")))
     assert meta["documents"] == 3 and meta["paragraphs"] >= 1 and not meta["synthetic"]
+
+
+def test_records_start_a_paragraph():
+    """A record cut inside a paragraph starts at p = (0, 0, 0): relative p2/p3 never compare a
+    paragraph's 2,000th line with the next paragraph's first. p1 truncation applies per record."""
+    p = np.array([[0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1], [1, 0, 0], [1, 0, 1], [1, 1, 0]])
+    coords = {"pos": np.arange(7), "p": p}
+    boundary = np.r_[True, p[1:, 0] != p[:-1, 0]]
+    rs = prepare.records(coords, 3, "split", boundary)               # cuts [0, 3) [3, 4) [4, 7)
+    assert [r["p"].tolist() for r in rs] == [p[:3].tolist(), [[0, 0, 0]], [[0, 0, 0], [0, 0, 1], [0, 1, 0]]]
+    whole = prepare.records(coords, 7, "split", boundary, p1_cap=0)[0]["p"]
+    assert whole[:, 0].tolist() == [0] * 7 and whole[:, 1:].tolist() == p[:, 1:].tolist()
