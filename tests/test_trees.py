@@ -187,3 +187,24 @@ def test_bad_web_pages(html, reason):
     with pytest.raises(trees.Skip) as e:
         trees.web_doc(html)
     assert e.value.reason == reason
+
+
+def test_warc_response_records(tmp_path):
+    """A hand-written WARC (plain and gzipped): HTML responses are read, a request record and a
+    non-HTML response are not."""
+    import gzip
+
+    def record(kind, uri, http):
+        return (f"WARC/1.0\r\nWARC-Type: {kind}\r\nWARC-Target-URI: {uri}\r\n"
+                f"Content-Length: {len(http)}\r\n\r\n").encode() + http + b"\r\n\r\n"
+    page = b"<html><body><p>Hello warc</p></body></html>"
+    data = (record("request", "http://a/", b"GET / HTTP/1.1\r\n\r\n")
+            + record("response", "http://a/", b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n" + page)
+            + record("response", "http://a/x.png", b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\n\r\n\x89PNG"))
+    (tmp_path / "crawl.warc").write_bytes(data)
+    with gzip.open(tmp_path / "crawl.warc.gz", "wb") as f:
+        f.write(data)
+    for name in ("crawl.warc", "crawl.warc.gz"):
+        got = list(trees.warc_records(str(tmp_path / name)))
+        assert got == [("http://a/", page)]
+        assert trees.web_doc(got[0][1]).text == "Hello warc"
