@@ -209,32 +209,30 @@ def compare_attention(runs, baseline):
     return _with_bh(rows)
 
 
+def _md(title, header, rows, cell):
+    """A markdown table: header '| a | b |' with right-aligned numbers (names left)."""
+    cols = header.count("|") - 1
+    align = "| --- | " + " | ".join(["---:"] * (cols - 1)) + " |"
+    return "\n".join([f"### {title}", "", header, align] + [cell(r) for r in rows])
+
+
 def kinds_markdown(rows, title):
-    out = [f"### {title}", "", "| configuration | kind | tokens | Δ nats/token | 95% CI | won | sign p | q | ppl reduction % |",
-           "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
-    for r in rows:
-        out.append(f"| {r['config']} | {r['kind']} | {r['tokens']} | {r['delta']:+.4f} | [{r['ci_lo']:+.4f}, "
-                   f"{r['ci_hi']:+.4f}] | {r['won']}/{r['n']} | {r['sign_p']:.3g} | {r['q']:.3g} | "
-                   f"{r['ppl_reduction']:+.2f} |")
-    return "\n".join(out)
+    return _md(title, "| configuration: kind | tokens | Δ nats/token | 95% CI | won | sign p | q | ppl reduction % |", rows,
+               lambda r: f"| {r['config']}: {r['kind']} | {r['tokens']} | {r['delta']:+.4f} | [{r['ci_lo']:+.4f}, "
+                         f"{r['ci_hi']:+.4f}] | {r['won']}/{r['n']} | {r['sign_p']:.3g} | {r['q']:.3g} | "
+                         f"{r['ppl_reduction']:+.2f} |")
 
 
 def interventions_markdown(rows, title):
-    out = [f"### {title}", "", "| configuration | intervention | kind | real nats/token | Δ nats/token | perplexity × | hurt |",
-           "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
-    for r in rows:
-        out.append(f"| {r['config']} | {r['intervention']} | {r['kind']} | {r['real']:.4f} | {r['delta']:+.4f} | "
-                   f"{r['ppl_ratio']:.3f} | {r['hurt']}/{r['n']} |")
-    return "\n".join(out)
+    return _md(title, "| configuration: intervention (kind) | real nats/token | Δ nats/token | perplexity × | hurt |", rows,
+               lambda r: f"| {r['config']}: {r['intervention']} ({r['kind']}) | {r['real']:.4f} | {r['delta']:+.4f} | "
+                         f"{r['ppl_ratio']:.3f} | {r['hurt']}/{r['n']} |")
 
 
 def attention_markdown(rows, title):
-    out = [f"### {title}", "", "| configuration | attention share | baseline % | configuration % | Δ points | higher | sign p | q |",
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for r in rows:
-        out.append(f"| {r['config']} | {r['share']} | {r['base']:.2f} | {r['value']:.2f} | {r['points']:+.2f} | "
-                   f"{r['higher']}/{r['n']} | {r['sign_p']:.3g} | {r['q']:.3g} |")
-    return "\n".join(out)
+    return _md(title, "| configuration: attention share | baseline % | configuration % | Δ points | higher | sign p | q |",
+               rows, lambda r: f"| {r['config']}: {r['share']} | {r['base']:.2f} | {r['value']:.2f} | "
+                               f"{r['points']:+.2f} | {r['higher']}/{r['n']} | {r['sign_p']:.3g} | {r['q']:.3g} |")
 
 
 KEY_KINDS = ("after_close", "new_block", "row_end", "copied_above", "cell_ref")
@@ -242,13 +240,10 @@ COLUMNS = ["config", "n", "delta", "se", "t", "p", "ci_lo", "ci_hi", "won", "sig
 
 
 def markdown(rows, title):
-    out = [f"### {title}", "", "| configuration | Δ nats/token | SE | t | p | 95% CI | won | sign p | q | ppl reduction % |",
-           "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
-    for r in rows:
-        out.append(f"| {r['config']} | {r['delta']:+.4f} | {r['se']:.4f} | {r['t']:.2f} | {r['p']:.3g} | "
-                   f"[{r['ci_lo']:+.4f}, {r['ci_hi']:+.4f}] | {r['won']}/{r['n']} | {r['sign_p']:.3g} | "
-                   f"{r['q']:.3g} | {r['ppl_reduction']:+.2f} |")
-    return "\n".join(out)
+    return _md(title, "| configuration | Δ nats/token | SE | t | p | 95% CI | won | sign p | q | ppl reduction % |", rows,
+               lambda r: f"| {r['config']} | {r['delta']:+.4f} | {r['se']:.4f} | {r['t']:.2f} | {r['p']:.3g} | "
+                         f"[{r['ci_lo']:+.4f}, {r['ci_hi']:+.4f}] | {r['won']}/{r['n']} | {r['sign_p']:.3g} | "
+                         f"{r['q']:.3g} | {r['ppl_reduction']:+.2f} |")
 
 
 def write_csv_rows(rows, path):

@@ -251,19 +251,22 @@ def python_sources(args):
     return files, dirs
 
 
+def first_place(patterns, exts):
+    """[the first folder matching one of `patterns` (in order) that holds such files], or None."""
+    for pattern in patterns:
+        hits = sorted({os.path.realpath(p) for p in glob.glob(pattern) if os.path.isdir(p)})
+        if hits and find_files(hits[:1], exts):
+            return hits[:1]
+    return None
+
+
 # Where `prepare.py web` looks for real HTML when no --src is given (first hit wins).
 WEB_PLACES = ["/usr/share/doc/python3/html", "/usr/share/doc/python3.*/html", "/usr/share/doc/python3-doc/html",
               "/usr/share/doc/*/html"]
 
 
 def web_sources(args):
-    dirs = args.src
-    if not dirs:
-        for pattern in WEB_PLACES:
-            hits = sorted({os.path.realpath(p) for p in glob.glob(pattern) if os.path.isdir(p)})
-            if hits and find_files(hits[:1], (".html", ".htm")):
-                dirs = hits[:1]
-                break
+    dirs = args.src or first_place(WEB_PLACES, (".html", ".htm"))
     if not dirs:
         sys.exit("error: no HTML pages found on this machine (looked in " + ", ".join(WEB_PLACES) + ").\n"
                  "On Debian/Ubuntu: sudo apt-get install python3-doc  (about 530 real pages),\n"
@@ -287,13 +290,7 @@ PROSE_EXTS = (".rst.txt", ".rst", ".txt", ".tokens", ".raw", ".md")
 
 
 def prose_sources(args):
-    dirs = args.src
-    if not dirs:
-        for pattern in PROSE_PLACES:
-            hits = sorted({os.path.realpath(p) for p in glob.glob(pattern) if os.path.isdir(p)})
-            if hits:
-                dirs = hits[:1]
-                break
+    dirs = args.src or first_place(PROSE_PLACES, PROSE_EXTS)
     if not dirs:
         sys.exit("error: no prose found on this machine (looked in " + ", ".join(PROSE_PLACES) + ").\n"
                  "On Debian/Ubuntu: sudo apt-get install python3-doc  (its .rst sources, ~40k paragraphs),\n"

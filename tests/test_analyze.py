@@ -137,6 +137,6 @@ def test_kinds_interventions_attention_tables_and_figures(tmp_path, capsys):
     assert att[0]["points"] == pytest.approx(5.0) and att[0]["higher"] == 3
     analyze.main([str(tmp_path / "sheets"), "--figures", str(tmp_path / "figs")])
     out = capsys.readouterr().out
-    assert "by kind of token (Fig. 5)" in out and "| seq_grid | row_end | 10 | -0.0200 |" in out
+    assert "by kind of token (Fig. 5)" in out and "| seq_grid: row_end | 10 | -0.0200 |" in out
     for f in ("fig5_kinds_sheets.png", "fig5_kinds_sheets.csv", "fig6_columns_sheets.png", "fig6_columns_sheets.csv"):
         assert os.path.exists(tmp_path / "figs" / f)
