@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The CPU reproduction study (README "Results"): every run, evaluation and table from prepared data.
-#   python prepare.py python && python prepare.py web && python prepare.py code && python prepare.py prose
+#   python prepare.py python && python prepare.py web
+#   for c in code prose sheets; do python prepare.py $c --max_len 256; done
 #   bash reproduce_cpu.sh            # all stages;  bash reproduce_cpu.sh train  # one stage
 # A finished run (final.json present) is not re-run, so an interrupted study resumes where it stopped.
 set -euo pipefail
@@ -31,19 +32,26 @@ if [ "$stage" = all ] || [ "$stage" = hrope ]; then
   done
 fi
 
+if [ "$stage" = all ] || [ "$stage" = sheets ]; then   # SYNTHETIC workbooks (prepare.py sheets --max_len 256)
+  for s in $SEEDS; do
+    for k in seq_only seq_grid seq_tree; do run sheets $k $s --steps $HSTEPS; done
+  done
+fi
+
 if [ "$stage" = all ] || [ "$stage" = eval ]; then
-  ev() { [ -f "$1/eval_test.json" ] || python evaluate.py "$@"; }
+  ev() { [ -f "$1/final.json" ] && [ ! -f "$1/eval_test.json" ] || return 0; python evaluate.py "$@"; }
   for s in $SEEDS; do
     for k in seq_only no_position seq_depth seq_tree; do ev $OUT/python/$k/seed$s --attention --max_docs 256; done
     for k in seq_only seq_depth; do ev $OUT/web/$k/seed$s --attention --max_docs 256; done
     for c in code prose; do
       for k in flat sent_axial hrope_axial rand_axial; do ev $OUT/$c/$k/seed$s --attention --max_docs 128 --demo; done
     done
+    for k in seq_only seq_grid seq_tree; do ev $OUT/sheets/$k/seed$s --attention --max_docs 128; done
   done
 fi
 
 if [ "$stage" = all ] || [ "$stage" = analyze ]; then
-  for c in python web code prose; do
+  for c in python web code prose sheets; do
     python analyze.py $OUT/$c --figures figures/$c > $OUT/$c/analysis.md
   done
   for c in code prose; do   # compression depth: hrope_axial vs rand_axial, three seeds pooled
