@@ -128,21 +128,21 @@ COL_OFFSETS = 8   # Fig. 6: column offsets -8..8, same row and rows above
 
 def sheet_masks(path, depth, ref_path):
     """Spreadsheet (T, T) key masks for a query cell (depth-perception appendix, Fig. 6):
-    same-row / rows-above cells by column offset, earlier cells of the same column, and the
-    cell a reference names. Queries are tokens of a cell (depth >= 3)."""
+    histogram bins (same-row / rows-above cells by column offset), shares (earlier cells of the
+    same column, the cell a reference names), and which tokens are cell tokens (depth >= 3)."""
     cell = depth >= 3
     sheet, row, col = path[:, 0], path[:, 1], path[:, 2]
     both = cell[:, None] & cell[None, :] & (sheet[:, None] == sheet[None, :])
     same_row = both & (row[:, None] == row[None, :])
     above = both & (row[None, :] < row[:, None])
     off = col[None, :] - col[:, None]
-    masks = {f"same_row_{o:+d}": same_row & (off == o) for o in range(-COL_OFFSETS, COL_OFFSETS + 1)}
-    masks.update({f"rows_above_{o:+d}": above & (off == o) for o in range(-COL_OFFSETS, COL_OFFSETS + 1)})
-    masks["same_column_above"] = above & (off == 0)
+    bins = {f"same_row_{o:+d}": same_row & (off == o) for o in range(-COL_OFFSETS, COL_OFFSETS + 1)}
+    bins.update({f"rows_above_{o:+d}": above & (off == o) for o in range(-COL_OFFSETS, COL_OFFSETS + 1)})
     is_ref = ref_path[:, 0] >= 0
     target = (ref_path[:, None, :3] == path[None, :, :3]).all(-1)
-    masks["referenced_cell"] = is_ref[:, None] & target & (depth[None, :] >= 3)
-    return masks, cell
+    shares = {"same_column_above": above & (off == 0),
+              "referenced_cell": is_ref[:, None] & target & (depth[None, :] >= 3)}
+    return bins, shares, cell
 
 
 def share(att, mask, query):
@@ -217,12 +217,9 @@ def record_docs(split, ids):
     """The document each record came from (records of one document share it); the record
     itself where the data predates that field."""
     if "record_doc" in split.a:
-        return np.asarray(split.a["record_doc"])[split_keep(split)][ids]
+        kept = np.diff(np.asarray(split.a["doc_start"])) >= 2            # as train.Split keeps them
+        return np.asarray(split.a["record_doc"])[kept][ids]
     return np.asarray(ids)
-
-
-def split_keep(split):
-    return np.diff(np.asarray(split.a["doc_start"])) >= 2
 
 
 def attention_stats(corpus_name, context):
@@ -232,25 +229,21 @@ def attention_stats(corpus_name, context):
     cells = {}
 
     def collect(r, b, att):
-        L, H = att.shape[:2]
         path, depth = b.get("path"), b.get("depth")
         earlier = torch.ones(att.shape[-1], att.shape[-1], dtype=torch.bool).tril(-1)
-        masks = {}
+        masks, bins = {}, {}
         if corpus_name == "python":
             masks["ancestor"] = ancestor_mask(path, depth)
         if corpus_name == "web":
             masks["same_depth_elsewhere"] = same_depth_mask(path, depth)
-        cell_query = None
         if corpus_name == "sheets":
-            sm, cell = sheet_masks(path, depth, b["ref_path"])
-            masks.update(sm)
-            cell_query = cell & earlier.any(-1)
-        for name, m in masks.items():
+            bins, shares, cell = sheet_masks(path, depth, b["ref_path"])
+            masks.update(shares)
+        # a share averages over queries with at least one such key; histogram bins share one
+        # denominator, every cell token with an earlier token
+        for name, m in list(masks.items()) + list(bins.items()):
             m = m & earlier
-            # histogram bins share one denominator (every cell query); shares count queries
-            # that have at least one such key
-            q = cell_query if cell_query is not None and name[:4] in ("same", "rows") and name[-1].isdigit() else m.any(-1)
-            s, q = share(att, m, q)
+            s, q = share(att, m, cell & earlier.any(-1) if name in bins else m.any(-1))
             acc["sum"][name] = acc["sum"].get(name, 0) + s
             acc["queries"][name] = acc["queries"].get(name, 0) + q
         if "p" in b:

@@ -153,11 +153,11 @@ def test_sheet_column_offset_histogram_and_reference_share_by_hand():
     depth = torch.full((4,), 4)
     ref = torch.full((4, 22), -1)
     ref[3, :3] = torch.tensor([0, 0, 0])
-    masks, cell = evaluate.sheet_masks(path, depth, ref)
+    bins, masks, cell = evaluate.sheet_masks(path, depth, ref)
     att = torch.tensor([[1, 0, 0, 0], [.6, .4, 0, 0], [.1, .2, .7, 0], [.5, .1, .3, .1]])[None, None]
     earlier = torch.ones(4, 4, dtype=torch.bool).tril(-1)
     q = cell & earlier.any(-1)                                      # queries 1, 2, 3
-    h = lambda k: evaluate.share(att, masks[k] & earlier, q)[0].item() / 3
+    h = lambda k: evaluate.share(att, bins[k] & earlier, q)[0].item() / 3
     assert h("same_row_-1") == pytest.approx((.6 + .3) / 3)         # B1 -> A1, B2 -> A2
     assert h("rows_above_+0") == pytest.approx((.1 + .1) / 3)       # A2 -> A1, B2 -> B1
     assert h("rows_above_-1") == pytest.approx(.5 / 3)              # B2 -> A1
@@ -165,3 +165,18 @@ def test_sheet_column_offset_histogram_and_reference_share_by_hand():
     m = masks["referenced_cell"] & earlier
     s, n = evaluate.share(att, m, m.any(-1))
     assert n == 1 and s.item() == pytest.approx(.5)                 # the reference B2 -> its target A1
+
+
+def test_cli_on_a_sheets_run(tmp_path):
+    data = tmp_path / "data"
+    prepare.main(["sheets", "--workbooks", "10", "--out", str(data), "--vocab", "300", "--max_len", "64",
+                  "--workers", "1"])
+    run = train.main(["--corpus", "sheets", "--config", "seq_grid", "--data", str(data), "--out", str(tmp_path),
+                      "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4", "--val_docs=4",
+                      "--test_docs=4", "--milestones=1", "--mb_tokens=256", "--steps=2"])
+    res = evaluate.main([run, "--max_docs", "8", "--attention"])
+    assert {"row_end", "cell_ref"} <= set(res["kinds"]) and {"shuffle", "remove"} == set(res["interventions"])
+    att = json.load(open(os.path.join(run, "attention_test.json")))
+    hist = att["rows_above_by_column_offset"]
+    assert hist["offsets"] == list(range(-8, 9)) and 0 < sum(hist["mean_over_heads"]) <= 1
+    assert 0 <= att["same_column_above"]["mean_over_heads"] <= 1
