@@ -296,7 +296,7 @@ def demo(model, run_dir, data_dir, corpus, text="This is what I love. You are th
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", help="out/<corpus>/<config>/seed<k>")
-    ap.add_argument("--split", default="test", choices=("val", "test"))
+    ap.add_argument("--split", default="test", choices=("train", "val", "test"))
     ap.add_argument("--max_docs", type=int, default=None, help="score only the first N records")
     ap.add_argument("--interventions", default="auto", help="comma list, 'auto' or 'none'")
     ap.add_argument("--attention", action="store_true", help="attention statistics (explicit path)")
@@ -311,6 +311,8 @@ def main(argv=None):
     _, corpus = corpus_stats(data_dir)
     split = Split(data_dir, args.split, model.cfg.max_len)
     n = len(split) if args.max_docs is None else min(args.max_docs, len(split))
+    if n == 0:
+        raise SystemExit(f"error: the {args.split} split of {data_dir} has no records")
     ids = np.arange(n)
     result = {"run": args.run, "split": args.split, "records": n}
 
@@ -346,7 +348,11 @@ def main(argv=None):
         with open(os.path.join(args.run, f"attention_{args.split}.json"), "w") as f:
             json.dump(stats, f, indent=1)
         for name, v in stats.items():
-            print(f"  attention share on {name}: {100 * v['mean_over_heads']:.2f}% (mean over heads)")
+            if "offsets" in v:   # Fig. 6 histogram
+                print(f"  attention by column offset, {name[:-len('_by_column_offset')]} (-8..8, %): "
+                      + " ".join(f"{100 * x:.1f}" for x in v["mean_over_heads"]))
+            else:
+                print(f"  attention share on {name}: {100 * v['mean_over_heads']:.2f}% (mean over heads)")
         if cells:
             docs = record_docs(split, ids)
             uniq = np.unique(docs)
