@@ -180,6 +180,8 @@ def test_cli_on_a_sheets_run(tmp_path):
     res = evaluate.main([run, "--split", "train", "--max_docs", "8", "--attention"])
     assert {"row_end", "cell_ref"} <= set(res["kinds"]) and {"shuffle", "remove"} == set(res["interventions"])
     att = json.load(open(os.path.join(run, "attention_train.json")))
-    hist = att["rows_above_by_column_offset"]
-    assert hist["offsets"] == list(range(-8, 9)) and 0 < sum(hist["mean_over_heads"]) <= 1
+    row, above = att["same_row_by_column_offset"], att["rows_above_by_column_offset"]
+    assert row["offsets"] == above["offsets"] == list(range(-8, 9))
+    assert 0 < sum(row["mean_over_heads"]) + sum(above["mean_over_heads"]) <= 1
+    assert sum(row["mean_over_heads"][9:]) == 0                    # later columns of one row come later
     assert 0 <= att["same_column_above"]["mean_over_heads"] <= 1
