@@ -222,6 +222,15 @@ def record_docs(split, ids):
     return np.asarray(ids)
 
 
+def spread(split, n):
+    """n records taken round-robin over documents (each document's records in order), so a
+    short evaluation covers as many documents, the bootstrap's clusters, as it can."""
+    docs = record_docs(split, np.arange(len(split.len)))
+    first = np.r_[0, np.flatnonzero(docs[1:] != docs[:-1]) + 1]          # a document's records are contiguous
+    rank = np.arange(len(docs)) - np.repeat(first, np.diff(np.r_[first, len(docs)]))
+    return np.sort(np.lexsort((np.arange(len(docs)), rank))[:n])
+
+
 def attention_stats(corpus_name, context):
     """A collector for `score(attention=...)` and a function giving its summary. Shares are
     over strictly earlier keys, averaged over queries that have at least one such key."""
@@ -313,7 +322,7 @@ def main(argv=None):
     n = len(split) if args.max_docs is None else min(args.max_docs, len(split))
     if n == 0:
         raise SystemExit(f"error: the {args.split} split of {data_dir} has no records")
-    ids = np.arange(n)
+    ids = spread(split, n)
     result = {"run": args.run, "split": args.split, "records": n}
 
     names = model.rotary.names
@@ -330,7 +339,7 @@ def main(argv=None):
     result["kinds"], nll, kind = by_kind(per, split, ids)
     rec = np.concatenate([np.full(len(per[int(r)]), r, np.int32) for r in ids])
     np.savez_compressed(os.path.join(args.run, f"eval_{args.split}_tokens.npz"), nll=nll.astype(np.float32),
-                        record=rec, doc=record_docs(split, ids)[rec], kind=kind)
+                        record=rec, doc=record_docs(split, rec), kind=kind)
     result["interventions"] = {}
     for t in tqdm(todo, desc="interventions"):
         kinds, _, _ = by_kind(score(model, split, ids, cfg, corpus, change=INTERVENTIONS[t]), split, ids)
@@ -359,7 +368,7 @@ def main(argv=None):
             shape = next(iter(cells.values()))[0].shape
             acc = {k: np.zeros((len(uniq),) + shape) for k in ("sum", "sumsq", "count")}
             for r, (s, q, c) in cells.items():
-                u = np.searchsorted(uniq, docs[r])
+                u = np.searchsorted(uniq, record_docs(split, [r])[0])
                 acc["sum"][u] += s
                 acc["sumsq"][u] += q
                 acc["count"][u] += c

@@ -177,7 +177,7 @@ def test_cli_on_a_sheets_run(tmp_path):
     if not len(prepare.load_split(os.path.join(data, "sheets"), "test")["tokens"]):
         with pytest.raises(SystemExit, match="no records"):               # ten workbooks may leave none
             evaluate.main([run])
-    res = evaluate.main([run, "--split", "train", "--max_docs", "8", "--attention"])
+    res = evaluate.main([run, "--split", "train", "--max_docs", "40", "--attention"])
     assert {"row_end", "cell_ref"} <= set(res["kinds"]) and {"shuffle", "remove"} == set(res["interventions"])
     att = json.load(open(os.path.join(run, "attention_train.json")))
     row, above = att["same_row_by_column_offset"], att["rows_above_by_column_offset"]
@@ -185,3 +185,12 @@ def test_cli_on_a_sheets_run(tmp_path):
     assert 0 < sum(row["mean_over_heads"]) + sum(above["mean_over_heads"]) <= 1
     assert sum(row["mean_over_heads"][9:]) == 0                    # later columns of one row come later
     assert 0 <= att["same_column_above"]["mean_over_heads"] <= 1
+
+
+def test_spread_covers_documents_round_robin():
+    split = SimpleNamespace(a={"record_doc": np.array([0, 0, 0, 1, 2, 2]), "doc_start": np.arange(0, 14, 2)},
+                            len=np.full(6, 2))
+    assert evaluate.spread(split, 3).tolist() == [0, 3, 4]          # first record of each document
+    assert evaluate.spread(split, 5).tolist() == [0, 1, 3, 4, 5]
+    split = SimpleNamespace(a={"doc_start": np.arange(0, 14, 2)}, len=np.full(6, 2))   # no record_doc
+    assert evaluate.spread(split, 3).tolist() == [0, 1, 2]
