@@ -559,8 +559,17 @@ def depth_report(path_a, path_b=None, draws=2000, gates=(200, 1000, 2000, 3000))
     lines.append(f"paired document-cluster bootstrap, {draws} draws, gate 2000:")
     names = [_label(path_a)] + ([_label(path_b), "gap (first − second)"] if b else [])
     for n, r in zip(names, res):
-        lo, hi = ci(r)
-        lines.append(f"  {n}: U* 95% CI [{lo:.3f}, {hi:.3f}] ({int(np.isnan(r).sum())} draws without an interior minimum)")
+        missing = int(np.isnan(r).sum())
+        if missing > draws / 2:   # a CI from the few draws that happen to curve would mislead
+            lines.append(f"  {n}: not identifiable ({missing} of {draws} draws without an interior minimum)")
+        else:
+            lo, hi = ci(r)
+            lines.append(f"  {n}: U* 95% CI [{lo:.3f}, {hi:.3f}] ({missing} draws without an interior minimum)")
+    lines.append("")
+    lines.append("response U(Δp1) at gate 2000, Δp1 = 1..8 (NaN: no cell passed the gate):")
+    for name, acc in [(path_a, a)] + ([(path_b, b)] if b else []):
+        U = compression_depth(acc, 2000)[2]
+        lines.append(f"  {_label(name)}: " + " ".join(f"{u:+.3f}" for u in U[1:9]))
     return "\n".join(lines)
 
 

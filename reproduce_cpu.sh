@@ -54,7 +54,8 @@ if [ "$stage" = all ] || [ "$stage" = analyze ]; then
   for c in python web code prose sheets; do
     python analyze.py $OUT/$c --figures figures/$c > $OUT/$c/analysis.md
   done
-  for c in code prose; do   # compression depth: hrope_axial vs rand_axial, three seeds pooled
+  for c in code prose; do   # hrope_axial against rand_axial (paper 004 Table 12), then compression depth
+    python analyze.py $OUT/$c --baseline rand_axial > $OUT/$c/analysis_vs_rand.md
     h=$(ls $OUT/$c/hrope_axial/seed*/depth_test.npz | paste -sd,)
     r=$(ls $OUT/$c/rand_axial/seed*/depth_test.npz | paste -sd,)
     python analyze.py --depth "$h" "$r" > $OUT/$c/depth.md

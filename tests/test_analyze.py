@@ -140,3 +140,11 @@ def test_kinds_interventions_attention_tables_and_figures(tmp_path, capsys):
     assert "by kind of token (Fig. 5)" in out and "| seq_grid: row_end | 10 | -0.0200 |" in out
     for f in ("fig5_kinds_sheets.png", "fig5_kinds_sheets.csv", "fig6_columns_sheets.png", "fig6_columns_sheets.csv"):
         assert os.path.exists(tmp_path / "figs" / f)
+
+
+def test_depth_report_says_not_identifiable(tmp_path):
+    """A curve that only rises over Δp1 >= 1 has no well: no CI is printed for its U*."""
+    acc, _ = planted(vertex=-6.0)
+    np.savez(tmp_path / "a.npz", **acc)
+    out = analyze.depth_report(str(tmp_path / "a.npz"), draws=40, gates=(1000,))
+    assert "no interior minimum" in out and "not identifiable (40 of 40 draws" in out
