@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 import trees
 from model import GPT, GPTConfig
-from prepare import load_encoding
+from prepare import load_encoding, token_coords
 from train import Split, coords_for, corpus_stats, pack
 
 STRUCTURAL = ("path", "depth", "within", "ref_path", "symbol", "p")   # on-disk coordinate fields
@@ -273,7 +273,7 @@ def attention_stats(corpus_name, context):
     return collect, summary
 
 
-def demo(model, run_dir, data_dir, corpus, text="This is what I love. You are the reason."):
+def demo(model, data_dir, corpus, text="This is what I love. You are the reason."):
     """Paper 004 Fig. 1: attention from the first token of the second sentence back to the
     first sentence, real coordinates (one paragraph) vs fake-split (the second sentence is a
     paragraph of its own). Tokens are identical; only p1 changes."""
@@ -281,7 +281,6 @@ def demo(model, run_dir, data_dir, corpus, text="This is what I love. You are th
     doc = trees.paragraphs_doc([text])
     ids = np.asarray(enc.encode_ordinary(doc.text), np.int64)
     tok_len = np.array([len(enc.decode_single_token_bytes(i)) for i in range(enc.n_vocab)], np.int64)
-    from prepare import token_coords
     c = token_coords(doc, ids, tok_len)
     b = {k: torch.as_tensor(np.asarray(v, np.int64))[None] for k, v in c.items() if k in ("pos", "p", "path", "depth")}
     b.update(corpus)
@@ -376,7 +375,7 @@ def main(argv=None):
             np.savez_compressed(path, **acc)
             print(f"  compression-depth cells: {len(uniq)} documents -> {path}")
     if args.demo:
-        result["demo"] = demo(model, args.run, data_dir, corpus)
+        result["demo"] = demo(model, data_dir, corpus)
         d = result["demo"]
         print(f"  demo: attention from {d['tokens'][d['query']]!r} to the first sentence "
               f"{d['real']['to_first_sentence']:.4f} -> {d['fake_split']['to_first_sentence']:.4f} under fake-split; "
