@@ -110,9 +110,13 @@ def default_interventions(names):
 def ancestor_mask(path, depth):
     """(T, T) bool: key j's node is a proper ancestor of query i's node (Python: the share of
     attention on ancestor nodes). path (T, 22) with -1 absent, depth (T,)."""
-    prefix = (path[:, None, :] == path[None, :, :]).cumprod(-1).bool()   # levels 1..l all equal
-    dj = depth.clamp(1, path.shape[-1]) - 1
-    same_prefix = prefix.gather(-1, dj[None, :, None].expand(len(depth), -1, 1)).squeeze(-1)
+    T = len(depth)
+    last = depth.clamp(1, path.shape[-1]) - 1                            # the key's own level
+    prefix = torch.ones(T, T, dtype=torch.bool)
+    same_prefix = torch.zeros(T, T, dtype=torch.bool)
+    for level in range(path.shape[-1]):   # one level at a time: (T, T) booleans, never (T, T, 22)
+        prefix &= path[:, None, level] == path[None, :, level]
+        same_prefix |= prefix & (last == level)[None, :]
     return same_prefix & (depth[None, :] < depth[:, None]) & (depth[None, :] > 0)
 
 
