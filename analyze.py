@@ -3,6 +3,7 @@
     python analyze.py out/python                       # tables: every config vs seq_only
     python analyze.py out/python --baseline seq_tree --figures figs
     python analyze.py --depth hrope.npz rand.npz       # compression depth U*, paired bootstrap
+    python analyze.py --tokens RUN_A RUN_B             # two runs paired token by token
 
 Runs are paired by seed within a setting (corpus + model size + context + steps) and compared
 only at milestones both reached (depth-perception appendix §1). Compression depth follows the
@@ -18,6 +19,8 @@ from collections import defaultdict
 
 import numpy as np
 from scipy import stats
+
+import trees
 
 
 # ------------------------------------------------------------------------ paired statistics ----
@@ -537,6 +540,32 @@ def load_acc(path):
     return {k: sum(z[k] for z in accs) for k in ("sum", "sumsq", "count")}
 
 
+def token_gap(run_a, run_b, draws=2000, seed=0, split="test"):
+    """Two runs scored on the same tokens (evaluate.py's eval_<split>_tokens.npz), paired token
+    by token: mean Δ = a − b nats/token per kind, with a document-cluster bootstrap 95% CI."""
+    za, zb = (np.load(os.path.join(r, f"eval_{split}_tokens.npz")) for r in (run_a, run_b))
+    if not (np.array_equal(za["record"], zb["record"]) and np.array_equal(za["kind"], zb["kind"])):
+        raise SystemExit("error: the two runs were not scored on the same tokens (same data, split, --max_docs)")
+    d = za["nll"].astype(float) - zb["nll"].astype(float)
+    docs, doc_of = np.unique(za["doc"], return_inverse=True)
+    rng = np.random.default_rng(seed)
+    W = np.zeros((draws, len(docs)))
+    np.add.at(W, (np.arange(draws)[:, None], rng.integers(0, len(docs), (draws, len(docs)))), 1.0)
+    out = {}
+    kinds = [(n, (za["kind"] & f) > 0) for f, n in trees.KIND_NAMES.items()]
+    for name, mask in [("all", np.ones(len(d), bool))] + kinds:
+        if not mask.any():
+            continue
+        s = np.bincount(doc_of[mask], d[mask], len(docs))
+        c = np.bincount(doc_of[mask], minlength=len(docs)).astype(float)
+        n = W @ c
+        boot = np.divide(W @ s, n, out=np.full(draws, np.nan), where=n > 0)   # NaN: no such token drawn
+        lo, hi = ci(boot)
+        out[name] = {"delta": float(d[mask].mean()), "ci_lo": lo, "ci_hi": hi, "tokens": int(mask.sum()),
+                     "documents": int((c > 0).sum())}
+    return out
+
+
 def _label(path):
     """out/code/hrope_axial/seed0/depth_test.npz,... -> 'hrope_axial (3 files)'."""
     parts = path.split(",")
@@ -579,8 +608,15 @@ def main(argv=None):
     ap.add_argument("--baseline", default=None, help="default: seq_only (flat for hRoPE runs)")
     ap.add_argument("--figures", default=None, help="write PNG figures + their numbers here")
     ap.add_argument("--depth", nargs="+", metavar="NPZ", help="cell accumulators: model [control]")
+    ap.add_argument("--tokens", nargs=2, metavar="RUN", help="pair two runs token by token (evaluate.py npz)")
     ap.add_argument("--draws", type=int, default=2000)
     args = ap.parse_args(argv)
+    if args.tokens:
+        print(f"### token-paired Δ = {args.tokens[0]} − {args.tokens[1]} (nats/token, document-cluster bootstrap)\n")
+        print("| kind | tokens | documents | Δ | 95% CI |\n| --- | ---: | ---: | ---: | --- |")
+        for k, r in token_gap(*args.tokens, draws=args.draws).items():
+            print(f"| {k} | {r['tokens']} | {r['documents']} | {r['delta']:+.4f} | [{r['ci_lo']:+.4f}, {r['ci_hi']:+.4f}] |")
+        return
     if args.depth:
         print(depth_report(args.depth[0], args.depth[1] if len(args.depth) > 1 else None, args.draws))
         return

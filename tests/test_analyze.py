@@ -1,4 +1,5 @@
 import math
+import os
 
 import numpy as np
 import pytest
@@ -148,3 +149,21 @@ def test_depth_report_says_not_identifiable(tmp_path):
     np.savez(tmp_path / "a.npz", **acc)
     out = analyze.depth_report(str(tmp_path / "a.npz"), draws=40, gates=(1000,))
     assert "no interior minimum" in out and "not identifiable (40 of 40 draws" in out
+
+
+def test_token_pairing_by_hand(tmp_path):
+    """Two runs on the same tokens: Δ per token averaged per kind; the bootstrap resamples
+    documents. A run scored on other tokens is refused."""
+    import trees
+    rec = np.array([0, 0, 1, 1, 2, 2])
+    kind = np.array([0, trees.KIND_NEW_BLOCK, 0, 0, trees.KIND_NEW_BLOCK, 0], np.uint8)
+    for name, nll in (("a", [1.0, 2.0, 1.0, 1.0, 3.0, 1.0]), ("b", [1.5, 2.5, 1.5, 1.5, 3.5, 1.5])):
+        os.makedirs(tmp_path / name)
+        np.savez(tmp_path / name / "eval_test_tokens.npz", nll=np.array(nll, np.float32), record=rec, doc=rec, kind=kind)
+    out = analyze.token_gap(str(tmp_path / "a"), str(tmp_path / "b"), draws=200)
+    assert out["all"]["delta"] == pytest.approx(-0.5) and out["all"]["ci_lo"] == pytest.approx(-0.5)
+    assert out["new_block"] == {"delta": pytest.approx(-0.5), "ci_lo": pytest.approx(-0.5), "ci_hi": pytest.approx(-0.5),
+                                "tokens": 2, "documents": 2}
+    np.savez(tmp_path / "b" / "eval_test_tokens.npz", nll=np.zeros(6, np.float32), record=rec[::-1], doc=rec, kind=kind)
+    with pytest.raises(SystemExit, match="same tokens"):
+        analyze.token_gap(str(tmp_path / "a"), str(tmp_path / "b"))
