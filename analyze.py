@@ -486,6 +486,13 @@ def compression_depth(acc, gate=2000, weights="pairs", degree=2):
     return x, u, U
 
 
+def resample_weights(rng, draws, n):
+    """(draws, n) multiplicities of n clusters resampled with replacement, one row per draw."""
+    W = np.zeros((draws, n))
+    np.add.at(W, (np.arange(draws)[:, None], rng.integers(0, n, size=(draws, n))), 1.0)
+    return W
+
+
 def bootstrap_depth(acc_a, acc_b=None, draws=2000, gate=2000, seed=0, chunk=100):
     """Paired document-cluster bootstrap (App. A.3): each draw resamples documents with
     replacement and applies the same draw to both models. Returns U* draws for A (and B, and
@@ -498,9 +505,7 @@ def bootstrap_depth(acc_a, acc_b=None, draws=2000, gate=2000, seed=0, chunk=100)
     out = [[] for _ in mats]
     for start in range(0, draws, chunk):
         m = min(chunk, draws - start)
-        idx = rng.integers(0, n_docs, size=(m, n_docs))
-        W = np.zeros((m, n_docs))
-        np.add.at(W, (np.arange(m)[:, None], idx), 1.0)            # resampling multiplicities
+        W = resample_weights(rng, m, n_docs)
         for j, (S, Q, N) in enumerate(mats):
             Sb, Qb, Nb = ((W @ X).reshape(m, *shape) for X in (S, Q, N))
             U, tot = response(Sb, Qb, Nb, gate)
@@ -549,8 +554,7 @@ def token_gap(run_a, run_b, draws=2000, seed=0, split="test"):
     d = za["nll"].astype(float) - zb["nll"].astype(float)
     docs, doc_of = np.unique(za["doc"], return_inverse=True)
     rng = np.random.default_rng(seed)
-    W = np.zeros((draws, len(docs)))
-    np.add.at(W, (np.arange(draws)[:, None], rng.integers(0, len(docs), (draws, len(docs)))), 1.0)
+    W = resample_weights(rng, draws, len(docs))
     out = {}
     kinds = [(n, (za["kind"] & f) > 0) for f, n in trees.KIND_NAMES.items()]
     for name, mask in [("all", np.ones(len(d), bool))] + kinds:
