@@ -909,9 +909,6 @@ def sheet_doc(raw, render="values", max_rows=MAX_SHEET_ROWS):
             notes["formulas kept as text (parser rejected)"] += 1
             emit(f, add(cell_id, 0))
             return
-        if not items:
-            emit(f, add(cell_id, 0))
-            return
         owner = {}
 
         def walk(node, p, r):       # pre-order node ids; a token belongs to the node emitting it
