@@ -27,7 +27,8 @@ from tqdm import tqdm
 
 import trees
 from model import GPT, GPTConfig
-from prepare import load_encoding, token_coords
+from prepare import load_encoding, token_coords, token_lengths
+from rotary import coordinate
 from train import Split, coords_for, corpus_stats, pack
 
 STRUCTURAL = ("path", "depth", "within", "ref_path", "symbol", "p")   # on-disk coordinate fields
@@ -39,7 +40,7 @@ def shuffle(b, g):
     """Each record's structural coordinates permuted among its own tokens (one permutation
     for all fields, so a token keeps a consistent set of coordinates)."""
     for j, n in enumerate(b["len"].tolist()):
-        perm = torch.randperm(n, generator=g).to(b["pos"].device)
+        perm = torch.randperm(n, generator=g, device=g.device)
         for f in STRUCTURAL:
             if f in b:
                 b[f][j, :n] = b[f][j, perm]
@@ -56,13 +57,12 @@ def _set_p1(b, p1):
     b["p"][..., 0] = torch.where(b["pos"] >= 0, p1, -1)
 
 
-def period(b, g):
-    _set_p1(b, torch.div(b["pos"], b["p1_period"], rounding_mode="floor"))
+def period(b, g):   # the grid period_axial trains on
+    _set_p1(b, coordinate(b, "period_p1"))
 
 
-def rand(b, g):
-    starts = (torch.rand(b["pos"].shape, generator=g).to(b["pos"].device) < b["p1_density"]) & (b["pos"] > 0)
-    _set_p1(b, torch.cumsum(starts.long(), -1))
+def rand(b, g):     # the labels rand_axial trains on
+    _set_p1(b, coordinate(b, "rand_p1", g))
 
 
 def const0(b, g):
@@ -90,7 +90,7 @@ def _move_p1(b, g, candidates, step):
         p1, p2 = b["p"][j, :n, 0], b["p"][j, :n, 1]
         at = candidates(p1, p2)
         if len(at):
-            s = int(at[torch.randint(len(at), (1,), generator=g)])
+            s = int(at[torch.randint(len(at), (1,), generator=g, device=g.device)])
             b["p"][j, s:n, 0] += step
 
 
@@ -183,7 +183,7 @@ def load(run_dir, device="cpu"):
 def score(model, split, ids, cfg, corpus, change=None, attention=None, seed=0):
     """Per-token NLL of records `ids` with optional coordinate intervention `change`. With
     `attention` (a callable(record, b_row, atts)), it also sees every record's attention."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device=cfg["device"]).manual_seed(seed)
     per = {}
     for group in pack(split.len[ids], cfg["mb_tokens"]):
         rec = ids[group]
@@ -284,8 +284,7 @@ def demo(model, data_dir, corpus, text="This is what I love. You are the reason.
     enc = load_encoding(data_dir)
     doc = trees.paragraphs_doc([text])
     ids = np.asarray(enc.encode_ordinary(doc.text), np.int64)
-    tok_len = np.array([len(enc.decode_single_token_bytes(i)) for i in range(enc.n_vocab)], np.int64)
-    c = token_coords(doc, ids, tok_len)
+    c = token_coords(doc, ids, token_lengths(enc))
     b = {k: torch.as_tensor(np.asarray(v, np.int64))[None] for k, v in c.items() if k in ("pos", "p", "path", "depth")}
     b.update(corpus)
     second = int(np.flatnonzero(c["p"][:, 1] == 1)[0])
@@ -366,12 +365,12 @@ def main(argv=None):
             else:
                 print(f"  attention share on {name}: {100 * v['mean_over_heads']:.2f}% (mean over heads)")
         if cells:
-            docs = record_docs(split, ids)
-            uniq = np.unique(docs)
+            docs = record_docs(split, np.arange(len(split.len)))           # indexed by record id
+            uniq = np.unique(docs[ids])
             shape = next(iter(cells.values()))[0].shape
             acc = {k: np.zeros((len(uniq),) + shape) for k in ("sum", "sumsq", "count")}
             for r, (s, q, c) in cells.items():
-                u = np.searchsorted(uniq, record_docs(split, [r])[0])
+                u = np.searchsorted(uniq, docs[r])
                 acc["sum"][u] += s
                 acc["sumsq"][u] += q
                 acc["count"][u] += c

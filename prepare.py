@@ -101,6 +101,11 @@ def save_ranks(ranks, path):
         json.dump([list(tok) for tok, _ in sorted(ranks.items(), key=lambda kv: kv[1])], f)
 
 
+def token_lengths(enc):
+    """Bytes per token id: token_coords maps tokens onto characters with it."""
+    return np.array([len(enc.decode_single_token_bytes(i)) for i in range(enc.n_vocab)], np.int64)
+
+
 def load_encoding(data_dir):
     with open(os.path.join(data_dir, "tokenizer.json")) as f:
         return encoding({bytes(t): i for i, t in enumerate(json.load(f))})
@@ -571,7 +576,7 @@ def main(argv=None):
     ranks = train_bpe((d.text for n, d in docs if split[n] == "train"), args.vocab, args.bpe_bytes)
     enc = encoding(ranks)
     t_bpe = time.time() - t0
-    tok_len = np.array([len(enc.decode_single_token_bytes(i)) for i in range(enc.n_vocab)], np.int64)
+    tok_len = token_lengths(enc)
 
     t0 = time.time()
     all_ids = enc.encode_ordinary_batch([d.text for _, d in docs], num_threads=args.workers)
@@ -581,7 +586,7 @@ def main(argv=None):
     stats = collections.Counter()
     depth_hist = collections.Counter()
     rank_values = []
-    for (name, doc), ids in tqdm(list(zip(docs, all_ids)), desc="coordinates", unit="doc"):
+    for di, ((name, doc), ids) in enumerate(tqdm(list(zip(docs, all_ids)), desc="coordinates", unit="doc")):
         c = token_coords(doc, np.asarray(ids, np.int64), tok_len)
         c["tokens"] = np.asarray(ids, np.int64)
         depth_n, _ = doc.node_coords()
@@ -603,7 +608,7 @@ def main(argv=None):
         rs = records(c, args.max_len, long_docs, boundary, p1_cap)
         stats["records_dropped_long"] += not rs
         for r in rs:
-            r["doc"] = len(rank_values)
+            r["doc"] = di
         recs[split[name]].extend(rs)
     t_coords = time.time() - t0
 

@@ -592,7 +592,6 @@ def _hier_doc(text, spans):
     """spans: (start, end, p1, p2) character ranges in reading order, one node each."""
     n = len(text)
     char_node = np.full(n, -1, np.int32)
-    char_p = np.zeros((n, 3), np.int32)
     parent, rank, para_node = [], [], {}
     for start, end, p1, p2 in spans:
         if p1 not in para_node:
@@ -602,7 +601,12 @@ def _hier_doc(text, spans):
         char_node[start:end] = len(parent)
         parent.append(para_node[p1])
         rank.append(p2)
-        char_p[start:, 0], char_p[start:, 1] = p1, p2     # forward-filled over the separators
+    # every character takes the (p1, p2) of the last span started at or before it, so the
+    # separators keep the coordinates of the text before them
+    starts = np.array([s[0] for s in spans])
+    latest = np.searchsorted(starts, np.arange(n), side="right") - 1
+    char_p = np.zeros((n, 3), np.int32)
+    char_p[:, :2] = np.where(latest[:, None] >= 0, np.array([s[2:] for s in spans])[latest], 0)
     return Doc(text, char_node, np.asarray(parent, np.int32), np.asarray(rank, np.int32), char_p=char_p)
 
 
