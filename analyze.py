@@ -21,6 +21,7 @@ import numpy as np
 from scipy import stats
 
 import trees
+from prepare import replacing
 
 
 # ------------------------------------------------------------------------ paired statistics ----
@@ -69,8 +70,14 @@ def load_runs(root):
         log_path = os.path.join(d, "log.jsonl")
         if not os.path.exists(log_path):
             continue
+        log = []
         with open(log_path) as f:
-            log = [json.loads(l) for l in f if l.strip()]
+            for i, line in enumerate(f, 1):
+                try:
+                    log += [json.loads(line)] if line.strip() else []
+                except json.JSONDecodeError:
+                    raise SystemExit(f"error: {log_path} line {i} is not JSON (a damaged log: "
+                                     "delete that run or train it again with --resume=0)")
         final = None
         if os.path.exists(os.path.join(d, "final.json")):
             with open(os.path.join(d, "final.json")) as f:
@@ -250,14 +257,14 @@ def markdown(rows, title):
 
 
 def write_csv_rows(rows, path):
-    with open(path, "w", newline="") as f:
+    with replacing(path) as tmp, open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
 
 
 def write_csv(rows, path):
-    with open(path, "w", newline="") as f:
+    with replacing(path) as tmp, open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["setting", "step", "baseline", "base_loss"] + COLUMNS)
         w.writeheader()
         for r in rows:
@@ -298,7 +305,7 @@ def figure_gap(runs, baseline, out_dir):
         ax.legend(fontsize=7)
         name = f"fig3_gap_{setting[0]}"
         fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, name + ".png"), dpi=120)
+        save_figure(fig, os.path.join(out_dir, name + ".png"))
         plt.close(fig)
         _table(os.path.join(out_dir, name + ".csv"), ["config", "step", "ppl_reduction", "ci_lo", "ci_hi"], table)
 
@@ -324,7 +331,7 @@ def figure_planes(rows, out_dir, planes):
     ax.set_xlabel("extra rotary planes")
     ax.set_ylabel("perplexity reduction (%)")
     fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "fig4_planes.png"), dpi=120)
+    save_figure(fig, os.path.join(out_dir, "fig4_planes.png"))
     plt.close(fig)
     _table(os.path.join(out_dir, "fig4_planes.csv"), ["config", "extra_planes", "ppl_reduction", "ci_lo", "ci_hi"], table)
 
@@ -354,7 +361,7 @@ def figure_kinds(rows, out_dir):
         ax.set_title(f"{setting[0]}: gain by kind of token")
         fig.tight_layout()
         name = f"fig5_kinds_{setting[0]}"
-        fig.savefig(os.path.join(out_dir, name + ".png"), dpi=120)
+        save_figure(fig, os.path.join(out_dir, name + ".png"))
         plt.close(fig)
         _table(os.path.join(out_dir, name + ".csv"), ["config", "kind", "ppl_reduction", "ci_lo", "ci_hi", "won", "n"], table)
 
@@ -387,13 +394,18 @@ def figure_columns(runs, out_dir):
         axes[0].legend(fontsize=7)
         fig.tight_layout()
         name = f"fig6_columns_{setting[0]}"
-        fig.savefig(os.path.join(out_dir, name + ".png"), dpi=120)
+        save_figure(fig, os.path.join(out_dir, name + ".png"))
         plt.close(fig)
         _table(os.path.join(out_dir, name + ".csv"), ["config", "region", "column_offset", "attention_pct"], table)
 
 
+def save_figure(fig, path):
+    with replacing(path) as tmp:
+        fig.savefig(tmp, dpi=120)
+
+
 def _table(path, header, rows):
-    with open(path, "w", newline="") as f:
+    with replacing(path) as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(header)
         w.writerows(rows)

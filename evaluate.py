@@ -18,7 +18,6 @@ runs token by token), attention_<split>.json, and for hRoPE depth_<split>.npz (p
 (d, Δp1) cells of log attention that analyze.py --depth reads).
 """
 import argparse
-import json
 import os
 
 import numpy as np
@@ -27,7 +26,7 @@ from tqdm import tqdm
 
 import trees
 from model import GPT, GPTConfig
-from prepare import load_encoding, token_coords, token_lengths
+from prepare import load_encoding, replacing, token_coords, token_lengths, write_json
 from rotary import coordinate
 from train import Split, coords_for, corpus_stats, pack
 
@@ -173,7 +172,10 @@ def depth_cells(att, p1, n_d=D_MAX + 1, n_k=K_MAX + 1):
 
 # --------------------------------------------------------------------------------- scoring ----
 def load(run_dir, device="cpu"):
-    ck = torch.load(os.path.join(run_dir, "ckpt.pt"), map_location=device, weights_only=False)
+    path = os.path.join(run_dir, "ckpt.pt")
+    if not os.path.exists(path):
+        raise SystemExit(f"error: no checkpoint at {path}; train it first (python train.py ...)")
+    ck = torch.load(path, map_location=device, weights_only=False)
     model = GPT(GPTConfig(**ck["config"])).to(device)
     model.load_state_dict(ck["model"])
     return model.eval(), ck["run"]
@@ -340,8 +342,8 @@ def main(argv=None):
     per = score(model, split, ids, cfg, corpus, attention=collect)
     result["kinds"], nll, kind = by_kind(per, split, ids)
     rec = np.concatenate([np.full(len(per[int(r)]), r, np.int32) for r in ids])
-    np.savez_compressed(os.path.join(args.run, f"eval_{args.split}_tokens.npz"), nll=nll.astype(np.float32),
-                        record=rec, doc=record_docs(split, rec), kind=kind)
+    with replacing(os.path.join(args.run, f"eval_{args.split}_tokens.npz")) as tmp:
+        np.savez_compressed(tmp, nll=nll.astype(np.float32), record=rec, doc=record_docs(split, rec), kind=kind)
     result["interventions"] = {}
     for t in tqdm(todo, desc="interventions"):
         kinds, _, _ = by_kind(score(model, split, ids, cfg, corpus, change=INTERVENTIONS[t]), split, ids)
@@ -356,8 +358,7 @@ def main(argv=None):
         print(line)
     if args.attention:
         stats, cells = summary()
-        with open(os.path.join(args.run, f"attention_{args.split}.json"), "w") as f:
-            json.dump(stats, f, indent=1)
+        write_json(stats, os.path.join(args.run, f"attention_{args.split}.json"))
         for name, v in stats.items():
             if "offsets" in v:   # Fig. 6 histogram
                 print(f"  attention by column offset, {name[:-len('_by_column_offset')]} (-8..8, %): "
@@ -375,7 +376,8 @@ def main(argv=None):
                 acc["sumsq"][u] += q
                 acc["count"][u] += c
             path = os.path.join(args.run, f"depth_{args.split}.npz")
-            np.savez_compressed(path, **acc)
+            with replacing(path) as tmp:
+                np.savez_compressed(tmp, **acc)
             print(f"  compression-depth cells: {len(uniq)} documents -> {path}")
     if args.demo:
         result["demo"] = demo(model, data_dir, corpus)
@@ -383,8 +385,7 @@ def main(argv=None):
         print(f"  demo: attention from {d['tokens'][d['query']]!r} to the first sentence "
               f"{d['real']['to_first_sentence']:.4f} -> {d['fake_split']['to_first_sentence']:.4f} under fake-split; "
               f"log attention across the boundary changes by {d['change_in_log_attention_across_boundary']:+.3f}")
-    with open(os.path.join(args.run, f"eval_{args.split}.json"), "w") as f:
-        json.dump(result, f, indent=1)
+    write_json(result, os.path.join(args.run, f"eval_{args.split}.json"))   # written last: evaluation done
     return result
 
 

@@ -14,6 +14,7 @@ and run by tiktoken.
 """
 import argparse
 import collections
+import contextlib
 import functools
 import glob
 import hashlib
@@ -111,6 +112,26 @@ def load_encoding(data_dir):
         return encoding({bytes(t): i for i, t in enumerate(json.load(f))})
 
 
+# ------------------------------------------------------------------------- atomic files ----
+@contextlib.contextmanager
+def replacing(path):
+    """Yield a temporary name beside `path`, then rename it over `path`: a kill never leaves a
+    half-written file, and readers see either the old file or the new one."""
+    root, ext = os.path.splitext(path)
+    tmp = f"{root}.tmp{os.getpid()}{ext}"        # keeps the extension: np.savez appends .npz
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_json(obj, path):
+    with replacing(path) as tmp, open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+
+
 # ---------------------------------------------------------------------- doc -> token coords ----
 def token_coords(doc, ids, tok_len):
     """Per-token coordinates of one Doc. A token belongs to the node of its first byte that has
@@ -152,13 +173,18 @@ def token_coords(doc, ids, tok_len):
         src_tok = np.searchsorted(end, char_first_byte[np.maximum(src, 0)], side="right")
         near = (src >= 0) & (np.arange(n) - src_tok < trees.COPY_DISTANCE)
         out["kind"] = np.where(near, out["kind"] & ~np.uint8(trees.KIND_COPIED), out["kind"]).astype(np.uint8)
-    if doc.ref is not None or doc.ref_path:
+    if doc.ref is not None or doc.ref_path is not None:   # a workbook without references has one too
         ref_path = np.full((n, trees.LEVELS), -1, np.int64)
         if doc.ref is not None:
             tgt = np.where(node >= 0, doc.ref[node], -1)
             ref_path[tgt >= 0] = path_n[tgt[tgt >= 0]]
-        for nid, p in (doc.ref_path or {}).items():
-            ref_path[node == nid, :len(p)] = p
+        if doc.ref_path:                                  # sheets: explicit targets per node
+            table = np.full((len(doc.parent) + 1, trees.LEVELS), -1, np.int64)   # last row: no node
+            for nid, p in doc.ref_path.items():
+                table[nid, :len(p)] = p
+            has = np.zeros(len(doc.parent) + 1, bool)
+            has[list(doc.ref_path)] = True
+            ref_path = np.where(has[node][:, None], table[node], ref_path)
         out["ref_path"] = ref_path
     if doc.symbol is not None:
         out["symbol"] = np.where(node >= 0, doc.symbol[node], -1).astype(np.int32)
@@ -279,7 +305,10 @@ def web_sources(args):
     items = []
     for name, path in find_files(dirs, (".html", ".htm", ".warc", ".warc.gz")):
         if path.endswith((".warc", ".warc.gz")):
-            items += [(f"{name}#{i}:{uri}", payload) for i, (uri, payload) in enumerate(trees.warc_records(path))]
+            cut = []
+            items += [(f"{name}#{i}:{uri}", payload) for i, (uri, payload) in enumerate(trees.warc_records(path, cut))]
+            if cut:   # counted like a skipped document: the records after the cut are lost
+                items.append((f"{name}#truncated", trees.Skip("truncated warc (records before the cut kept)")))
         else:
             items.append((name, path))
     if not items:
@@ -449,8 +478,11 @@ def sheets_sources(args):
 
 
 def _build(item, builder):
+    """(name, Doc, None) or (name, None, reason): one bad file never ends the run."""
     name, src = item
     try:
+        if isinstance(src, trees.Skip):          # a source already known to be unusable
+            raise src
         if isinstance(src, str):
             with open(src, "rb") as f:
                 src = f.read()
@@ -459,6 +491,10 @@ def _build(item, builder):
         return name, None, e.reason
     except OSError as e:
         return name, None, f"unreadable ({e.strerror})"
+    except (RecursionError, MemoryError):
+        return name, None, "too deeply nested"
+    except Exception as e:                       # a builder bug on odd input: counted, and named
+        return name, None, f"builder error ({type(e).__name__})"
 
 
 def _build_python(item):
@@ -547,6 +583,11 @@ def main(argv=None):
                     help="sheets: write each cell's content, or 'G4:=E4+F4'")
     ap.add_argument("--workbooks", type=int, default=600, help="sheets without --src: synthetic workbooks")
     args = ap.parse_args(argv)
+    for flag, low in (("max_len", 2), ("vocab", 256), ("bpe_bytes", 1), ("workers", 1), ("workbooks", 1)):
+        if getattr(args, flag) < low:   # max_len: a record needs a next token; vocab: 256 byte tokens first
+            ap.error(f"--{flag} must be at least {low} (got {getattr(args, flag)})")
+    if args.vocab > 65536 * 4:
+        ap.error(f"--vocab {args.vocab} is larger than this tokeniser supports (262,144)")
     long_docs = args.long or "split"
 
     items, dirs = CORPORA[args.corpus][0](args)
@@ -653,6 +694,10 @@ def main(argv=None):
     os.replace(tmp, out_dir)
     if meta["synthetic"]:
         print("NOTE: this corpus is SYNTHETIC (generated workbooks), as meta.json records")
+    for s in SPLITS:
+        if not counts[s]["records"]:
+            print(f"WARNING: the {s} split is empty ({len(docs)} documents, split 90/5/5 by name); "
+                  f"train.py refuses a corpus without {s} records: add documents")
     print(json.dumps({k: meta[k] for k in ("synthetic", "documents", "skipped", "tokens", "nodes_per_token",
                                            "sibling_rank_p99", "sibling_rank_max", "seconds")}, indent=1))
     return out_dir

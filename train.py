@@ -13,10 +13,12 @@ its score. Same seed => identical initial weights and identical batches in every
 Writes out/<corpus>/<config>/seed<k>/: config.json, log.jsonl, ckpt.pt, final.json.
 """
 import argparse
+import ast
 import json
 import math
 import os
 import sys
+import shutil
 import time
 from contextlib import nullcontext
 
@@ -26,7 +28,8 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from model import GPT, GPTConfig, PRESETS
-from prepare import load_split
+from prepare import load_split, replacing, write_json
+from rotary import CONFIGS
 
 DEFAULTS = dict(
     corpus="web", config="seq_only", seed=0, preset=None, data="data", out="out",
@@ -34,9 +37,24 @@ DEFAULTS = dict(
     val_docs=1024, test_docs=None, milestones=20, depth_dropout=0.0, compile=False, device=None,
     resume=True,
 )
+# Settings a run may change when it resumes: they do not change what is computed.
+RESUMABLE = ("resume", "device", "compile", "data", "out")
 # CPU preset: the paper's recipe at a scale that finishes in minutes on 2 cores
 CPU_RUN = dict(preset="cpu", steps=300, docs_per_step=16, val_docs=128, test_docs=256, mb_tokens=4096)
 GPU_RUN = dict(preset="paper", steps=5000, docs_per_step=64)
+
+
+def typed(key, text, default):
+    """nanoGPT's configurator: a --key=value override is a Python literal of the default's type."""
+    try:
+        v = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        v = text                                  # a bare word is a string
+    if isinstance(default, float) and type(v) is int:
+        v = float(v)
+    if type(v) is not type(default):
+        sys.exit(f"error: --{key}={text} must be {type(default).__name__} (default {default!r})")
+    return v
 
 
 def parse(argv):
@@ -46,22 +64,33 @@ def parse(argv):
         typ = (lambda s: s.lower() in ("1", "true", "yes")) if isinstance(v, bool) else type(v) if v is not None else str
         ap.add_argument(f"--{k}", default=None, type=typ)
     args, extra = ap.parse_known_args(argv)
-    over = {}
-    for e in extra:   # nanoGPT-style --key=value overrides (model fields too)
+    model_over = {}
+    fields = GPTConfig.__dataclass_fields__
+    for e in extra:   # --key=value overrides of model fields (n_layer, n_embd, n_head, max_len)
         if not e.startswith("--") or "=" not in e:
             sys.exit(f"error: unrecognised argument {e!r}; use --key=value")
         k, v = e[2:].split("=", 1)
-        over[k] = int(v) if v.lstrip("-").isdigit() else float(v) if v.replace(".", "", 1).replace("e-", "", 1).isdigit() else v
+        if k in ("rotary", "corpus", "vocab_size"):   # set by --config and by the prepared data
+            sys.exit(f"error: --{k} cannot be overridden; it comes from "
+                     f"{'--config' if k == 'rotary' else 'the prepared data'}")
+        if k not in fields:
+            sys.exit(f"error: unknown option --{k}")
+        model_over[k] = typed(k, v, fields[k].default)
     cfg = dict(DEFAULTS)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     cfg.update(CPU_RUN if device == "cpu" else GPU_RUN)
     cfg.update({k: v for k, v in vars(args).items() if v is not None})
     cfg["device"] = device
-    model_over = {k: over.pop(k) for k in list(over) if k in GPTConfig.__dataclass_fields__}
-    for k in over:
-        if k not in DEFAULTS:
-            sys.exit(f"error: unknown option --{k}")
-    cfg.update(over)
+    if cfg["config"] not in CONFIGS:
+        sys.exit(f"error: unknown --config {cfg['config']!r}; `python rotary.py` lists the {len(CONFIGS)} configurations")
+    if cfg["preset"] not in PRESETS:
+        sys.exit(f"error: unknown --preset {cfg['preset']!r}; known: {', '.join(PRESETS)}")
+    counts = {k: cfg[k] for k in ("steps", "docs_per_step", "mb_tokens", "val_docs", "test_docs", "milestones")}
+    for k, v in {**counts, **model_over}.items():
+        if v is not None and v < 1:
+            sys.exit(f"error: --{k} must be at least 1")
+    if not 0 <= cfg["depth_dropout"] <= 1 or cfg["lr"] <= 0:
+        sys.exit("error: --depth_dropout must lie in [0, 1] and --lr be positive")
     return cfg, model_over
 
 
@@ -148,6 +177,8 @@ def param_groups(model, weight_decay):
 
 
 def corpus_stats(data_dir):
+    if not os.path.exists(os.path.join(data_dir, "meta.json")):
+        sys.exit(f"error: {data_dir} is not prepared; run `python prepare.py {os.path.basename(data_dir)}` first")
     with open(os.path.join(data_dir, "meta.json")) as f:
         meta = json.load(f)
     return meta, {k: meta[k] for k in ("p_max", "p1_density", "p1_period") if k in meta}
@@ -185,8 +216,8 @@ def evaluate(model, split, ids, cfg, corpus, autocast, per_token=False):
 
 
 def atomic_save(obj, path):
-    torch.save(obj, path + ".tmp")
-    os.replace(path + ".tmp", path)
+    with replacing(path) as tmp:
+        torch.save(obj, tmp)
 
 
 def main(argv=None):
@@ -201,28 +232,43 @@ def main(argv=None):
             torch.cuda.set_device(cfg["device"])
     master = rank == 0
     data_dir = os.path.join(cfg["data"], cfg["corpus"])
-    if not os.path.exists(os.path.join(data_dir, "meta.json")):
-        sys.exit(f"error: {data_dir} is not prepared; run `python prepare.py {cfg['corpus']}` first")
     meta, corpus = corpus_stats(data_dir)
     mcfg = GPTConfig(**{**PRESETS[cfg["preset"]], "vocab_size": meta["tokenizer"]["vocab"],
                         "rotary": cfg["config"], "corpus": corpus, **model_over})
     out_dir = os.path.join(cfg["out"], cfg["corpus"], cfg["config"], f"seed{cfg['seed']}")
     train, val, test = (Split(data_dir, s, mcfg.max_len) for s in ("train", "val", "test"))
+    for name, split in (("train", train), ("val", val), ("test", test)):
+        if not len(split):   # an empty split would score 0.0: a result that looks valid but is not
+            sys.exit(f"error: {data_dir} has no {name} records of 2+ tokens; prepare more documents "
+                     "(documents are split 90/5/5 by name)")
     val_ids = np.arange(min(cfg["val_docs"], len(val)))             # the same fixed records
     test_ids = np.arange(len(test) if cfg["test_docs"] is None else min(cfg["test_docs"], len(test)))
     steps = cfg["steps"]
     every = max(1, steps // cfg["milestones"])
 
     torch.manual_seed(cfg["seed"])                                  # identical init per seed
-    model = GPT(mcfg).to(cfg["device"])
+    try:
+        model = GPT(mcfg).to(cfg["device"])
+    except (ValueError, KeyError) as e:                             # e.g. more planes than the head has
+        sys.exit(f"error: {e.args[0]}")
     opt = torch.optim.AdamW(param_groups(model, cfg["weight_decay"]), lr=cfg["lr"], betas=(0.9, 0.95))
     cuda = cfg["device"].startswith("cuda")
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
     fwd = torch.compile(model) if cfg["compile"] else model
     start, log, tokens_total = 0, [], 0
     ckpt_path = os.path.join(out_dir, "ckpt.pt")
+    if not cfg["resume"] and master and os.path.exists(out_dir):   # explicit: start this run over
+        shutil.rmtree(out_dir)
+        print(f"--resume=0: removed {out_dir}")
+    if ddp:
+        dist.barrier()
     if cfg["resume"] and os.path.exists(ckpt_path):
         ck = torch.load(ckpt_path, map_location=cfg["device"], weights_only=False)
+        differ = [k for k in DEFAULTS if k not in RESUMABLE and ck["run"].get(k) != cfg[k]]
+        differ += [f"model.{k}" for k, v in vars(mcfg).items() if ck["config"].get(k) != v]
+        if differ:   # a mixed schedule or another model would be filed under this run's name
+            sys.exit(f"error: {out_dir} was trained with other settings ({', '.join(differ)}); "
+                     "pass --resume=0 to start it over, or choose another --out")
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         start, log = ck["step"], ck["log"]
@@ -231,9 +277,8 @@ def main(argv=None):
             print(f"resuming {out_dir} from step {start}")
     if master:
         os.makedirs(out_dir, exist_ok=True)
-        with open(os.path.join(out_dir, "config.json"), "w") as f:
-            json.dump({"run": cfg, "model": vars(mcfg), "data_meta_synthetic": meta.get("synthetic", False),
-                       "non_embedding_params": model.non_embedding_params()}, f, indent=1)
+        write_json({"run": cfg, "model": vars(mcfg), "data_meta_synthetic": meta.get("synthetic", False),
+                    "non_embedding_params": model.non_embedding_params()}, os.path.join(out_dir, "config.json"))
         where = "CUDA: the paper's setting" if cuda else "CPU: the 'cpu' preset (minutes on 2 cores)"
         print(f"{cfg['corpus']} / {cfg['config']} / seed {cfg['seed']} on {where}; preset {cfg['preset']}, "
               f"{model.non_embedding_params() / 1e6:.2f}M non-embedding params, {steps} steps x "
@@ -287,7 +332,7 @@ def main(argv=None):
                 entry["mfu"] = model.flops_per_token(mcfg.max_len) * tokens_seen / dt / 989e12
             log.append(entry)
             if master:
-                with open(os.path.join(out_dir, "log.jsonl"), "w") as f:
+                with replacing(os.path.join(out_dir, "log.jsonl")) as tmp, open(tmp, "w") as f:
                     f.writelines(json.dumps(e) + "\n" for e in log)
                 atomic_save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1,
                              "log": log, "config": vars(mcfg), "run": cfg}, ckpt_path)
@@ -297,8 +342,7 @@ def main(argv=None):
         final = {"step": steps, "val_loss": val_loss, "test_loss": test_loss,
                  "val_records": len(val_ids), "test_records": len(test_ids),
                  "elapsed": round(time.time() - t0, 1)}
-        with open(os.path.join(out_dir, "final.json"), "w") as f:
-            json.dump(final, f, indent=1)
+        write_json(final, os.path.join(out_dir, "final.json"))     # written last: the run is done
         print(f"final: val {val_loss:.4f} nats/token, test {test_loss:.4f} ({out_dir})")
     if ddp:
         dist.destroy_process_group()

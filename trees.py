@@ -9,7 +9,10 @@ No look-ahead (appendix §5): every builder walks its document in reading order,
 rank, path, renaming and reference depend only on what precedes it.
 """
 import ast
+import io
 import re
+import tokenize
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,6 +34,19 @@ class Skip(Exception):
     def __init__(self, reason):
         super().__init__(reason)
         self.reason = reason
+
+
+def source_text(raw):
+    """Bytes of a text file -> str, or Skip. A UTF-8 byte-order mark is dropped and a Python
+    coding cookie (PEP 263) honoured, as Python itself reads source; NUL bytes mean binary."""
+    if isinstance(raw, str):
+        return raw
+    if b"\0" in raw[:8192]:
+        raise Skip("binary (NUL bytes)")
+    try:
+        return raw.decode(tokenize.detect_encoding(io.BytesIO(raw).readline)[0])
+    except (SyntaxError, LookupError, UnicodeDecodeError):
+        raise Skip("not utf-8")
 
 
 @dataclass
@@ -348,13 +364,9 @@ def _mark_walrus(tree):
 
 def python_doc(source, rename=True, max_bytes=1_000_000):
     """Python source (str or bytes) -> Doc. Raises Skip for unusable input."""
-    if isinstance(source, bytes):
-        if len(source) > max_bytes:
-            raise Skip("too large")
-        try:
-            source = source.decode("utf-8")
-        except UnicodeDecodeError:
-            raise Skip("not utf-8")
+    if isinstance(source, bytes) and len(source) > max_bytes:
+        raise Skip("too large")
+    source = source_text(source)
     if len(source) > max_bytes:
         raise Skip("too large")
     if not source.strip():
@@ -484,6 +496,10 @@ def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
     skipped (appendix §4 "What is excluded")."""
     import lxml.etree
     import lxml.html
+    if isinstance(html, bytes) and html[:2] in (b"\xff\xfe", b"\xfe\xff"):   # UTF-16 has NUL bytes
+        html = html.decode("utf-16", "replace")
+    elif isinstance(html, bytes) and b"\0" in html[:8192]:
+        raise Skip("binary (NUL bytes)")
     try:
         root = lxml.html.document_fromstring(html)
     except (lxml.etree.ParserError, ValueError):
@@ -541,12 +557,21 @@ def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
                np.asarray(rank, np.int32), char_kind=np.asarray(kind, np.uint8))
 
 
-def warc_records(path):
-    """(uri, html bytes) of every HTML response record in a .warc or .warc.gz file."""
+def warc_records(path, truncated=None):
+    """(uri, html bytes) of every HTML response record in a .warc or .warc.gz file. A file that
+    ends early yields the records it holds in full and is appended to `truncated`."""
+    truncated = [] if truncated is None else truncated
     import gzip
+    import zlib
     opener = gzip.open if path.endswith(".gz") else open
+    chunks = []
     with opener(path, "rb") as f:
-        data = f.read()
+        try:
+            while chunk := f.read(1 << 20):
+                chunks.append(chunk)
+        except (EOFError, OSError, zlib.error):   # a truncated or corrupt archive: keep what was read
+            truncated.append(path)
+    data = b"".join(chunks)
     pos = 0
     while True:
         start = data.find(b"WARC/", pos)
@@ -564,6 +589,9 @@ def warc_records(path):
         except ValueError:
             return
         body = data[head_end + 4:head_end + 4 + length]
+        if len(body) < length:                     # the last record was cut off: not used
+            truncated.append(path)
+            return
         pos = head_end + 4 + length
         if headers.get(b"warc-type") != b"response":
             continue
@@ -728,20 +756,14 @@ def rst_paragraphs(text):
 
 def prose_doc(raw, fmt="text"):
     """Bytes of one prose document -> Doc. fmt 'rst' cleans reStructuredText markup first."""
-    try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-    except UnicodeDecodeError:
-        raise Skip("not utf-8")
+    text = source_text(raw)
     return paragraphs_doc(rst_paragraphs(text) if fmt == "rst" else re.split(r"\n\s*\n", text))
 
 
 def code_doc(raw):
     """Python source -> Doc with p1 = blank-line-separated block, p2 = line in its block
     (App. C.1 'Code'); files with fewer than 2 blocks are excluded. The text is unchanged."""
-    try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-    except UnicodeDecodeError:
-        raise Skip("not utf-8")
+    text = source_text(raw)
     spans, p1, p2, at, gap = [], -1, 0, 0, True
     for line in text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
@@ -868,20 +890,35 @@ def _cell_ref(text, sheets, names, depth=0):
 
 def sheet_doc(raw, render="values", max_rows=MAX_SHEET_ROWS):
     """An .xlsx/.xlsm workbook (bytes) -> Doc. Formulas are read as written (not cached values)."""
-    import io
     import zipfile
     import openpyxl
-    from openpyxl.formula.tokenizer import Tokenizer
     if raw[:4] == b"\xd0\xcf\x11\xe0":
         raise Skip("OLE file: .xls or password-protected")
     if raw[:2] != b"PK":
         raise Skip("not a zip (not .xlsx)")
     try:
-        wb = openpyxl.load_workbook(io.BytesIO(raw), read_only=True, data_only=False)
+        with warnings.catch_warnings():           # openpyxl warns about styles, print areas, extensions
+            warnings.simplefilter("ignore")
+            wb = openpyxl.load_workbook(io.BytesIO(raw), read_only=True, data_only=False)
     except zipfile.BadZipFile:
         raise Skip("corrupt zip")
     except Exception as e:          # openpyxl raises many types on malformed parts
         raise Skip(f"unreadable workbook ({type(e).__name__})")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return _workbook_doc(wb, render, max_rows)
+    except Skip:
+        raise
+    except Exception as e:          # a truncated or malformed sheet part, read lazily by iter_rows
+        raise Skip(f"malformed sheet ({type(e).__name__})")
+    finally:
+        wb.close()
+
+
+def _workbook_doc(wb, render, max_rows):
+    """The Doc of an open workbook (sheet_doc turns its failures into skips)."""
+    from openpyxl.formula.tokenizer import Tokenizer
     sheets = {n.lower(): i for i, n in enumerate(wb.sheetnames)}
     names = {}
     for n, dn in getattr(wb, "defined_names", {}).items():
@@ -937,17 +974,18 @@ def sheet_doc(raw, render="values", max_rows=MAX_SHEET_ROWS):
                 emit(t.value, nid)
 
     for si, ws in enumerate(wb.worksheets):
-        if (ws.max_row or 0) > max_rows:
-            raise Skip(f"sheet with more than {max_rows:,} rows")
-        sheet_id, above = add(-1, si), {}
+        sheet_id, above, rows_kept = add(-1, si), {}, 0
         if text:
             emit("\n", -1)                       # a blank line between sheets
-        for rows_seen, row in enumerate(ws.iter_rows()):
-            if rows_seen >= max_rows:
-                raise Skip(f"sheet with more than {max_rows:,} rows")
+        if hasattr(ws, "reset_dimensions"):
+            ws.reset_dimensions()                 # the stored dimension can be wrong (A1:AMJ1048576 for 4 rows)
+        for row in ws.iter_rows():
             cells = [c for c in row if getattr(c, "value", None) is not None and str(c.value) != ""]
             if not cells:
                 continue                          # empty rows are not stored
+            rows_kept += 1
+            if rows_kept > max_rows:
+                raise Skip(f"sheet with more than {max_rows:,} rows")
             row_id = add(sheet_id, cells[0].row - 1)
             for ci, c in enumerate(cells):
                 if ci:
@@ -971,7 +1009,6 @@ def sheet_doc(raw, render="values", max_rows=MAX_SHEET_ROWS):
                 above[c.column] = (c.row, s, start)
             emit("\n", -1, KIND_ROW_END)         # the newline is the token that ends a row
     synthetic = (wb.properties.creator or "") == SYNTHETIC_CREATOR
-    wb.close()
     if not parent or not text:
         raise Skip("empty workbook")
     return Doc("".join(text), np.asarray(char_node, np.int32), np.asarray(parent, np.int32),

@@ -169,14 +169,11 @@ def test_sheet_column_offset_histogram_and_reference_share_by_hand():
 
 def test_cli_on_a_sheets_run(tmp_path):
     data = tmp_path / "data"
-    prepare.main(["sheets", "--workbooks", "10", "--out", str(data), "--vocab", "300", "--max_len", "64",
-                  "--workers", "1"])
+    prepare.main(["sheets", "--workbooks", "17", "--out", str(data), "--vocab", "300", "--max_len", "64",
+                  "--workers", "1"])                                  # 17: the first count with val and test
     run = train.main(["--corpus", "sheets", "--config", "seq_grid", "--data", str(data), "--out", str(tmp_path),
                       "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4", "--val_docs=4",
                       "--test_docs=4", "--milestones=1", "--mb_tokens=256", "--steps=2"])
-    if not len(prepare.load_split(os.path.join(data, "sheets"), "test")["tokens"]):
-        with pytest.raises(SystemExit, match="no records"):               # ten workbooks may leave none
-            evaluate.main([run])
     res = evaluate.main([run, "--split", "train", "--max_docs", "40", "--attention"])
     assert {"row_end", "cell_ref"} <= set(res["kinds"]) and {"shuffle", "remove"} == set(res["interventions"])
     att = json.load(open(os.path.join(run, "attention_train.json")))

@@ -60,7 +60,8 @@ def test_two_block_python_file_hand_worked():
     (trees.code_doc, b"\xff\xfe x = 1\n\ny = 2", "not utf-8"),
     (trees.prose_doc, b"", "no paragraph of 20+ characters"),
     (trees.prose_doc, b"short\n\nalso short", "no paragraph of 20+ characters"),
-    (trees.prose_doc, b"\xff\xfe\x00long enough paragraph of text", "not utf-8"),
+    (trees.prose_doc, b"\xff\xfe long enough paragraph of text", "not utf-8"),
+    (trees.prose_doc, b"\x00\x01 long enough paragraph of binary", "binary (NUL bytes)"),
 ])
 def test_bad_paragraph_documents_are_counted_skips(builder, data, reason):
     with pytest.raises(trees.Skip) as e:
