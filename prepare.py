@@ -306,9 +306,10 @@ def web_sources(args):
     for name, path in find_files(dirs, (".html", ".htm", ".warc", ".warc.gz")):
         if path.endswith((".warc", ".warc.gz")):
             cut = []
-            items += [(f"{name}#{i}:{uri}", payload) for i, (uri, payload) in enumerate(trees.warc_records(path, cut))]
+            found = [(f"{name}#{i}:{uri}", payload) for i, (uri, payload) in enumerate(trees.warc_records(path, cut))]
             if cut:   # counted like a skipped document: the records after the cut are lost
-                items.append((f"{name}#truncated", trees.Skip("truncated warc (records before the cut kept)")))
+                found.append((f"{name}#truncated", trees.Skip("truncated warc (records before the cut kept)")))
+            items += found or [(name, trees.Skip("warc without html responses"))]
         else:
             items.append((name, path))
     if not items:
@@ -477,6 +478,16 @@ def sheets_sources(args):
     return items, dirs
 
 
+def _size(src):
+    """A source's size for the settings hash (-1: unreadable, which _build reports)."""
+    if not isinstance(src, str):
+        return len(repr(src))
+    try:
+        return os.path.getsize(src)
+    except OSError:
+        return -1
+
+
 def _build(item, builder):
     """(name, Doc, None) or (name, None, reason): one bad file never ends the run."""
     name, src = item
@@ -595,8 +606,7 @@ def main(argv=None):
     settings = {"corpus": args.corpus, "sources": [os.path.abspath(d) for d in dirs], "vocab": args.vocab,
                 "max_len": args.max_len, "long": long_docs, "bpe_bytes": args.bpe_bytes,
                 **({"render": args.render} if args.corpus == "sheets" else {}),
-                "files": hashlib.sha1("\n".join(f"{n}:{os.path.getsize(p) if isinstance(p, str) else len(repr(p))}"
-                                                for n, p in items).encode()).hexdigest()}
+                "files": hashlib.sha1("\n".join(f"{n}:{_size(p)}" for n, p in items).encode()).hexdigest()}
     meta_path = os.path.join(out_dir, "meta.json")
     if not args.force and os.path.exists(meta_path):
         with open(meta_path) as f:

@@ -561,17 +561,22 @@ def warc_records(path, truncated=None):
     """(uri, html bytes) of every HTML response record in a .warc or .warc.gz file. A file that
     ends early yields the records it holds in full and is appended to `truncated`."""
     truncated = [] if truncated is None else truncated
-    import gzip
     import zlib
-    opener = gzip.open if path.endswith(".gz") else open
-    chunks = []
-    with opener(path, "rb") as f:
-        try:
-            while chunk := f.read(1 << 20):
-                chunks.append(chunk)
-        except (EOFError, OSError, zlib.error):   # a truncated or corrupt archive: keep what was read
-            truncated.append(path)
-    data = b"".join(chunks)
+    with open(path, "rb") as f:
+        data = f.read()
+    if path.endswith(".gz"):   # one gzip member per record, usually; a cut archive keeps its prefix
+        raw, parts = data, []
+        while raw:
+            z = zlib.decompressobj(wbits=31)
+            try:
+                parts.append(z.decompress(raw))
+            except zlib.error:
+                z = None
+            if z is None or not z.eof:
+                truncated.append(path)
+                break
+            raw = z.unused_data
+        data = b"".join(parts)
     pos = 0
     while True:
         start = data.find(b"WARC/", pos)
@@ -590,7 +595,7 @@ def warc_records(path, truncated=None):
             return
         body = data[head_end + 4:head_end + 4 + length]
         if len(body) < length:                     # the last record was cut off: not used
-            truncated.append(path)
+            truncated += [] if path in truncated else [path]
             return
         pos = head_end + 4 + length
         if headers.get(b"warc-type") != b"response":

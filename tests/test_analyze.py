@@ -14,6 +14,14 @@ def test_sign_test_and_perplexity_match_the_paper():
     assert analyze.ppl_reduction(-0.01) == pytest.approx(0.995, abs=1e-3)
 
 
+def test_sign_test_drops_ties():
+    """Six seeds: three better, two tied, one worse. Ties carry no sign: 3 wins of 4, two-sided
+    p = 2 (C(4,3) + C(4,4)) / 16 = 0.625 (counting ties as losses would give 1.0 for 3 of 6)."""
+    r = analyze.paired([-0.03, -0.02, -0.01, 0.0, 0.0, 0.01])
+    assert r["won"] == 3 and r["n"] == 6
+    assert r["sign_p"] == pytest.approx(0.625)
+
+
 def test_paired_t_by_hand():
     d = [-0.010, -0.020, 0.005, -0.015]
     mean = -0.01

@@ -78,6 +78,14 @@ def test_lr_schedule():
     assert train.lr_at(999, steps, peak) == pytest.approx(0.1 * peak)    # 10% of peak at the end
 
 
+def test_lr_schedule_is_a_cosine_between_warmup_and_end():
+    """steps = 1021: warmup 20 steps, then 1,000 steps of cosine; by hand, at a quarter, half and
+    three quarters: 0.1 + 0.45 (1 + cos(pi f)) = 0.868198, 0.55, 0.231802 of peak (a linear
+    decay would give 0.775, 0.55, 0.325)."""
+    for step, frac in ((270, 0.868198), (520, 0.55), (770, 0.231802)):
+        assert train.lr_at(step, 1021, 1.0) == pytest.approx(frac, abs=1e-6)
+
+
 def test_weight_decay_groups():
     m = GPT(GPTConfig(vocab_size=300, n_layer=1, n_embd=128, n_head=1, rotary="seq_tree"))
     decay, no_decay = train.param_groups(m, 0.1)
@@ -104,6 +112,8 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(tiny_python, tmp_path)
     r = subprocess.run([sys.executable, "-c", kill, *args(str(tmp_path / "killed"))],
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), capture_output=True, text=True)
     assert r.returncode == 3, r.stderr[-2000:]
+    killed = os.path.join(str(tmp_path / "killed"), "python", "seq_only", "seed0")
+    assert not os.path.exists(os.path.join(killed, "final.json"))          # not done: no final.json
     resumed = train.main(args(str(tmp_path / "killed")))
     log_r = [json.loads(l) for l in open(os.path.join(resumed, "log.jsonl"))]
     assert [x["step"] for x in log_r] == [4, 8]
@@ -132,5 +142,6 @@ def test_data_parallel_two_cpu_processes(tiny_python, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     one = [json.loads(l) for l in open(os.path.join(single, "log.jsonl"))]
     two = [json.loads(l) for l in open(os.path.join(str(tmp_path / "two"), "python", "seq_depth", "seed0", "log.jsonl"))]
+    assert [a["step"] for a in one] == [b["step"] for b in two] == [2, 4]
     for a, b in zip(one, two):
         assert a["val_loss"] == pytest.approx(b["val_loss"], abs=1e-4)

@@ -177,6 +177,16 @@ def test_web_page_hand_worked():
     assert blocks == ["Hel", "one", "two", "dee", "a\nb", "b\ne", "end"]
 
 
+def test_web_skip_list_applies_inside_body():
+    """style, svg, script, noscript, template and iframe carry no visible text wherever they sit,
+    and take no sibling rank: the paragraph after them is body's second child (rank 1)."""
+    html = (b"<html><body><p>keep</p><style>p{color:red}</style><svg><text>no</text></svg><script>no</script>"
+            b"<noscript>no</noscript><template><p>no</p></template><iframe>no</iframe><p>also</p></body></html>")
+    doc = trees.web_doc(html)
+    assert doc.text == "keep\nalso"
+    assert doc.node_coords()[1][doc.char_node[doc.text.index("also")], :2].tolist() == [1, 0]
+
+
 @pytest.mark.parametrize("html,reason", [
     (b"", "empty or unparsable html"),
     (b"<html><body><script>x</script></body></html>", "no visible text"),

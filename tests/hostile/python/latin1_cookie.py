@@ -1,0 +1,3 @@
+# -*- coding: latin-1 -*-
+name = 'café'
+print(name)
