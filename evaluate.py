@@ -26,7 +26,8 @@ from tqdm import tqdm
 
 import trees
 from model import GPT, GPTConfig
-from prepare import load_encoding, replacing, token_coords, token_lengths, write_json
+import tokenizer
+from prepare import replacing, token_coords, write_json
 from rotary import coordinate
 from train import Split, coords_for, corpus_stats, pack
 
@@ -283,10 +284,10 @@ def demo(model, data_dir, corpus, text="This is what I love. You are the reason.
     """Paper 004 Fig. 1: attention from the first token of the second sentence back to the
     first sentence, real coordinates (one paragraph) vs fake-split (the second sentence is a
     paragraph of its own). Tokens are identical; only p1 changes."""
-    enc = load_encoding(data_dir)
+    enc = tokenizer.load(data_dir)
     doc = trees.paragraphs_doc([text])
     ids = np.asarray(enc.encode_ordinary(doc.text), np.int64)
-    c = token_coords(doc, ids, token_lengths(enc))
+    c = token_coords(doc, ids, tokenizer.token_lengths(enc))
     b = {k: torch.as_tensor(np.asarray(v, np.int64))[None] for k, v in c.items() if k in ("pos", "p", "path", "depth")}
     b.update(corpus)
     second = int(np.flatnonzero(c["p"][:, 1] == 1)[0])

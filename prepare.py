@@ -9,8 +9,8 @@ Fields per token: tokens, pos (index in record), path (22 levels of sibling rank
 depth, within (index inside its node, -1 if no node), ref_path (reference target's path, -1),
 symbol (variable id by first mention, -1), kind (KIND_* flags), p (hRoPE p1, p2, p3).
 doc_start holds record offsets (n_records + 1), record_doc the document of each record.
-Nothing is downloaded: the tokeniser is a byte-level BPE trained here on the training split
-and run by tiktoken.
+Nothing is downloaded: the tokeniser (tokenizer.py) is a byte-level BPE that rustbpe trains
+here on the training split and tiktoken runs.
 """
 import argparse
 import collections
@@ -22,94 +22,19 @@ import json
 import multiprocessing
 import os
 import random
-import re
 import shutil
 import sys
 import sysconfig
 import time
 
 import numpy as np
-import tiktoken
 from openpyxl.workbook.defined_name import DefinedName
 from tqdm import tqdm
 
+import tokenizer
 import trees
 
-# GPT-2-style pre-tokenisation in a form both Python's `re` (training) and tiktoken accept.
-PAT = r"""'(?:[sdmt]|ll|ve|re)| ?[A-Za-z_]+| ?[0-9]{1,3}| ?[^\sA-Za-z0-9_]+|\s+(?!\S)|\s+"""
 SPLITS = ("train", "val", "test")
-
-
-# ----------------------------------------------------------------------------- tokeniser ----
-def train_bpe(texts, vocab_size, max_bytes=30_000_000):
-    """Byte-level BPE: 256 byte tokens, then merges of the most frequent adjacent pair until
-    `vocab_size` entries. Trained on at most `max_bytes` of `texts` (in order). Returns the
-    tiktoken-style mergeable ranks {token bytes: rank}."""
-    words = collections.Counter()
-    seen = 0
-    for t in texts:
-        words.update(re.findall(PAT, t))
-        seen += len(t)
-        if seen >= max_bytes:
-            break
-    seqs = [list(w.encode("utf-8")) for w in words]
-    freq = list(words.values())
-    ranks = {bytes([i]): i for i in range(256)}
-    vocab = [bytes([i]) for i in range(256)]
-    pairs = collections.Counter()
-    where = collections.defaultdict(set)
-    for wi, s in enumerate(seqs):
-        for a, b in zip(s, s[1:]):
-            pairs[a, b] += freq[wi]
-            where[a, b].add(wi)
-    while len(vocab) < vocab_size and pairs:
-        (a, b), n = max(pairs.items(), key=lambda kv: (kv[1], -kv[0][0], -kv[0][1]))
-        if n < 2:
-            break
-        tok = vocab[a] + vocab[b]
-        if tok in ranks:                   # the same bytes reached by another merge order
-            new = ranks[tok]
-        else:
-            new = ranks[tok] = len(vocab)
-            vocab.append(tok)
-        for wi in where.pop((a, b)):
-            s, f = seqs[wi], freq[wi]
-            for p in zip(s, s[1:]):
-                pairs[p] -= f
-                if pairs[p] <= 0:
-                    del pairs[p]
-            out, i = [], 0
-            while i < len(s):
-                if i + 1 < len(s) and s[i] == a and s[i + 1] == b:
-                    out.append(new)
-                    i += 2
-                else:
-                    out.append(s[i])
-                    i += 1
-            seqs[wi] = out
-            for p in zip(out, out[1:]):
-                pairs[p] += f
-                where[p].add(wi)
-    return ranks
-
-
-def encoding(ranks, name="treerope"):
-    return tiktoken.Encoding(name, pat_str=PAT, mergeable_ranks=ranks, special_tokens={})
-
-
-def save_ranks(ranks, path):
-    with open(path, "w") as f:
-        json.dump([list(tok) for tok, _ in sorted(ranks.items(), key=lambda kv: kv[1])], f)
-
-
-def token_lengths(enc):
-    """Bytes per token id: token_coords maps tokens onto characters with it."""
-    return np.array([len(enc.decode_single_token_bytes(i)) for i in range(enc.n_vocab)], np.int64)
-
-
-def load_encoding(data_dir):
-    with open(os.path.join(data_dir, "tokenizer.json")) as f:
-        return encoding({bytes(t): i for i, t in enumerate(json.load(f))})
 
 
 # ------------------------------------------------------------------------- atomic files ----
@@ -624,10 +549,10 @@ def main(argv=None):
     split = {name: split_of(name) for name, _ in docs}
 
     t0 = time.time()
-    ranks = train_bpe((d.text for n, d in docs if split[n] == "train"), args.vocab, args.bpe_bytes)
-    enc = encoding(ranks)
+    ranks = tokenizer.train((d.text for n, d in docs if split[n] == "train"), args.vocab, args.bpe_bytes)
+    enc = tokenizer.encoding(ranks)
     t_bpe = time.time() - t0
-    tok_len = token_lengths(enc)
+    tok_len = tokenizer.token_lengths(enc)
 
     t0 = time.time()
     all_ids = enc.encode_ordinary_batch([d.text for _, d in docs], num_threads=args.workers)
@@ -668,7 +593,7 @@ def main(argv=None):
     os.makedirs(tmp)
     counts = {s: {"records": len(recs[s]), "tokens": write_split(tmp, s, recs[s]),
                   "documents": sum(v == s for v in split.values())} for s in SPLITS}
-    save_ranks(ranks, os.path.join(tmp, "tokenizer.json"))
+    tokenizer.save(ranks, os.path.join(tmp, "tokenizer.json"))
     ranks_all = np.concatenate(rank_values) if rank_values else np.zeros(1)
     meta = {
         "settings": settings,
@@ -681,7 +606,7 @@ def main(argv=None):
         "depth_histogram": {int(k): v for k, v in sorted(depth_hist.items())},
         "nodes_deeper_than_22_levels": stats["deeper_than_levels"],
         "records_dropped_long": stats["records_dropped_long"],
-        "tokenizer": {"kind": "byte-level BPE (trained here)", "vocab": enc.n_vocab, "pattern": PAT,
+        "tokenizer": {"kind": "byte-level BPE (rustbpe, trained here)", "vocab": enc.n_vocab, "pattern": tokenizer.PAT,
                       "trained_on_bytes": min(args.bpe_bytes, sum(len(d.text) for n, d in docs if split[n] == "train"))},
         "seconds": {"trees": round(t_trees, 1), "bpe_train": round(t_bpe, 1),
                     "tiktoken_encode": round(t_encode, 1), "coordinates": round(t_coords, 1)},

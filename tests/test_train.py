@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import prepare
+import tokenizer
 import train
 from model import GPT, GPTConfig
 
@@ -30,7 +31,7 @@ def test_prepared_data_on_disk(tiny_python):
     assert a["doc_start"][-1] == n and (np.diff(a["doc_start"]) <= 256).all()
     assert (a["depth"] >= 1).all()                         # every Python token has a node
     assert ((a["path"] >= 0).sum(1) == np.minimum(a["depth"], 22)).all()
-    enc = prepare.load_encoding(d)
+    enc = tokenizer.load(d)
     # idempotent: a second run is a no-op
     src = meta["settings"]["sources"][0]
     assert prepare.main(["python", "--src", src, "--out", tiny_python, "--vocab", "512",

@@ -1,0 +1,50 @@
+"""The tokeniser: a byte-level BPE trained here by rustbpe and run by tiktoken (nanochat's split).
+
+Nothing is downloaded. `train` learns merges from the training split's text with the pattern
+below; the ranks are saved as data/<corpus>/tokenizer.json (a list of byte strings, in rank
+order) and every later step encodes with tiktoken built from them.
+"""
+import json
+import os
+
+import numpy as np
+import rustbpe
+import tiktoken
+
+# GPT-2-style pre-tokenisation in a form both rustbpe's regex engine and tiktoken accept.
+PAT = r"""'(?:[sdmt]|ll|ve|re)| ?[A-Za-z_]+| ?[0-9]{1,3}| ?[^\sA-Za-z0-9_]+|\s+(?!\S)|\s+"""
+
+
+def train(texts, vocab_size, max_bytes=30_000_000):
+    """Byte-level BPE: 256 byte tokens, then merges of the most frequent adjacent pair until
+    `vocab_size` entries (fewer if the text runs out of repeated pairs). Trained on at most
+    `max_bytes` of `texts`, in order. Returns tiktoken's mergeable ranks {token bytes: rank}."""
+    def capped():
+        seen = 0
+        for t in texts:
+            yield t
+            seen += len(t)
+            if seen >= max_bytes:
+                return
+    tok = rustbpe.Tokenizer()
+    tok.train_from_iterator(capped(), vocab_size, pattern=PAT)
+    return dict(tok.get_mergeable_ranks())
+
+
+def encoding(ranks, name="treerope"):
+    return tiktoken.Encoding(name, pat_str=PAT, mergeable_ranks=ranks, special_tokens={})
+
+
+def save(ranks, path):
+    with open(path, "w") as f:
+        json.dump([list(tok) for tok, _ in sorted(ranks.items(), key=lambda kv: kv[1])], f)
+
+
+def load(data_dir):
+    with open(os.path.join(data_dir, "tokenizer.json")) as f:
+        return encoding({bytes(t): i for i, t in enumerate(json.load(f))})
+
+
+def token_lengths(enc):
+    """Bytes per token id: prepare.token_coords maps tokens onto characters with it."""
+    return np.array([len(enc.decode_single_token_bytes(i)) for i in range(enc.n_vocab)], np.int64)
