@@ -86,6 +86,7 @@ class GPT(nn.Module):
         # Built last and drawing no random numbers: every configuration at one seed has
         # identical weights outside the rotary parameters (appendix §5).
         self.rotary = Rotary(cfg.rotary, cfg.n_embd // cfg.n_head, cfg.n_layer, cfg.corpus)
+        self.rotary.check_heads(cfg.n_head)
 
     @staticmethod
     def _init(m):

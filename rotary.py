@@ -301,14 +301,22 @@ class Rotary(nn.Module):
         return self.layouts[i].overlay is not None
 
     def forward(self, q, k, C, layer):
-        """Rotate q, k of shape (B, T, H, D) for `layer`. Triton on CUDA, PyTorch elsewhere."""
+        """Rotate q, k of shape (B, T, H, D) for `layer`. Triton on CUDA, PyTorch elsewhere. A
+        layout with HT head tables gives each a contiguous block of H / HT heads (head_split
+        with 4 heads: two sequence heads, then two tree heads)."""
         i = self.layer_layout[layer]
         if not self.names:                     # no_position: nothing rotates
             return q, k
-        if q.is_cuda and triton_available() and not self.ov_used(i) and os.environ.get("TREEROPE_TRITON", "1") == "1":
-            col, rate, offset, _ = self.table(i)
-            return rotate_triton(q, k, C, col, rate, offset)
-        return rotate(q, k, self.angles(C, i))
+        if q.is_cuda and triton_available() and os.environ.get("TREEROPE_TRITON", "1") == "1":
+            isref = self.names.index("isref") if self.ov_used(i) else -1
+            return rotate_triton(q, k, C, *self.table(i), isref)
+        ang = self.angles(C, i)
+        return rotate(q, k, ang.repeat_interleave(q.shape[2] // ang.shape[2], 2))
+
+    def check_heads(self, n_head):
+        for L in self.layouts:
+            if n_head % len(L.coord):
+                raise ValueError(f"{self.config} has {len(L.coord)} head tables; {n_head} heads cannot share them")
 
     def count(self):
         """(rotating planes per layout and head, learned parameters)."""
@@ -340,91 +348,125 @@ def triton_available():
 
 if triton is not None:
     @triton.jit
-    def _angles(C, COL, RATE, OFF, P: tl.constexpr, K, HT, BLOCK_P: tl.constexpr):
-        """This program's token row and head, and its planes' angles from integer coordinates."""
-        row = tl.program_id(0)
-        h = tl.program_id(1)
-        ht = h % HT                                     # table head (HT = 1: shared by heads)
+    def _angles(C, COL, RATE, OFF, OVL, rows, rmask, ht, p, pm, NC, ISREF, P: tl.constexpr,
+                HAS_OVL: tl.constexpr):
+        """Angles (BLOCK_T, BLOCK_P) of table head `ht` for a block of token rows, from the
+        integer coordinates; also the coordinate, where it is present, and where the overlay adds."""
+        col = tl.load(COL + ht * P + p, mask=pm, other=-1)
+        rate = tl.load(RATE + ht * P + p, mask=pm, other=0.0)
+        off = tl.load(OFF + ht * P + p, mask=pm, other=0.0)
+        m = rmask[:, None] & pm[None, :] & (col >= 0)[None, :]
+        c = tl.load(C + rows[:, None] * NC + tl.maximum(col, 0)[None, :], mask=m, other=-1).to(tl.float32)
+        present = c >= 0
+        ang = tl.where(present, c * rate[None, :] + off[None, :], 0.0)
+        over = present & False
+        if HAS_OVL:   # directed offset: a reference sits a learned constant from its target
+            isref = tl.load(C + rows * NC + ISREF, mask=rmask, other=-1) >= 0
+            over = present & isref[:, None]
+            ang += tl.where(over, tl.load(OVL + ht * P + p, mask=pm, other=0.0)[None, :], 0.0)
+        return c, present, over, ang
+
+    @triton.jit
+    def _rotary_fwd(Q, K, C, COL, RATE, OFF, OVL, QO, KO, N, H, HT, NC, ISREF, P: tl.constexpr,
+                    BLOCK_T: tl.constexpr, BLOCK_P: tl.constexpr, HAS_OVL: tl.constexpr):
+        """One program per block of BLOCK_T tokens, every head, q and k together."""
+        rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+        rmask = rows < N
         p = tl.arange(0, BLOCK_P)
-        m = p < P
-        col = tl.load(COL + ht * P + p, mask=m, other=-1)
-        c = tl.load(C + row * K + tl.maximum(col, 0), mask=m & (col >= 0), other=-1).to(tl.float32)
-        rate = tl.load(RATE + ht * P + p, mask=m, other=0.0)
-        off = tl.load(OFF + ht * P + p, mask=m, other=0.0)
-        ang = tl.where(c >= 0, c * rate + off, 0.0)
-        return row, h, ht, p, m, c, tl.cos(ang), tl.sin(ang)
+        pm = p < P
+        m = rmask[:, None] & pm[None, :]
+        for h in range(H):
+            c, present, over, ang = _angles(C, COL, RATE, OFF, OVL, rows, rmask, h * HT // H, p, pm, NC, ISREF,
+                                            P, HAS_OVL)
+            cos, sin = tl.cos(ang), tl.sin(ang)
+            at = (rows[:, None] * H + h) * 2 * P + p[None, :]      # plane i = dims (i, i + P)
+            q1 = tl.load(Q + at, mask=m, other=0.0).to(tl.float32)
+            q2 = tl.load(Q + at + P, mask=m, other=0.0).to(tl.float32)
+            tl.store(QO + at, (q1 * cos - q2 * sin).to(QO.dtype.element_ty), mask=m)
+            tl.store(QO + at + P, (q1 * sin + q2 * cos).to(QO.dtype.element_ty), mask=m)
+            k1 = tl.load(K + at, mask=m, other=0.0).to(tl.float32)
+            k2 = tl.load(K + at + P, mask=m, other=0.0).to(tl.float32)
+            tl.store(KO + at, (k1 * cos - k2 * sin).to(KO.dtype.element_ty), mask=m)
+            tl.store(KO + at + P, (k1 * sin + k2 * cos).to(KO.dtype.element_ty), mask=m)
 
     @triton.jit
-    def _rotary_fwd(X, C, COL, RATE, OFF, Y, H, P: tl.constexpr, K, HT, BLOCK_P: tl.constexpr):
-        """One program per (token, head): angles from integer coordinates, then rotation."""
-        row, h, ht, p, m, c, cos, sin = _angles(C, COL, RATE, OFF, P, K, HT, BLOCK_P)
-        base = (row * H + h) * 2 * P
-        x1 = tl.load(X + base + p, mask=m, other=0.0).to(tl.float32)
-        x2 = tl.load(X + base + P + p, mask=m, other=0.0).to(tl.float32)
-        tl.store(Y + base + p, (x1 * cos - x2 * sin).to(Y.dtype.element_ty), mask=m)
-        tl.store(Y + base + P + p, (x1 * sin + x2 * cos).to(Y.dtype.element_ty), mask=m)
+    def _rotary_bwd(Q, K, DQO, DKO, C, COL, RATE, OFF, OVL, DQ, DK, PART, N, H, HT, NC, ISREF,
+                    P: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_P: tl.constexpr, HAS_OVL: tl.constexpr):
+        """dx = R(-angle) dy for q and k; d angle = y1 dy2 - y2 dy1 (y the rotated input, recomputed),
+        summed over q and k, then reduced in registers over this block's tokens into per-program
+        partial sums of d rate (d angle x coordinate), d offset and d overlay: no atomics."""
+        pid = tl.program_id(0)
+        rows = pid * BLOCK_T + tl.arange(0, BLOCK_T)
+        rmask = rows < N
+        p = tl.arange(0, BLOCK_P)
+        pm = p < P
+        m = rmask[:, None] & pm[None, :]
+        for h in range(H):
+            c, present, over, ang = _angles(C, COL, RATE, OFF, OVL, rows, rmask, h * HT // H, p, pm, NC, ISREF,
+                                            P, HAS_OVL)
+            cos, sin = tl.cos(ang), tl.sin(ang)
+            at = (rows[:, None] * H + h) * 2 * P + p[None, :]
+            x1 = tl.load(Q + at, mask=m, other=0.0).to(tl.float32)
+            x2 = tl.load(Q + at + P, mask=m, other=0.0).to(tl.float32)
+            d1 = tl.load(DQO + at, mask=m, other=0.0).to(tl.float32)
+            d2 = tl.load(DQO + at + P, mask=m, other=0.0).to(tl.float32)
+            tl.store(DQ + at, (d1 * cos + d2 * sin).to(DQ.dtype.element_ty), mask=m)
+            tl.store(DQ + at + P, (d2 * cos - d1 * sin).to(DQ.dtype.element_ty), mask=m)
+            dang = (x1 * cos - x2 * sin) * d2 - (x1 * sin + x2 * cos) * d1
+            x1 = tl.load(K + at, mask=m, other=0.0).to(tl.float32)
+            x2 = tl.load(K + at + P, mask=m, other=0.0).to(tl.float32)
+            d1 = tl.load(DKO + at, mask=m, other=0.0).to(tl.float32)
+            d2 = tl.load(DKO + at + P, mask=m, other=0.0).to(tl.float32)
+            tl.store(DK + at, (d1 * cos + d2 * sin).to(DK.dtype.element_ty), mask=m)
+            tl.store(DK + at + P, (d2 * cos - d1 * sin).to(DK.dtype.element_ty), mask=m)
+            dang += (x1 * cos - x2 * sin) * d2 - (x1 * sin + x2 * cos) * d1
+            dang = tl.where(present, dang, 0.0)                # absent planes do not turn
+            out = PART + (pid * H + h) * P + p
+            stride = tl.num_programs(0) * H * P
+            tl.store(out, tl.sum(dang * tl.where(present, c, 0.0), 0), mask=pm)
+            tl.store(out + stride, tl.sum(dang, 0), mask=pm)
+            tl.store(out + 2 * stride, tl.sum(tl.where(over, dang, 0.0), 0), mask=pm)
 
-    @triton.jit
-    def _rotary_bwd(X, DY, C, COL, RATE, OFF, DX, DANG, H, P: tl.constexpr, K, HT,
-                    BLOCK_P: tl.constexpr):
-        """Gradient of the rotation: dx = R(-angle) dy, and d angle = x1'*dy2 - x2'*dy1 where
-        x' is the rotated input; d angle is accumulated over heads sharing a table."""
-        row, h, ht, p, m, c, cos, sin = _angles(C, COL, RATE, OFF, P, K, HT, BLOCK_P)
-        base = (row * H + h) * 2 * P
-        x1 = tl.load(X + base + p, mask=m, other=0.0).to(tl.float32)
-        x2 = tl.load(X + base + P + p, mask=m, other=0.0).to(tl.float32)
-        d1 = tl.load(DY + base + p, mask=m, other=0.0).to(tl.float32)
-        d2 = tl.load(DY + base + P + p, mask=m, other=0.0).to(tl.float32)
-        tl.store(DX + base + p, (d1 * cos + d2 * sin).to(DX.dtype.element_ty), mask=m)
-        tl.store(DX + base + P + p, (d2 * cos - d1 * sin).to(DX.dtype.element_ty), mask=m)
-        y1 = x1 * cos - x2 * sin
-        y2 = x1 * sin + x2 * cos
-        dang = tl.where(c >= 0, y1 * d2 - y2 * d1, 0.0)
-        tl.atomic_add(DANG + (row * HT + ht) * P + p, dang, mask=m)
+
+BLOCK_T = 32   # tokens per program: 32 x 64 planes x 2 halves x q, k per head
 
 
 class _RotaryTriton(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, C, col, rate, offset):
+    def forward(ctx, q, k, C, col, rate, offset, overlay, isref):
         B, T, H, D = q.shape
-        P = D // 2
-        C2 = C.reshape(B * T, -1).contiguous()
-        HT = col.shape[0]
-        args = (C2, col.contiguous(), rate.float().contiguous(), offset.float().contiguous())
-        outs = []
-        for x in (q, k):
-            x = x.contiguous()
-            y = torch.empty_like(x)
-            _rotary_fwd[(B * T, H)](x, *args, y, H, P, C2.shape[1], HT, triton.next_power_of_2(P))
-            outs.append(y)
-        ctx.save_for_backward(q, k, C2, *args[1:])
-        return tuple(outs)
+        N, P, HT = B * T, D // 2, col.shape[0]
+        C2 = C.reshape(N, -1).contiguous()
+        tables = (col.contiguous(), rate.float().contiguous(), offset.float().contiguous(),
+                  overlay.float().contiguous())
+        q, k = q.contiguous(), k.contiguous()
+        qo, ko = torch.empty_like(q), torch.empty_like(k)
+        _rotary_fwd[(triton.cdiv(N, BLOCK_T),)](q, k, C2, *tables, qo, ko, N, H, HT, C2.shape[1], isref, P,
+                                               BLOCK_T, triton.next_power_of_2(P), isref >= 0)
+        ctx.save_for_backward(q, k, C2, *tables)
+        ctx.isref = isref
+        return qo, ko
 
     @staticmethod
-    def backward(ctx, dq, dk):
-        q, k, C2, col, rate, offset = ctx.saved_tensors
+    def backward(ctx, dqo, dko):
+        q, k, C2, *tables = ctx.saved_tensors
         B, T, H, D = q.shape
-        P = D // 2
-        HT = col.shape[0]
-        dang = torch.zeros(B * T, HT, P, device=q.device, dtype=torch.float32)
-        grads = []
-        for x, dy in ((q, dq), (k, dk)):
-            dx = torch.empty_like(x)
-            _rotary_bwd[(B * T, H)](x.contiguous(), dy.contiguous(), C2, col, rate, offset, dx, dang,
-                                    H, P, C2.shape[1], HT, triton.next_power_of_2(P))
-            grads.append(dx)
-        # d rate = sum over tokens of d angle * coordinate; d offset = sum of d angle where present
-        c = C2[:, col.clamp(min=0).long()].float()                     # (BT, HT, P)
-        present = (c >= 0) & (col >= 0)
-        d_rate = torch.where(present, dang * c, 0.0).sum(0)
-        d_off = torch.where(present, dang, 0.0).sum(0)
-        return grads[0], grads[1], None, None, d_rate, d_off
+        N, P, HT = B * T, D // 2, tables[0].shape[0]
+        grid = triton.cdiv(N, BLOCK_T)
+        dq, dk = torch.empty_like(q), torch.empty_like(k)
+        part = torch.empty(3, grid, H, P, device=q.device, dtype=torch.float32)
+        _rotary_bwd[(grid,)](q, k, dqo.contiguous(), dko.contiguous(), C2, *tables, dq, dk, part, N, H, HT,
+                             C2.shape[1], ctx.isref, P, BLOCK_T, triton.next_power_of_2(P), ctx.isref >= 0)
+        d_rate, d_off, d_ovl = part.view(3, grid, HT, H // HT, P).sum((1, 3))   # heads sharing a table
+        return dq, dk, None, None, d_rate, d_off, d_ovl, None
 
 
-def rotate_triton(q, k, C, col, rate, offset):
-    """Fused kernel: angles computed from integer coordinates inside the kernel; backward
-    returns gradients for q, k, rates and offsets."""
-    return _RotaryTriton.apply(q, k, C, col, rate, offset)
+def rotate_triton(q, k, C, col, rate, offset, overlay=None, isref=-1):
+    """Fused kernel: angles computed from integer coordinates inside the kernel (plus the
+    directed-offset overlay where column `isref` of C marks a reference); backward returns
+    gradients for q, k, rates, offsets and overlay offsets."""
+    overlay = torch.zeros_like(offset) if overlay is None else overlay
+    return _RotaryTriton.apply(q, k, C, col, rate, offset, overlay, isref)
 
 
 def describe(head_dim=128, n_layer=6):
@@ -440,25 +482,28 @@ def describe(head_dim=128, n_layer=6):
 
 
 def bench(config="seq_tree_depth", B=8, T=1024, H=2, D=128, reps=5):
-    """Forward+backward of the rotation alone at the paper's shapes: eager, torch.compile and
-    (on CUDA) Triton. Returns {variant: seconds per call}; ratios are what to compare."""
+    """Forward+backward of the rotation alone: eager, torch.compile and (on CUDA) Triton, in bf16
+    on CUDA (the paper's training precision) and fp32 on CPU. Returns {variant: seconds per
+    call}, the kernel's error against the reference, and on CUDA the GB/s each variant moves."""
     import time
     dev = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if dev == "cuda" else torch.float32
     rot = Rotary(config, D, 1).to(dev)
     g = torch.Generator().manual_seed(0)
     b = {"pos": torch.arange(T).expand(B, T), "depth": torch.randint(1, 22, (B, T), generator=g),
          "path": torch.randint(0, 8, (B, T, LEVELS), generator=g), "within": torch.randint(0, 9, (B, T), generator=g)}
     C = rot.coords({k: v.to(dev) for k, v in b.items()})
-    q = torch.randn(B, T, H, D, device=dev, requires_grad=True)
-    k = torch.randn(B, T, H, D, device=dev, requires_grad=True)
+    q = torch.randn(B, T, H, D, device=dev, dtype=dtype, requires_grad=True)
+    k = torch.randn(B, T, H, D, device=dev, dtype=dtype, requires_grad=True)
     eager = lambda: rotate(q, k, rot.angles(C, 0))
     variants = {"eager": eager, "compile": torch.compile(eager)}
     if dev == "cuda" and triton_available():
-        variants["triton"] = lambda: rotate_triton(q, k, C, *rot.table(0)[:3])
+        variants["triton"] = lambda: rotate_triton(q, k, C, *rot.table(0))
     out = {}
     if "triton" in variants:   # the kernel against the readable reference at full size
         with torch.no_grad():
-            out["triton_max_abs_err"] = max((x - y).abs().max().item() for x, y in zip(eager(), variants["triton"]()))
+            out["triton_max_abs_err"] = max((x.float() - y.float()).abs().max().item()
+                                            for x, y in zip(eager(), variants["triton"]()))
     for name, fn in variants.items():
         for i in range(reps + 2):
             if i == 2:
@@ -470,15 +515,17 @@ def bench(config="seq_tree_depth", B=8, T=1024, H=2, D=128, reps=5):
         if dev == "cuda":
             torch.cuda.synchronize()
         out[name] = (time.perf_counter() - t0) / reps
-        if dev == "cuda":   # bytes moved: read q, k, write q', k' (fwd) and the same again (bwd)
-            out[name + "_GBps"] = 8 * q.numel() * q.element_size() / out[name] / 1e9
+        if dev == "cuda":   # least bytes moved: fwd reads q, k and writes both; bwd reads q, k,
+            # their output gradients and writes dq, dk (coordinates and tables are small)
+            out[name + "_GBps"] = 10 * q.numel() * q.element_size() / out[name] / 1e9
     return out
 
 
 if __name__ == "__main__":
     import sys
-    if "--bench" in sys.argv:
-        r = bench()
+    if "--bench" in sys.argv:   # python rotary.py --bench [B T]: default B=8, T=1,024
+        sizes = [int(a) for a in sys.argv[sys.argv.index("--bench") + 1:]]
+        r = bench(B=sizes[0], T=sizes[1]) if len(sizes) == 2 else bench()
         print({k: round(v, 5) for k, v in r.items()})
         print(f"compile / eager time: {r['compile'] / r['eager']:.2f}")
     else:

@@ -120,7 +120,7 @@ def test_cli_on_trained_runs(tiny_python, tmp_path):
     merge/split, depth cells that analyze.py reads, and the Fig. 1 demo."""
     tiny = ["--n_layer=2", "--n_embd=128", "--max_len=64", "--docs_per_step=4", "--val_docs=4", "--test_docs=4",
             "--milestones=1", "--mb_tokens=256", "--steps=2"]
-    run = train.main(["--corpus", "python", "--config", "seq_depth", "--data", tiny_python, "--out", str(tmp_path),
+    run = train.main(["--compile=0", "--bf16=0", "--corpus", "python", "--config", "seq_depth", "--data", tiny_python, "--out", str(tmp_path),
                       "--n_head=1", *tiny])
     res = evaluate.main([run, "--max_docs", "4", "--attention"])
     assert set(res["interventions"]) == {"shuffle", "remove"} and "after_close" in res["kinds"]
@@ -135,7 +135,7 @@ def test_cli_on_trained_runs(tiny_python, tmp_path):
         (code / os.path.basename(p)).write_bytes(open(p, "rb").read())
     data = tmp_path / "data"
     prepare.main(["code", "--src", str(code), "--out", str(data), "--vocab", "300", "--max_len", "64", "--workers", "1"])
-    run = train.main(["--corpus", "code", "--config", "hrope_axial", "--data", str(data), "--out", str(tmp_path),
+    run = train.main(["--compile=0", "--bf16=0", "--corpus", "code", "--config", "hrope_axial", "--data", str(data), "--out", str(tmp_path),
                       "--n_head=2", *tiny])
     res = evaluate.main([run, "--max_docs", "6", "--attention", "--demo"])
     assert set(res["interventions"]) >= {"period", "rand", "const0", "fake_merge", "fake_split"}
@@ -171,7 +171,7 @@ def test_cli_on_a_sheets_run(tmp_path):
     data = tmp_path / "data"
     prepare.main(["sheets", "--workbooks", "17", "--out", str(data), "--vocab", "300", "--max_len", "64",
                   "--workers", "1"])                                  # 17: the first count with val and test
-    run = train.main(["--corpus", "sheets", "--config", "seq_grid", "--data", str(data), "--out", str(tmp_path),
+    run = train.main(["--compile=0", "--bf16=0", "--corpus", "sheets", "--config", "seq_grid", "--data", str(data), "--out", str(tmp_path),
                       "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4", "--val_docs=4",
                       "--test_docs=4", "--milestones=1", "--mb_tokens=256", "--steps=2"])
     res = evaluate.main([run, "--split", "train", "--max_docs", "40", "--attention"])

@@ -66,7 +66,7 @@ def test_prepare_refuses_impossible_arguments(flag, value, tmp_path, capsys):
 def tiny_args(data, out, *extra, config="seq_only", steps=2):
     return ["--corpus", "python", "--config", config, "--data", data, "--out", out, f"--steps={steps}",
             "--preset=cpu", "--n_layer=1", "--max_len=64", "--docs_per_step=2", "--val_docs=2", "--test_docs=2",
-            "--milestones=1", "--mb_tokens=128", *extra]
+            "--milestones=1", "--mb_tokens=128", "--compile=0", "--bf16=0", *extra]
 
 
 @pytest.mark.parametrize("extra,message", [

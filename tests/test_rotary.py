@@ -129,44 +129,65 @@ def test_reference_rotation_takes_target_levels():
 DEV = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") == "0" else "cpu"
 
 
-def _reference_and_triton(name, dtype, head_dim=128, H=2, T=5, ovr=None):
-    rot = Rotary(name, head_dim, 1).to(DEV)
+def _reference_and_triton(name, dtype, head_dim=128, H=2, T=5, layer=0, n_layer=1):
+    """Outputs and the gradients of q, k, rates, offsets and overlay offsets, from the readable
+    reference and from the kernel, for one layout, with parameters moved off their init."""
+    rot = Rotary(name, head_dim, n_layer).to(DEV)
     b = {k: v.to(DEV) for k, v in batch(2, T).items()}
     C = rot.coords(b)
-    col, rate, offset, _ = rot.table(0)
-    rate = (rate.detach() * (1.3 if ovr else 1)).requires_grad_()
-    offset = (offset.detach() + 0.2).requires_grad_()
+    i = rot.layer_layout[layer]
+    col, rate, offset, overlay = (t.detach() for t in rot.table(i))
+    rate, offset, overlay = (rate * 1.3).requires_grad_(), (offset + 0.2).requires_grad_(), (overlay + 0.1).requires_grad_()
+    isref = rot.names.index("isref") if rot.ov_used(i) else -1
     torch.manual_seed(0)
     q = torch.randn(2, T, H, head_dim, dtype=dtype, device=DEV, requires_grad=True)
     k = torch.randn(2, T, H, head_dim, dtype=dtype, device=DEV, requires_grad=True)
     w = torch.randn(2, T, H, head_dim, device=DEV)
     res = []
     for fn in ("ref", "triton"):
-        for t in (q, k, rate, offset):
+        params = (q, k, rate, offset, overlay)
+        for t in params:
             t.grad = None
         if fn == "ref":
             c = C[..., col.clamp(min=0).long()].float()
-            ang = torch.where((c >= 0) & (col >= 0), c * rate + offset, 0.0)
-            a, bb = rotary.rotate(q, k, ang)
+            present = (c >= 0) & (col >= 0)
+            ang = torch.where(present, c * rate + offset, 0.0)
+            if isref >= 0:
+                ang = ang + torch.where(present & (C[..., isref] >= 0)[..., None, None], overlay, 0.0)
+            a, bb = rotary.rotate(q, k, ang.repeat_interleave(H // ang.shape[2], 2))
         else:
-            a, bb = rotary.rotate_triton(q, k, C, col, rate, offset)
+            a, bb = rotary.rotate_triton(q, k, C, col, rate, offset, overlay, isref)
         ((a.float() * w).sum() + (bb.float() * w).pow(2).sum()).backward()
-        res.append([a.detach().float(), bb.detach().float()] + [t.grad.float().clone() for t in (q, k, rate, offset)])
+        res.append([a.detach().float(), bb.detach().float()] +
+                   [t.grad.float().clone() if t.grad is not None else torch.zeros_like(t, dtype=torch.float32)
+                    for t in params])
     return res
 
 
+# one case per configuration family: sequence + tree, every signal, head tables (4 heads share 2),
+# odd head count, hRoPE at T = 64, references (target substitution, directed overlay), unrotated
+# groups, the spreadsheet grid, and a layer-split table
+FAMILIES = [("seq_tree_depth", 128, 2, 5, 0, 1), ("all_signals", 128, 1, 3, 0, 1), ("head_split", 128, 4, 4, 0, 1),
+            ("seq_depth", 128, 3, 2, 0, 1), ("hrope_axial", 64, 2, 64, 0, 1), ("ref_rotation", 128, 1, 6, 0, 1),
+            ("ref_directed", 128, 2, 6, 0, 1), ("sent_axial", 64, 1, 4, 0, 1), ("seq_grid", 128, 1, 4, 0, 1),
+            ("ststst", 128, 1, 4, 1, 6)]
+
+
 @pytest.mark.skipif(not rotary.triton_available(), reason="triton not installed")
-@pytest.mark.parametrize("name,head_dim,H,T", [("seq_tree_depth", 128, 2, 5), ("all_signals", 128, 1, 3),
-                                              ("head_split", 128, 2, 4), ("seq_depth", 128, 3, 2),
-                                              ("hrope_axial", 64, 1, 64)]   # T = 64: many programs, larger angles
-                         + ([("seq_tree_depth", 128, 2, 1024), ("hrope_axial", 64, 8, 1024)] if DEV == "cuda" else []))
-def test_triton_matches_reference_fp32(name, head_dim, H, T):
-    ref, tri = _reference_and_triton(name, torch.float32, head_dim, H, T)
+@pytest.mark.parametrize("name,head_dim,H,T,layer,n_layer", FAMILIES
+                         + ([("seq_tree_depth", 128, 2, 1024, 0, 1), ("hrope_axial", 64, 8, 1024, 0, 1)]
+                            if DEV == "cuda" else []))
+def test_triton_matches_reference_fp32(name, head_dim, H, T, layer, n_layer):
+    ref, tri = _reference_and_triton(name, torch.float32, head_dim, H, T, layer, n_layer)
     # angles reach ~T radians; one fp32 ulp there is ~T * 6e-8, and CUDA's sin/cos differ from
-    # torch's by a few ulp, so the tolerance grows with T (seen on an H200: 2e-4 at T = 1024)
+    # torch's by a few ulp, so the tolerance grows with T (seen on an H200: 2e-4 at T = 1024);
+    # rate gradients are sums over tokens of coordinate x d angle, so they scale with their size
     tol = 1e-4 * max(1, T / 128)
-    for r, t in zip(ref, tri):
-        assert torch.allclose(r, t, atol=tol, rtol=tol), (r - t).abs().max()
+    for what, r, t in zip(("q out", "k out", "dq", "dk", "d rate", "d offset", "d overlay"), ref, tri):
+        scale = max(1.0, r.abs().max().item())
+        assert torch.allclose(r, t, atol=tol * scale, rtol=tol), (what, (r - t).abs().max())
+    if name == "ref_directed":
+        assert ref[6].abs().sum() > 0                    # the overlay really is exercised
 
 
 @pytest.mark.skipif(not rotary.triton_available(), reason="triton not installed")
@@ -178,6 +199,22 @@ def test_triton_matches_reference_bf16():
     # outputs, dq, dk, and the rate and offset gradients (sums over tokens: scale the floor)
     for e, r, t in zip(exact, ref, tri):
         assert (t - e).abs().max() <= 2 * (r - e).abs().max() + 1e-3 * max(1.0, e.abs().max())
+
+
+def test_head_split_with_four_heads_is_two_sequence_then_two_tree_heads():
+    """PyTorch path: head h of 4 uses head table h // 2, exactly as rotating it alone."""
+    rot = Rotary("head_split", 128, 1)
+    C = rot.coords(batch(2, 6))
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 6, 4, 128), torch.randn(2, 6, 4, 128)
+    qo, ko = rot(q, k, C, 0)
+    ang = rot.angles(C, 0)                                        # (B, T, 2 tables, P)
+    for h in range(4):
+        eq, ek = rotary.rotate(q[:, :, h:h + 1], k[:, :, h:h + 1], ang[:, :, h // 2:h // 2 + 1])
+        assert torch.equal(qo[:, :, h:h + 1], eq) and torch.equal(ko[:, :, h:h + 1], ek)
+    assert not torch.allclose(qo[:, :, 1], rotary.rotate(q[:, :, 1:2], k[:, :, 1:2], ang[:, :, 1:2])[0][:, :, 0])
+    with pytest.raises(ValueError, match="3 heads cannot share"):
+        rot.check_heads(3)
 
 
 @pytest.mark.parametrize("name", sorted(rotary.CONFIGS))
