@@ -1,37 +1,47 @@
 #!/usr/bin/env bash
-# The GPU rows of README "Results": the compiled Triton kernel against the PyTorch reference,
-# its timing, and the Python corpus at the paper's model size (preset "paper": 6 layers,
-# d=256, 2 heads of 128, context 1,024, 64 records per step), one seed of seq_only and
-# seq_depth trained side by side on one GPU. About 9 minutes on one H200 (first run: the
-# evaluation with attention on 512 records of 1,024 tokens outran the 10-minute limit; now 256).
-#   bash reproduce_gpu.sh [steps]
+# The prepared GPU check (about 6 minutes on one H200; written to fit 8):
+#   1. the Triton kernel against the PyTorch reference with the interpreter off: every
+#      configuration family, outputs and the q, k, rate, offset and overlay gradients;
+#   2. `rotary.py --bench` at B=8 and T=1,024 and 4,096 (memory-bound): seconds and GB/s of
+#      eager, torch.compile and Triton fwd+bwd in bf16 (goal: Triton <= 0.25x eager, >= 50% HBM);
+#   3. aggregate training tokens/s at the paper preset (Python, seq_depth, 64 records of <= 1,024
+#      tokens per step) for 1, 2, 8 and 16 runs at once through sweep.sh (goal: 8 or 16 at once
+#      >= 3x the aggregate of two side by side).
+#   bash reproduce_gpu.sh [steps per run, default 150]    (JOBS="1 2 8 16" to change the counts)
+# The paper-size 2,500-step seq_only / seq_depth comparison of the first study (README "Results")
+# ran from an earlier version of this script: `bash sweep.sh python "seq_only seq_depth" 0 2 --steps 2500`.
 set -uo pipefail
-STEPS=${1:-2500}
-LOG=${OUT:-out}/gpu.log
-mkdir -p out "$(dirname "$LOG")"
-exec > >(tee "$LOG") 2>&1
+cd "$(dirname "$0")"
+STEPS=${1:-150}
+R=${OUT:-out}/gpu
+mkdir -p "$R"
+exec > >(tee "$R/gpu.log") 2>&1
 export PYTHONUNBUFFERED=1
-nvidia-smi -L
+nvidia-smi -L || echo "no nvidia-smi: not a GPU machine"
 python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-TRITON_INTERPRET=0 python -m pytest -q tests/test_rotary.py -k "triton or every" 2>&1 | tail -3
-TRITON_INTERPRET=0 python rotary.py --bench
-python prepare.py python --workers 16 --bpe_bytes 10000000 | tail -12   # a 10 MB BPE sample keeps this under 1 min
-# a 10-step smoke run of the CUDA path (bf16 autocast + Triton); fall back to PyTorch rotation if it fails
-if ! python train.py --corpus python --config seq_depth --steps 10 --out /tmp/smoke --val_docs 8 --test_docs 8 > /tmp/smoke.log 2>&1; then
-  tail -20 /tmp/smoke.log; echo "Triton path failed in training: TREEROPE_TRITON=0"; export TREEROPE_TRITON=0
-fi
-for k in seq_only seq_depth; do
-  timeout 300 python train.py --corpus python --config $k --seed 0 --steps "$STEPS" --val_docs 256 --test_docs 512 --mb_tokens 65536 \
-    > "out/gpu_$k.log" 2> "out/gpu_$k.err" &
+echo "== 1. kernel against the reference (TRITON_INTERPRET=0)"
+TRITON_INTERPRET=0 python -m pytest -q tests/test_rotary.py -k "triton or every or head_split" 2>&1 | tail -4
+echo "== 2. rotation fwd+bwd, seq_tree_depth, H=2, D=128"
+for size in "8 1024" "8 4096"; do echo "B T = $size"; TRITON_INTERPRET=0 python rotary.py --bench $size; done
+echo "== 3. aggregate training tokens/s"
+python prepare.py python --workers 16 | tail -4
+for jobs in ${JOBS:-1 2 8 16}; do
+  rm -rf /tmp/agg
+  t0=$(date +%s.%N)
+  OUT=/tmp/agg bash sweep.sh python seq_depth "$(seq -s ' ' 0 $((jobs - 1)))" "$jobs" --steps "$STEPS" --val_docs 64 \
+    --test_docs 64 --milestones 2
+  t1=$(date +%s.%N)
+  python - "$jobs" "$t0" "$t1" <<'PY'
+import glob, json, sys
+jobs, t0, t1 = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+logs = [[json.loads(l) for l in open(p)] for p in glob.glob("/tmp/agg/python/seq_depth/seed*/log.jsonl")]
+tokens = sum(log[-1]["tokens"] for log in logs)
+train_s = [log[-1]["elapsed"] for log in logs]
+mfu = [log[-1].get("mfu", 0) for log in logs]
+print(f"{jobs:2d} at once: {len(logs)} runs, {tokens / 1e6:.1f} M tokens in {t1 - t0:.0f} s wall -> "
+      f"aggregate {tokens / (t1 - t0) / 1e6:.2f} M tokens/s (start-up included); per run "
+      f"{tokens / len(logs) / (sum(train_s) / len(logs)) / 1e3:.0f} k tokens/s while training, MFU "
+      f"{100 * sum(mfu) / len(mfu):.1f}% each, {100 * sum(mfu):.1f}% together")
+PY
 done
-wait
-tail -3 out/gpu_seq_only.log out/gpu_seq_depth.log; tail -c 600 out/gpu_seq_depth.err
-python evaluate.py out/python/seq_depth/seed0 --max_docs 256 --attention 2>/dev/null
-python evaluate.py out/python/seq_only/seed0 --max_docs 256 --attention --interventions none 2>/dev/null
-python analyze.py out/python
-if [ -n "${OUT:-}" ]; then
-  for k in seq_only seq_depth; do
-    cp out/python/$k/seed0/log.jsonl "$OUT/${k}_log.jsonl"; cp out/python/$k/seed0/final.json "$OUT/${k}_final.json"
-  done
-  cp out/python/seq_depth/seed0/eval_test.json "$OUT/seq_depth_eval_test.json"
-fi
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv 2>/dev/null

@@ -252,8 +252,9 @@ def main(argv=None):
         model = GPT(mcfg).to(cfg["device"])
     except (ValueError, KeyError) as e:                             # e.g. more planes than the head has
         sys.exit(f"error: {e.args[0]}")
-    opt = torch.optim.AdamW(param_groups(model, cfg["weight_decay"]), lr=cfg["lr"], betas=(0.9, 0.95))
     cuda = cfg["device"].startswith("cuda")
+    opt = torch.optim.AdamW(param_groups(model, cfg["weight_decay"]), lr=cfg["lr"], betas=(0.9, 0.95),
+                            fused=cuda)                             # one kernel for all parameters on CUDA
     autocast = torch.autocast("cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=cfg["bf16"])
     if cfg["compile"] and not cuda and not shutil.which(os.environ.get("CXX", "c++")):
         cfg["compile"] = False   # inductor writes C++ for the CPU: without a compiler, run eager

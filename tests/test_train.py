@@ -163,3 +163,28 @@ def test_default_cpu_path_compiles_in_bf16(tiny_python, tmp_path):
     for x, y in zip(a, b):
         assert x["train_loss"] == pytest.approx(y["train_loss"], abs=0.02)
         assert x["val_loss"] == pytest.approx(y["val_loss"], abs=0.02)
+
+
+def test_sweep_runs_what_is_pending_and_resumes(tiny_python, tmp_path):
+    """sweep.sh: two runs side by side; a rerun finds nothing to do; a deleted final.json reruns
+    only that run (from its checkpoint, so its log is unchanged)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "OUT": str(tmp_path)}
+    cmd = ["bash", os.path.join(root, "sweep.sh"), "python", "seq_only seq_depth", "0", "2", "--data", tiny_python,
+           "--steps=2", *TINY[:10], "--milestones=1", "--mb_tokens=128"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "failed" not in r.stdout, r.stdout + r.stderr
+    runs = [os.path.join(str(tmp_path), "python", k, "seed0") for k in ("seq_only", "seq_depth")]
+    assert all(os.path.exists(os.path.join(d, "final.json")) for d in runs)
+    logs = [open(os.path.join(d, "log.jsonl")).read() for d in runs]
+    os.remove(os.path.join(runs[1], "final.json"))
+    stamp = os.path.getmtime(os.path.join(runs[0], "final.json"))
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and os.path.exists(os.path.join(runs[1], "final.json"))
+    assert os.path.getmtime(os.path.join(runs[0], "final.json")) == stamp           # finished: not rerun
+    assert "resuming" in open(os.path.join(runs[1], "train.log")).read()
+    assert open(os.path.join(runs[1], "log.jsonl")).read() == logs[1]
+    bad = subprocess.run(cmd[:3] + ["seq_only tree_nope", "1"] + cmd[5:], env=env, capture_output=True, text=True,
+                         timeout=300)                                  # one good run, one that cannot start
+    assert bad.returncode != 0 and "failed: " + os.path.join(str(tmp_path), "python", "tree_nope", "seed1") in bad.stdout
+    assert os.path.exists(os.path.join(str(tmp_path), "python", "seq_only", "seed1", "final.json"))

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Many small runs at once: every (configuration, seed) of a corpus without a final.json yet,
+# JOBS training processes at a time. The paper's regime is dozens of 4.7M-parameter runs, which
+# leave a large GPU mostly idle, so several processes share it (reproduce_gpu.sh measures how
+# many pay). Stop it at any point: a rerun skips finished runs and resumes the others from their
+# last checkpoint.
+#   bash sweep.sh CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]
+#   bash sweep.sh python "seq_only seq_depth tree_only" "$(seq 0 9)" 8 --steps 5000
+# Runs go under $OUT (default out); each run's output is in its folder as train.log. The sweep
+# exits non-zero if any run failed, after the others have finished.
+set -euo pipefail
+cd "$(dirname "$0")"
+export CORPUS=$1 OUT=${OUT:-out} TRAIN_ARGS="${*:5}"
+configs=$2 seeds=$3 jobs=${4:-1}
+
+one() {  # config seed: one run, its output in its own folder; a failure is named, the others go on
+  local dir="$OUT/$CORPUS/$1/seed$2"
+  mkdir -p "$dir"
+  # shellcheck disable=SC2086  # TRAIN_ARGS: train.py options, split on spaces
+  python train.py --corpus "$CORPUS" --config "$1" --seed "$2" --out "$OUT" $TRAIN_ARGS > "$dir/train.log" 2>&1 \
+    || { echo "failed: $dir ($(tail -n 1 "$dir/train.log"))"; return 1; }
+}
+export -f one
+
+for k in $configs; do
+  for s in $seeds; do
+    [ -f "$OUT/$CORPUS/$k/seed$s/final.json" ] || echo "$k $s"
+  done
+done | xargs -r -P "$jobs" -n 2 bash -c 'one "$@"' _
