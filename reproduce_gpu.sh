@@ -44,4 +44,4 @@ print(f"{jobs:2d} at once: {len(logs)} runs, {tokens / 1e6:.1f} M tokens in {t1 
       f"{100 * sum(mfu) / len(mfu):.1f}% each, {100 * sum(mfu):.1f}% together")
 PY
 done
-nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv 2>/dev/null
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv 2>/dev/null || true
