@@ -124,12 +124,14 @@ def token_coords(doc, ids, tok_len):
     return out
 
 
-def records(coords, max_len, long_docs, boundary, p1_cap=None):
+def records(coords, max_len, long_docs, boundary, p1_cap=None, restart_level1=False):
     """Cut one document's token coordinates into training records of at most max_len tokens.
     long_docs: 'crop' keeps the first max_len tokens, 'drop' drops the document, 'split' cuts
     at allowed boundaries (Python: a top-level statement; prose/code: a paragraph or block;
     web: a text block; sheets: a row), cutting at max_len where no boundary falls inside.
-    pos restarts at 0 in every record, and so does p1 (hRoPE)."""
+    pos restarts at 0 in every record, and so does p1 (hRoPE); with restart_level1 (Python
+    `--units record`) so do the level-1 sibling ranks: the record's first top-level statement
+    has rank 0, and a reference whose target lies before the record loses its level-1 target."""
     n = len(coords["pos"])
     if n <= max_len:
         cuts = [(0, n)]
@@ -151,6 +153,13 @@ def records(coords, max_len, long_docs, boundary, p1_cap=None):
     for s, e in cuts:
         r = {k: v[s:e] for k, v in coords.items()}
         r["pos"] = np.arange(e - s, dtype=np.int32)
+        if restart_level1 and e > s:
+            first = r["path"][0, 0]
+            r["path"] = r["path"].copy()
+            r["path"][:, 0] = np.where(r["path"][:, 0] >= 0, r["path"][:, 0] - first, -1)
+            if "ref_path" in r:
+                r["ref_path"] = r["ref_path"].copy()
+                r["ref_path"][:, 0] = np.where(r["ref_path"][:, 0] >= first, r["ref_path"][:, 0] - first, -1)
         if "p" in r:   # a record starts a paragraph: p1, and p2/p3 of its first stretch, from 0
             p = r["p"] = r["p"].copy()
             first_para, first_sent = p[:, 0] == p[0, 0], (p[:, :2] == p[0, :2]).all(1)
@@ -161,6 +170,19 @@ def records(coords, max_len, long_docs, boundary, p1_cap=None):
                 np.minimum(p[:, 0], p1_cap, out=p[:, 0])
         out.append(r)
     return out
+
+
+def record_rank_stats(recs):
+    """Sibling ranks as the model sees them: each node of each record once, its rank at its own
+    level (record rebasing included). {p99, max}, for comparison with the paper's 7 / 151."""
+    ranks = []
+    for r in recs:
+        node, first = np.unique(r["node"], return_index=True)
+        first = first[node >= 0]
+        level = np.minimum(r["depth"][first], trees.LEVELS) - 1
+        ranks.append(r["path"][first, level])
+    ranks = np.concatenate(ranks) if ranks else np.zeros(1)
+    return {"p99": float(np.percentile(ranks, 99)), "max": int(ranks.max())}
 
 
 def paragraph_stats(recs):
@@ -518,6 +540,9 @@ def main(argv=None):
     ap.add_argument("--render", choices=("values", "addressed"), default="values",
                     help="sheets: write each cell's content, or 'G4:=E4+F4'")
     ap.add_argument("--workbooks", type=int, default=600, help="sheets without --src: synthetic workbooks")
+    ap.add_argument("--units", choices=("module", "record"), default="module",
+                    help="python: level-1 sibling ranks count over the whole module (default), or restart "
+                         "at each record like hRoPE's p1 (closer to the paper's small programs)")
     args = ap.parse_args(argv)
     for flag, low in (("max_len", 2), ("vocab", 256), ("bpe_bytes", 1), ("workers", 1), ("workbooks", 1)):
         if getattr(args, flag) < low:   # max_len: a record needs a next token; vocab: 256 byte tokens first
@@ -531,6 +556,7 @@ def main(argv=None):
     settings = {"corpus": args.corpus, "sources": [os.path.abspath(d) for d in dirs], "vocab": args.vocab,
                 "max_len": args.max_len, "long": long_docs, "bpe_bytes": args.bpe_bytes,
                 **({"render": args.render} if args.corpus == "sheets" else {}),
+                **({"units": args.units} if args.corpus == "python" else {}),
                 "files": hashlib.sha1("\n".join(f"{n}:{_size(p)}" for n, p in items).encode()).hexdigest()}
     meta_path = os.path.join(out_dir, "meta.json")
     if not args.force and os.path.exists(meta_path):
@@ -581,7 +607,7 @@ def main(argv=None):
             boundary = np.r_[True, (c["kind"][:-1] & trees.KIND_ROW_END) > 0]
         else:
             boundary = (c["kind"] & trees.KIND_NEW_BLOCK) > 0
-        rs = records(c, args.max_len, long_docs, boundary, p1_cap)
+        rs = records(c, args.max_len, long_docs, boundary, p1_cap, args.units == "record")
         stats["records_dropped_long"] += not rs
         for r in rs:
             r["doc"] = di
@@ -603,6 +629,7 @@ def main(argv=None):
         "tokens": stats["tokens"], "nodes": stats["nodes"],
         "nodes_per_token": stats["nodes"] / max(stats["tokens"], 1),
         "sibling_rank_p99": float(np.percentile(ranks_all, 99)), "sibling_rank_max": int(ranks_all.max()),
+        "record_sibling_rank": record_rank_stats(recs["train"]),
         "depth_histogram": {int(k): v for k, v in sorted(depth_hist.items())},
         "nodes_deeper_than_22_levels": stats["deeper_than_levels"],
         "records_dropped_long": stats["records_dropped_long"],
@@ -634,7 +661,8 @@ def main(argv=None):
             print(f"WARNING: the {s} split is empty ({len(docs)} documents, split 90/5/5 by name); "
                   f"train.py refuses a corpus without {s} records: add documents")
     print(json.dumps({k: meta[k] for k in ("synthetic", "documents", "skipped", "tokens", "nodes_per_token",
-                                           "sibling_rank_p99", "sibling_rank_max", "seconds")}, indent=1))
+                                           "sibling_rank_p99", "sibling_rank_max", "record_sibling_rank",
+                                           "seconds")}, indent=1))
     return out_dir
 
 

@@ -14,6 +14,7 @@ the rotation. Run `python rotary.py` for every configuration's plane allocation.
 """
 import math
 import os
+import re
 from dataclasses import dataclass
 
 import torch
@@ -136,6 +137,15 @@ CONFIGS = {
     "rand_axial": _hrope("rand"),
     "period_axial": _hrope("period"),
 }
+
+
+def known(name):
+    """A registry entry, or a layer split named by its letters, one per layer (s sequence, t tree,
+    n no rotation): the paper's six-layer patterns are listed above, and any other length works
+    (the larger web run's ten-layer alternating split is `ststststst`)."""
+    return name in CONFIGS or re.fullmatch(r"[stn]{2,}", name) is not None
+
+
 # ref_directed's 44 "isref" planes are not extra planes: they overlay the tree planes (below).
 OVERLAY = {"ref_directed": 2}
 
@@ -183,10 +193,10 @@ def _fill(groups, P, rates, offsets, directed=False):
 
 def build(name, head_dim, n_layer, corpus=None):
     """Resolve a configuration: (list of Layouts, layer -> layout index, rates, offsets)."""
-    if name not in CONFIGS:
-        raise KeyError(f"unknown configuration {name!r}; known: {', '.join(CONFIGS)}")
+    if not known(name):
+        raise KeyError(f"unknown configuration {name!r}; known: {', '.join(CONFIGS)}, or any s/t/n layer pattern")
     P = head_dim // 2
-    spec = CONFIGS[name](P, corpus)
+    spec = CONFIGS.get(name, _layer_split(name))(P, corpus)
     rates, offsets = [], []
     directed = name in OVERLAY
     if isinstance(spec, dict) and "layers" in spec:
@@ -224,10 +234,10 @@ def coordinate(batch, name, generator=None):
         d = batch["depth"].clamp(1, LEVELS) - 1
         r = batch["path"].gather(-1, d.unsqueeze(-1)).squeeze(-1)
         return torch.where(batch["depth"] > 0, r, torch.full_like(r, -1))
-    if name.startswith("refpath"):   # reference rotation: target path on the target's levels
-        k = int(name[7:]) - 1
-        tgt = batch["ref_path"][..., k]
-        return torch.where(tgt >= 0, tgt, batch["path"][..., k])
+    if name.startswith("refpath"):   # reference rotation: the target's level where both have it;
+        k = int(name[7:]) - 1         # the use keeps its own path length (appendix §5)
+        tgt, own = batch["ref_path"][..., k], batch["path"][..., k]
+        return torch.where((tgt >= 0) & (own >= 0), tgt, own)
     if name.startswith("refwhole"):  # whole-path overwrite: a reference takes the target's path
         k = int(name[8:]) - 1
         isref = batch["ref_path"][..., 0] >= 0
@@ -532,3 +542,4 @@ if __name__ == "__main__":
         print(f"{'configuration':16} {'rotating planes':>15} {'learned':>8}  groups (128-wide head, 6 layers)")
         for name, planes, n, groups in describe():
             print(f"{name:16} {planes:>15} {n:>8}  {groups}")
+        print("and any layer split by its letters, one per layer (s sequence, t tree, n none): e.g. ststststst")

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from model import GPT, GPTConfig, PRESETS
 from prepare import load_split, replacing, write_json
-from rotary import CONFIGS
+import rotary
 
 DEFAULTS = dict(
     corpus="web", config="seq_only", seed=0, preset=None, data="data", out="out",
@@ -42,7 +42,9 @@ RESUMABLE = ("resume", "device", "compile", "data", "out")
 # compile + bf16 autocast: 1.74x the tokens/s of eager fp32 on 2 AMD EPYC cores with avx512_bf16
 # (README "Speed"); torch.compile builds one graph for every micro-batch shape of a run.
 CPU_RUN = dict(preset="cpu", steps=300, docs_per_step=16, val_docs=128, test_docs=256, mb_tokens=4096, compile=True)
-GPU_RUN = dict(preset="paper", steps=5000, docs_per_step=64)
+GPU_RUN = dict(steps=5000, docs_per_step=64)   # preset: the paper's for the corpus (CUDA_PRESET)
+CUDA_PRESET = {"python": "paper", "web": "paper_web", "sheets": "paper_sheets", "code": "paper_hrope",
+               "prose": "paper_hrope"}
 
 
 def typed(key, text, default):
@@ -82,8 +84,10 @@ def parse(argv):
     cfg.update(CPU_RUN if device == "cpu" else GPU_RUN)
     cfg.update({k: v for k, v in vars(args).items() if v is not None})
     cfg["device"] = device
-    if cfg["config"] not in CONFIGS:
-        sys.exit(f"error: unknown --config {cfg['config']!r}; `python rotary.py` lists the {len(CONFIGS)} configurations")
+    if cfg["preset"] is None:
+        cfg["preset"] = CUDA_PRESET.get(cfg["corpus"], "paper")
+    if not rotary.known(cfg["config"]):
+        sys.exit(f"error: unknown --config {cfg['config']!r}; `python rotary.py` lists the configurations")
     if cfg["preset"] not in PRESETS:
         sys.exit(f"error: unknown --preset {cfg['preset']!r}; known: {', '.join(PRESETS)}")
     counts = {k: cfg[k] for k in ("steps", "docs_per_step", "mb_tokens", "val_docs", "test_docs", "milestones")}
@@ -237,6 +241,9 @@ def main(argv=None):
     mcfg = GPTConfig(**{**PRESETS[cfg["preset"]], "vocab_size": meta["tokenizer"]["vocab"],
                         "rotary": cfg["config"], "corpus": corpus, **model_over})
     out_dir = os.path.join(cfg["out"], cfg["corpus"], cfg["config"], f"seed{cfg['seed']}")
+    if meta["settings"]["max_len"] < mcfg.max_len and master:   # the model could read longer records
+        print(f"note: {data_dir} holds records of at most {meta['settings']['max_len']:,} tokens; the "
+              f"{cfg['preset']} context is {mcfg.max_len:,} (prepare.py {cfg['corpus']} --max_len {mcfg.max_len})")
     train, val, test = (Split(data_dir, s, mcfg.max_len) for s in ("train", "val", "test"))
     for name, split in (("train", train), ("val", val), ("test", test)):
         if not len(split):   # an empty split would score 0.0: a result that looks valid but is not

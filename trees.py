@@ -192,9 +192,10 @@ class _PythonWriter:
         self.lines, self.parent, self.rank = [], [], []
         self.ref, self.symbol = [], []
         self.scopes = []          # stack of _Scope
-        self.counter = 0
-        self.var_def = {}         # variable id -> defining node
-        self.var_symbol = {}      # variable id -> symbol id (order of first mention)
+        self.counter = 0          # the next local's number in its outermost function (x0, x1, ...)
+        self.var_def = {}         # variable id (unique in the document) -> defining node
+        self.var_name = {}        # variable id -> its number n in the spelling xn
+        self.var_symbol = {}      # variable id -> symbol id (order of first mention in the document)
 
     # -- scopes ------------------------------------------------------------------------------
     def _function_scopes(self):
@@ -229,8 +230,8 @@ class _PythonWriter:
         if name in scope.frozen:
             return name
         if name not in scope.names:
-            scope.names[name] = self.counter
-            self.var_def[self.counter] = node_id
+            v = scope.names[name] = len(self.var_def)
+            self.var_def[v], self.var_name[v] = node_id, self.counter
             self.counter += 1
         return self._note(scope.names[name], node_id, is_def=True)
 
@@ -248,7 +249,7 @@ class _PythonWriter:
         self.symbol[node_id] = self.var_symbol[v]
         if not is_def:
             self.ref[node_id] = self.var_def[v]
-        return f"x{v}"
+        return f"x{self.var_name[v]}"   # spellings restart per outermost function; ids do not
 
     # -- emission ----------------------------------------------------------------------------
     def emit(self, node, parent, rank, field_name, first_field):

@@ -124,6 +124,22 @@ def test_reference_rotation_takes_target_levels():
     assert rotary.coordinate(b, "refwhole3").item() == -1            # whole-path: target's only
 
 
+def test_reference_rotation_keeps_the_use_s_own_path_length():
+    """A use deeper than its definition keeps its lower levels; a use shallower than its
+    definition does not grow: the definition's extra levels are not written (appendix §5)."""
+    b = batch(1, 2)
+    b["path"][:] = -1
+    b["ref_path"][:] = -1
+    b["path"][0, 0, :3] = torch.tensor([0, 1, 2])                    # deeper use, definition [0, 4]
+    b["ref_path"][0, 0, :2] = torch.tensor([0, 4])
+    b["path"][0, 1, :2] = torch.tensor([0, 1])                       # shallower use, definition [0, 4, 5, 6]
+    b["ref_path"][0, 1, :4] = torch.tensor([0, 4, 5, 6])
+    got = torch.stack([rotary.coordinate(b, f"refpath{k}") for k in range(1, 6)], -1)[0]
+    assert got.tolist() == [[0, 4, 2, -1, -1], [0, 4, -1, -1, -1]]
+    whole = torch.stack([rotary.coordinate(b, f"refwhole{k}") for k in range(1, 6)], -1)[0]
+    assert whole.tolist() == [[0, 4, -1, -1, -1], [0, 4, 5, 6, -1]]  # the variant that does change length
+
+
 # Under TRITON_INTERPRET=1 (CPU, CI) the kernel runs in the interpreter; on a GPU machine run
 # `TRITON_INTERPRET=0 pytest tests/test_rotary.py` to test the compiled kernel on CUDA.
 DEV = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") == "0" else "cpu"
@@ -199,6 +215,23 @@ def test_triton_matches_reference_bf16():
     # outputs, dq, dk, and the rate and offset gradients (sums over tokens: scale the floor)
     for e, r, t in zip(exact, ref, tri):
         assert (t - e).abs().max() <= 2 * (r - e).abs().max() + 1e-3 * max(1.0, e.abs().max())
+
+
+def test_layer_split_of_any_length_by_name():
+    """The larger web run's ten-layer alternating split is named by its letters; it builds with
+    one table per kind of layer and trains a step; a wrong length or letter is refused."""
+    from model import GPT, GPTConfig
+    rot = Rotary("ststststst", 128, 10)
+    assert rot.layer_layout == [0, 1] * 5 and rot.count()[0] == [[64], [48]]
+    assert rotary.known("ststststst") and not rotary.known("stx") and not rotary.known("s")
+    with pytest.raises(ValueError):
+        Rotary("ststststst", 128, 6)
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(vocab_size=64, n_layer=10, n_embd=512, n_head=4, max_len=7, rotary="ststststst"))
+    tokens = torch.randint(0, 64, (2, 7))
+    _, nll, _ = m(tokens, m.rotary.coords(batch()), tokens)
+    nll.mean().backward()
+    assert torch.isfinite(nll).all() and m.rotary.rates.grad.abs().sum() > 0
 
 
 def test_head_split_with_four_heads_is_two_sequence_then_two_tree_heads():

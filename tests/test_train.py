@@ -188,3 +188,38 @@ def test_sweep_runs_what_is_pending_and_resumes(tiny_python, tmp_path):
                          timeout=300)                                  # one good run, one that cannot start
     assert bad.returncode != 0 and "failed: " + os.path.join(str(tmp_path), "python", "tree_nope", "seed1") in bad.stdout
     assert os.path.exists(os.path.join(str(tmp_path), "python", "seq_only", "seed1", "final.json"))
+
+
+def test_cuda_presets_follow_the_paper_per_corpus():
+    """Appendix §4: the 4.7M model at context 1,024 (Python), 2,048 (web pages), 4,096
+    (spreadsheets); the larger web run 10 layers, d=512, 4 heads at 4,096."""
+    from model import PRESETS
+    ctx = {c: PRESETS[train.parse(["--corpus", c, "--device", "cuda"])[0]["preset"]]["max_len"]
+           for c in ("python", "web", "sheets")}
+    assert ctx == {"python": 1024, "web": 2048, "sheets": 4096}
+    assert PRESETS["paper_web_large"] == dict(n_layer=10, n_embd=512, n_head=4, max_len=4096)
+    assert train.parse(["--corpus", "web"])[0]["preset"] == "cpu"               # CPU stays small
+    assert train.parse(["--corpus", "web", "--device", "cuda", "--preset", "paper_web_large"])[0]["preset"] == \
+        "paper_web_large"
+
+
+def test_record_units_restart_level1_ranks():
+    """prepare.py python --units record: a record that starts at the module's 5th top-level
+    statement numbers it 0; a reference into an earlier statement loses its level-1 target."""
+    n = 6
+    path = np.full((n, 22), -1)
+    path[:, 0] = [3, 3, 4, 4, 5, 5]                    # three top-level statements
+    path[:, 1] = [-1, 0, -1, 0, -1, 0]                 # each statement node, then one child
+    ref = np.full((n, 22), -1)
+    ref[5, :2] = [3, 0]                                # target in statement 3
+    ref[3, :2] = [4, 0]                                # target in statement 4
+    c = {"pos": np.arange(n), "path": path, "ref_path": ref, "depth": np.array([1, 2] * 3), "node": np.arange(n)}
+    boundary = np.array([1, 0, 1, 0, 1, 0], bool)
+    module = prepare.records(c, 4, "split", boundary)
+    record = prepare.records(c, 4, "split", boundary, restart_level1=True)
+    # the window of 4 ends inside statement 5, so the cut falls at the last boundary before it
+    assert [r["path"][:, 0].tolist() for r in module] == [[3, 3], [4, 4, 5, 5]]
+    assert [r["path"][:, 0].tolist() for r in record] == [[0, 0], [0, 0, 1, 1]]
+    assert record[1]["ref_path"][1, :2].tolist() == [0, 0] and record[1]["ref_path"][3, :2].tolist() == [-1, 0]
+    assert (record[1]["path"][:, 1] == path[2:, 1]).all()                       # deeper levels untouched
+    assert prepare.record_rank_stats(record)["max"] == 1 and prepare.record_rank_stats(module)["max"] == 5

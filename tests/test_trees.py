@@ -177,6 +177,17 @@ def test_web_page_hand_worked():
     assert blocks == ["Hel", "one", "two", "dee", "a\nb", "b\ne", "end"]
 
 
+def test_symbol_ids_are_unique_over_the_document():
+    """Spellings restart at each outermost function (x0 of f, x0 of g); symbol identity numbers
+    each variable once per document by first mention, so the two x0 differ (appendix §5)."""
+    doc = trees.python_doc("def f(a):\n    b = a\n    return b\n\ndef g(c):\n    d = c\n    return d\n")
+    lines = doc.text.splitlines()
+    assert [lines[i] for i in (2, 10)] == ["args=arg x0", "args=arg x0"]
+    assert doc.symbol[[2, 4, 5, 7]].tolist() == [0, 1, 0, 1]                 # f: a, b, a, b
+    assert doc.symbol[[10, 12, 13, 15]].tolist() == [2, 3, 2, 3]             # g: c, d, c, d
+    assert doc.ref[[5, 7, 13, 15]].tolist() == [2, 4, 10, 12]                 # uses point at their definitions
+
+
 def test_web_skip_list_applies_inside_body():
     """style, svg, script, noscript, template and iframe carry no visible text wherever they sit,
     and take no sibling rank: the paragraph after them is body's second child (rank 1)."""
