@@ -553,7 +553,9 @@ def main(argv=None):
 
     items, dirs = CORPORA[args.corpus][0](args)
     out_dir = os.path.join(args.out, args.corpus)
-    settings = {"corpus": args.corpus, "sources": [os.path.abspath(d) for d in dirs], "vocab": args.vocab,
+    pattern = tokenizer.CODE_PAT if args.corpus == "python" else tokenizer.PAT   # the serialisation's sigils
+    settings = {"format": trees.FORMAT, "corpus": args.corpus, "sources": [os.path.abspath(d) for d in dirs],
+                "vocab": args.vocab,
                 "max_len": args.max_len, "long": long_docs, "bpe_bytes": args.bpe_bytes,
                 **({"render": args.render} if args.corpus == "sheets" else {}),
                 **({"units": args.units} if args.corpus == "python" else {}),
@@ -575,8 +577,8 @@ def main(argv=None):
     split = {name: split_of(name) for name, _ in docs}
 
     t0 = time.time()
-    ranks = tokenizer.train((d.text for n, d in docs if split[n] == "train"), args.vocab, args.bpe_bytes)
-    enc = tokenizer.encoding(ranks)
+    ranks = tokenizer.train((d.text for n, d in docs if split[n] == "train"), args.vocab, args.bpe_bytes, pattern)
+    enc = tokenizer.encoding(ranks, pattern)
     t_bpe = time.time() - t0
     tok_len = tokenizer.token_lengths(enc)
 
@@ -619,7 +621,7 @@ def main(argv=None):
     os.makedirs(tmp)
     counts = {s: {"records": len(recs[s]), "tokens": write_split(tmp, s, recs[s]),
                   "documents": sum(v == s for v in split.values())} for s in SPLITS}
-    tokenizer.save(ranks, os.path.join(tmp, "tokenizer.json"))
+    tokenizer.save(ranks, os.path.join(tmp, "tokenizer.json"), pattern)
     ranks_all = np.concatenate(rank_values) if rank_values else np.zeros(1)
     meta = {
         "settings": settings,
@@ -633,7 +635,7 @@ def main(argv=None):
         "depth_histogram": {int(k): v for k, v in sorted(depth_hist.items())},
         "nodes_deeper_than_22_levels": stats["deeper_than_levels"],
         "records_dropped_long": stats["records_dropped_long"],
-        "tokenizer": {"kind": "byte-level BPE (rustbpe, trained here)", "vocab": enc.n_vocab, "pattern": tokenizer.PAT,
+        "tokenizer": {"kind": "byte-level BPE (rustbpe, trained here)", "vocab": enc.n_vocab, "pattern": pattern,
                       "trained_on_bytes": min(args.bpe_bytes, sum(len(d.text) for n, d in docs if split[n] == "train"))},
         "seconds": {"trees": round(t_trees, 1), "bpe_train": round(t_bpe, 1),
                     "tiktoken_encode": round(t_encode, 1), "coordinates": round(t_coords, 1)},

@@ -13,9 +13,13 @@ import tiktoken
 
 # GPT-2-style pre-tokenisation in a form both rustbpe's regex engine and tiktoken accept.
 PAT = r"""'(?:[sdmt]|ll|ve|re)| ?[A-Za-z_]+| ?[0-9]{1,3}| ?[^\sA-Za-z0-9_]+|\s+(?!\S)|\s+"""
+# The Python serialisation's: an identifier keeps its digits (x12) and the sigils the
+# serialisation puts before it (.attr, :param, @key, =field markers, the opening quote of a
+# string literal), so each is one pre-token; no English contractions.
+CODE_PAT = r"""[ ]?[.=:@'"]*[A-Za-z_][A-Za-z_0-9]*| ?[0-9]{1,3}| ?[^\sA-Za-z0-9_]+|\s+(?!\S)|\s+"""
 
 
-def train(texts, vocab_size, max_bytes=30_000_000):
+def train(texts, vocab_size, max_bytes=30_000_000, pattern=PAT):
     """Byte-level BPE: 256 byte tokens, then merges of the most frequent adjacent pair until
     `vocab_size` entries (fewer if the text runs out of repeated pairs). Trained on at most
     `max_bytes` of `texts`, in order. Returns tiktoken's mergeable ranks {token bytes: rank}."""
@@ -27,22 +31,26 @@ def train(texts, vocab_size, max_bytes=30_000_000):
             if seen >= max_bytes:
                 return
     tok = rustbpe.Tokenizer()
-    tok.train_from_iterator(capped(), vocab_size, pattern=PAT)
+    tok.train_from_iterator(capped(), vocab_size, pattern=pattern)
     return dict(tok.get_mergeable_ranks())
 
 
-def encoding(ranks, name="treerope"):
-    return tiktoken.Encoding(name, pat_str=PAT, mergeable_ranks=ranks, special_tokens={})
+def encoding(ranks, pattern=PAT, name="treerope"):
+    return tiktoken.Encoding(name, pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
 
 
-def save(ranks, path):
+def save(ranks, path, pattern=PAT):
     with open(path, "w") as f:
-        json.dump([list(tok) for tok, _ in sorted(ranks.items(), key=lambda kv: kv[1])], f)
+        json.dump({"pattern": pattern,
+                   "ranks": [list(tok) for tok, _ in sorted(ranks.items(), key=lambda kv: kv[1])]}, f)
 
 
 def load(data_dir):
     with open(os.path.join(data_dir, "tokenizer.json")) as f:
-        return encoding({bytes(t): i for i, t in enumerate(json.load(f))})
+        saved = json.load(f)
+    if isinstance(saved, list):           # written before the pattern was saved with the ranks
+        saved = {"pattern": PAT, "ranks": saved}
+    return encoding({bytes(t): i for i, t in enumerate(saved["ranks"])}, saved["pattern"])
 
 
 def token_lengths(enc):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+FORMAT = 2   # what prepare.py writes; a data folder of another format is rebuilt
 LEVELS = 22  # path levels encoded (appendix §5: tree planes are 22 levels x {fast, slow})
 
 # token-kind flags (evaluate.py breaks the loss down by these)
@@ -94,12 +95,21 @@ def parents_from_depth(depths):
 # ---------------------------------------------------------------------------------------------
 # Python: compact pre-order serialisation of the syntax tree (appendix §4)
 #
-# One node per line, parent first, children in order; no brackets, no indentation:
-#     [field=]Type scalar scalar ...
-# `field=` is written only when a child is not in its parent's first child field. The nesting
-# lives only in the depths, so decoding needs the text plus each line's depth (decode_python).
-# The root Module is implicit. Operators are written as scalars of their parent (BinOp Add);
-# expression contexts (Load/Store) are dropped, since ast.unparse does not read them.
+# Nodes in pre-order, parent first, separated by one space; no brackets, no indentation, no
+# newlines. Each node is self-delimiting:
+#     [=...]Type scalar scalar ...     any node (the type fixes how many scalars follow)
+#     [=...]identifier                 a Name (written `Name id` when id is an ast class name)
+#     [=...].attr  :name  @key         an Attribute, an arg (parameter), a keyword (@ alone: **)
+#     [=...]Add  Not  And  Lt          a BinOp, UnaryOp, BoolOp, one-operator Compare: the operator
+#     [=...]literal                    a Constant: its repr ('a b', b'x', 12, 1.5, True, ...) with
+#                                      raw newlines for \n, u'x' for a u-string, `Constant inf`
+#                                      when repr is no literal
+#     [=...]~                          an absent child inside a list (Dict.keys, kw_defaults)
+# The marker `=` x k says the node is in its parent's child field k (0-based); it is written only
+# where the field differs from the previous sibling's (the first child: from field 0). The
+# nesting lives only in the depths, so decoding needs the text plus each node's depth
+# (decode_python). The root Module is implicit. Operators are scalars of their parent
+# (BinOp Add); expression contexts (Load/Store) are dropped, since ast.unparse does not read them.
 # ---------------------------------------------------------------------------------------------
 
 _IDENT_LISTS = {("Global", "names"), ("Nonlocal", "names"), ("MatchClass", "kwd_attrs")}
@@ -164,6 +174,59 @@ def _scalar_value(type_name, f, s):
     return int(s) if f in {"level", "conversion", "simple", "is_async"} else s
 
 
+_AST_NAMES = {n for n in dir(ast) if isinstance(getattr(ast, n), type) and issubclass(getattr(ast, n), ast.AST)}
+_STRING = re.compile(r"""[bBuU]?(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")   # a str/bytes repr
+
+
+def _word(text, pos):
+    """The scalar or head starting at `pos`: a string literal whole (it may hold spaces), else up
+    to the next space. Returns (word, end)."""
+    m = _STRING.match(text, pos)
+    end = m.end() if m else (text.find(" ", pos) % (len(text) + 1))
+    return text[pos:end], end
+
+
+_ESCAPE = re.compile(r"\\.")             # one escape sequence of a repr
+_OP_OWNER = {**{o: "BinOp" for o in ("Add", "Sub", "Mult", "MatMult", "Div", "Mod", "Pow", "LShift", "RShift",
+                                      "BitOr", "BitXor", "BitAnd", "FloorDiv")},
+             **{o: "UnaryOp" for o in ("Invert", "Not", "UAdd", "USub")}, "And": "BoolOp", "Or": "BoolOp",
+             **{o: "Compare" for o in ("Eq", "NotEq", "Lt", "LtE", "Gt", "GtE", "Is", "IsNot", "In", "NotIn")}}
+_SIGIL = {"Attribute": ".", "arg": ":", "keyword": "@"}   # .attr, :x0 (a parameter), @key (key=...)
+_FROM_SIGIL = {v: k for k, v in _SIGIL.items()}
+
+
+def _next_field(t, children, fi):
+    """The field the next child is expected in: a single-valued field holds one child, so the
+    next child moves on; a list field may hold more, so it stays."""
+    return fi if _LIST_FIELD.get((t, children[fi]), False) else min(fi + 1, len(children) - 1)
+
+
+def _node_text(node, t, values):
+    """A node's own text: a bare identifier for a Name, a bare literal for a Constant, else its
+    type and scalars."""
+    if t == "Name" and values[0] not in _AST_NAMES:
+        return values[0]
+    if t in _SIGIL:                    # one pre-token with the code pattern (tokenizer.CODE_PAT)
+        return _SIGIL[t] + (values[0] if values[0] != "None" else "")
+    if t in ("BinOp", "UnaryOp", "BoolOp") or (t == "Compare" and "," not in values[0]):
+        return values[0]                  # the operator alone: Add, Not, And, Lt (each names one type)
+    if t == "Constant":
+        r = values[0]
+        if _STRING.fullmatch(r):          # newlines stay raw: repr never writes one, so it is reversible
+            return ("u" if node.kind == "u" else "") + _ESCAPE.sub(lambda m: "\n" if m.group() == "\\n" else m.group(), r)
+        if r in ("True", "False", "None", "...") or (r[0].isdigit() and _is_literal(r)):
+            return r
+    return " ".join([t] + values)
+
+
+def _is_literal(r):
+    try:
+        ast.literal_eval(r)
+        return True
+    except (ValueError, SyntaxError):
+        return False
+
+
 @dataclass
 class _Scope:
     """A renaming scope: a function, lambda or comprehension (class bodies and the module are
@@ -189,7 +252,7 @@ class _PythonWriter:
 
     def __init__(self, rename):
         self.rename = rename
-        self.lines, self.parent, self.rank = [], [], []
+        self.nodes, self.parent, self.rank = [], [], []     # node texts, in pre-order
         self.ref, self.symbol = [], []
         self.scopes = []          # stack of _Scope
         self.counter = 0          # the next local's number in its outermost function (x0, x1, ...)
@@ -252,38 +315,34 @@ class _PythonWriter:
         return f"x{self.var_name[v]}"   # spellings restart per outermost function; ids do not
 
     # -- emission ----------------------------------------------------------------------------
-    def emit(self, node, parent, rank, field_name, first_field):
-        nid = len(self.lines)
+    def emit(self, node, parent, rank, field_index, previous_field):
+        nid = len(self.nodes)
         self.parent.append(parent)
         self.rank.append(rank)
         self.ref.append(-1)
         self.symbol.append(-1)
-        self.lines.append(None)
-        prefix = "" if field_name == first_field else f"{field_name}="
+        self.nodes.append(None)
+        marker = "=" * (field_index - previous_field)     # fields skipped since the expected one
         if node is None:                       # a None inside a list (Dict.keys, kw_defaults)
-            self.lines[nid] = prefix + "None"
+            self.nodes[nid] = marker + "~"
             return
         t = type(node).__name__
         scalars, children = fields(t)
-        parts = [t + (".u" if t == "Constant" and node.kind == "u" else "")]
         pushed = self._open_scope(node, t, nid, parent)
-        for f in scalars:
-            if f == "kind":
-                continue
-            v = self._rename_scalar(node, t, f, nid, getattr(node, f))
-            parts.append(_scalar_text(t, f, v))
-        self.lines[nid] = prefix + " ".join(parts)
-        r = 0
-        for f in children:
+        values = [_scalar_text(t, f, self._rename_scalar(node, t, f, nid, getattr(node, f)))
+                  for f in scalars if f != "kind"]
+        self.nodes[nid] = marker + _node_text(node, t, values)
+        r, expected = 0, 0
+        for fi, f in enumerate(children):
             v = getattr(node, f)
             for child in (v if isinstance(v, list) else [v] if v is not None else []):
                 outer = self._outer_field(t, f)
                 if outer:
                     saved = self.scopes.pop()
-                self.emit(child, nid, r, f, children[0])
+                self.emit(child, nid, r, fi, expected)
                 if outer:
                     self.scopes.append(saved)
-                r += 1
+                r, expected = r + 1, _next_field(t, children, fi)
         if pushed:
             self.scopes.pop()
 
@@ -384,13 +443,13 @@ def python_doc(source, rename=True, max_bytes=1_000_000):
     w = _PythonWriter(rename)
     try:
         for i, stmt in enumerate(tree.body):
-            w.emit(stmt, -1, i, "body", "body")
+            w.emit(stmt, -1, i, 0, 0)
     except RecursionError:
         raise Skip("too deeply nested")
-    lines = [ln + "\n" for ln in w.lines]
-    text = "".join(lines)
-    lengths = np.fromiter((len(ln) for ln in lines), np.int64, len(lines))
-    char_node = np.repeat(np.arange(len(lines), dtype=np.int32), lengths)
+    pieces = [w.nodes[0]] + [" " + n for n in w.nodes[1:]]   # a node owns the space before it
+    text = "".join(pieces)
+    lengths = np.fromiter((len(p) for p in pieces), np.int64, len(pieces))
+    char_node = np.repeat(np.arange(len(pieces), dtype=np.int32), lengths)
     parent = np.asarray(w.parent, np.int32)
     doc = Doc(text, char_node, parent, np.asarray(w.rank, np.int32),
               ref=np.asarray(w.ref, np.int32), symbol=np.asarray(w.symbol, np.int32))
@@ -398,7 +457,7 @@ def python_doc(source, rename=True, max_bytes=1_000_000):
     depth = doc.node_coords()[0]
     kind = np.zeros(len(text), np.uint8)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    closed = np.zeros(len(lines), bool)
+    closed = np.zeros(len(pieces), bool)
     closed[1:] = depth[1:] <= depth[:-1]
     kind[starts[closed]] = KIND_AFTER_CLOSE
     doc.char_kind = kind
@@ -413,42 +472,57 @@ def canonical_python(source, rename=True):
 
 
 def decode_python(text, depths):
-    """Serialisation text + each line's depth -> ast.Module (parents from depth alone)."""
-    lines = text.split("\n")[:-1]
-    if len(lines) != len(depths):
-        raise ValueError(f"{len(lines)} lines but {len(depths)} depths")
+    """Serialisation text + each node's depth -> ast.Module (parents from depth alone)."""
     parents = parents_from_depth(depths)
     module = ast.Module(body=[], type_ignores=[])
-    nodes = []
-    for line, p in zip(lines, parents):
-        head, _, rest = line.partition(" ")
-        field_name, _, type_name = head.rpartition("=")
+    nodes, expected, pos = [], {}, 0
+    for i, p in enumerate(parents):
+        if i:
+            if text[pos:pos + 1] != " ":
+                raise ValueError(f"node {i}: expected a space at character {pos}")
+            pos += 1
+        k = 0
+        while text.startswith("=", pos):      # field marker: fields skipped
+            k, pos = k + 1, pos + 1
+        head, pos = _word(text, pos)
         owner = module if p < 0 else nodes[p]
         if owner is module:
             slot = "body"
         else:
             owner_t = type(owner).__name__
-            slot = field_name or fields(owner_t)[1][0]
-        if type_name == "None":
+            children = fields(owner_t)[1]
+            fi = expected.get(p, 0) + k
+            slot, expected[p] = children[fi], _next_field(owner_t, children, fi)
+        if head == "~":
             node = None
-        else:
-            kind = None
-            if type_name == "Constant.u":
-                type_name, kind = "Constant", "u"
-            cls = getattr(ast, type_name)
+        elif head in _OP_OWNER:           # BinOp, UnaryOp, BoolOp or Compare by its operator
+            t = _OP_OWNER[head]
+            f = fields(t)[0][0]
+            node = getattr(ast, t)(**{f: _scalar_value(t, f, head)})
+        elif head[0] in _FROM_SIGIL and head != "...":
+            t = _FROM_SIGIL[head[0]]
+            node = getattr(ast, t)(**{fields(t)[0][0]: head[1:] or None})
+        elif head in _AST_NAMES:
+            cls = getattr(ast, head)
             node = cls()
-            scalars, children = fields(type_name)
-            scalars = [f for f in scalars if f != "kind"]
-            if type_name == "Constant":
-                node.value = _scalar_value("Constant", "value", rest)
-                node.kind = kind
-            else:
-                vals = rest.split(" ") if rest else []
-                for f, s in zip(scalars, vals):
-                    setattr(node, f, _scalar_value(type_name, f, s))
+            vals = []
+            for f in fields(head)[0]:
+                if f != "kind":
+                    word, pos = _word(text, pos + 1)
+                    vals.append(word)
+                    setattr(node, f, _scalar_value(head, f, word))
+            if head == "Constant":
+                node.kind = None
+        elif _STRING.fullmatch(head) or head[0].isdigit() or head in ("True", "False", "None", "..."):
+            node = ast.Constant(value=_scalar_value("Constant", "value", head.replace("\n", "\\n")),
+                                kind="u" if head[0] in "uU" else None)
+        else:
+            node = ast.Name(id=head)
+        if node is not None:
+            cls = type(node)
             for f in cls._fields:         # list fields start empty, the rest None
                 if not hasattr(node, f):
-                    setattr(node, f, [] if _LIST_FIELD.get((type_name, f), False) else None)
+                    setattr(node, f, [] if _LIST_FIELD.get((cls.__name__, f), False) else None)
             if "ctx" in cls._fields:
                 node.ctx = ast.Load()
         nodes.append(node)
@@ -457,6 +531,8 @@ def decode_python(text, depths):
             cur.append(node)
         else:
             setattr(owner, slot, node)
+    if pos != len(text):
+        raise ValueError(f"{len(depths)} depths but text remains at character {pos}")
     return ast.fix_missing_locations(module)
 
 

@@ -107,12 +107,14 @@ def test_per_kind_scores_follow_hand_marked_tokens():
     out, nll, k = evaluate.by_kind(per, split, np.array([0]))
     assert out["after_close"] == {"nll": pytest.approx((2.0 + 4.0) / 2), "tokens": 2}
     assert out["all"]["nll"] == pytest.approx(3.0)
-    # the flags themselves, on a small program; its serialisation, one node per line:
-    #   FunctionDef f / arguments / args=arg x0 / body=Return / Name x0 / Assign / Name y / value=Constant 1
-    # a subtree closes before body=Return (arguments), Assign (the function) and value= (targets)
+    # the flags themselves, on a small program; its serialisation:
+    #   FunctionDef f arguments =:x0 Return x0 Assign y =1
+    # a subtree closes before Return (arguments), Assign (the function) and =1 (the targets);
+    # the flag sits on the space each node begins with
     doc = trees.python_doc("def f(x):\n    return x\ny = 1\n")
-    flagged = [doc.text[i:].split("\n")[0] for i in np.flatnonzero(doc.char_kind & trees.KIND_AFTER_CLOSE)]
-    assert flagged == ["body=Return", "Assign", "value=Constant 1"]
+    assert doc.text == "FunctionDef f arguments =:x0 Return x0 Assign y =1"
+    flagged = [doc.text[i:].split(" ")[1] for i in np.flatnonzero(doc.char_kind & trees.KIND_AFTER_CLOSE)]
+    assert flagged == ["Return", "Assign", "=1"]
 
 
 def test_cli_on_trained_runs(tiny_python, tmp_path):
