@@ -31,7 +31,7 @@ from prepare import replacing, token_coords, write_json
 from rotary import coordinate
 from train import Split, coords_for, corpus_stats, pack
 
-STRUCTURAL = ("path", "depth", "within", "ref_path", "symbol", "p")   # on-disk coordinate fields
+STRUCTURAL = ("path", "depth", "within", "ref_path", "symbol", "p", "label", "grid")   # on-disk coordinate fields
 D_MAX, K_MAX = 1024, 32        # compression-depth cells: token distance d <= 1,024, Δp1 <= 32
 
 

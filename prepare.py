@@ -113,6 +113,19 @@ def token_coords(doc, ids, tok_len):
         out["ref_path"] = ref_path
     if doc.symbol is not None:
         out["symbol"] = np.where(node >= 0, doc.symbol[node], -1).astype(np.int32)
+    if doc.source >= 0:
+        out["source"] = np.full(n, doc.source, np.int32)
+    if doc.label is not None:
+        out["label"] = np.where(node >= 0, doc.label[node], -1).astype(np.int32)
+    if doc.stmt is not None:   # the statement grid (this repository's reading of the paper's term):
+        s = np.where(node >= 0, doc.stmt[node], -1)   # row = statement ordinal, column = token in it
+        row = np.searchsorted(np.flatnonzero(doc.stmt == np.arange(len(doc.stmt))), s)
+        order = np.argsort(s, kind="stable")
+        ss = s[order]
+        starts = np.r_[0, np.flatnonzero(ss[1:] != ss[:-1]) + 1]
+        col = np.empty(n, np.int64)
+        col[order] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+        out["grid"] = np.where((s >= 0)[:, None], np.stack([row, col], 1), -1).astype(np.int32)
     if doc.char_p is not None:
         p = doc.char_p[byte_char[np.minimum(at, len(b) - 1)]].astype(np.int64)
         # p3: token index inside its sentence (restarts whenever p1 or p2 changes)
@@ -435,6 +448,14 @@ def _size(src):
         return -1
 
 
+def web_sheets_sources(args):
+    """Web pages and workbooks in one corpus (appendix, the two-corpus precursor): the HTML and
+    the .xlsx files under --src, or python3-doc's pages and the SYNTHETIC workbooks."""
+    web, web_dirs = web_sources(args)
+    sheets, sheet_dirs = sheets_sources(args)
+    return web + sheets, web_dirs + sheet_dirs
+
+
 def _build(item, builder):
     """(name, Doc, None) or (name, None, reason): one bad file never ends the run."""
     name, src = item
@@ -480,6 +501,14 @@ def _build_sheets(item, render="values"):
     return _build(item, lambda raw: trees.sheet_doc(raw, render))
 
 
+def _build_web_sheets(item, render="values"):
+    is_sheet = item[0].lower().endswith((".xlsx", ".xlsm", ".xls"))
+    name, doc, reason = (_build_sheets(item, render) if is_sheet else _build_web(item))
+    if doc is not None:
+        doc.source = int(is_sheet)
+    return name, doc, reason
+
+
 CORPORA = {
     # corpus: (sources(args) -> ([(name, path)], dirs), build((name, path)) -> (name, Doc|None, reason))
     "python": (python_sources, _build_python),
@@ -487,13 +516,14 @@ CORPORA = {
     "prose": (prose_sources, _build_prose),
     "code": (python_sources, _build_code),
     "sheets": (sheets_sources, _build_sheets),
+    "web_sheets": (web_sheets_sources, _build_web_sheets),
 }
 
 
 # ------------------------------------------------------------------------------- driver ----
 def build_docs(corpus, items, workers, render="values"):
     build = CORPORA[corpus][1]
-    if corpus == "sheets":
+    if corpus in ("sheets", "web_sheets"):
         build = functools.partial(build, render=render)
     docs, skipped = [], collections.Counter()
     with multiprocessing.Pool(workers) as pool:
@@ -511,8 +541,10 @@ def write_split(out_dir, split, recs):
     lens = np.array([len(r["pos"]) for r in recs], np.int64)
     arrays = {"doc_start": np.r_[0, np.cumsum(lens)].astype(np.int64),
               "record_doc": np.array([r["doc"] for r in recs], np.int64)}   # records of one document share it
-    for k in sorted(fields):
-        arrays[k] = np.concatenate([r[k] for r in recs]) if recs else np.zeros(0, np.int64)
+    for k in sorted(fields):   # a field some records lack (web pages beside workbooks) is absent there: -1
+        like = next((r[k] for r in recs if k in r), np.zeros(0, np.int64))
+        arrays[k] = np.concatenate([r[k] if k in r else np.full((len(r["pos"]),) + like.shape[1:], -1, like.dtype)
+                                    for r in recs]) if recs else like
     if "path" in arrays:   # int16 keeps 22 levels x tokens small; wide sheets need int32
         for k in ("path", "ref_path"):
             if k in arrays:
@@ -605,7 +637,7 @@ def main(argv=None):
             boundary = np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 1)
         elif "p" in c:
             boundary = np.r_[True, c["p"][1:, 0] != c["p"][:-1, 0]]
-        elif args.corpus == "sheets":   # a record may start at a new row
+        elif args.corpus == "sheets" or doc.source == 1:   # a record may start at a new row
             boundary = np.r_[True, (c["kind"][:-1] & trees.KIND_ROW_END) > 0]
         else:
             boundary = (c["kind"] & trees.KIND_NEW_BLOCK) > 0

@@ -130,6 +130,14 @@ CONFIGS = {
                                   Group(("isref",) * 44, (0.0,) * 44, False, True, "directed offset")],
     "ref_own_group": lambda P, c: [seq(16), tree(), tree(range(2, 4), source="ref", label="reference row+col 4")],
     "seq_tree_symbol": lambda P, c: [seq(16), tree(), pair("symbol", "symbol 2")],
+    # named in the paper, defined here (README "Position configurations": this repository's reading)
+    "seq_depth_label": lambda P, c: [seq(16), pair("depth", "depth 2"), pair("label", "label 2")],
+    # two corpora in one model (web_sheets): web pages write depth and workbooks their grid into
+    # one plane group, or each corpus has a group of its own
+    "two_corpus_shared": lambda P, c: [seq(16), tree(range(1, 4), source="shared", label="shared: depth | grid 6")],
+    "two_corpus_own": lambda P, c: [seq(16), pair("owndepth", "web depth 2"),
+                                    tree(range(1, 4), source="ownsheet", label="sheet grid 6")],
+    "seq_stmt_grid": lambda P, c: [seq(16), pair("grid_row", "statement row 2"), pair("grid_col", "statement column 2")],
     # paragraph-boundaries paper (hRoPE): fixed spectra, no learned parameters
     "flat": lambda P, c: [seq(P)],
     "sent_axial": _hrope("sent"),
@@ -228,8 +236,18 @@ def coordinate(batch, name, generator=None):
         return batch["pos"]
     if name.startswith("path"):
         return batch["path"][..., int(name[4:]) - 1]
-    if name in ("depth", "within", "symbol"):
+    if name in ("depth", "within", "symbol", "label"):
         return batch[name]
+    if name.startswith(("shared", "ownsheet")) or name == "owndepth":   # web_sheets: two corpora, one model
+        web = batch["source"] == 0
+        k = int(name[-1]) if name != "owndepth" else 1
+        sheet = torch.where(web, -1, batch["path"][..., k - 1])          # sheet, row, column
+        depth = torch.where(web, batch["depth"], -1) if k == 1 else torch.full_like(sheet, -1)
+        if name.startswith("shared"):                                      # one group, two meanings
+            return torch.where(web, depth, sheet)
+        return depth if name == "owndepth" else sheet
+    if name in ("grid_row", "grid_col"):   # the statement grid on code: statement, token in it
+        return batch["grid"][..., int(name == "grid_col")]
     if name == "rank":   # the node's rank among its parent's children = path at its own level
         d = batch["depth"].clamp(1, LEVELS) - 1
         r = batch["path"].gather(-1, d.unsqueeze(-1)).squeeze(-1)

@@ -43,8 +43,8 @@ RESUMABLE = ("resume", "device", "compile", "data", "out")
 # (README "Speed"); torch.compile builds one graph for every micro-batch shape of a run.
 CPU_RUN = dict(preset="cpu", steps=300, docs_per_step=16, val_docs=128, test_docs=256, mb_tokens=4096, compile=True)
 GPU_RUN = dict(steps=5000, docs_per_step=64)   # preset: the paper's for the corpus (CUDA_PRESET)
-CUDA_PRESET = {"python": "paper", "web": "paper_web", "sheets": "paper_sheets", "code": "paper_hrope",
-               "prose": "paper_hrope"}
+CUDA_PRESET = {"python": "paper", "web": "paper_web", "sheets": "paper_sheets", "web_sheets": "paper_sheets",
+               "code": "paper_hrope", "prose": "paper_hrope"}
 
 
 def typed(key, text, default):
@@ -102,7 +102,7 @@ def parse(argv):
 # ----------------------------------------------------------------------------------- data ----
 class Split:
     """Records of one split, memory-mapped; hands out padded micro-batches as tensors."""
-    FIELDS = ("pos", "path", "depth", "within", "ref_path", "symbol", "p", "kind")
+    FIELDS = ("pos", "path", "depth", "within", "ref_path", "symbol", "p", "kind", "label", "grid", "source")
 
     def __init__(self, data_dir, split, max_len):
         self.a = load_split(data_dir, split)
@@ -259,6 +259,11 @@ def main(argv=None):
         model = GPT(mcfg).to(cfg["device"])
     except (ValueError, KeyError) as e:                             # e.g. more planes than the head has
         sys.exit(f"error: {e.args[0]}")
+    try:                                                            # the data must hold what the config reads
+        coords_for(model, val.batch(val_ids[:1], "cpu"), corpus, torch.Generator().manual_seed(0))
+    except KeyError as e:
+        sys.exit(f"error: --config {cfg['config']} reads {e.args[0]!r}, which {data_dir} does not hold "
+                 f"(another corpus, or a folder from an older prepare.py: rerun prepare.py {cfg['corpus']})")
     cuda = cfg["device"].startswith("cuda")
     opt = torch.optim.AdamW(param_groups(model, cfg["weight_decay"]), lr=cfg["lr"], betas=(0.9, 0.95),
                             fused=cuda)                             # one kernel for all parameters on CUDA

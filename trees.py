@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-FORMAT = 2   # what prepare.py writes; a data folder of another format is rebuilt
+FORMAT = 3   # what prepare.py writes; a data folder of another format is rebuilt
 LEVELS = 22  # path levels encoded (appendix §5: tree planes are 22 levels x {fast, slow})
 
 # token-kind flags (evaluate.py breaks the loss down by these)
@@ -62,6 +62,9 @@ class Doc:
     char_kind: np.ndarray = None   # uint8 per character: KIND_* flags of a token starting there
     char_p: np.ndarray = None      # int32 (n_chars, 3): hRoPE p1, p2, p3 (p3 filled per token later)
     copied_from: np.ndarray = None  # int64 per character: same character of the cell above, -1
+    label: np.ndarray = None       # int32 per node: its type's id by first appearance in the document
+    stmt: np.ndarray = None        # int32 per node (Python): its innermost enclosing statement, -1
+    source: int = -1               # web_sheets: 0 a web page, 1 a workbook (-1: a one-corpus Doc)
     notes: dict = None             # counted oddities kept in the document (meta.json sums them)
     synthetic: bool = False
 
@@ -79,6 +82,15 @@ class Doc:
             if depth[i] <= LEVELS:
                 path[i, depth[i] - 1] = self.rank[i]
         return depth, path
+
+
+def first_appearance(names):
+    """Per node, its label as the order in which that name first appears in the document (0, 1,
+    ...): the same causal numbering as symbol identity. 'Depth with a label' reads it (this
+    repository's reading: the label is the node's type — Python AST class, the tag of the element
+    holding a web text, a spreadsheet content kind)."""
+    ids = {}
+    return np.array([ids.setdefault(n, len(ids)) for n in names], np.int32)
 
 
 def parents_from_depth(depths):
@@ -253,6 +265,7 @@ class _PythonWriter:
     def __init__(self, rename):
         self.rename = rename
         self.nodes, self.parent, self.rank = [], [], []     # node texts, in pre-order
+        self.type_names, self.stmt = [], []                 # per node: AST class, innermost statement
         self.ref, self.symbol = [], []
         self.scopes = []          # stack of _Scope
         self.counter = 0          # the next local's number in its outermost function (x0, x1, ...)
@@ -322,6 +335,8 @@ class _PythonWriter:
         self.ref.append(-1)
         self.symbol.append(-1)
         self.nodes.append(None)
+        self.type_names.append(type(node).__name__)
+        self.stmt.append(nid if isinstance(node, ast.stmt) else self.stmt[parent] if parent >= 0 else -1)
         marker = "=" * (field_index - previous_field)     # fields skipped since the expected one
         if node is None:                       # a None inside a list (Dict.keys, kw_defaults)
             self.nodes[nid] = marker + "~"
@@ -452,7 +467,8 @@ def python_doc(source, rename=True, max_bytes=1_000_000):
     char_node = np.repeat(np.arange(len(pieces), dtype=np.int32), lengths)
     parent = np.asarray(w.parent, np.int32)
     doc = Doc(text, char_node, parent, np.asarray(w.rank, np.int32),
-              ref=np.asarray(w.ref, np.int32), symbol=np.asarray(w.symbol, np.int32))
+              ref=np.asarray(w.ref, np.int32), symbol=np.asarray(w.symbol, np.int32),
+              label=first_appearance(w.type_names), stmt=np.asarray(w.stmt, np.int32))
     # KIND_AFTER_CLOSE: a node that is not its predecessor's child starts after a subtree closed
     depth = doc.node_coords()[0]
     kind = np.zeros(len(text), np.uint8)
@@ -584,10 +600,10 @@ def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
     body = root.find("body")
     if body is None:
         body = root
-    parent, rank, depth_of = [], [], []
+    parent, rank, depth_of, tags = [], [], [], []
     pieces, piece_node, piece_block, raw_edges = [], [], [], []
 
-    def add_node(p, r, d):
+    def add_node(p, r, d, tag):
         if d > max_levels:
             raise Skip("deeper than 22 levels")
         if r >= max_width:
@@ -595,6 +611,7 @@ def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
         parent.append(p)
         rank.append(r)
         depth_of.append(d)
+        tags.append(tag)
         return len(parent) - 1
 
     def walk(el, nid, d, block):
@@ -603,13 +620,13 @@ def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
         runs = [(el.text, None)] + [(c.tail, c) for c in el]
         for i, (text, child) in enumerate(runs):
             if child is not None and isinstance(child.tag, str) and child.tag.lower() not in WEB_SKIP:
-                cid = add_node(nid, r, d + 1)
+                cid = add_node(nid, r, d + 1, child.tag.lower())
                 r += 1
                 walk(child, cid, d + 1, cid if child.tag.lower() in WEB_BLOCKS else block)
                 if child.tag.lower() in WEB_BLOCKS:   # text after a block element starts a new block
                     block = ("after", cid)
-            if text and text.strip():
-                tid = add_node(nid, r, d + 1)
+            if text and text.strip():          # a text run is labelled by the element holding it
+                tid = add_node(nid, r, d + 1, tags[nid] if nid >= 0 else "body")
                 r += 1
                 pieces.append(" ".join(text.split()))
                 piece_node.append(tid)
@@ -631,7 +648,7 @@ def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
         char_node.extend([piece_node[i]] * len(s))
         kind.extend([KIND_NEW_BLOCK if new_block else 0] + [0] * (len(s) - 1))
     return Doc("".join(text), np.asarray(char_node, np.int32), np.asarray(parent, np.int32),
-               np.asarray(rank, np.int32), char_kind=np.asarray(kind, np.uint8))
+               np.asarray(rank, np.int32), char_kind=np.asarray(kind, np.uint8), label=first_appearance(tags))
 
 
 def warc_records(path, truncated=None):
@@ -1007,7 +1024,7 @@ def _workbook_doc(wb, render, max_rows):
         if getattr(dn, "attr_text", None):
             names[n.lower()] = dn.attr_text.lstrip("=").split(",")[0]
     text, char_node, char_kind, copied_from = [], [], [], []
-    parent, rank, ref_path = [], [], {}
+    parent, rank, kinds, ref_path = [], [], [], {}
     notes = {"formulas kept as text (parser rejected)": 0, "references to unknown targets": 0}
     at = 0
 
@@ -1019,9 +1036,10 @@ def _workbook_doc(wb, render, max_rows):
         copied_from.extend([-1] * len(s))
         at += len(s)
 
-    def add(p, r):
+    def add(p, r, kind):
         parent.append(p)
         rank.append(r)
+        kinds.append(kind)
         return len(parent) - 1
 
     def formula(cell_id, f, sheet_i):
@@ -1030,13 +1048,13 @@ def _workbook_doc(wb, render, max_rows):
             tree = _Formula(items).parse()
         except Exception:           # the tokenizer or the parser rejects it: one literal node
             notes["formulas kept as text (parser rejected)"] += 1
-            emit(f, add(cell_id, 0))
+            emit(f, add(cell_id, 0, "unparsed formula"))
             return
         owner = {}
 
         def walk(node, p, r):       # pre-order node ids; a token belongs to the node emitting it
             own, kids = node
-            nid = add(p, r)
+            nid = add(p, r, f"{items[own[0]].type} {items[own[0]].subtype}" if own else "group")
             for i in own:
                 owner[i] = nid
             for j, kid in enumerate(kids):
@@ -1056,7 +1074,7 @@ def _workbook_doc(wb, render, max_rows):
                 emit(t.value, nid)
 
     for si, ws in enumerate(wb.worksheets):
-        sheet_id, above, rows_kept = add(-1, si), {}, 0
+        sheet_id, above, rows_kept = add(-1, si, "sheet"), {}, 0
         if text:
             emit("\n", -1)                       # a blank line between sheets
         if hasattr(ws, "reset_dimensions"):
@@ -1068,11 +1086,11 @@ def _workbook_doc(wb, render, max_rows):
             rows_kept += 1
             if rows_kept > max_rows:
                 raise Skip(f"sheet with more than {max_rows:,} rows")
-            row_id = add(sheet_id, cells[0].row - 1)
+            row_id = add(sheet_id, cells[0].row - 1, "row")
             for ci, c in enumerate(cells):
                 if ci:
                     emit("\t", -1)
-                cell_id = add(row_id, c.column - 1)
+                cell_id = add(row_id, c.column - 1, "cell")
                 if render == "addressed":
                     emit(f"{c.coordinate}:", cell_id)
                 v = c.value
@@ -1082,7 +1100,7 @@ def _workbook_doc(wb, render, max_rows):
                     continue
                 s = str(v).replace("\t", " ").replace("\n", " ")
                 start = at
-                emit(s, add(cell_id, 0))
+                emit(s, add(cell_id, 0, type(v).__name__))   # a literal: int, float, str, datetime...
                 prev = above.get(c.column)
                 if prev and prev[0] == c.row - 1 and prev[1] == s:   # equal to the cell directly above
                     for k in range(len(s)):
@@ -1095,5 +1113,6 @@ def _workbook_doc(wb, render, max_rows):
         raise Skip("empty workbook")
     return Doc("".join(text), np.asarray(char_node, np.int32), np.asarray(parent, np.int32),
                np.asarray(rank, np.int32), ref_path=ref_path, char_kind=np.asarray(char_kind, np.uint8),
-               copied_from=np.asarray(copied_from, np.int64), notes={k: v for k, v in notes.items() if v},
+               copied_from=np.asarray(copied_from, np.int64), label=first_appearance(kinds),
+               notes={k: v for k, v in notes.items() if v},
                synthetic=synthetic)

@@ -7,6 +7,7 @@ output files. Run: pytest tests/test_reliability.py
 import json
 import os
 
+import numpy as np
 import pytest
 
 import analyze
@@ -35,6 +36,21 @@ def test_hostile_folder_every_file_kept_or_skipped_with_its_reason(corpus, tmp_p
     kept, skipped = EXPECTED[corpus]
     assert meta["skipped"] == skipped
     assert meta["documents"] == kept
+
+
+def test_web_and_sheets_in_one_corpus(tmp_path):
+    """prepare.py web_sheets reads both folders: each file kept or skipped as alone, every token
+    tagged with its source (0 web, 1 workbook), web tokens with no reference target."""
+    d = prepare.main(["web_sheets", "--src", os.path.join(HOSTILE, "web"), "--src", os.path.join(HOSTILE, "sheets"),
+                      "--out", str(tmp_path), "--vocab", "300", "--max_len", "64", "--workers", "1"])
+    meta = json.load(open(os.path.join(d, "meta.json")))
+    assert meta["documents"] == EXPECTED["web"][0] + EXPECTED["sheets"][0]
+    assert meta["skipped"] == {**EXPECTED["web"][1], **EXPECTED["sheets"][1]}
+    a = prepare.load_split(d, "train")
+    src = np.asarray(a["source"])
+    assert set(src.tolist()) == {0, 1} and (a["ref_path"][src == 0] == -1).all()
+    cell = (src == 1) & (a["path"][:, 0] >= 0)                  # workbook tokens with a node (not a tab or newline)
+    assert cell.any() and (a["depth"][cell] >= 3).all()          # sit under sheet/row/column
 
 
 def test_hostile_python_files_keep_their_text():
@@ -80,6 +96,7 @@ def tiny_args(data, out, *extra, config="seq_only", steps=2):
     (["--steps=0"], "--steps must be at least 1"),
     (["--depth_dropout=1.5"], "--depth_dropout must lie in [0, 1]"),
     (["--config", "seq_tree_depth", "--n_embd=100"], "planes"),   # 62 planes do not fit a 100-wide head
+    (["--config", "two_corpus_shared"], "reads 'source'"),        # a web_sheets configuration on Python data
 ])
 def test_train_refuses_bad_arguments_in_one_line(extra, message, tiny_python, tmp_path):
     args = tiny_args(tiny_python, str(tmp_path))

@@ -16,7 +16,9 @@ def batch(B=2, T=7, seed=0):
     return {"pos": torch.arange(T).expand(B, T), "path": path, "depth": depth,
             "within": torch.randint(-1, 30, (B, T), generator=g),
             "ref_path": torch.where(torch.rand(B, T, 1, generator=g) < 0.3, path, -1),
-            "symbol": torch.randint(-1, 5, (B, T), generator=g), "p": torch.randint(0, 9, (B, T, 3), generator=g)}
+            "symbol": torch.randint(-1, 5, (B, T), generator=g), "p": torch.randint(0, 9, (B, T, 3), generator=g),
+            "label": torch.randint(-1, 6, (B, T), generator=g), "grid": torch.randint(-1, 9, (B, T, 2), generator=g),
+            "source": torch.randint(0, 2, (B, T), generator=g)}
 
 
 def test_initial_rates_from_the_paper():
@@ -215,6 +217,23 @@ def test_triton_matches_reference_bf16():
     # outputs, dq, dk, and the rate and offset gradients (sums over tokens: scale the floor)
     for e, r, t in zip(exact, ref, tri):
         assert (t - e).abs().max() <= 2 * (r - e).abs().max() + 1e-3 * max(1.0, e.abs().max())
+
+
+def test_two_corpus_coordinates_by_hand():
+    """web_sheets: a web token (depth 3) and a workbook token (sheet 0, row 4, column 6). Shared:
+    one plane group holds the page's depth and the cell's grid; own: each has its own group."""
+    b = batch(1, 2)
+    b["source"] = torch.tensor([[0, 1]])
+    b["depth"] = torch.tensor([[3, 5]])
+    b["path"][:] = -1
+    b["path"][0, 0, :3] = torch.tensor([0, 1, 2])
+    b["path"][0, 1, :5] = torch.tensor([0, 4, 6, 0, 1])
+    got = {n: rotary.coordinate(b, n)[0].tolist() for n in
+           ("shared1", "shared2", "shared3", "owndepth", "ownsheet1", "ownsheet2", "ownsheet3")}
+    assert got == {"shared1": [3, 0], "shared2": [-1, 4], "shared3": [-1, 6], "owndepth": [3, -1],
+                   "ownsheet1": [-1, 0], "ownsheet2": [-1, 4], "ownsheet3": [-1, 6]}
+    assert Rotary("two_corpus_shared", 128, 1).count() == ([[22]], 12)     # 6 planes, two meanings
+    assert Rotary("two_corpus_own", 128, 1).count() == ([[24]], 14)        # 2 + 6 planes
 
 
 def test_layer_split_of_any_length_by_name():

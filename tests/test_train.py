@@ -31,6 +31,8 @@ def test_prepared_data_on_disk(tiny_python):
     assert a["path"].shape == (n, 22) and a["ref_path"].shape == (n, 22)
     assert a["doc_start"][-1] == n and (np.diff(a["doc_start"]) <= 256).all()
     assert (a["depth"] >= 1).all()                         # every Python token has a node
+    assert a["label"].shape == (n,) and a["grid"].shape == (n, 2)
+    assert (a["label"] >= 0).all() and (a["grid"] >= 0).all()   # every Python token has a type and a statement
     assert ((a["path"] >= 0).sum(1) == np.minimum(a["depth"], 22)).all()
     enc = tokenizer.load(d)
     # idempotent: a second run is a no-op

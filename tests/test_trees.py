@@ -147,6 +147,29 @@ def test_code_pattern_keeps_sigils_with_their_identifier():
         "FunctionDef", " f", " =:x0", " .attr", " @key", " 'abc", "'", " x12", " =Add"]
 
 
+def test_label_and_statement_grid_by_hand():
+    """Depth with a label: node types numbered by first appearance. Statement grid: each token's
+    innermost statement (its ordinal: the row) and its index among that statement's own tokens."""
+    import prepare
+    doc = trees.python_doc("def f(a):\n    if a:\n        return a + 1\n    b = 2\n")
+    assert doc.text == "FunctionDef f arguments =:x0 If x0 Return Add x0 1 Assign x1 =2"
+    #   FunctionDef arguments arg If Name Return BinOp Name Constant Assign Name Constant
+    assert doc.label.tolist() == [0, 1, 2, 3, 4, 5, 6, 4, 7, 8, 4, 7]
+    assert doc.stmt.tolist() == [0, 0, 0, 3, 3, 5, 5, 5, 5, 9, 9, 9]
+    ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)   # one token per character
+    c = prepare.token_coords(doc, ids, np.ones(256, np.int64))
+    at = {w: doc.text.index(w) for w in ("FunctionDef", " If", " Return", " Add", " Assign", " =2")}
+    assert [c["grid"][at[w]].tolist() for w in at] == [[0, 0], [1, 0], [2, 0], [2, 7], [3, 0], [3, 10]]
+    assert c["label"][at[" Add"]] == 6 and c["label"][at[" =2"]] == 7
+
+
+def test_web_and_sheet_labels():
+    html = b"<html><body><p>one <b>two</b></p><p>three</p>four</body></html>"
+    doc = trees.web_doc(html)
+    node = lambda s: doc.char_node[doc.text.index(s)]
+    assert [doc.label[node(s)] for s in ("one", "two", "three", "four")] == [0, 1, 0, 2]   # p, b, p, body
+
+
 def test_no_lookahead_inside_functions():
     """Cut inside a function body: a later binding must not rename an earlier use."""
     a = "def f():\n    print(v)\n"
