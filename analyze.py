@@ -89,7 +89,7 @@ def load_runs(root):
             if os.path.exists(os.path.join(d, name)):   # written by evaluate.py
                 with open(os.path.join(d, name)) as f:
                     run[key] = json.load(f)
-        runs[setting][r["config"]][r["seed"]] = run
+        runs[setting][r.get("name") or r["config"]][r["seed"]] = run   # --name: a variant of a config
     return runs
 
 

@@ -50,6 +50,28 @@ if [ "$stage" = all ] || [ "$stage" = eval ]; then
   done
 fi
 
+# The ten-seed study (issue 17), its own output root. Seeds are the outer loop, so a study stopped
+# early still pairs every configuration at the seeds it reached; finished runs are skipped.
+#   bash reproduce_cpu.sh ten      # train + evaluate + analyze;  ten_train / ten_eval / ten_analyze
+OUT10=out10
+if [ "$stage" = ten ] || [ "$stage" = ten_train ]; then
+  for s in 0 1 2 3 4 5 6 7 8 9; do
+    OUT=$OUT10 bash sweep.sh web "seq_only seq_depth" "$s" 1 --steps $STEPS --milestones 10
+    OUT=$OUT10 bash sweep.sh web seq_depth "$s" 1 --steps $STEPS --milestones 10 --depth_dropout=0.3 --name=seq_depth_dropout
+    OUT=$OUT10 bash sweep.sh python "seq_only seq_depth tree_only" "$s" 1 --steps $STEPS --milestones 10
+  done
+fi
+if [ "$stage" = ten ] || [ "$stage" = ten_eval ]; then
+  ev() { [ -f "$1/final.json" ] && [ ! -f "$1/eval_test.json" ] || return 0; python evaluate.py "$@" > /dev/null; }
+  for s in 0 1 2 3 4 5 6 7 8 9; do
+    for k in seq_only seq_depth seq_depth_dropout; do ev $OUT10/web/$k/seed$s --max_docs 256; done
+    for k in seq_only seq_depth tree_only; do ev $OUT10/python/$k/seed$s --max_docs 256; done
+  done
+fi
+if [ "$stage" = ten ] || [ "$stage" = ten_analyze ]; then
+  for c in web python; do python analyze.py $OUT10/$c --figures figures/ten/$c > $OUT10/$c/analysis.md; done
+fi
+
 if [ "$stage" = all ] || [ "$stage" = analyze ]; then
   for c in python web code prose sheets; do
     python analyze.py $OUT/$c --figures figures/$c > $OUT/$c/analysis.md

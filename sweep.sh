@@ -13,8 +13,12 @@ cd "$(dirname "$0")"
 export CORPUS=$1 OUT=${OUT:-out} TRAIN_ARGS="${*:5}"
 configs=$2 seeds=$3 jobs=${4:-1}
 
+# a run named with --name NAME lives in $OUT/$CORPUS/NAME (one configuration per sweep then)
+NAME=$(sed -n 's/.*--name[= ]\([^ ]*\).*/\1/p' <<< "$TRAIN_ARGS")
+export NAME
+
 one() {  # config seed: one run, its output in its own folder; a failure is named, the others go on
-  local dir="$OUT/$CORPUS/$1/seed$2"
+  local dir="$OUT/$CORPUS/${NAME:-$1}/seed$2"
   mkdir -p "$dir"
   # shellcheck disable=SC2086  # TRAIN_ARGS: train.py options, split on spaces
   python train.py --corpus "$CORPUS" --config "$1" --seed "$2" --out "$OUT" $TRAIN_ARGS > "$dir/train.log" 2>&1 \
@@ -24,6 +28,6 @@ export -f one
 
 for k in $configs; do
   for s in $seeds; do
-    [ -f "$OUT/$CORPUS/$k/seed$s/final.json" ] || echo "$k $s"
+    [ -f "$OUT/$CORPUS/${NAME:-$k}/seed$s/final.json" ] || echo "$k $s"
   done
 done | xargs -r -P "$jobs" -n 2 bash -c 'one "$@"' _

@@ -2,6 +2,7 @@
 
     python train.py --config seq_depth                     # web corpus, CPU preset on CPU
     python train.py --corpus python --config seq_tree --seed 3 --steps=400
+    python train.py --config seq_depth --depth_dropout=0.3 --name seq_depth_dropout   # its own folder
     torchrun --nproc_per_node=2 train.py --corpus python   # data parallel
 
 Recipe (depth-perception appendix §4): AdamW (0.9, 0.95), weight decay 0.1 on weight matrices
@@ -10,7 +11,7 @@ cosine to 10% of peak; every step trains a fixed number of whole records, groupe
 into micro-batches of at most `mb_tokens` padded tokens; validation on a fixed set of records
 every 5% of steps (a milestone); the test split once at the end; no checkpoint is chosen by
 its score. Same seed => identical initial weights and identical batches in every configuration.
-Writes out/<corpus>/<config>/seed<k>/: config.json, log.jsonl, ckpt.pt, final.json.
+Writes out/<corpus>/<name or config>/seed<k>/: config.json, log.jsonl, ckpt.pt, final.json (last).
 """
 import argparse
 import ast
@@ -31,7 +32,7 @@ from prepare import load_split, replacing, write_json
 import rotary
 
 DEFAULTS = dict(
-    corpus="web", config="seq_only", seed=0, preset=None, data="data", out="out",
+    corpus="web", config="seq_only", name=None, seed=0, preset=None, data="data", out="out",
     steps=None, docs_per_step=None, lr=1.2e-3, weight_decay=0.1, mb_tokens=8192,
     val_docs=1024, test_docs=None, milestones=20, depth_dropout=0.0, compile=False, bf16=True, device=None,
     resume=True,
@@ -220,6 +221,25 @@ def evaluate(model, split, ids, cfg, corpus, autocast, per_token=False):
     return (total / max(count, 1), per) if per_token else total / max(count, 1)
 
 
+def provenance(device):
+    """What made this run: the git commit (and whether the tree had uncommitted changes), library
+    versions and the device, so a number can be traced to its code."""
+    import subprocess
+    here = os.path.dirname(os.path.abspath(__file__))
+    git = lambda *a: subprocess.run(["git", "-C", here, *a], capture_output=True, text=True).stdout.strip()
+    try:
+        commit, dirty = git("rev-parse", "HEAD") or None, bool(git("status", "--porcelain", "--untracked-files=no"))
+    except OSError:                       # no git on this machine
+        commit, dirty = None, None
+    try:
+        import triton
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
+    return {"commit": commit, "dirty": dirty, "torch": torch.__version__, "triton": triton_version, "device": name}
+
+
 def atomic_save(obj, path):
     with replacing(path) as tmp:
         torch.save(obj, tmp)
@@ -240,7 +260,7 @@ def main(argv=None):
     meta, corpus = corpus_stats(data_dir)
     mcfg = GPTConfig(**{**PRESETS[cfg["preset"]], "vocab_size": meta["tokenizer"]["vocab"],
                         "rotary": cfg["config"], "corpus": corpus, **model_over})
-    out_dir = os.path.join(cfg["out"], cfg["corpus"], cfg["config"], f"seed{cfg['seed']}")
+    out_dir = os.path.join(cfg["out"], cfg["corpus"], cfg["name"] or cfg["config"], f"seed{cfg['seed']}")
     if meta["settings"]["max_len"] < mcfg.max_len and master:   # the model could read longer records
         print(f"note: {data_dir} holds records of at most {meta['settings']['max_len']:,} tokens; the "
               f"{cfg['preset']} context is {mcfg.max_len:,} (prepare.py {cfg['corpus']} --max_len {mcfg.max_len})")
@@ -296,7 +316,8 @@ def main(argv=None):
     if master:
         os.makedirs(out_dir, exist_ok=True)
         write_json({"run": cfg, "model": vars(mcfg), "data_meta_synthetic": meta.get("synthetic", False),
-                    "non_embedding_params": model.non_embedding_params()}, os.path.join(out_dir, "config.json"))
+                    "non_embedding_params": model.non_embedding_params(), "provenance": provenance(cfg["device"])},
+                   os.path.join(out_dir, "config.json"))
         where = "CUDA: the paper's setting" if cuda else "CPU: the 'cpu' preset (minutes on 2 cores)"
         print(f"{cfg['corpus']} / {cfg['config']} / seed {cfg['seed']} on {where}; preset {cfg['preset']}, "
               f"{model.non_embedding_params() / 1e6:.2f}M non-embedding params, {steps} steps x "

@@ -74,6 +74,17 @@ def test_batches_identical_across_configurations_and_packing():
         assert max(lengths[g]) * len(g) <= 1024                         # within the budget
 
 
+def test_run_records_its_provenance(tiny_python, tmp_path):
+    import subprocess
+    run = train.main(["--corpus", "python", "--config", "seq_only", "--data", tiny_python, "--out", str(tmp_path),
+                      "--steps=1", *TINY])
+    prov = json.load(open(os.path.join(run, "config.json")))["provenance"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.abspath(train.__file__))).stdout.strip()
+    assert prov["commit"] == (head or None) and prov["torch"] == torch.__version__ and prov["device"] == "cpu"
+    assert isinstance(prov["dirty"], bool) or prov["commit"] is None
+
+
 def test_lr_schedule():
     peak, steps = 1e-3, 1000
     assert train.lr_at(0, steps, peak) == pytest.approx(peak / 20)
@@ -186,6 +197,11 @@ def test_sweep_runs_what_is_pending_and_resumes(tiny_python, tmp_path):
     assert os.path.getmtime(os.path.join(runs[0], "final.json")) == stamp           # finished: not rerun
     assert "resuming" in open(os.path.join(runs[1], "train.log")).read()
     assert open(os.path.join(runs[1], "log.jsonl")).read() == logs[1]
+    named = subprocess.run(cmd[:3] + ["seq_depth", "0", "1"] + cmd[6:] + ["--depth_dropout=0.3", "--name=seq_depth_dropout"],
+                           env=env, capture_output=True, text=True, timeout=300)
+    drop = os.path.join(str(tmp_path), "python", "seq_depth_dropout", "seed0")
+    assert named.returncode == 0 and json.load(open(os.path.join(drop, "config.json")))["run"]["depth_dropout"] == 0.3
+    assert open(os.path.join(runs[1], "log.jsonl")).read() == logs[1]            # seq_depth itself untouched
     bad = subprocess.run(cmd[:3] + ["seq_only tree_nope", "1"] + cmd[5:], env=env, capture_output=True, text=True,
                          timeout=300)                                  # one good run, one that cannot start
     assert bad.returncode != 0 and "failed: " + os.path.join(str(tmp_path), "python", "tree_nope", "seed1") in bad.stdout
