@@ -59,6 +59,53 @@ def bh(pvalues):
     return q
 
 
+def final_val(run):
+    """A run's validation loss at its end (final.json, else its last milestone)."""
+    return run["final"]["val_loss"] if run.get("final") else run["log"][max(run["log"])]["val_loss"]
+
+
+HROPE_VARIANTS = ("flat", "sent_axial", "hrope_axial", "rand_axial")
+
+
+def table12(runs):
+    """Paper 004 Table 12 per setting: validation loss mean ± std over seeds for each primary
+    variant, and the seed-matched checks of App. D: for (rand_axial, hrope_axial) and
+    (hrope_axial, flat), in how many shared seeds the first is higher, whether the seed ranges
+    are disjoint, and the one-sided sign-test p of 'the first is higher in every seed'."""
+    out = []
+    for setting, configs in sorted(runs.items()):
+        present = [v for v in HROPE_VARIANTS if v in configs]
+        if len(present) < 2:
+            continue
+        stat = {v: np.array([final_val(configs[v][s]) for s in sorted(configs[v])]) for v in present}
+        pairs = []
+        for a, b in (("rand_axial", "hrope_axial"), ("hrope_axial", "flat")):
+            seeds = sorted(set(configs.get(a, {})) & set(configs.get(b, {})))
+            if seeds:
+                d = np.array([final_val(configs[a][s]) - final_val(configs[b][s]) for s in seeds])
+                va, vb = [final_val(configs[a][s]) for s in seeds], [final_val(configs[b][s]) for s in seeds]
+                pairs.append({"a": a, "b": b, "n": len(seeds), "higher": int((d > 0).sum()), "mean": float(d.mean()),
+                              "disjoint": max(va) < min(vb) or max(vb) < min(va),
+                              "sign_p_one_sided": float(stats.binomtest(int((d > 0).sum()), len(seeds), 0.5,
+                                                                        alternative="greater").pvalue)})
+        out.append({"setting": setting, "stats": {v: (x.mean(), x.std(ddof=1) if len(x) > 1 else float("nan"), len(x))
+                                                  for v, x in stat.items()}, "pairs": pairs})
+    return out
+
+
+def table12_markdown(t):
+    corpus = t["setting"][0]
+    head = " | ".join(v for v in HROPE_VARIANTS if v in t["stats"])
+    cells = " | ".join(f"{m:.4f} ± {s:.4f} (n={n})" for m, s, n in t["stats"].values())
+    lines = [f"### {corpus}: validation loss by variant, mean ± std over seeds (paper 004 Table 12)", "",
+             f"| corpus | {head} |", "| --- |" + " --- |" * len(t["stats"]), f"| {corpus} | {cells} |", "",
+             "| comparison | seeds | first higher | mean Δ | ranges disjoint | one-sided sign p |",
+             "| --- | ---: | ---: | ---: | --- | ---: |"]
+    lines += [f"| {p['a']} vs {p['b']} | {p['n']} | {p['higher']}/{p['n']} | {p['mean']:+.4f} | "
+              f"{'yes' if p['disjoint'] else 'no'} | {p['sign_p_one_sided']:.3g} |" for p in t["pairs"]]
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------------- runs ----
 def load_runs(root):
     """{setting: {config: {seed: run}}} from out/<corpus>/<config>/seed<k>/."""
@@ -673,6 +720,9 @@ def main(argv=None):
         print(f"### {r['setting'][0]}: p1 substitution on {r['config']} (paper 004 Table 2), test nats/token\n\n"
               f"| real | period | rand | const0 | real < period < rand < const0 |\n| ---: | ---: | ---: | ---: | ---: |\n"
               f"| {r['real']:.4f} | {r['period']:.4f} | {r['rand']:.4f} | {r['const0']:.4f} | {ok}/{n} seeds |\n")
+    for t in table12(runs):
+        print(table12_markdown(t))
+        print()
     att = compare_attention(runs, baseline)
     for setting in sorted({r["setting"] for r in att}):
         print(attention_markdown([r for r in att if r["setting"] == setting],

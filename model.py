@@ -1,6 +1,6 @@
-"""The GPT: GPT-2 style, pre-LayerNorm, GELU MLP x4, no biases, no dropout, tied embeddings,
-no learned position embedding; position enters only through the rotary planes of every head
-(depth-perception appendix §4 "Model")."""
+"""The GPT: GPT-2 style, pre-LayerNorm, GELU MLP x4, no biases, tied embeddings, no learned
+position embedding, dropout only under the hRoPE recipe; position enters only through the rotary
+planes of every head (depth-perception appendix §4 "Model")."""
 import math
 from dataclasses import dataclass, field
 
@@ -33,14 +33,16 @@ class GPTConfig:
     max_len: int = 256
     rotary: str = "seq_only"
     corpus: dict = field(default_factory=dict)   # corpus statistics hRoPE calibrates from
+    dropout: float = 0.0                          # the hRoPE recipe: 0.1 (train.py RECIPES)
 
 
 class Attention(nn.Module):
     def __init__(self, cfg, layer):
         super().__init__()
-        self.n_head, self.layer = cfg.n_head, layer
+        self.n_head, self.layer, self.dropout = cfg.n_head, layer, cfg.dropout
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.resid_drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x, C, rotary, return_attn=False):
         B, T, E = x.shape
@@ -53,10 +55,10 @@ class Attention(nn.Module):
             s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
             s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
             att = s.float().softmax(-1)
-            y = att.to(v.dtype) @ v
+            y = F.dropout(att, self.dropout, self.training).to(v.dtype) @ v
         else:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.c_proj(y.transpose(1, 2).reshape(B, T, E)), att
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
+        return self.resid_drop(self.c_proj(y.transpose(1, 2).reshape(B, T, E))), att
 
 
 class Block(nn.Module):
@@ -66,7 +68,7 @@ class Block(nn.Module):
         self.attn = Attention(cfg, layer)
         self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=False)
         self.mlp = nn.Sequential(nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=False), nn.GELU(),
-                                 nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=False))
+                                 nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=False), nn.Dropout(cfg.dropout))
 
     def forward(self, x, C, rotary, return_attn=False):
         a, att = self.attn(self.ln_1(x), C, rotary, return_attn)
@@ -79,6 +81,7 @@ class GPT(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.drop = nn.Dropout(cfg.dropout)   # nanoGPT's places: embeddings, attention, residual branches
         self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.n_embd, bias=False)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
@@ -103,7 +106,7 @@ class GPT(nn.Module):
     def forward(self, idx, C, targets=None, return_attn=False):
         """idx (B, T) token ids; C (B, T, K) coordinates from rotary.coords(); targets (B, T)
         with -1 where no loss is taken. Returns (logits, per-token NLL or None, attention list)."""
-        x = self.wte(idx)
+        x = self.drop(self.wte(idx))
         atts = []
         for block in self.blocks:
             x, att = block(x, C, self.rotary, return_attn)

@@ -27,7 +27,8 @@ fi
 if [ "$stage" = all ] || [ "$stage" = hrope ]; then
   for s in $SEEDS; do
     for c in code prose; do
-      for k in flat sent_axial hrope_axial rand_axial; do run $c $k $s --steps $HSTEPS --preset cpu_hrope; done
+      # the first study ran before the hRoPE recipe existed: it used the tree recipe, kept here
+      for k in flat sent_axial hrope_axial rand_axial; do run $c $k $s --steps $HSTEPS --preset cpu_hrope --recipe tree; done
     done
   done
 fi

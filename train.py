@@ -5,9 +5,12 @@
     python train.py --config seq_depth --depth_dropout=0.3 --name seq_depth_dropout   # its own folder
     torchrun --nproc_per_node=2 train.py --corpus python   # data parallel
 
-Recipe (depth-perception appendix §4): AdamW (0.9, 0.95), weight decay 0.1 on weight matrices
-only (rotary rates/offsets, LayerNorm excluded), clip 1.0, linear warmup over 2% of steps then
-cosine to 10% of peak; every step trains a fixed number of whole records, grouped by length
+Recipe (depth-perception appendix §4; `--recipe tree`, the default for python/web/sheets):
+AdamW (0.9, 0.95), lr 1.2e-3, weight decay 0.1 on weight matrices only (rotary rates/offsets,
+LayerNorm excluded), clip 1.0, linear warmup over 2% of steps then cosine to 10% of peak, no
+dropout, no early stopping. `--recipe hrope` (paper 004 Table 11, the default for code/prose):
+lr 3e-4, weight decay 0.01, cosine to 1%, dropout 0.1, early stopping after 10 evaluations
+without a better validation loss, 16 blocks per step on CUDA. In both: every step trains a fixed number of whole records, grouped by length
 into micro-batches of at most `mb_tokens` padded tokens; validation on a fixed set of records
 every 5% of steps (a milestone); the test split once at the end; no checkpoint is chosen by
 its score. Same seed => identical initial weights and identical batches in every configuration.
@@ -32,11 +35,19 @@ from prepare import load_split, replacing, write_json
 import rotary
 
 DEFAULTS = dict(
-    corpus="web", config="seq_only", name=None, seed=0, preset=None, data="data", out="out",
-    steps=None, docs_per_step=None, lr=1.2e-3, weight_decay=0.1, mb_tokens=8192,
-    val_docs=1024, test_docs=None, milestones=20, depth_dropout=0.0, compile=False, bf16=True, device=None,
-    resume=True,
+    corpus="web", config="seq_only", name=None, seed=0, preset=None, recipe=None, data="data", out="out",
+    steps=None, docs_per_step=None, lr=None, weight_decay=None, min_lr=None, dropout=None, patience=None,
+    mb_tokens=8192, val_docs=1024, test_docs=None, milestones=20, depth_dropout=0.0, compile=False, bf16=True,
+    device=None, resume=True,
 )
+# The two papers' recipes. Both warm up over 2% of the steps (hRoPE: 100 of 5,000), then decay
+# on a cosine to min_lr x lr; patience: stop after that many evaluations without a better
+# validation loss (0: never; the depth-perception runs choose no checkpoint by its score).
+RECIPES = {
+    "tree": dict(lr=1.2e-3, weight_decay=0.1, min_lr=0.1, dropout=0.0, patience=0),       # appendix §4
+    "hrope": dict(lr=3e-4, weight_decay=0.01, min_lr=0.01, dropout=0.1, patience=10),     # Table 11
+}
+RECIPE_OF = {"code": "hrope", "prose": "hrope"}   # the paragraph corpora take the hRoPE paper's
 # Settings a run may change when it resumes: they do not change what is computed.
 RESUMABLE = ("resume", "device", "compile", "data", "out")
 # CPU preset: the paper's recipe at a scale that finishes in minutes on 2 cores
@@ -64,7 +75,7 @@ def typed(key, text, default):
 def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for k, v in DEFAULTS.items():
-        v = CPU_RUN.get(k, v)
+        v = {**RECIPES["tree"], **CPU_RUN}.get(k, v)
         typ = (lambda s: s.lower() in ("1", "true", "yes")) if isinstance(v, bool) else type(v) if v is not None else str
         ap.add_argument(f"--{k}", default=None, type=typ)
     args, extra = ap.parse_known_args(argv)
@@ -83,6 +94,12 @@ def parse(argv):
     cfg = dict(DEFAULTS)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     cfg.update(CPU_RUN if device == "cpu" else GPU_RUN)
+    recipe = args.recipe or RECIPE_OF.get(args.corpus or cfg["corpus"], "tree")
+    if recipe not in RECIPES:
+        sys.exit(f"error: unknown --recipe {recipe!r}; known: {', '.join(RECIPES)}")
+    cfg.update(RECIPES[recipe], recipe=recipe)
+    if recipe == "hrope" and device != "cpu":
+        cfg["docs_per_step"] = 16                 # Table 11: batches of 16 blocks of 1,024 tokens
     cfg.update({k: v for k, v in vars(args).items() if v is not None})
     cfg["device"] = device
     if cfg["preset"] is None:
@@ -95,8 +112,8 @@ def parse(argv):
     for k, v in {**counts, **model_over}.items():
         if v is not None and v < 1:
             sys.exit(f"error: --{k} must be at least 1")
-    if not 0 <= cfg["depth_dropout"] <= 1 or cfg["lr"] <= 0:
-        sys.exit("error: --depth_dropout must lie in [0, 1] and --lr be positive")
+    if not (0 <= cfg["depth_dropout"] <= 1 and 0 <= cfg["dropout"] < 1 and 0 <= cfg["min_lr"] <= 1) or cfg["lr"] <= 0:
+        sys.exit("error: --depth_dropout and --min_lr must lie in [0, 1], --dropout in [0, 1), --lr be positive")
     return cfg, model_over
 
 
@@ -165,13 +182,18 @@ def step_records(n_records, docs_per_step, step, seed):
     return perm[j * docs_per_step:(j + 1) * docs_per_step]
 
 
-def lr_at(step, steps, peak):
-    """Linear warmup over 2% of steps, then cosine to 10% of peak at the final step."""
+def lr_at(step, steps, peak, floor=0.1):
+    """Linear warmup over 2% of steps, then cosine to floor x peak at the final step."""
     warm = max(1, int(0.02 * steps))
     if step < warm:
         return peak * (step + 1) / warm
     frac = (step - warm) / max(1, steps - 1 - warm)
-    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+    return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+
+
+def stalled(val_losses, patience):
+    """Early stopping: the last `patience` evaluations all failed to beat the best before them."""
+    return 0 < patience < len(val_losses) and min(val_losses[-patience:]) >= min(val_losses[:-patience])
 
 
 def param_groups(model, weight_decay):
@@ -259,7 +281,7 @@ def main(argv=None):
     data_dir = os.path.join(cfg["data"], cfg["corpus"])
     meta, corpus = corpus_stats(data_dir)
     mcfg = GPTConfig(**{**PRESETS[cfg["preset"]], "vocab_size": meta["tokenizer"]["vocab"],
-                        "rotary": cfg["config"], "corpus": corpus, **model_over})
+                        "rotary": cfg["config"], "corpus": corpus, "dropout": cfg["dropout"], **model_over})
     out_dir = os.path.join(cfg["out"], cfg["corpus"], cfg["name"] or cfg["config"], f"seed{cfg['seed']}")
     if meta["settings"]["max_len"] < mcfg.max_len and master:   # the model could read longer records
         print(f"note: {data_dir} holds records of at most {meta['settings']['max_len']:,} tokens; the "
@@ -302,8 +324,9 @@ def main(argv=None):
         dist.barrier()
     if cfg["resume"] and os.path.exists(ckpt_path):
         ck = torch.load(ckpt_path, map_location=cfg["device"], weights_only=False)
-        differ = [k for k in DEFAULTS if k not in RESUMABLE and ck["run"].get(k) != cfg[k]]
-        differ += [f"model.{k}" for k, v in vars(mcfg).items() if ck["config"].get(k) != v]
+        # a key the checkpoint lacks was added to train.py since; its default kept the old behaviour
+        differ = [k for k in DEFAULTS if k not in RESUMABLE and ck["run"].get(k, cfg[k]) != cfg[k]]
+        differ += [f"model.{k}" for k, v in vars(mcfg).items() if ck["config"].get(k, v) != v]
         if differ:   # a mixed schedule or another model would be filed under this run's name
             sys.exit(f"error: {out_dir} was trained with other settings ({', '.join(differ)}); "
                      "pass --resume=0 to start it over, or choose another --out")
@@ -326,7 +349,7 @@ def main(argv=None):
     t0, tokens_seen = time.time(), 0
     bar = tqdm(range(start, steps), initial=start, total=steps, disable=not master, desc=cfg["config"])
     for step in bar:
-        lr = lr_at(step, steps, cfg["lr"])
+        lr = lr_at(step, steps, cfg["lr"], cfg["min_lr"])
         for g in opt.param_groups:
             g["lr"] = lr
         rec = step_records(len(train), cfg["docs_per_step"], step, cfg["seed"])
@@ -375,12 +398,16 @@ def main(argv=None):
                     f.writelines(json.dumps(e) + "\n" for e in log)
                 atomic_save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1,
                              "log": log, "config": vars(mcfg), "run": cfg}, ckpt_path)
+            if stalled([e["val_loss"] for e in log], cfg["patience"]):   # every rank sees the same losses
+                if master:
+                    print(f"early stop at step {step + 1}: no better validation loss in {cfg['patience']} evaluations")
+                break
     if master:
         val_loss = log[-1]["val_loss"] if log else evaluate(model, val, val_ids, cfg, corpus, autocast)
         test_loss = evaluate(model, test, test_ids, cfg, corpus, autocast)
-        final = {"step": steps, "val_loss": val_loss, "test_loss": test_loss,
-                 "val_records": len(val_ids), "test_records": len(test_ids),
-                 "elapsed": round(time.time() - t0, 1)}
+        final = {"step": log[-1]["step"] if log else steps, "stopped_early": bool(log) and log[-1]["step"] < steps,
+                 "val_loss": val_loss, "test_loss": test_loss, "val_records": len(val_ids),
+                 "test_records": len(test_ids), "elapsed": round(time.time() - t0, 1)}
         write_json(final, os.path.join(out_dir, "final.json"))     # written last: the run is done
         print(f"final: val {val_loss:.4f} nats/token, test {test_loss:.4f} ({out_dir})")
     if ddp:

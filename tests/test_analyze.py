@@ -175,3 +175,29 @@ def test_token_pairing_by_hand(tmp_path):
     np.savez(tmp_path / "b" / "eval_test_tokens.npz", nll=np.zeros(6, np.float32), record=rec[::-1], doc=rec, kind=kind)
     with pytest.raises(SystemExit, match="same tokens"):
         analyze.token_gap(str(tmp_path / "a"), str(tmp_path / "b"))
+
+
+def test_table12_by_hand(tmp_path, capsys):
+    """Planted final validation losses for three seeds of flat, hrope_axial and rand_axial:
+    means and standard deviations by hand, rand_axial higher than hrope_axial in 3/3 seeds with
+    disjoint ranges (one-sided sign p = 1/8), hrope_axial higher than flat in 2/3."""
+    import json
+    import os
+    vals = {"flat": [2.40, 2.38, 2.42], "hrope_axial": [2.41, 2.37, 2.43], "rand_axial": [2.50, 2.52, 2.51]}
+    for cfg, vs in vals.items():
+        for seed, v in enumerate(vs):
+            d = tmp_path / "code" / cfg / f"seed{seed}"
+            os.makedirs(d)
+            (d / "config.json").write_text(json.dumps({"run": {"corpus": "code", "config": cfg, "seed": seed, "steps": 10},
+                                                       "model": {"n_layer": 4, "n_embd": 128, "n_head": 2, "max_len": 256}}))
+            (d / "log.jsonl").write_text(json.dumps({"step": 10, "val_loss": v}) + "\n")
+            (d / "final.json").write_text(json.dumps({"step": 10, "val_loss": v, "test_loss": v}))
+    [t] = analyze.table12(analyze.load_runs(str(tmp_path / "code")))
+    assert t["stats"]["flat"][:2] == pytest.approx((2.40, 0.02))
+    assert t["stats"]["rand_axial"][:2] == pytest.approx((2.51, 0.01))
+    rand, flat = t["pairs"]
+    assert (rand["higher"], rand["disjoint"], rand["sign_p_one_sided"]) == (3, True, pytest.approx(0.125))
+    assert rand["mean"] == pytest.approx((0.09 + 0.15 + 0.08) / 3)
+    assert (flat["higher"], flat["disjoint"]) == (2, False)
+    analyze.main([str(tmp_path / "code")])
+    assert "rand_axial vs hrope_axial | 3 | 3/3 | +0.1067 | yes | 0.125" in capsys.readouterr().out

@@ -94,7 +94,8 @@ def tiny_args(data, out, *extra, config="seq_only", steps=2):
     (["--vocab_size=100"], "--vocab_size cannot be overridden"),
     (["--dropout_p=0.1"], "unknown option --dropout_p"),
     (["--steps=0"], "--steps must be at least 1"),
-    (["--depth_dropout=1.5"], "--depth_dropout must lie in [0, 1]"),
+    (["--depth_dropout=1.5"], "--depth_dropout and --min_lr must lie in [0, 1]"),
+    (["--dropout=1.0"], "--dropout in [0, 1)"),
     (["--config", "seq_tree_depth", "--n_embd=100"], "planes"),   # 62 planes do not fit a 100-wide head
     (["--config", "two_corpus_shared"], "reads 'source'"),        # a web_sheets configuration on Python data
 ])

@@ -241,3 +241,53 @@ def test_record_units_restart_level1_ranks():
     assert record[1]["ref_path"][1, :2].tolist() == [0, 0] and record[1]["ref_path"][3, :2].tolist() == [-1, 0]
     assert (record[1]["path"][:, 1] == path[2:, 1]).all()                       # deeper levels untouched
     assert prepare.record_rank_stats(record)["max"] == 1 and prepare.record_rank_stats(module)["max"] == 5
+
+
+def test_hrope_recipe_is_table_11():
+    """Paper 004 Table 11 for code and prose: lr 3e-4, weight decay 0.01, cosine to 1% of lr,
+    dropout 0.1, patience 10, 16 blocks per step on CUDA; the tree recipe elsewhere."""
+    h = train.parse(["--corpus", "prose", "--device", "cuda"])[0]
+    assert (h["recipe"], h["lr"], h["weight_decay"], h["min_lr"], h["dropout"], h["patience"], h["docs_per_step"]) == \
+        ("hrope", 3e-4, 0.01, 0.01, 0.1, 10, 16)
+    t = train.parse(["--corpus", "python"])[0]
+    assert (t["recipe"], t["lr"], t["weight_decay"], t["min_lr"], t["dropout"], t["patience"]) == \
+        ("tree", 1.2e-3, 0.1, 0.1, 0.0, 0)
+    assert train.parse(["--corpus", "code", "--lr", "1e-3"])[0]["lr"] == 1e-3             # explicit beats recipe
+    # the schedule at its boundaries, 5,000 steps: warmup ends at step 100 (the paper's 100),
+    # the last step sits at 1% of the peak, half way through the cosine at 0.505 of it
+    assert train.lr_at(0, 5000, 3e-4, 0.01) == pytest.approx(3e-4 / 100)
+    assert train.lr_at(99, 5000, 3e-4, 0.01) == pytest.approx(3e-4)
+    assert train.lr_at(4999, 5000, 3e-4, 0.01) == pytest.approx(3e-6)
+    assert train.lr_at(100 + 4899 // 2, 5000, 1.0, 0.01) == pytest.approx(0.505, abs=2e-4)
+
+
+def test_early_stopping_counts_evaluations_without_improvement():
+    assert not train.stalled([5, 4, 3, 3.5, 3.2], 3)              # two evaluations since the best
+    assert train.stalled([5, 4, 3, 3.5, 3.2, 3.1], 3)             # three, none below 3
+    assert not train.stalled([5, 4, 3, 3.5, 3.2, 2.9], 3)         # the third one is better
+    assert not train.stalled([5, 6, 7, 8], 0)                     # patience 0: never
+    assert not train.stalled([5, 6, 7], 3)                        # nothing to compare with yet
+
+
+def test_dropout_in_training_only(tiny_python):
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=16, rotary="seq_only", dropout=0.1))
+    x = torch.randint(0, 512, (2, 16))
+    C = m.rotary.coords({"pos": torch.arange(16).expand(2, 16)})
+    for path in (False, True):                                    # SDPA and the explicit path
+        m.train()
+        a, b = m(x, C, return_attn=path)[0], m(x, C, return_attn=path)[0]
+        assert not torch.allclose(a, b)                           # a fresh mask each forward
+        m.eval()
+        a, b = m(x, C, return_attn=path)[0], m(x, C, return_attn=path)[0]
+        assert torch.equal(a, b)
+    m0 = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=16, rotary="seq_only")).train()
+    assert torch.equal(m0(x, C)[0], m0(x, C)[0])                  # the tree recipe has none
+
+
+def test_early_stop_ends_a_run_and_says_so(tiny_python, tmp_path):
+    """lr 0: the validation loss never improves, so patience 2 stops after 3 of 8 evaluations."""
+    run = train.main(["--corpus", "python", "--config", "seq_only", "--data", tiny_python, "--out", str(tmp_path),
+                      "--steps=8", *TINY[:-2], "--milestones=8", "--mb_tokens=128", "--lr=1e-12", "--patience=2"])
+    final = json.load(open(os.path.join(run, "final.json")))
+    assert final["stopped_early"] and final["step"] == 3
