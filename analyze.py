@@ -4,6 +4,7 @@
     python analyze.py out/python --baseline seq_tree --figures figs
     python analyze.py --depth hrope.npz rand.npz       # compression depth U*, paired bootstrap
     python analyze.py --tokens RUN_A RUN_B             # two runs paired token by token
+    python analyze.py --boundary out/code              # paper 004 Table 1 (evaluate.py --boundary)
 
 Runs are paired by seed within a setting (corpus + model size + context + steps) and compared
 only at milestones both reached (depth-perception appendix §1). Compression depth follows the
@@ -15,6 +16,7 @@ import glob
 import json
 import math
 import os
+import warnings
 from collections import defaultdict
 
 import numpy as np
@@ -103,6 +105,96 @@ def table12_markdown(t):
              "| --- | ---: | ---: | ---: | --- | ---: |"]
     lines += [f"| {p['a']} vs {p['b']} | {p['n']} | {p['higher']}/{p['n']} | {p['mean']:+.4f} | "
               f"{'yes' if p['disjoint'] else 'no'} | {p['sign_p_one_sided']:.3g} |" for p in t["pairs"]]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------ Layer I: normalised boundary effect ----
+def boundary_pool(root, split="test"):
+    """{config: (fit[D, 5], sets[D, 7, 3], b_doc[k], b_sums[k, 3])} from evaluate.py --boundary,
+    the seeds of a configuration pooled: sums added per document (the same test documents), the
+    real boundaries of every seed kept (App. A.2: three seeds pooled per corpus)."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(root, "**", f"boundary_{split}.npz"), recursive=True)):
+        with open(os.path.join(os.path.dirname(path), "config.json")) as f:
+            r = json.load(f)["run"]
+        z = np.load(path)
+        out.setdefault(r.get("name") or r["config"], []).append(z)
+    pooled = {}
+    for config, zs in out.items():
+        docs = np.unique(np.concatenate([z["doc"] for z in zs]))
+        fit, sets = np.zeros((len(docs), 5)), np.zeros((len(docs), zs[0]["sets"].shape[1], 3))
+        b_doc, b_sums = [], []
+        for z in zs:
+            u = np.searchsorted(docs, z["doc"])
+            np.add.at(fit, u, z["fit"])
+            np.add.at(sets, u, z["sets"])
+            b_doc.append(u[z["b_doc"]])
+            b_sums.append(z["b_sums"])
+        pooled[config] = (fit, sets, np.concatenate(b_doc), np.concatenate(b_sums))
+    return pooled
+
+
+def boundary_effect(fit, sets, b_doc, b_sums, W):
+    """The Table 1 quantities for each row of document weights W (R, D): the line, the anchors and
+    every mean recomputed from the same weighted documents (App. A.2). Returns {name: (R,)}."""
+    n, sd, sdd, sy, sdy = (W @ fit).T
+    b1 = (n * sdy - sd * sy) / (n * sdd - sd ** 2)
+    b0 = (sy - b1 * sd) / n
+    S = np.einsum("rd,dkc->rkc", W, sets)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (S[..., 2] - b0[:, None] * S[..., 0] - b1[:, None] * S[..., 1]) / S[..., 0]
+        within, para = mean[:, 0], mean[:, 1]
+        beta = (mean - within[:, None]) / (para - within)[:, None]
+        mb = (b_sums[:, 2] - b0[:, None] * b_sums[:, 0] - b1[:, None] * b_sums[:, 1]) / b_sums[:, 0]
+        beta_b = (mb - within[:, None]) / (para - within)[:, None]
+        wb = W[:, b_doc]
+        below = (beta_b < beta[:, 5:6]) + 0.5 * (beta_b == beta[:, 5:6])
+        c_pct = 100 * (wb * below).sum(1) / wb.sum(1)
+    return {"delta_B": beta[:, 3] - beta[:, 4], "delta_C": beta[:, 5] - beta[:, 6], "beta_B": beta[:, 3],
+            "beta_C": beta[:, 5], "beta_sent": beta[:, 2], "paper_delta_B": beta[:, 3] - 1,
+            "paper_delta_C": beta[:, 5] - beta[:, 2], "C_pct": c_pct}
+
+
+def boundary_table(pooled, draws=4000, seed=0):
+    """Point estimates and 95% document-cluster bootstrap CIs per configuration."""
+    rows = []
+    rng = np.random.default_rng(seed)
+    for config, (fit, sets, b_doc, b_sums) in sorted(pooled.items()):
+        D = len(fit)
+        point = {k: float(v[0]) for k, v in boundary_effect(fit, sets, b_doc, b_sums, np.ones((1, D))).items()}
+        boot = {k: [] for k in point}
+        for start in range(0, draws, 500):     # chunks keep the (draws x boundaries) matrix small
+            W = rng.multinomial(D, np.full(D, 1 / D), size=min(500, draws - start)).astype(np.float64)
+            for k, v in boundary_effect(fit, sets, b_doc, b_sums, W).items():
+                boot[k].append(v)
+        row = {"config": config, "documents": D, "boundaries": len(b_doc),
+               "estimable": bool(sets[:, 1, 0].sum() and sets[:, 3, 0].sum() and sets[:, 5, 0].sum())}
+        for k, v in point.items():
+            with warnings.catch_warnings():         # a draw without boundaries gives NaN: left out
+                warnings.simplefilter("ignore", RuntimeWarning)
+                lo, hi = np.nanpercentile(np.concatenate(boot[k]), [2.5, 97.5])
+            row[k], row[k + "_lo"], row[k + "_hi"] = v, float(lo), float(hi)
+        rows.append(row)
+    return rows
+
+
+def boundary_markdown(rows, title):
+    f = lambda r, k, fmt="+.3f": f"{r[k]:{fmt}} [{r[k + '_lo']:{fmt}}, {r[k + '_hi']:{fmt}}]"
+    lines = [f"### {title}", "",
+             "| model | docs | Δ_B | Δ_C | β_C | C_pct % | β_B − 1 (paper) | β_C − β_A^sent (paper) | H0(1) Δ=0 | H0(2) β_C=1 |",
+             "| --- | ---: | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if not r["estimable"]:
+            lines.append(f"| {r['config']} | {r['documents']} | not estimable: the scored records hold no real paragraph "
+                         "boundary or no intervened pair | | | | | | | |")
+            continue
+        exact = r["delta_B"] == 0 and r["delta_C"] == 0
+        h1 = "holds exactly" if exact else ("rejected" if not (r["delta_B_lo"] <= 0 <= r["delta_B_hi"]
+                                                             and r["delta_C_lo"] <= 0 <= r["delta_C_hi"]) else "not rejected")
+        h2 = "—" if exact else ("rejected" if not r["beta_C_lo"] <= 1 <= r["beta_C_hi"] else "not rejected")
+        lines.append(f"| {r['config']} | {r['documents']} | {f(r, 'delta_B')} | {f(r, 'delta_C')} | "
+                     f"{f(r, 'beta_C', '.3f')} | {f(r, 'C_pct', '.1f')} | {f(r, 'paper_delta_B')} | "
+                     f"{f(r, 'paper_delta_C')} | {h1} | {h2} |")
     return "\n".join(lines)
 
 
@@ -673,7 +765,17 @@ def main(argv=None):
     ap.add_argument("--depth", nargs="+", metavar="NPZ", help="cell accumulators: model [control]")
     ap.add_argument("--tokens", nargs=2, metavar="RUN", help="pair two runs token by token (evaluate.py npz)")
     ap.add_argument("--draws", type=int, default=2000)
+    ap.add_argument("--boundary", metavar="ROOT", help="paper 004 Table 1 from evaluate.py --boundary sums under ROOT")
+    ap.add_argument("--split", default="test", help="with --boundary: the split evaluate.py scored")
     args = ap.parse_args(argv)
+    if args.boundary:
+        pooled = boundary_pool(args.boundary, args.split)
+        if not pooled:
+            raise SystemExit(f"error: no boundary_{args.split}.npz under {args.boundary}; run evaluate.py RUN --boundary first")
+        print(boundary_markdown(boundary_table(pooled, max(args.draws, 4000)),
+                                f"{args.boundary}: normalised boundary effect, seeds pooled, 95% document-cluster "
+                                f"bootstrap CIs (paper 004 Table 1)"))
+        return
     if args.tokens:
         print(f"### token-paired Δ = {args.tokens[0]} − {args.tokens[1]} (nats/token, document-cluster bootstrap)\n")
         print("| kind | tokens | documents | Δ | 95% CI |\n| --- | ---: | ---: | ---: | --- |")

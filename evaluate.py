@@ -5,6 +5,7 @@ read its attention.
     python evaluate.py out/web/seq_depth/seed0 --attention --max_docs 64
     python evaluate.py out/code/hrope_axial/seed0 --attention     # + compression-depth cells
     python evaluate.py out/prose/hrope_axial/seed0 --demo         # paper 004 Fig. 1, one example
+    python evaluate.py out/code/hrope_axial/seed0 --boundary      # sums for Table 1 (analyze.py --boundary)
 
 Interventions change coordinates only, never tokens (depth-perception appendix §2 "How the
 structure is used"; paragraph-boundaries paper §3.2, §4.3):
@@ -280,6 +281,76 @@ def attention_stats(corpus_name, context):
     return collect, summary
 
 
+# ------------------------------------------------------------ normalised boundary effect ----
+# Paper 004 §3.2-3.3, App. A.1-A.2, as this repository reads them:
+#  - Ā(i, j): attention averaged over layers and heads; y = log Ā on causal pairs j < i (d = i - j >= 1).
+#  - D_eff = y - b0 - b1 d, one line per model fitted by least squares on every causal pair of the
+#    unmanipulated condition (A: real p1) of the scored records.
+#  - anchors, from condition A: within = pairs in one paragraph (Δp1 = 0); para = pairs that straddle a
+#    real paragraph boundary (Δp1 >= 1); sent = pairs in one paragraph that straddle a sentence
+#    boundary (Δp2 >= 1), whose β is the paper's β_A^sent.
+#  - M, for fake-merge (B) and fake-split (C): exactly the pairs whose Δp1 the intervention changes
+#    (both move p1 from one position s on, so M = {j < s <= i}).
+#  - β(S) = (mean D_eff over S - anchor_within) / (anchor_para - anchor_within); for an intervention
+#    Δ = β_observed(M) - β_unmanipulated(M), both on the same pairs M: exactly 0 for a model that does
+#    not read p1 (H0(1) by construction); when M is the whole real-boundary set it is the paper's
+#    β_B - 1, and the paper's β_C - β_A^sent is printed beside it.
+#  - C_pct: the percentile of β_C among the real boundaries of condition A, each boundary b with
+#    β over its own pairs {j < b <= i}.
+# Everything is kept as per-document sums (count, Σd, Σy; Σd², Σdy for the fit), so analyze.py can
+# resample documents and recompute the fit, anchors and β in every bootstrap draw.
+BOUNDARY_SETS = ("within", "para", "sent", "merge_obs", "merge_unm", "split_obs", "split_unm")
+
+
+def _sums(y, d, mask):
+    return [float(mask.sum()), float(d[mask].sum()), float(y[mask].sum())]
+
+
+def boundary_sums(A, pA, B, pB, C, pC):
+    """One record: attentions (n, n) averaged over layers and heads under conditions A (real), B
+    (fake-merge), C (fake-split) and their (n, 3) coordinates -> (fit[5], sets[7, 3], boundaries[k, 3])."""
+    n = A.shape[0]
+    i, j = np.tril_indices(n, -1)
+    d = (i - j).astype(np.float64)
+    y = {c: np.log(np.maximum(M[i, j], 1e-30)) for c, M in (("A", A), ("B", B), ("C", C))}
+    dp = lambda p, k: np.abs(p[i, k] - p[j, k])
+    same = dp(pA, 0) == 0
+    merged, split = dp(pB, 0) != dp(pA, 0), dp(pC, 0) != dp(pA, 0)
+    fit = [float(len(d)), d.sum(), (d * d).sum(), y["A"].sum(), (d * y["A"]).sum()]
+    sets = [_sums(y["A"], d, same), _sums(y["A"], d, ~same), _sums(y["A"], d, same & (dp(pA, 1) > 0)),
+            _sums(y["B"], d, merged), _sums(y["A"], d, merged), _sums(y["C"], d, split), _sums(y["A"], d, split)]
+    starts = np.flatnonzero(pA[1:, 0] != pA[:-1, 0]) + 1                 # real paragraph boundaries
+    bounds = [_sums(y["A"], d, (j < s) & (i >= s)) for s in starts]
+    return fit, sets, bounds
+
+
+def write_boundary(model, split, ids, cfg, corpus, path):
+    """Score records under real, fake-merge and fake-split p1 (the same boundary choices as the
+    interventions), and save per-document boundary sums."""
+    if "p" not in split.a:
+        raise SystemExit("error: --boundary needs paragraph coordinates (prepare.py prose/code)")
+    seen = {}
+    for cond, change in (("A", None), ("B", fake_merge), ("C", fake_split)):
+        def keep(r, row, atts, cond=cond):
+            seen.setdefault(r, {})[cond] = (atts.mean((0, 1)).numpy(), row["p"].numpy())
+        score(model, split, ids, cfg, corpus, change=change, attention=keep)
+    docs = record_docs(split, np.arange(len(split.len)))
+    uniq = np.unique(docs[ids])
+    fit = np.zeros((len(uniq), 5))
+    sets = np.zeros((len(uniq), len(BOUNDARY_SETS), 3))
+    b_doc, b_sums = [], []
+    for r, c in seen.items():
+        u = np.searchsorted(uniq, docs[r])
+        f, s, bs = boundary_sums(c["A"][0], c["A"][1], c["B"][0], c["B"][1], c["C"][0], c["C"][1])
+        fit[u] += f
+        sets[u] += s
+        b_doc += [u] * len(bs)
+        b_sums += bs
+    with replacing(path) as tmp:
+        np.savez_compressed(tmp, doc=uniq, fit=fit, sets=sets, b_doc=np.asarray(b_doc, np.int64),
+                            b_sums=np.asarray(b_sums, np.float64).reshape(-1, 3))
+
+
 def demo(model, data_dir, corpus, text="This is what I love. You are the reason."):
     """Paper 004 Fig. 1: attention from the first token of the second sentence back to the
     first sentence, real coordinates (one paragraph) vs fake-split (the second sentence is a
@@ -315,6 +386,8 @@ def main(argv=None):
     ap.add_argument("--interventions", default="auto", help="comma list, 'auto' or 'none'")
     ap.add_argument("--attention", action="store_true", help="attention statistics (explicit path)")
     ap.add_argument("--demo", action="store_true", help="paper 004 Fig. 1 single example")
+    ap.add_argument("--boundary", action="store_true",
+                    help="paper 004 Table 1: per-document sums for the normalised boundary effect (analyze.py --boundary)")
     ap.add_argument("--data", default=None, help="data root (default: the run's)")
     args = ap.parse_args(argv)
 
@@ -380,6 +453,10 @@ def main(argv=None):
             with replacing(path) as tmp:
                 np.savez_compressed(tmp, **acc)
             print(f"  compression-depth cells: {len(uniq)} documents -> {path}")
+    if args.boundary:
+        path = os.path.join(args.run, f"boundary_{args.split}.npz")
+        write_boundary(model, split, ids, cfg, corpus, path)
+        print(f"  boundary-effect sums: {len(np.unique(record_docs(split, ids)))} documents -> {path}")
     if args.demo:
         result["demo"] = demo(model, data_dir, corpus)
         d = result["demo"]

@@ -201,3 +201,66 @@ def test_table12_by_hand(tmp_path, capsys):
     assert (flat["higher"], flat["disjoint"]) == (2, False)
     analyze.main([str(tmp_path / "code")])
     assert "rand_axial vs hrope_axial | 3 | 3/3 | +0.1067 | yes | 0.125" in capsys.readouterr().out
+
+
+def test_boundary_sums_by_hand():
+    """Four tokens, p1 = 0 0 1 1, p2 = 0 1 0 0. Fake-merge joins the two paragraphs (p1 all 0);
+    fake-split starts a paragraph at token 1 (p1 = 0 1 2 2). Pairs (i, j): (1,0) (2,0) (2,1)
+    (3,0) (3,1) (3,2); log Ā(i, j) = -(i + j) in A, -10 in B and -20 in C."""
+    import evaluate
+    n = 4
+    ii, jj = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    A = np.exp(-(ii + jj).astype(float))
+    B, C = np.full((n, n), np.exp(-10.0)), np.full((n, n), np.exp(-20.0))
+    pA = np.array([[0, 0, 0], [0, 1, 0], [1, 0, 0], [1, 0, 1]])
+    pB, pC = pA.copy(), pA.copy()
+    pB[:, 0] = 0
+    pC[:, 0] = [0, 1, 2, 2]
+    fit, sets, bounds = evaluate.boundary_sums(A, pA, B, pB, C, pC)
+    # d over the six pairs: 1 2 1 3 2 1; y: -1 -2 -3 -3 -4 -5
+    assert fit == pytest.approx([6, 10, 20, -18, -30])                # Σdy = -1-4-3-9-8-5
+    within, para, sent, m_obs, m_unm, s_obs, s_unm = sets
+    assert within == pytest.approx([2, 2, -6])                       # (1,0) (3,2)
+    assert para == pytest.approx([4, 8, -12])                        # (2,0) (2,1) (3,0) (3,1)
+    assert sent == pytest.approx([1, 1, -1])                         # (1,0): p2 differs, p1 does not
+    assert m_obs == pytest.approx([4, 8, -40]) and m_unm == pytest.approx(para)   # merge: every straddling pair
+    assert s_obs == pytest.approx([3, 6, -60])                       # split at 1: (1,0) (2,0) (3,0)
+    assert s_unm == pytest.approx([3, 6, -6])
+    assert bounds == [pytest.approx([4, 8, -12])]                    # the one real boundary, at token 2
+
+
+def test_boundary_effect_by_hand():
+    """One document whose line fit is flat (b0 = b1 = 0): anchors within -1, para -3; merge pairs
+    -2 after, -3 before; split pairs -4 after, -1.5 before; sentence pairs -1.5; real boundaries
+    -2, -3, -5. By hand: β_B = 0.5, Δ_B = -0.5; β_C = 1.5, Δ_C = 1.25 (= β_C - β_A^sent here,
+    β_A^sent = 0.25); C_pct: β_C = 1.5 lies above 0.5 and 1 and below 2 -> 66.7%."""
+    fit = np.array([[4.0, 0.0, 2.0, 0.0, 0.0]])                     # Σy = Σdy = 0: b1 = 0, b0 = 0
+    mean_set = [-1.0, -3.0, -1.5, -2.0, -3.0, -4.0, -1.5]
+    sets = np.array([[[2.0, 3.0, 2 * m] for m in mean_set]])
+    b_sums = np.array([[1.0, 1.0, -2.0], [2.0, 2.0, -6.0], [1.0, 5.0, -5.0]])
+    r = {k: float(v[0]) for k, v in analyze.boundary_effect(fit, sets, np.zeros(3, int), b_sums, np.ones((1, 1))).items()}
+    assert r["beta_B"] == pytest.approx(0.5) and r["delta_B"] == pytest.approx(-0.5) == r["paper_delta_B"]
+    assert r["beta_C"] == pytest.approx(1.5) and r["delta_C"] == pytest.approx(1.25) == r["paper_delta_C"]
+    assert r["beta_sent"] == pytest.approx(0.25) and r["C_pct"] == pytest.approx(200 / 3)
+
+
+def test_boundary_bootstrap_covers_a_planted_beta_c_fast():
+    """100 documents whose split pairs sit at β_C = 1.4 plus document noise: the 95% CI of
+    4,000 document resamples covers 1.4, excludes 1 (H0(2) rejected), and takes < 60 s."""
+    import time
+    rng = np.random.default_rng(0)
+    D = 100
+    fit = np.tile([50.0, 100.0, 300.0, 0.0, 0.0], (D, 1))
+    sets = np.zeros((D, 7, 3))
+    level = {0: -1.0, 1: -3.0, 2: -1.5, 3: -2.0, 4: -3.0, 5: -1 - 2 * 1.4, 6: -1.5}
+    for k, m in level.items():
+        sets[:, k, 0] = 10
+        sets[:, k, 2] = 10 * (m + rng.normal(0, 0.3, D))
+    b_doc = np.repeat(np.arange(D), 3)
+    b_sums = np.stack([np.full(3 * D, 5.0), np.zeros(3 * D), 5 * rng.normal(-3, 1, 3 * D)], 1)
+    pooled = {"hrope_axial": (fit, sets, b_doc, b_sums)}
+    t0 = time.time()
+    [row] = analyze.boundary_table(pooled, draws=4000)
+    assert time.time() - t0 < 60
+    assert row["beta_C_lo"] <= 1.4 <= row["beta_C_hi"] and row["beta_C_lo"] > 1
+    assert "rejected" in analyze.boundary_markdown([row], "t").splitlines()[-1].split("|")[-2]

@@ -193,3 +193,31 @@ def test_spread_covers_documents_round_robin():
     assert evaluate.spread(split, 5).tolist() == [0, 1, 3, 4, 5]
     split = SimpleNamespace(a={"doc_start": np.arange(0, 14, 2)}, len=np.full(6, 2))   # no record_doc
     assert evaluate.spread(split, 3).tolist() == [0, 1, 2]
+
+
+def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, capsys):
+    """evaluate.py --boundary on tiny code runs, analyze.py --boundary prints Table 1: flat and
+    sent_axial do not read p1, so falsifying it changes no input and Δ_B = Δ_C = 0 exactly;
+    hrope_axial reads it."""
+    code = tmp_path / "src"
+    code.mkdir()
+    for p in stdlib_files()[200:215]:
+        (code / os.path.basename(p)).write_bytes(open(p, "rb").read())
+    data = tmp_path / "data"
+    prepare.main(["code", "--src", str(code), "--out", str(data), "--vocab", "300", "--max_len", "128", "--workers", "1"])
+    tiny = ["--n_layer=2", "--n_embd=128", "--max_len=128", "--docs_per_step=4", "--val_docs=4", "--test_docs=4",
+            "--milestones=1", "--mb_tokens=512", "--steps=2", "--n_head=2", "--compile=0", "--bf16=0"]
+    for config in ("flat", "sent_axial", "hrope_axial"):
+        for seed in (0, 1):
+            run = train.main(["--corpus", "code", "--config", config, "--seed", str(seed), "--data", str(data),
+                              "--out", str(tmp_path / "out"), *tiny])
+            evaluate.main([run, "--split", "train", "--max_docs", "8", "--interventions", "none", "--boundary"])
+    pooled = analyze.boundary_pool(str(tmp_path / "out"), "train")
+    rows = {r["config"]: r for r in analyze.boundary_table(pooled, draws=200)}
+    for blind in ("flat", "sent_axial"):
+        assert rows[blind]["delta_B"] == 0.0 and rows[blind]["delta_C"] == 0.0
+        assert rows[blind]["delta_B_lo"] == rows[blind]["delta_B_hi"] == 0.0
+    assert rows["hrope_axial"]["delta_C"] != 0.0 and rows["hrope_axial"]["boundaries"] > 0
+    analyze.main(["--boundary", str(tmp_path / "out"), "--split", "train", "--draws", "200"])
+    out = capsys.readouterr().out
+    assert out.count("holds exactly") == 2 and "| hrope_axial |" in out
