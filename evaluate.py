@@ -54,8 +54,12 @@ def remove(b, g):
 
 
 def _set_p1(b, p1):
-    b["p"] = b["p"].clone()
-    b["p"][..., 0] = torch.where(b["pos"] >= 0, p1, -1)
+    """Substitute what the p1 channel reads (p1, period_p1 or rand_p1), nothing else (§4.3)."""
+    b["p1_sub"] = torch.where(b["pos"] >= 0, p1, -1)
+
+
+def real(b, g):     # the true paragraph coordinate: the reverse substitution on period_axial (§4.3)
+    _set_p1(b, b["p"][..., 0])
 
 
 def period(b, g):   # the grid period_axial trains on
@@ -95,7 +99,7 @@ def _move_p1(b, g, candidates, step):
             b["p"][j, s:n, 0] += step
 
 
-INTERVENTIONS = {f.__name__: f for f in (shuffle, remove, period, rand, const0, fake_merge, fake_split)}
+INTERVENTIONS = {f.__name__: f for f in (shuffle, remove, real, period, rand, const0, fake_merge, fake_split)}
 
 
 def default_interventions(names):
@@ -104,6 +108,8 @@ def default_interventions(names):
     out = ["shuffle", "remove"] if structural else []
     if "p1" in names:
         out += ["period", "rand", "const0", "fake_merge", "fake_split"]
+    elif "period_p1" in names or "rand_p1" in names:   # the channel reads generated labels: substitute them
+        out += ["real", "period", "rand", "const0"]
     return out
 
 
@@ -197,6 +203,9 @@ def score(model, split, ids, cfg, corpus, change=None, attention=None, seed=0):
         if change is not None:
             change(b, g)
         C = coords_for(model, b, corpus, torch.Generator(device=cfg["device"]).manual_seed(seed))
+        read = [n for n in ("rand_p1", "period_p1") if n in model.rotary.names]
+        if read:                     # the labels this model's p1 channel read (depth cells binned by them too)
+            b["p1_read"] = C[..., model.rotary.names.index(read[0])].long()
         _, nll, atts = model(b["tokens"], C, b["targets"], return_attn=attention is not None)
         for j, r in enumerate(rec):
             n = int(split.len[r])
@@ -243,7 +252,7 @@ def attention_stats(corpus_name, context):
     """A collector for `score(attention=...)` and a function giving its summary. Shares are
     over strictly earlier keys, averaged over queries that have at least one such key."""
     acc = {"sum": {}, "queries": {}}
-    cells = {}
+    cells, cells_read = {}, {}
 
     def collect(r, b, att):
         path, depth = b.get("path"), b.get("depth")
@@ -263,8 +272,10 @@ def attention_stats(corpus_name, context):
             s, q = share(att, m, cell & earlier.any(-1) if name in bins else m.any(-1))
             acc["sum"][name] = acc["sum"].get(name, 0) + s
             acc["queries"][name] = acc["queries"].get(name, 0) + q
-        if "p" in b:
+        if "p" in b:                 # binned by the true p1; and by the labels read, where they differ
             cells[r] = depth_cells(att, b["p"][:, 0].cpu(), min(D_MAX + 1, context))
+            if "p1_read" in b:
+                cells_read[r] = depth_cells(att, b["p1_read"].cpu(), min(D_MAX + 1, context))
 
     def summary():
         out = {}
@@ -277,7 +288,7 @@ def attention_stats(corpus_name, context):
             if keys[0] in out:
                 out[region + "_by_column_offset"] = {"offsets": list(range(-COL_OFFSETS, COL_OFFSETS + 1)),
                                                      "mean_over_heads": [out.pop(k)["mean_over_heads"] for k in keys]}
-        return out, cells
+        return out, {"": cells, "_read": cells_read}
     return collect, summary
 
 
@@ -409,7 +420,7 @@ def main(argv=None):
     for t in todo:
         if t not in INTERVENTIONS:
             raise SystemExit(f"error: unknown intervention {t!r}; known: {', '.join(INTERVENTIONS)}")
-        if t in ("period", "rand", "const0", "fake_merge", "fake_split") and "p" not in split.a:
+        if t in ("real", "period", "rand", "const0", "fake_merge", "fake_split") and "p" not in split.a:
             raise SystemExit(f"error: {t} needs paragraph coordinates (prepare.py prose/code)")
 
     collect, summary = attention_stats(cfg["corpus"], model.cfg.max_len) if args.attention else (None, None)
@@ -439,17 +450,19 @@ def main(argv=None):
                       + " ".join(f"{100 * x:.1f}" for x in v["mean_over_heads"]))
             else:
                 print(f"  attention share on {name}: {100 * v['mean_over_heads']:.2f}% (mean over heads)")
-        if cells:
+        for suffix, by_record in cells.items():     # depth_<split>.npz: true p1; depth_read_: labels read
+            if not by_record:
+                continue
             docs = record_docs(split, np.arange(len(split.len)))           # indexed by record id
             uniq = np.unique(docs[ids])
-            shape = next(iter(cells.values()))[0].shape
+            shape = next(iter(by_record.values()))[0].shape
             acc = {k: np.zeros((len(uniq),) + shape) for k in ("sum", "sumsq", "count")}
-            for r, (s, q, c) in cells.items():
+            for r, (s, q, c) in by_record.items():
                 u = np.searchsorted(uniq, docs[r])
                 acc["sum"][u] += s
                 acc["sumsq"][u] += q
                 acc["count"][u] += c
-            path = os.path.join(args.run, f"depth_{args.split}.npz")
+            path = os.path.join(args.run, f"depth{suffix}_{args.split}.npz")
             with replacing(path) as tmp:
                 np.savez_compressed(tmp, **acc)
             print(f"  compression-depth cells: {len(uniq)} documents -> {path}")

@@ -264,6 +264,8 @@ def coordinate(batch, name, generator=None):
         return batch["ref_path"][..., int(name[3:]) - 1]
     if name == "isref":
         return torch.where(batch["ref_path"][..., 0] >= 0, 0, -1)
+    if name in ("p1", "period_p1", "rand_p1") and "p1_sub" in batch:
+        return batch["p1_sub"]       # a substituted p1 (evaluate.py): whatever the channel usually reads
     if name in ("p1", "p2", "p3"):
         return batch["p"][..., int(name[1]) - 1]
     if name == "period_p1":          # mechanical grid floor(t/L), L = mean paragraph length

@@ -63,10 +63,10 @@ def test_p1_substitutions():
     for name, want in (("period", [0, 0, 0, 1, 1, 1, 2, 2]), ("const0", [0] * 8)):
         bb = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in b.items()}
         evaluate.INTERVENTIONS[name](bb, None)
-        assert bb["p"][0, :, 0].tolist() == want and torch.equal(bb["p"][..., 1:], b["p"][..., 1:])
+        assert bb["p1_sub"][0].tolist() == want and torch.equal(bb["p"], b["p"])   # p2, p3 and the true p1 kept
     bb = dict(b)
     evaluate.rand(bb, torch.Generator().manual_seed(0))
-    p1 = bb["p"][0, :, 0]
+    p1 = bb["p1_sub"][0]
     assert p1[0] == 0 and (p1.diff() >= 0).all() and (p1.diff() <= 1).all()
 
 
@@ -221,3 +221,29 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     analyze.main(["--boundary", str(tmp_path / "out"), "--split", "train", "--draws", "200"])
     out = capsys.readouterr().out
     assert out.count("holds exactly") == 2 and "| hrope_axial |" in out
+    # rand_axial: compression-depth cells binned by the true p1 and by the labels its channel read
+    run = train.main(["--corpus", "code", "--config", "rand_axial", "--data", str(data), "--out", str(tmp_path / "out"),
+                      *tiny])
+    evaluate.main([run, "--split", "train", "--max_docs", "8", "--interventions", "none", "--attention"])
+    true, read = (np.load(os.path.join(run, f"depth{s}_train.npz"))["count"] for s in ("", "_read"))
+    assert true.sum() > 0 and read.sum() > 0 and not np.array_equal(true, read)
+
+
+def test_substitutions_reach_every_p1_reading_channel():
+    """p1_sub replaces what the p1 channel reads: the true p1 for hrope_axial, the grid
+    floor(t/L) for period_axial, the random labels for rand_axial. Feeding period_axial its own
+    grid changes nothing; feeding it the true p1 (the reverse substitution) does."""
+    from rotary import coordinate
+    pos = torch.arange(8)[None]
+    p = torch.tensor([[[0, 0, 0]] * 3 + [[1, 0, 0]] * 5])
+    b = {"pos": pos, "p": p, "p1_period": 3, "p1_density": 0.25}
+    assert coordinate(b, "period_p1").tolist() == [[0, 0, 0, 1, 1, 1, 2, 2]]
+    own = dict(b)
+    evaluate.period(own, None)
+    assert torch.equal(coordinate(own, "period_p1"), coordinate(b, "period_p1"))      # a no-op on its own grid
+    true = dict(b)
+    evaluate.real(true, None)
+    assert coordinate(true, "period_p1").tolist() == [[0, 0, 0, 1, 1, 1, 1, 1]]
+    assert coordinate(true, "rand_p1").tolist() == coordinate(true, "p1").tolist() == [[0, 0, 0, 1, 1, 1, 1, 1]]
+    assert evaluate.default_interventions(["period_p1", "p2", "p3"])[-4:] == ["real", "period", "rand", "const0"]
+    assert "real" not in evaluate.default_interventions(["p1", "p2", "p3"])
