@@ -539,6 +539,38 @@ def figure_columns(runs, out_dir):
         _table(os.path.join(out_dir, name + ".csv"), ["config", "region", "column_offset", "attention_pct"], table)
 
 
+def figure_demo(runs, out_dir):
+    """Paper 004 Fig. 1/3 from evaluate.py --demo: Ā under Cond. A (real) and Cond. B (fake-split)
+    and B − A for the first model that reads p1, then B − A for every other model (zero for
+    flat and sent_axial). Lowest seed of each; the numbers go to fig3_demo.csv."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    demos = {name: seeds[min(s for s in seeds if "demo" in seeds[s].get("eval", {}))]["eval"]["demo"]
+             for configs in runs.values() for name, seeds in sorted(configs.items())
+             if any("demo" in s.get("eval", {}) for s in seeds.values())}
+    if not demos:
+        return
+    diff = {k: np.array(d["fake_split"]["attention"]) - np.array(d["real"]["attention"]) for k, d in demos.items()}
+    lead = next((k for k in demos if np.abs(diff[k]).max() > 0), next(iter(demos)))
+    panels = [(f"{lead}: Cond. A (real)", np.array(demos[lead]["real"]["attention"]), "viridis"),
+              (f"{lead}: Cond. B (fake-split)", np.array(demos[lead]["fake_split"]["attention"]), "viridis")]
+    panels += [(f"{k}: B − A (max |Δ| {np.abs(diff[k]).max():.2g})", diff[k], "coolwarm") for k in [lead] + sorted(set(demos) - {lead})]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.4))
+    ticks = demos[lead]["tokens"]
+    for ax, (title, m, cmap) in zip(np.atleast_1d(axes), panels):
+        lim = np.abs(m).max() or 1.0
+        ax.imshow(m, cmap=cmap, vmin=-lim if cmap == "coolwarm" else 0, vmax=lim)
+        ax.set_title(title, fontsize=8)
+        ax.set_xticks(range(len(ticks)), ticks, rotation=90, fontsize=6)
+        ax.set_yticks(range(len(ticks)), ticks, fontsize=6)
+    fig.tight_layout()
+    save_figure(fig, os.path.join(out_dir, "fig3_demo.png"))
+    plt.close(fig)
+    _table(os.path.join(out_dir, "fig3_demo.csv"), ["config", "d_eff_change_across_boundary", "max_abs_map_change"],
+           [[k, d["d_eff_change_across_boundary"], float(np.abs(diff[k]).max())] for k, d in demos.items()])
+
+
 def save_figure(fig, path):
     with replacing(path) as tmp:
         fig.savefig(tmp, dpi=120)
@@ -844,6 +876,7 @@ def main(argv=None):
         if inter:
             write_csv_rows(inter, os.path.join(args.figures, "table_interventions.csv"))
         figure_columns(runs, args.figures)
+        figure_demo(runs, args.figures)
         from rotary import Rotary
         figure_gap(runs, baseline, args.figures)
         rows = compare(runs, baseline, "val")

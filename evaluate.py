@@ -363,9 +363,13 @@ def write_boundary(model, split, ids, cfg, corpus, path):
 
 
 def demo(model, data_dir, corpus, text="This is what I love. You are the reason."):
-    """Paper 004 Fig. 1: attention from the first token of the second sentence back to the
-    first sentence, real coordinates (one paragraph) vs fake-split (the second sentence is a
-    paragraph of its own). Tokens are identical; only p1 changes."""
+    """Paper 004 Fig. 1 and Fig. 3, one example: Cond. A (real: one paragraph) and Cond. B
+    (fake-split: the second sentence a paragraph of its own); tokens identical, only p1 changes.
+    Reports the attention from the second sentence's first token back to the first sentence,
+    and the change of D_eff across the boundary: the mean over the pairs that straddle it (query
+    in the second sentence, key in the first) of log Ā under B minus under A. One line serves both
+    conditions, so the line cancels (a raw change, as the paper says of its 3.105). The Ā maps
+    (mean over layers and heads) are kept for analyze.py's figure."""
     enc = tokenizer.load(data_dir)
     doc = trees.paragraphs_doc([text])
     ids = np.asarray(enc.encode_ordinary(doc.text), np.int64)
@@ -374,6 +378,7 @@ def demo(model, data_dir, corpus, text="This is what I love. You are the reason.
     b.update(corpus)
     second = int(np.flatnonzero(c["p"][:, 1] == 1)[0])
     out = {"tokens": [enc.decode([int(t)]) for t in ids], "query": second}
+    maps = {}
     for cond in ("real", "fake_split"):
         bb = dict(b)
         if cond == "fake_split":
@@ -382,10 +387,12 @@ def demo(model, data_dir, corpus, text="This is what I love. You are the reason.
         with torch.no_grad():
             _, _, atts = model(torch.as_tensor(ids)[None], model.rotary.coords(bb), return_attn=True)
         A = torch.stack([a[0] for a in atts]).mean((0, 1))       # Ā over layers and heads
-        out[cond] = {"to_first_sentence": float(A[second, :second].sum()),
-                     "log_attention_to_previous_token": float(A[second, second - 1].log())}
-    out["change_in_log_attention_across_boundary"] = (out["fake_split"]["log_attention_to_previous_token"]
-                                                      - out["real"]["log_attention_to_previous_token"])
+        maps[cond] = A
+        out[cond] = {"to_first_sentence": float(A[second, :second].sum()), "attention": A.tolist()}
+    n = len(ids)
+    straddle = (torch.arange(n)[:, None] >= second) & (torch.arange(n)[None, :] < second)
+    log = {k: v.clamp_min(1e-30).log() for k, v in maps.items()}
+    out["d_eff_change_across_boundary"] = float((log["fake_split"] - log["real"])[straddle].mean())
     return out
 
 
@@ -475,7 +482,7 @@ def main(argv=None):
         d = result["demo"]
         print(f"  demo: attention from {d['tokens'][d['query']]!r} to the first sentence "
               f"{d['real']['to_first_sentence']:.4f} -> {d['fake_split']['to_first_sentence']:.4f} under fake-split; "
-              f"log attention across the boundary changes by {d['change_in_log_attention_across_boundary']:+.3f}")
+              f"D_eff across the boundary changes by {d['d_eff_change_across_boundary']:+.3f} (paper, hrope_axial: -3.105)")
     write_json(result, os.path.join(args.run, f"eval_{args.split}.json"))   # written last: evaluation done
     return result
 

@@ -212,6 +212,9 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
             run = train.main(["--corpus", "code", "--config", config, "--seed", str(seed), "--data", str(data),
                               "--out", str(tmp_path / "out"), *tiny])
             evaluate.main([run, "--split", "train", "--max_docs", "8", "--interventions", "none", "--boundary"])
+            res = evaluate.main([run, "--max_docs", "1", "--interventions", "none", "--demo"])   # eval_test.json
+            change = res["demo"]["d_eff_change_across_boundary"]
+            assert (change == 0.0) == (config != "hrope_axial")      # Fig. 3: zero for the p1-blind models
     pooled = analyze.boundary_pool(str(tmp_path / "out"), "train")
     rows = {r["config"]: r for r in analyze.boundary_table(pooled, draws=200)}
     for blind in ("flat", "sent_axial"):
@@ -220,6 +223,11 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     assert rows["hrope_axial"]["delta_C"] != 0.0 and rows["hrope_axial"]["boundaries"] > 0
     analyze.main(["--boundary", str(tmp_path / "out"), "--split", "train", "--draws", "200"])
     out = capsys.readouterr().out
+    analyze.figure_demo(analyze.load_runs(str(tmp_path / "out")), str(tmp_path))
+    rows = open(tmp_path / "fig3_demo.csv").read().splitlines()[1:]
+    assert (tmp_path / "fig3_demo.png").exists() and len(rows) == 3
+    assert {r.split(",")[0]: float(r.split(",")[2]) == 0.0 for r in rows} == {"flat": True, "sent_axial": True,
+                                                                              "hrope_axial": False}
     assert out.count("holds exactly") == 2 and "| hrope_axial |" in out
     # rand_axial: compression-depth cells binned by the true p1 and by the labels its channel read
     run = train.main(["--corpus", "code", "--config", "rand_axial", "--data", str(data), "--out", str(tmp_path / "out"),
