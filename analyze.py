@@ -5,6 +5,7 @@
     python analyze.py --depth hrope.npz rand.npz       # compression depth U*, paired bootstrap
     python analyze.py --tokens RUN_A RUN_B             # two runs paired token by token
     python analyze.py --boundary out/code              # paper 004 Table 1 (evaluate.py --boundary)
+    python analyze.py --candidates data/prose data/code  # paper 004 Table 4 (corpus only: candidates.py)
 
 Runs are paired by seed within a setting (corpus + model size + context + steps) and compared
 only at milestones both reached (depth-perception appendix §1). Compression depth follows the
@@ -800,7 +801,12 @@ def main(argv=None):
     ap.add_argument("--draws", type=int, default=2000)
     ap.add_argument("--boundary", metavar="ROOT", help="paper 004 Table 1 from evaluate.py --boundary sums under ROOT")
     ap.add_argument("--split", default="test", help="with --boundary: the split evaluate.py scored")
+    ap.add_argument("--candidates", nargs="+", metavar="DATA", help="paper 004 Table 4 for prepared paragraph "
+                    "corpora (candidates.py; no model)")
     args = ap.parse_args(argv)
+    if args.candidates:
+        import candidates
+        return candidates.main(args.candidates + ["--draws", str(max(args.draws, 1000))])
     if args.boundary:
         pooled = boundary_pool(args.boundary, args.split)
         if not pooled:

@@ -1,0 +1,254 @@
+"""Corpus-only candidates for the compression depth (paragraph-boundaries paper §6.1-6.3, App. A.4-A.5).
+
+    python candidates.py data/prose data/code            # Table 4 (and Table 6) for prepared corpora
+    python candidates.py data/prose --ustar -0.48        # with the model's U* per corpus, in order
+
+No model is involved. Paragraphs are read from a prepared paragraph corpus (prepare.py prose/code):
+the records of one document, in order, give its sequence of paragraphs, and each paragraph's
+lexical distribution q_p is the histogram of its BPE tokens. Quantities (this repository's
+readings are marked):
+  S(δ)        mean Jensen-Shannon similarity 1 - JS(q_p, q_{p+δ}) (base 2) over paragraph pairs δ apart
+  S_exc(δ)    S_real(δ) - S_shuffle(δ); the control shuffles paragraph order within each document
+  λ_struct    the fit S_exc(δ) = S_inf + A exp(-δ/λ), δ = 1..15; document bootstrap median and 95% CI
+  δ_1/2       λ_struct ln 2
+  λ_local     reading: -1 / slope of ln S_exc(δ) over δ = 1, 2, 3
+  L_int       Σ_{δ=1..10} R(δ), R(δ) = (S_exc(δ) - S_inf) / A (reading: the fit's decay curve, on
+              the empirical S_exc)
+  δ_zero      the first δ whose bootstrap 95% CI of S_exc includes 0 (> 15: none in range)
+  length      median paragraph length in tokens
+  coherence   mean cosine of adjacent paragraphs minus that of random pairs of paragraphs, and the
+              half-life in paragraphs of the curve cos(δ) - baseline (reading: exponential fit)
+The paper embeds paragraphs with all-MiniLM-L6-v2, which cannot be downloaded here; the embedding
+is a STAND-IN built from the corpus itself: TF-IDF of the tokens, truncated to 64 dimensions by SVD.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import warnings
+
+import numpy as np
+from scipy import optimize, sparse
+from scipy.sparse.linalg import svds
+
+from prepare import load_split
+
+D_MAX = 15          # displacements fitted (paragraphs)
+EMBED_DIM = 64      # the stand-in embedding's dimension
+
+
+def paragraphs(data_dir, split="train", min_paragraphs=3):
+    """(Q, doc): a sparse (paragraphs, vocabulary) token-count matrix and each paragraph's
+    document, documents with at least `min_paragraphs` paragraphs, in reading order."""
+    a = load_split(data_dir, split)
+    if "p" not in a:
+        sys.exit(f"error: {data_dir} has no paragraph coordinates (prepare.py prose or code)")
+    starts, rec_doc = np.asarray(a["doc_start"]), np.asarray(a["record_doc"])
+    tokens, p1 = np.asarray(a["tokens"]), np.asarray(a["p"][:, 0])
+    rec = np.repeat(np.arange(len(rec_doc)), np.diff(starts))
+    new = np.r_[True, (p1[1:] != p1[:-1]) | (rec[1:] != rec[:-1])]      # a paragraph starts
+    par = np.cumsum(new) - 1
+    par_doc = rec_doc[rec[new]]
+    Q = sparse.csr_matrix((np.ones(len(tokens)), (par, tokens)), shape=(par[-1] + 1, int(tokens.max()) + 1))
+    counts = np.bincount(par_doc)
+    keep = counts[par_doc] >= min_paragraphs
+    return Q[keep], par_doc[keep]
+
+
+def _entropy_rows(M):
+    """Shannon entropy (bits) of each row of a row-stochastic sparse matrix."""
+    d = M.data
+    return -np.add.reduceat(np.where(d > 0, d * np.log2(np.maximum(d, 1e-300)), 0.0), M.indptr[:-1]) * (np.diff(M.indptr) > 0)
+
+
+def js_similarity(P, R):
+    """1 - JS(P_i, R_i) row by row (base 2: in [0, 1]); P, R row-stochastic sparse matrices."""
+    return 1 - (_entropy_rows((P + R) * 0.5) - 0.5 * (_entropy_rows(P) + _entropy_rows(R)))
+
+
+def similarity_sums(Q, doc, order=None, d_max=D_MAX):
+    """Per document and displacement: (sum of S, pair count), arrays (docs, d_max). `order`
+    permutes paragraphs within documents (the shuffled control)."""
+    Qn = sparse.diags(1 / np.maximum(Q.sum(1).A1, 1)) @ Q
+    idx = np.arange(Q.shape[0]) if order is None else order
+    docs = np.unique(doc)
+    sums, counts = np.zeros((len(docs), d_max)), np.zeros((len(docs), d_max))
+    u = np.searchsorted(docs, doc)
+    for dlt in range(1, d_max + 1):
+        a = np.flatnonzero(np.r_[doc[dlt:] == doc[:-dlt], np.zeros(dlt, bool)])   # p and p + δ in one document
+        if not len(a):
+            continue
+        s = js_similarity(Qn[idx[a]], Qn[idx[a + dlt]])
+        sums[:, dlt - 1] = np.bincount(u[a], s, len(docs))
+        counts[:, dlt - 1] = np.bincount(u[a], minlength=len(docs))
+    return sums, counts
+
+
+def shuffled_order(doc, seed=0):
+    """A permutation of paragraphs that shuffles them within each document."""
+    rng = np.random.default_rng(seed)
+    key = doc + rng.random(len(doc))                 # sort by document, random inside it
+    return np.argsort(key, kind="stable")
+
+
+def fit_decay(s_exc):
+    """(S_inf, A, λ) of S_exc(δ) = S_inf + A exp(-δ/λ) over δ = 1..len(s_exc), or NaNs."""
+    dl = np.arange(1, len(s_exc) + 1, dtype=float)
+    ok = np.isfinite(s_exc)
+    try:
+        (s_inf, amp, lam), _ = optimize.curve_fit(lambda x, s, a, l: s + a * np.exp(-x / l), dl[ok], s_exc[ok],
+                                                  p0=(s_exc[ok][-1], s_exc[ok][0] - s_exc[ok][-1], 2.0),
+                                                  bounds=([-1, -1, 0.05], [1, 1, 100]), maxfev=5000)
+    except (RuntimeError, ValueError):
+        return np.nan, np.nan, np.nan
+    return s_inf, amp, lam
+
+
+def lexical(Q, doc, draws=1000, seed=0):
+    """The lexical-persistence candidates with a document bootstrap."""
+    real = similarity_sums(Q, doc)
+    shuf = similarity_sums(Q, doc, shuffled_order(doc, seed))
+
+    def summary(w):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            S = lambda sc: (w @ sc[0]) / (w @ sc[1])          # NaN where no document has pairs this far apart
+            s_exc = S(real) - S(shuf)
+        s_inf, amp, lam = fit_decay(s_exc)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            slope = np.polyfit(np.arange(1, 4), np.log(s_exc[:3]), 1)[0] if (s_exc[:3] > 0).all() else np.nan
+        return s_exc, lam, -1 / slope if slope < 0 else np.nan, ((s_exc[:10] - s_inf) / amp).sum()
+
+    n = len(real[0])
+    s_exc, lam, lam_local, l_int = summary(np.ones(n))
+    rng = np.random.default_rng(seed)
+    boot = [summary(rng.multinomial(n, np.full(n, 1 / n)).astype(float)) for _ in range(draws)]
+    curves = np.array([b[0] for b in boot])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo, hi = np.nanpercentile(curves, [2.5, 97.5], 0)
+    zero = np.flatnonzero((lo <= 0) & (hi >= 0))
+    def q(k):   # bootstrap median and 95% interval; NaN where every draw is NaN (no fit)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return [float(x) for x in np.nanpercentile([b[k] for b in boot], [50, 2.5, 97.5])]
+    lam_med, lam_lo, lam_hi = q(1)
+    return {"S_exc": s_exc.tolist(), "lambda_struct": lam_med, "lambda_struct_ci": [lam_lo, lam_hi],
+            "lambda_struct_point": float(lam), "delta_half": lam_med * math.log(2),
+            "lambda_local": float(lam_local), "lambda_local_ci": q(2)[1:], "L_int": float(l_int), "L_int_ci": q(3)[1:],
+            "delta_zero": int(zero[0]) + 1 if len(zero) else None,
+            "lambda_struct_se": _se([b[1] for b in boot]), "lambda_local_se": _se([b[2] for b in boot])}
+
+
+def _ci(values):
+    values = np.asarray(values, float)
+    return np.percentile(values[np.isfinite(values)], [2.5, 97.5]).tolist() if np.isfinite(values).any() else [np.nan] * 2
+
+
+def _se(values):
+    values = np.asarray(values, float)
+    return float(values[np.isfinite(values)].std()) if np.isfinite(values).sum() > 1 else float("nan")
+
+
+def embed(Q, dim=EMBED_DIM, seed=0):
+    """The STAND-IN paragraph embedding: TF-IDF rows, truncated SVD to `dim`, unit length."""
+    df = np.bincount(Q.indices, minlength=Q.shape[1])
+    tfidf = sparse.diags(1 / np.maximum(Q.sum(1).A1, 1)) @ Q @ sparse.diags(np.log((1 + Q.shape[0]) / (1 + df)) + 1)
+    k = min(dim, min(tfidf.shape) - 1)
+    u, s, _ = svds(tfidf.astype(np.float64), k=k, random_state=seed)
+    e = u * s
+    return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
+
+
+def coherence(Q, doc, draws=1000, seed=0, d_max=10):
+    """Aggregate coherence (adjacent cosine minus random pairs) and the half-life of the
+    coherence curve, with a document bootstrap."""
+    e = embed(Q, seed=seed)
+    rng = np.random.default_rng(seed)
+    docs = np.unique(doc)
+    u = np.searchsorted(docs, doc)
+    sums, counts = np.zeros((len(docs), d_max)), np.zeros((len(docs), d_max))
+    for dlt in range(1, d_max + 1):
+        a = np.flatnonzero(np.r_[doc[dlt:] == doc[:-dlt], np.zeros(dlt, bool)])
+        sums[:, dlt - 1] = np.bincount(u[a], (e[a] * e[a + dlt]).sum(1), len(docs))
+        counts[:, dlt - 1] = np.bincount(u[a], minlength=len(docs))
+    i, j = rng.integers(0, len(e), (2, 20000))
+    baseline = float((e[i] * e[j]).sum(1).mean())
+
+    def summary(w):
+        c = (w @ sums) / np.maximum(w @ counts, 1) - baseline
+        ok = c > 0
+        tau = -1 / np.polyfit(np.flatnonzero(ok) + 1, np.log(c[ok]), 1)[0] if ok.sum() >= 2 else np.nan
+        return c[0], tau * math.log(2) if tau > 0 else np.nan
+
+    agg, half = summary(np.ones(len(docs)))
+    boot = np.array([summary(rng.multinomial(len(docs), np.full(len(docs), 1 / len(docs))).astype(float))
+                     for _ in range(draws)])
+    return {"coherence": float(agg), "coherence_ci": _ci(boot[:, 0]),
+            "coherence_se": _se(boot[:, 0]), "half_life": float(half),
+            "half_life_ci": _ci(boot[:, 1]), "half_life_se": _se(boot[:, 1]),
+            "embedding": f"STAND-IN: TF-IDF + truncated SVD ({EMBED_DIM} dimensions), not all-MiniLM-L6-v2"}
+
+
+def candidates(data_dir, draws=1000, seed=0):
+    Q, doc = paragraphs(data_dir)
+    out = {"corpus": os.path.basename(os.path.normpath(data_dir)), "paragraphs": int(Q.shape[0]),
+           "documents": int(len(np.unique(doc))), "median_length": float(np.median(Q.sum(1).A1))}
+    out.update(lexical(Q, doc, draws, seed))
+    out.update(coherence(Q, doc, draws, seed))
+    return out
+
+
+ROWS = [("λ_struct", "lambda_struct", "lambda_struct_se"), ("δ_1/2", "delta_half", None),
+        ("λ_local", "lambda_local", "lambda_local_se"), ("L_int", "L_int", None), ("δ_zero", "delta_zero", None),
+        ("median paragraph length (tokens)", "median_length", None),
+        ("coherence: aggregate (stand-in)", "coherence", "coherence_se"),
+        ("coherence half-life (stand-in)", "half_life", "half_life_se")]
+
+
+def table4(results, ustar=None):
+    """Paper 004 Table 4: one row per candidate, one column per corpus; 'ordering matches U*?'
+    (deeper U* = more negative against a larger candidate) and the pairwise separations at
+    p < 0.05 under the candidate's own bootstrap SE (two-sided z)."""
+    from scipy import stats
+    names = [r["corpus"] for r in results]
+    lines = [f"| candidate | {' | '.join(names)} | ordering matches U*? | sep. pairs |",
+             "| --- |" + " ---: |" * len(names) + " --- | --- |"]
+    if ustar:
+        lines.append(f"| U* (reference) | {' | '.join(f'{u:+.3f}' for u in ustar)} | — | descriptive |")
+    for label, key, se in ROWS:
+        vals = [r[key] if r[key] is not None else float("nan") for r in results]
+        match = "n/a"
+        if ustar and len(vals) > 1 and all(np.isfinite(vals)):
+            match = "yes" if list(np.argsort(vals)[::-1]) == list(np.argsort(ustar)) else "no"
+        sep = "n/a"
+        if se and len(results) > 1:
+            pairs = [(a, b) for a in range(len(results)) for b in range(a + 1, len(results))]
+            z = [abs(vals[a] - vals[b]) / math.hypot(results[a][se], results[b][se]) for a, b in pairs]
+            sep = f"{sum(2 * stats.norm.sf(x) < 0.05 for x in z)}/{len(pairs)}"
+        shown = [f"> {D_MAX}" if key == "delta_zero" and r[key] is None else f"{v:.3g}" for r, v in zip(results, vals)]
+        lines.append(f"| {label} | {' | '.join(shown)} | {match} | {sep} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("data", nargs="+", help="prepared paragraph corpora: data/prose data/code ...")
+    ap.add_argument("--ustar", type=float, nargs="+", help="the model's compression depth U* per corpus, in order")
+    ap.add_argument("--draws", type=int, default=1000)
+    args = ap.parse_args(argv)
+    if args.ustar and len(args.ustar) != len(args.data):
+        ap.error("give one --ustar value per corpus")
+    results = [candidates(d, args.draws) for d in args.data]
+    for r in results:
+        print(f"{r['corpus']}: {r['paragraphs']} paragraphs in {r['documents']} documents; λ_struct {r['lambda_struct']:.2f} "
+              f"[{r['lambda_struct_ci'][0]:.2f}, {r['lambda_struct_ci'][1]:.2f}] (Table 6); S_exc(1..5) "
+              + " ".join(f"{x:+.4f}" for x in r["S_exc"][:5]))
+    print("\n### Corpus-only candidates (paper 004 Table 4); coherence uses a STAND-IN embedding "
+          "(TF-IDF + SVD, not all-MiniLM-L6-v2)\n")
+    print(table4(results, args.ustar))
+    return results
+
+
+if __name__ == "__main__":
+    main()
