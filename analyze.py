@@ -96,6 +96,38 @@ def table12(runs):
     return out
 
 
+def table8(runs):
+    """Paper 004 Table 8: the same-paragraph probe's balanced accuracy per layer, mean over seeds,
+    per model; and for hrope_axial against rand_axial, in how many shared seeds it is higher."""
+    out = []
+    for setting, configs in sorted(runs.items()):
+        probes = {c: {s: r["eval"]["probe"] for s, r in seeds.items() if "probe" in r.get("eval", {})}
+                  for c, seeds in configs.items()}
+        probes = {c: p for c, p in probes.items() if p}
+        if not probes:
+            continue
+        bacc = lambda p: np.array([l["balanced_accuracy"] for l in p["layers"]])
+        rows = {c: np.mean([bacc(p) for p in ps.values()], 0) for c, ps in sorted(probes.items())}
+        higher = None
+        if {"hrope_axial", "rand_axial"} <= set(probes):
+            common = sorted(set(probes["hrope_axial"]) & set(probes["rand_axial"]))
+            higher = (sum(bacc(probes["hrope_axial"][s]) > bacc(probes["rand_axial"][s]) for s in common), len(common))
+        out.append({"setting": setting, "rows": rows, "higher": higher})
+    return out
+
+
+def table8_markdown(t):
+    L = len(next(iter(t["rows"].values())))
+    lines = [f"### {t['setting'][0]}: same-paragraph probe, balanced accuracy by layer, mean over seeds "
+             "(paper 004 Table 8)", "", "| model | " + " | ".join(f"L{l}" for l in range(L)) + " |",
+             "| --- |" + " ---: |" * L]
+    lines += [f"| {c} | " + " | ".join(f"{v:.3f}" for v in vals) + " |" for c, vals in t["rows"].items()]
+    if t["higher"]:
+        k, n = t["higher"]
+        lines.append("| hrope_axial > rand_axial (seeds) | " + " | ".join(f"{int(x)}/{n}" for x in k) + " |")
+    return "\n".join(lines)
+
+
 def table12_markdown(t):
     corpus = t["setting"][0]
     head = " | ".join(v for v in HROPE_VARIANTS if v in t["stats"])
@@ -869,6 +901,9 @@ def main(argv=None):
                   f"{r['delta']:+.4f} | {r['hurt']}/{r['n']} seeds |\n")
     for t in table12(runs):
         print(table12_markdown(t))
+        print()
+    for t in table8(runs):
+        print(table8_markdown(t))
         print()
     att = compare_attention(runs, baseline)
     for setting in sorted({r["setting"] for r in att}):

@@ -6,6 +6,7 @@ read its attention.
     python evaluate.py out/code/hrope_axial/seed0 --attention     # + compression-depth cells
     python evaluate.py out/prose/hrope_axial/seed0 --demo         # paper 004 Fig. 1, one example
     python evaluate.py out/code/hrope_axial/seed0 --boundary      # sums for Table 1 (analyze.py --boundary)
+    python evaluate.py out/code/hrope_axial/seed0 --probe         # same-paragraph probe (Table 8)
 
 Interventions change coordinates only, never tokens (depth-perception appendix §2 "How the
 structure is used"; paragraph-boundaries paper §3.2, §4.3):
@@ -335,6 +336,76 @@ def boundary_sums(A, pA, B, pB, C, pC):
     return fit, sets, bounds
 
 
+# ------------------------------------------------------------------ same-paragraph probe ----
+def logistic_probe(Xtr, ytr, Xte, yte, l2=1e-3, steps=100):
+    """Paper 004 App. A.9: a logistic-regression probe on standardised features, classes
+    weighted to balance (the boundary class is rare), fitted by L-BFGS; scored on held-out
+    documents by balanced accuracy and macro-F1 at p = 0.5, and AUROC."""
+    mu, sd = Xtr.mean(0), Xtr.std(0) + 1e-6
+    Xtr, Xte = (Xtr - mu) / sd, (Xte - mu) / sd
+    w = torch.zeros(Xtr.shape[1], requires_grad=True)
+    b = torch.zeros(1, requires_grad=True)
+    pos = ytr.float().mean().clamp(1e-6, 1 - 1e-6)
+    weight = torch.where(ytr > 0, 0.5 / pos, 0.5 / (1 - pos))
+    opt = torch.optim.LBFGS([w, b], max_iter=steps, line_search_fn="strong_wolfe")
+
+    def loss():
+        opt.zero_grad()
+        out = (torch.nn.functional.binary_cross_entropy_with_logits(Xtr @ w + b, ytr.float(), weight=weight)
+               + l2 * (w * w).sum())
+        out.backward()
+        return out
+    opt.step(loss)
+    with torch.no_grad():
+        score = Xte @ w + b
+    pred, y = score > 0, yte > 0
+    tpr, tnr = (pred & y).sum() / max(y.sum(), 1), (~pred & ~y).sum() / max((~y).sum(), 1)
+    f1 = [2 * (pred == c)[y == c].sum() / max((pred == c).sum() + (y == c).sum(), 1) for c in (True, False)]
+    ranks = torch.empty(len(score))
+    ranks[score.argsort()] = torch.arange(1, len(score) + 1, dtype=torch.float32)
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    auroc = (ranks[y].sum() - n_pos * (n_pos + 1) / 2) / max(n_pos * n_neg, 1)
+    return {"balanced_accuracy": float((tpr + tnr) / 2), "macro_f1": float(sum(f1) / 2), "auroc": float(auroc)}
+
+
+@torch.no_grad()
+def probe(model, split, ids, cfg, corpus, test_share=0.3):
+    """Residual stream after each layer -> per-layer probe of 'token i starts a new paragraph'
+    (p1(i) != p1(i - 1)), train/test split by document (no document in both)."""
+    if "p" not in split.a:
+        raise SystemExit("error: --probe needs paragraph coordinates (prepare.py prose/code)")
+    hidden = []
+    hooks = [blk.register_forward_hook(lambda m, i, o: hidden.append(o[0])) for blk in model.blocks]
+    feats, labels, docs = [], [], []
+    all_docs = record_docs(split, np.arange(len(split.len)))
+    try:
+        for group in pack(split.len[ids], cfg["mb_tokens"]):
+            rec = ids[group]
+            b = split.batch(rec, cfg["device"])
+            hidden.clear()
+            model(b["tokens"], coords_for(model, b, corpus, torch.Generator(device=cfg["device"]).manual_seed(0)))
+            H = torch.stack(hidden, 1)                                    # (B, L, T, E)
+            for j, r in enumerate(rec):
+                n = int(split.len[r])
+                p1 = b["p"][j, :n, 0]
+                feats.append(H[j, :, 1:n].float().cpu())
+                labels.append((p1[1:] != p1[:-1]).cpu())
+                docs.append(np.full(n - 1, all_docs[r]))
+    finally:
+        for h in hooks:
+            h.remove()
+    X, y, docs = torch.cat(feats, 1), torch.cat(labels), np.concatenate(docs)
+    uniq = np.unique(docs)
+    test_docs = np.random.default_rng(0).permutation(uniq)[:max(1, int(round(test_share * len(uniq))))]
+    te = torch.from_numpy(np.isin(docs, test_docs))
+    if y[~te].sum() == 0 or y[te].sum() == 0:
+        raise SystemExit("error: --probe found no paragraph boundary in the training or test documents; "
+                         "score more records (--max_docs)")
+    layers = [{"layer": l, **logistic_probe(X[l][~te], y[~te], X[l][te], y[te])} for l in range(X.shape[0])]
+    return {"layers": layers, "boundary_share": float(y.float().mean()), "train_documents": len(uniq) - len(test_docs),
+            "test_documents": len(test_docs), "tokens": int(len(y))}
+
+
 def write_boundary(model, split, ids, cfg, corpus, path):
     """Score records under real, fake-merge and fake-split p1 (the same boundary choices as the
     interventions), and save per-document boundary sums."""
@@ -404,6 +475,7 @@ def main(argv=None):
     ap.add_argument("--interventions", default="auto", help="comma list, 'auto' or 'none'")
     ap.add_argument("--attention", action="store_true", help="attention statistics (explicit path)")
     ap.add_argument("--demo", action="store_true", help="paper 004 Fig. 1 single example")
+    ap.add_argument("--probe", action="store_true", help="paper 004 App. A.9: same-paragraph probe per layer")
     ap.add_argument("--boundary", action="store_true",
                     help="paper 004 Table 1: per-document sums for the normalised boundary effect (analyze.py --boundary)")
     ap.add_argument("--data", default=None, help="data root (default: the run's)")
@@ -473,6 +545,10 @@ def main(argv=None):
             with replacing(path) as tmp:
                 np.savez_compressed(tmp, **acc)
             print(f"  compression-depth cells: {len(uniq)} documents -> {path}")
+    if args.probe:
+        result["probe"] = probe(model, split, ids, cfg, corpus)
+        print("  same-paragraph probe, balanced accuracy by layer: "
+              + " ".join(f"L{r['layer']} {r['balanced_accuracy']:.3f}" for r in result["probe"]["layers"]))
     if args.boundary:
         path = os.path.join(args.run, f"boundary_{args.split}.npz")
         write_boundary(model, split, ids, cfg, corpus, path)

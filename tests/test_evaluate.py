@@ -232,8 +232,11 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     # rand_axial: compression-depth cells binned by the true p1 and by the labels its channel read
     run = train.main(["--corpus", "code", "--config", "rand_axial", "--data", str(data), "--out", str(tmp_path / "out"),
                       *tiny])
-    evaluate.main([run, "--split", "train", "--max_docs", "8", "--interventions", "none", "--attention"])
+    res = evaluate.main([run, "--split", "train", "--max_docs", "8", "--interventions", "none", "--attention", "--probe"])
     true, read = (np.load(os.path.join(run, f"depth{s}_train.npz"))["count"] for s in ("", "_read"))
+    layers = res["probe"]["layers"]
+    assert [l["layer"] for l in layers] == [0, 1] and all(0 <= l["auroc"] <= 1 for l in layers)
+    assert 0 < res["probe"]["boundary_share"] < 0.5 and res["probe"]["test_documents"] >= 1
     assert true.sum() > 0 and read.sum() > 0 and not np.array_equal(true, read)
 
 
@@ -255,3 +258,17 @@ def test_substitutions_reach_every_p1_reading_channel():
     assert coordinate(true, "rand_p1").tolist() == coordinate(true, "p1").tolist() == [[0, 0, 0, 1, 1, 1, 1, 1]]
     assert evaluate.default_interventions(["period_p1", "p2", "p3"])[-4:] == ["real", "period", "rand", "const0"]
     assert "real" not in evaluate.default_interventions(["p1", "p2", "p3"])
+
+
+def test_probe_on_a_planted_signal():
+    """A rare positive class (about 5%) that one feature separates: balanced accuracy, macro-F1
+    and AUROC near 1 on held-out rows; labels unrelated to the features: balanced accuracy and
+    AUROC near 0.5."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(4000, 8, generator=g)
+    y = X[:, 3] > 1.65
+    good = evaluate.logistic_probe(X[:3000], y[:3000], X[3000:], y[3000:])
+    assert good["balanced_accuracy"] > 0.95 and good["auroc"] > 0.99 and good["macro_f1"] > 0.75   # balancing costs precision
+    noise = torch.rand(4000, generator=g) < 0.05
+    bad = evaluate.logistic_probe(X[:3000], noise[:3000], X[3000:], noise[3000:])
+    assert abs(bad["balanced_accuracy"] - 0.5) < 0.1 and abs(bad["auroc"] - 0.5) < 0.1
