@@ -336,6 +336,12 @@ def boundary_sums(A, pA, B, pB, C, pC):
     return fit, sets, bounds
 
 
+def cross_paragraph_block(p1, keys):
+    """Paper 004 App. E: block cross-paragraph attention to the `keys` tokens: (B, T, T) pairs
+    (i, j) with j a masked key and p1(i) != p1(j). p1, keys: (B, T)."""
+    return keys[:, None, :] & (p1[:, :, None] != p1[:, None, :])
+
+
 # ------------------------------------------------------------------ same-paragraph probe ----
 def logistic_probe(Xtr, ytr, Xte, yte, l2=1e-3, steps=100):
     """Paper 004 App. A.9: a logistic-regression probe on standardised features, classes

@@ -44,20 +44,26 @@ class Attention(nn.Module):
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
         self.resid_drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, C, rotary, return_attn=False):
+    def forward(self, x, C, rotary, return_attn=False, blocked=None):
         B, T, E = x.shape
         q, k, v = self.c_attn(x).split(E, dim=2)
         q, k, v = (t.view(B, T, self.n_head, E // self.n_head) for t in (q, k, v))
         q, k = rotary(q, k, C, self.layer)                      # rotary on q and k, every head
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))        # (B, H, T, Dh)
         att = None
+        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+        if blocked is not None:  # (B, T, T) pairs (query, key) whose attention is set to -inf (paper 004
+            blocked = (blocked & ~torch.eye(T, dtype=torch.bool, device=x.device))[:, None]   # App. E); never self
         if return_attn:   # explicit path: the attention probabilities, for evaluate.py
             s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-            s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
+            s = s.masked_fill(future if blocked is None else future | blocked, float("-inf"))
             att = s.float().softmax(-1)
             y = F.dropout(att, self.dropout, self.training).to(v.dtype) @ v
-        else:
+        elif blocked is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=~(future | blocked),
+                                               dropout_p=self.dropout if self.training else 0.0)
         return self.resid_drop(self.c_proj(y.transpose(1, 2).reshape(B, T, E))), att
 
 
@@ -70,8 +76,8 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=False), nn.GELU(),
                                  nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=False), nn.Dropout(cfg.dropout))
 
-    def forward(self, x, C, rotary, return_attn=False):
-        a, att = self.attn(self.ln_1(x), C, rotary, return_attn)
+    def forward(self, x, C, rotary, return_attn=False, blocked=None):
+        a, att = self.attn(self.ln_1(x), C, rotary, return_attn, blocked)
         x = x + a
         return x + self.mlp(self.ln_2(x)), att
 
@@ -103,13 +109,15 @@ class GPT(nn.Module):
     def non_embedding_params(self):
         return sum(p.numel() for n, p in self.named_parameters() if n not in ("wte.weight",) and not n.startswith("rotary"))
 
-    def forward(self, idx, C, targets=None, return_attn=False):
+    def forward(self, idx, C, targets=None, return_attn=False, blocked=None):
         """idx (B, T) token ids; C (B, T, K) coordinates from rotary.coords(); targets (B, T)
-        with -1 where no loss is taken. Returns (logits, per-token NLL or None, attention list)."""
+        with -1 where no loss is taken; blocked (B, T, T) bool, optional: (query, key) pairs whose
+        attention is blocked at inference (hub masking), off by default and free when off.
+        Returns (logits, per-token NLL or None, attention list)."""
         x = self.drop(self.wte(idx))
         atts = []
         for block in self.blocks:
-            x, att = block(x, C, self.rotary, return_attn)
+            x, att = block(x, C, self.rotary, return_attn, blocked)
             atts.append(att)
         logits = self.lm_head(self.ln_f(x))
         nll = None

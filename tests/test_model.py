@@ -74,3 +74,33 @@ def test_step_loss_is_the_mean_over_predicted_tokens(tiny_python, tmp_path):
         b = split.batch(np.array([r]), "cpu")
         total += m(b["tokens"], m.rotary.coords(b), b["targets"])[1].sum().item()
     assert logged == pytest.approx(total / int((lengths - 1).sum()), rel=1e-5)
+
+
+def test_blocked_pairs_get_exactly_zero_attention_and_none_changes_nothing():
+    """Hub masking (paper 004 App. E): cross-paragraph attention to chosen keys is blocked. A
+    blocked pair receives exactly zero attention on both paths; an all-False mask and no mask give
+    identical outputs; a token's attention to itself is never blocked."""
+    import evaluate
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(vocab_size=64, n_layer=2, n_embd=128, n_head=2, max_len=T, rotary="hrope_axial", corpus=CORPUS)).eval()
+    f = fields(3)
+    p = torch.zeros(B, T, 3, dtype=torch.long)
+    p[:, 6:, 0] = 1                                            # two paragraphs: tokens 0-5 and 6-11
+    batch = {"pos": torch.arange(T).expand(B, T), "p": p}
+    C = m.rotary.coords(batch)
+    keys = torch.zeros(B, T, dtype=torch.bool)
+    keys[:, [1, 4, 7]] = True                                  # masked keys
+    blocked = evaluate.cross_paragraph_block(p[..., 0], keys)
+    assert blocked[0, 8, 4] and blocked[0, 9, 1] and not blocked[0, 5, 4] and not blocked[0, 9, 7]
+    with torch.no_grad():
+        logits, _, atts = m(f["tokens"], C, return_attn=True, blocked=blocked)
+        for a in atts:                                           # (B, H, T, T)
+            assert (a[:, :, 6:, [1, 4]] == 0).all()              # paragraph 2 -> masked keys of paragraph 1
+            assert (a[:, :, 8, 7] > 0).all() and (a[:, :, 5, 4] > 0).all()   # same paragraph: untouched
+        sdpa = m(f["tokens"], C, blocked=blocked)[0]
+        assert torch.allclose(sdpa, logits, atol=1e-5)           # both paths block the same pairs
+        plain = m(f["tokens"], C)[0]
+        assert torch.allclose(m(f["tokens"], C, blocked=torch.zeros(B, T, T, dtype=torch.bool))[0], plain, atol=1e-6)
+        assert not torch.allclose(sdpa, plain)
+        self_only = torch.ones(B, T, T, dtype=torch.bool)        # block everything: self-attention remains
+        assert torch.isfinite(m(f["tokens"], C, blocked=self_only)[0]).all()
