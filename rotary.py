@@ -397,61 +397,61 @@ if triton is not None:
         return c, present, over, ang
 
     @triton.jit
+    def _block(N, P: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_P: tl.constexpr):
+        """This program's token rows and planes, and their masks."""
+        rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+        p = tl.arange(0, BLOCK_P)
+        return rows, rows < N, p, p < P, (rows < N)[:, None] & (p < P)[None, :]
+
+    @triton.jit
+    def _head(C, COL, RATE, OFF, OVL, rows, rmask, h, H, HT, p, pm, NC, ISREF, P: tl.constexpr, HAS_OVL: tl.constexpr):
+        """Head h of a block: its table head's angles (cos, sin) and the offsets of its first half-dims."""
+        c, present, over, ang = _angles(C, COL, RATE, OFF, OVL, rows, rmask, h * HT // H, p, pm, NC, ISREF, P, HAS_OVL)
+        return c, present, over, tl.cos(ang), tl.sin(ang), (rows[:, None] * H + h) * 2 * P + p[None, :]
+
+    @triton.jit
+    def _rotate(X, Y, at, m, cos, sin, P: tl.constexpr):
+        """y = R(angle) x for one head of a block (plane i = dims i, i + P)."""
+        x1 = tl.load(X + at, mask=m, other=0.0).to(tl.float32)
+        x2 = tl.load(X + at + P, mask=m, other=0.0).to(tl.float32)
+        tl.store(Y + at, (x1 * cos - x2 * sin).to(Y.dtype.element_ty), mask=m)
+        tl.store(Y + at + P, (x1 * sin + x2 * cos).to(Y.dtype.element_ty), mask=m)
+
+    @triton.jit
+    def _unrotate(X, DY, DX, at, m, cos, sin, P: tl.constexpr):
+        """dx = R(-angle) dy; returns d angle = y1 dy2 - y2 dy1, y = R(angle) x recomputed."""
+        x1 = tl.load(X + at, mask=m, other=0.0).to(tl.float32)
+        x2 = tl.load(X + at + P, mask=m, other=0.0).to(tl.float32)
+        d1 = tl.load(DY + at, mask=m, other=0.0).to(tl.float32)
+        d2 = tl.load(DY + at + P, mask=m, other=0.0).to(tl.float32)
+        tl.store(DX + at, (d1 * cos + d2 * sin).to(DX.dtype.element_ty), mask=m)
+        tl.store(DX + at + P, (d2 * cos - d1 * sin).to(DX.dtype.element_ty), mask=m)
+        return (x1 * cos - x2 * sin) * d2 - (x1 * sin + x2 * cos) * d1
+
+    @triton.jit
     def _rotary_fwd(Q, K, C, COL, RATE, OFF, OVL, QO, KO, N, H, HT, NC, ISREF, P: tl.constexpr,
                     BLOCK_T: tl.constexpr, BLOCK_P: tl.constexpr, HAS_OVL: tl.constexpr):
         """One program per block of BLOCK_T tokens, every head, q and k together."""
-        rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-        rmask = rows < N
-        p = tl.arange(0, BLOCK_P)
-        pm = p < P
-        m = rmask[:, None] & pm[None, :]
+        rows, rmask, p, pm, m = _block(N, P, BLOCK_T, BLOCK_P)
         for h in range(H):
-            c, present, over, ang = _angles(C, COL, RATE, OFF, OVL, rows, rmask, h * HT // H, p, pm, NC, ISREF,
-                                            P, HAS_OVL)
-            cos, sin = tl.cos(ang), tl.sin(ang)
-            at = (rows[:, None] * H + h) * 2 * P + p[None, :]      # plane i = dims (i, i + P)
-            q1 = tl.load(Q + at, mask=m, other=0.0).to(tl.float32)
-            q2 = tl.load(Q + at + P, mask=m, other=0.0).to(tl.float32)
-            tl.store(QO + at, (q1 * cos - q2 * sin).to(QO.dtype.element_ty), mask=m)
-            tl.store(QO + at + P, (q1 * sin + q2 * cos).to(QO.dtype.element_ty), mask=m)
-            k1 = tl.load(K + at, mask=m, other=0.0).to(tl.float32)
-            k2 = tl.load(K + at + P, mask=m, other=0.0).to(tl.float32)
-            tl.store(KO + at, (k1 * cos - k2 * sin).to(KO.dtype.element_ty), mask=m)
-            tl.store(KO + at + P, (k1 * sin + k2 * cos).to(KO.dtype.element_ty), mask=m)
+            c, present, over, cos, sin, at = _head(C, COL, RATE, OFF, OVL, rows, rmask, h, H, HT, p, pm, NC, ISREF,
+                                                   P, HAS_OVL)
+            _rotate(Q, QO, at, m, cos, sin, P)
+            _rotate(K, KO, at, m, cos, sin, P)
 
     @triton.jit
     def _rotary_bwd(Q, K, DQO, DKO, C, COL, RATE, OFF, OVL, DQ, DK, PART, N, H, HT, NC, ISREF,
                     P: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_P: tl.constexpr, HAS_OVL: tl.constexpr):
-        """dx = R(-angle) dy for q and k; d angle = y1 dy2 - y2 dy1 (y the rotated input, recomputed),
-        summed over q and k, then reduced in registers over this block's tokens into per-program
-        partial sums of d rate (d angle x coordinate), d offset and d overlay: no atomics."""
-        pid = tl.program_id(0)
-        rows = pid * BLOCK_T + tl.arange(0, BLOCK_T)
-        rmask = rows < N
-        p = tl.arange(0, BLOCK_P)
-        pm = p < P
-        m = rmask[:, None] & pm[None, :]
+        """dx = R(-angle) dy for q and k; d angle summed over q and k, then reduced in registers
+        over this block's tokens into per-program partial sums of d rate (d angle x coordinate),
+        d offset and d overlay: no atomics."""
+        rows, rmask, p, pm, m = _block(N, P, BLOCK_T, BLOCK_P)
         for h in range(H):
-            c, present, over, ang = _angles(C, COL, RATE, OFF, OVL, rows, rmask, h * HT // H, p, pm, NC, ISREF,
-                                            P, HAS_OVL)
-            cos, sin = tl.cos(ang), tl.sin(ang)
-            at = (rows[:, None] * H + h) * 2 * P + p[None, :]
-            x1 = tl.load(Q + at, mask=m, other=0.0).to(tl.float32)
-            x2 = tl.load(Q + at + P, mask=m, other=0.0).to(tl.float32)
-            d1 = tl.load(DQO + at, mask=m, other=0.0).to(tl.float32)
-            d2 = tl.load(DQO + at + P, mask=m, other=0.0).to(tl.float32)
-            tl.store(DQ + at, (d1 * cos + d2 * sin).to(DQ.dtype.element_ty), mask=m)
-            tl.store(DQ + at + P, (d2 * cos - d1 * sin).to(DQ.dtype.element_ty), mask=m)
-            dang = (x1 * cos - x2 * sin) * d2 - (x1 * sin + x2 * cos) * d1
-            x1 = tl.load(K + at, mask=m, other=0.0).to(tl.float32)
-            x2 = tl.load(K + at + P, mask=m, other=0.0).to(tl.float32)
-            d1 = tl.load(DKO + at, mask=m, other=0.0).to(tl.float32)
-            d2 = tl.load(DKO + at + P, mask=m, other=0.0).to(tl.float32)
-            tl.store(DK + at, (d1 * cos + d2 * sin).to(DK.dtype.element_ty), mask=m)
-            tl.store(DK + at + P, (d2 * cos - d1 * sin).to(DK.dtype.element_ty), mask=m)
-            dang += (x1 * cos - x2 * sin) * d2 - (x1 * sin + x2 * cos) * d1
+            c, present, over, cos, sin, at = _head(C, COL, RATE, OFF, OVL, rows, rmask, h, H, HT, p, pm, NC, ISREF,
+                                                   P, HAS_OVL)
+            dang = _unrotate(Q, DQO, DQ, at, m, cos, sin, P) + _unrotate(K, DKO, DK, at, m, cos, sin, P)
             dang = tl.where(present, dang, 0.0)                # absent planes do not turn
-            out = PART + (pid * H + h) * P + p
+            out = PART + (tl.program_id(0) * H + h) * P + p
             stride = tl.num_programs(0) * H * P
             tl.store(out, tl.sum(dang * tl.where(present, c, 0.0), 0), mask=pm)
             tl.store(out + stride, tl.sum(dang, 0), mask=pm)

@@ -117,6 +117,18 @@ def test_per_kind_scores_follow_hand_marked_tokens():
     assert flagged == ["Return", "Assign", "=1"]
 
 
+def code_corpus(tmp_path, max_len):
+    """15 real stdlib files as an hRoPE code corpus (blocks and lines), records of <= max_len."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for p in stdlib_files()[200:215]:
+        (src / os.path.basename(p)).write_bytes(open(p, "rb").read())
+    data = tmp_path / "data"
+    prepare.main(["code", "--src", str(src), "--out", str(data), "--vocab", "300", "--max_len", str(max_len),
+                  "--workers", "1"])
+    return data
+
+
 def test_cli_on_trained_runs(tiny_python, tmp_path):
     """Python: scores, interventions, ancestor share; code (hRoPE): p1 substitutions, fake
     merge/split, depth cells that analyze.py reads, and the Fig. 1 demo."""
@@ -131,12 +143,7 @@ def test_cli_on_trained_runs(tiny_python, tmp_path):
     z = np.load(os.path.join(run, "eval_test_tokens.npz"))
     assert len(z["nll"]) == res["kinds"]["all"]["tokens"] == len(z["record"])
 
-    code = tmp_path / "src"
-    code.mkdir()
-    for p in stdlib_files()[200:215]:
-        (code / os.path.basename(p)).write_bytes(open(p, "rb").read())
-    data = tmp_path / "data"
-    prepare.main(["code", "--src", str(code), "--out", str(data), "--vocab", "300", "--max_len", "64", "--workers", "1"])
+    data = code_corpus(tmp_path, 64)
     run = train.main(["--compile=0", "--bf16=0", "--corpus", "code", "--config", "hrope_axial", "--data", str(data), "--out", str(tmp_path),
                       "--n_head=2", *tiny])
     res = evaluate.main([run, "--max_docs", "6", "--attention", "--demo"])
@@ -199,12 +206,7 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     """evaluate.py --boundary on tiny code runs, analyze.py --boundary prints Table 1: flat and
     sent_axial do not read p1, so falsifying it changes no input and Δ_B = Δ_C = 0 exactly;
     hrope_axial reads it."""
-    code = tmp_path / "src"
-    code.mkdir()
-    for p in stdlib_files()[200:215]:
-        (code / os.path.basename(p)).write_bytes(open(p, "rb").read())
-    data = tmp_path / "data"
-    prepare.main(["code", "--src", str(code), "--out", str(data), "--vocab", "300", "--max_len", "128", "--workers", "1"])
+    data = code_corpus(tmp_path, 128)
     tiny = ["--n_layer=2", "--n_embd=128", "--max_len=128", "--docs_per_step=4", "--val_docs=4", "--test_docs=4",
             "--milestones=1", "--mb_tokens=512", "--steps=2", "--n_head=2", "--compile=0", "--bf16=0"]
     for config in ("flat", "sent_axial", "hrope_axial"):
