@@ -54,6 +54,7 @@ fi
 # The ten-seed study (issue 17), its own output root. Seeds are the outer loop, so a study stopped
 # early still pairs every configuration at the seeds it reached; finished runs are skipped.
 #   bash reproduce_cpu.sh ten      # train + evaluate + analyze;  ten_train / ten_eval / ten_analyze
+#   bash reproduce_cpu.sh ten_hrope                     # prose and code under the hRoPE recipe
 OUT10=out10
 if [ "$stage" = ten ] || [ "$stage" = ten_train ]; then
   for s in 0 1 2 3 4 5 6 7 8 9; do
@@ -71,6 +72,33 @@ if [ "$stage" = ten ] || [ "$stage" = ten_eval ]; then
 fi
 if [ "$stage" = ten ] || [ "$stage" = ten_analyze ]; then
   for c in web python; do python analyze.py $OUT10/$c --figures figures/ten/$c > $OUT10/$c/analysis.md; done
+fi
+
+# hRoPE under paper 004's recipe (train.py picks it for code and prose): prose flat / hrope_axial /
+# rand_axial at ten seeds (issue 17), the other variants at three, code at three (Tables 1, 2, 3,
+# 8, 12 and the reverse substitution). HRSTEPS is unmeasured at this scale with lr 3e-4: check a
+# run's curve first.   prepare: python prepare.py prose --max_len 256; python prepare.py code --max_len 256
+HRSTEPS=300
+if [ "$stage" = ten_hrope ]; then
+  for s in 0 1 2 3 4 5 6 7 8 9; do
+    OUT=$OUT10 bash sweep.sh prose "flat hrope_axial rand_axial" "$s" 1 --steps $HRSTEPS --preset cpu_hrope --milestones 10
+    if [ "$s" -lt 3 ]; then
+      OUT=$OUT10 bash sweep.sh prose "sent_axial period_axial" "$s" 1 --steps $HRSTEPS --preset cpu_hrope --milestones 10
+      OUT=$OUT10 bash sweep.sh code "flat sent_axial hrope_axial rand_axial period_axial" "$s" 1 --steps $HRSTEPS \
+        --preset cpu_hrope --milestones 10
+    fi
+  done
+  ev() { [ -f "$1/final.json" ] && [ ! -f "$1/eval_test.json" ] || return 0; python evaluate.py "$@" > /dev/null; }
+  for c in prose code; do
+    for d in $OUT10/$c/*/seed*; do ev $d --max_docs 128 --attention --boundary --probe --demo; done
+    python analyze.py $OUT10/$c --figures figures/ten/$c > $OUT10/$c/analysis.md
+    python analyze.py $OUT10/$c --baseline rand_axial > $OUT10/$c/analysis_vs_rand.md
+    python analyze.py --boundary $OUT10/$c > $OUT10/$c/boundary.md
+    h=$(ls $OUT10/$c/hrope_axial/seed*/depth_test.npz | paste -sd,)
+    r=$(ls $OUT10/$c/rand_axial/seed*/depth_test.npz | paste -sd,)
+    python analyze.py --depth "$h" "$r" > $OUT10/$c/depth.md
+  done
+  python candidates.py data/prose data/code > $OUT10/candidates.md
 fi
 
 if [ "$stage" = all ] || [ "$stage" = analyze ]; then
