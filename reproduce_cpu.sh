@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU reproduction study (README "Results"): every run, evaluation and table from prepared data.
+# The CPU reproduction study (RESULTS.md): every run, evaluation and table from prepared data.
 #   python prepare.py python && python prepare.py web
 #   for c in code prose sheets; do python prepare.py $c --max_len 256; done
 #   bash reproduce_cpu.sh            # all stages;  bash reproduce_cpu.sh train  # one stage

@@ -8,7 +8,7 @@
 #      tokens per step) for 1, 2, 8 and 16 runs at once through sweep.sh (goal: 8 or 16 at once
 #      >= 3x the aggregate of two side by side).
 #   bash reproduce_gpu.sh [steps per run, default 150]    (JOBS="1 2 8 16" to change the counts)
-# The paper-size 2,500-step seq_only / seq_depth comparison of the first study (README "Results")
+# The paper-size 2,500-step seq_only / seq_depth comparison of the first study (RESULTS.md)
 # ran from an earlier version of this script: `bash sweep.sh python "seq_only seq_depth" 0 2 --steps 2500`.
 set -uo pipefail
 cd "$(dirname "$0")"

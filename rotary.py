@@ -130,7 +130,7 @@ CONFIGS = {
                                   Group(("isref",) * 44, (0.0,) * 44, False, True, "directed offset")],
     "ref_own_group": lambda P, c: [seq(16), tree(), tree(range(2, 4), source="ref", label="reference row+col 4")],
     "seq_tree_symbol": lambda P, c: [seq(16), tree(), pair("symbol", "symbol 2")],
-    # named in the paper, defined here (README "Position configurations": this repository's reading)
+    # named in the paper, defined here (REFERENCE.md "Position configurations": this repository's reading)
     "seq_depth_label": lambda P, c: [seq(16), pair("depth", "depth 2"), pair("label", "label 2")],
     # two corpora in one model (web_sheets): web pages write depth and workbooks their grid into
     # one plane group, or each corpus has a group of its own

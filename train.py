@@ -52,7 +52,7 @@ RECIPE_OF = {"code": "hrope", "prose": "hrope"}   # the paragraph corpora take t
 RESUMABLE = ("resume", "device", "compile", "data", "out")
 # CPU preset: the paper's recipe at a scale that finishes in minutes on 2 cores
 # compile + bf16 autocast: 1.74x the tokens/s of eager fp32 on 2 AMD EPYC cores with avx512_bf16
-# (README "Speed"); torch.compile builds one graph for every micro-batch shape of a run.
+# (RESULTS.md "Speed"); torch.compile builds one graph for every micro-batch shape of a run.
 CPU_RUN = dict(preset="cpu", steps=300, docs_per_step=16, val_docs=128, test_docs=256, mb_tokens=4096, compile=True)
 GPU_RUN = dict(steps=5000, docs_per_step=64)   # preset: the paper's for the corpus (CUDA_PRESET)
 CUDA_PRESET = {"python": "paper", "web": "paper_web", "sheets": "paper_sheets", "web_sheets": "paper_sheets",

@@ -283,3 +283,16 @@ def test_every_configuration_trains_a_step(name):
     _, nll, _ = m(tokens, m.rotary.coords(b, torch.Generator().manual_seed(0)), tokens)
     nll.mean().backward()
     assert torch.isfinite(nll).all()
+
+
+def test_adding_a_configuration_is_one_line(monkeypatch):
+    """README "Add a configuration": one registry line, and the model trains it."""
+    from model import GPT, GPTConfig
+    monkeypatch.setitem(rotary.CONFIGS, "seq_within", lambda P, c: [rotary.seq(16), rotary.within()])
+    assert Rotary("seq_within", 128, 1).count() == ([[20]], 8)   # 16 + 4 within planes; each learns a rate and an offset
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(vocab_size=64, n_layer=1, n_embd=128, n_head=1, max_len=7, rotary="seq_within"))
+    tokens = torch.randint(0, 64, (2, 7))
+    _, nll, _ = m(tokens, m.rotary.coords(batch()), tokens)
+    nll.mean().backward()
+    assert torch.isfinite(nll).all() and m.rotary.rates.grad.abs().sum() > 0
