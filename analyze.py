@@ -128,6 +128,36 @@ def table8_markdown(t):
     return "\n".join(lines)
 
 
+def hub_table(run_dirs, split="test", gate=2000):
+    """Paper 004 Table 13: U* (degree-2 vertex, exact-distance cells) under each masking
+    condition, the runs' documents pooled (each seed's documents count as clusters of their own);
+    random conditions as mean ± std over their draws; the share of the original well removed."""
+    conds = defaultdict(list)
+    for d in run_dirs:
+        for path in sorted(glob.glob(os.path.join(d, f"hub_*_{split}.npz"))):
+            name = os.path.basename(path)[4:-len(f"_{split}.npz")]
+            conds[name].append(load_acc(path))
+    pooled = {c: {k: np.concatenate([a[k] for a in accs]) for k in accs[0]} for c, accs in conds.items()}
+    u = {c: compression_depth(acc, gate)[1] for c, acc in pooled.items()}
+    rows = []
+    for cond in ("original", "hub", "freq", "random", "pair_matched"):
+        vals = [v for c, v in u.items() if c == cond or (c.startswith(cond) and c[len(cond):].isdigit())]
+        if vals:
+            m = float(np.nanmean(vals)) if not all(np.isnan(vals)) else float("nan")
+            rows.append({"condition": cond, "U": m, "std": float(np.nanstd(vals)) if len(vals) > 1 else None,
+                         "removed": 1 - m / u["original"] if "original" in u and u["original"] else float("nan")})
+    return rows
+
+
+def hub_markdown(rows, title):
+    lines = [f"### {title}", "", "| condition | U* | share of the original well removed |", "| --- | ---: | ---: |"]
+    for r in rows:
+        u = "no interior minimum" if math.isnan(r["U"]) else f"{r['U']:+.3f}" + (f" ± {r['std']:.3f}" if r["std"] is not None else "")
+        removed = "—" if r["condition"] == "original" else f"{100 * r['removed']:.0f}%"
+        lines.append(f"| {r['condition']} | {u} | {removed} |")
+    return "\n".join(lines)
+
+
 def table12_markdown(t):
     corpus = t["setting"][0]
     head = " | ".join(v for v in HROPE_VARIANTS if v in t["stats"])
@@ -833,9 +863,14 @@ def main(argv=None):
     ap.add_argument("--draws", type=int, default=2000)
     ap.add_argument("--boundary", metavar="ROOT", help="paper 004 Table 1 from evaluate.py --boundary sums under ROOT")
     ap.add_argument("--split", default="test", help="with --boundary: the split evaluate.py scored")
+    ap.add_argument("--hubs", nargs="+", metavar="RUN", help="paper 004 Table 13 from evaluate.py --hubs (runs pooled)")
     ap.add_argument("--candidates", nargs="+", metavar="DATA", help="paper 004 Table 4 for prepared paragraph "
                     "corpora (candidates.py; no model)")
     args = ap.parse_args(argv)
+    if args.hubs:
+        print(hub_markdown(hub_table(args.hubs, args.split),
+                           f"compression depth under hub masking, {len(args.hubs)} run(s) pooled (paper 004 Table 13)"))
+        return
     if args.candidates:
         import candidates
         return candidates.main(args.candidates + ["--draws", str(max(args.draws, 1000))])

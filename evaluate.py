@@ -164,14 +164,17 @@ def share(att, mask, query):
     return (s * query.to(att.dtype)).sum(-1), int(query.sum())
 
 
-def depth_cells(att, p1, n_d=D_MAX + 1, n_k=K_MAX + 1):
+def depth_cells(att, p1, n_d=D_MAX + 1, n_k=K_MAX + 1, exclude=None):
     """Per-record (d, Δp1) cells of log Ā, Ā = attention averaged over layers and heads
-    (paper 004 §3.2, §5.1): sums, sums of squares and pair counts of shape (n_d, n_k)."""
+    (paper 004 §3.2, §5.1): sums, sums of squares and pair counts of shape (n_d, n_k). Pairs in
+    `exclude` (n, n; blocked by hub masking, attention exactly 0) are left out."""
     T = att.shape[-1]
     logA = att.float().mean((0, 1)).clamp_min(1e-30).log()
     i, j = torch.tril_indices(T, T, -1)                                  # key before query, d >= 1
     d, k = (i - j), (p1[i] - p1[j])
     keep = (d < n_d) & (k >= 0) & (k < n_k)
+    if exclude is not None:
+        keep &= ~exclude[i, j]
     cell = (d * n_k + k)[keep]
     v = logA[i, j][keep].double()
     size = n_d * n_k
@@ -191,9 +194,10 @@ def load(run_dir, device="cpu"):
 
 
 @torch.no_grad()
-def score(model, split, ids, cfg, corpus, change=None, attention=None, seed=0):
+def score(model, split, ids, cfg, corpus, change=None, attention=None, seed=0, block=None):
     """Per-token NLL of records `ids` with optional coordinate intervention `change`. With
-    `attention` (a callable(record, b_row, atts)), it also sees every record's attention."""
+    `attention` (a callable(record, b_row, atts)), it also sees every record's attention; with
+    `block` (batch -> (B, T, T) bool), those (query, key) pairs are blocked (b_row["blocked"])."""
     g = torch.Generator(device=cfg["device"]).manual_seed(seed)
     per = {}
     for group in pack(split.len[ids], cfg["mb_tokens"]):
@@ -207,13 +211,17 @@ def score(model, split, ids, cfg, corpus, change=None, attention=None, seed=0):
         read = [n for n in ("rand_p1", "period_p1") if n in model.rotary.names]
         if read:                     # the labels this model's p1 channel read (depth cells binned by them too)
             b["p1_read"] = C[..., model.rotary.names.index(read[0])].long()
-        _, nll, atts = model(b["tokens"], C, b["targets"], return_attn=attention is not None)
+        if block is not None:
+            b["blocked"] = block(b)
+        _, nll, atts = model(b["tokens"], C, b["targets"], return_attn=attention is not None, blocked=b.get("blocked"))
         for j, r in enumerate(rec):
             n = int(split.len[r])
             per[int(r)] = nll[j, :n - 1].float().cpu().numpy()
             if attention is not None:
-                attention(int(r), {k: v[j, :n].cpu() for k, v in b.items() if torch.is_tensor(v) and v.dim() > 1},
-                          torch.stack([a[j, :, :n, :n] for a in atts]).float().cpu())
+                row = {k: v[j, :n].cpu() for k, v in b.items() if torch.is_tensor(v) and v.dim() > 1}
+                if "blocked" in row:
+                    row["blocked"] = row["blocked"][:, :n]
+                attention(int(r), row, torch.stack([a[j, :, :n, :n] for a in atts]).float().cpu())
     return per
 
 
@@ -340,6 +348,86 @@ def cross_paragraph_block(p1, keys):
     """Paper 004 App. E: block cross-paragraph attention to the `keys` tokens: (B, T, T) pairs
     (i, j) with j a masked key and p1(i) != p1(j). p1, keys: (B, T)."""
     return keys[:, None, :] & (p1[:, :, None] != p1[:, None, :])
+
+
+# ------------------------------------------------------------------------- hub masking ----
+# Paper 004 App. E as this repository reads it: a pair's contribution is log Ā(i, j) minus the
+# mean log Ā of same-paragraph pairs at the same distance d (pooled over the scored records);
+# a token TYPE's aggregate is the sum over the cross-paragraph pairs where it is the key; hubs are
+# the 5% of types (among those that are keys of a cross-paragraph pair) with the most negative
+# aggregate, i.e. those carrying the compression. Freq-matched: the 5% most frequent types.
+# Random (token-matched): as many random non-hub types. Pair-matched random: random non-hub
+# types added until they block at least as many cross-paragraph pairs as the hubs do.
+HUB_SHARE = 0.05
+
+
+def hub_sets(contrib, pairs, freq, draws=3, seed=0, share=HUB_SHARE):
+    """{condition: [type arrays]} from per-type arrays: aggregate contribution, cross-paragraph
+    pairs as key, and frequency (types with no cross-paragraph pair are never chosen)."""
+    rng = np.random.default_rng(seed)
+    present = np.flatnonzero(pairs > 0)
+    n = max(1, int(round(share * len(present))))
+    hub = present[np.argsort(contrib[present], kind="stable")[:n]]
+    others = np.setdiff1d(present, hub)
+    out = {"hub": [hub], "freq": [np.argsort(-freq, kind="stable")[:n]], "random": [], "pair_matched": []}
+    for _ in range(draws):
+        out["random"].append(rng.choice(others, min(n, len(others)), replace=False))
+        order = rng.permutation(others)
+        k = int(np.searchsorted(np.cumsum(pairs[order]), pairs[hub].sum())) + 1
+        out["pair_matched"].append(order[:k])
+    return out
+
+
+def write_hubs(model, split, ids, cfg, corpus, run_dir, split_name, draws=3):
+    """Choose the hub sets from unmasked attention, then score every condition with cross-paragraph
+    attention to its key types blocked; per-document depth cells for each (hub_<cond>_<split>.npz)."""
+    if "p" not in split.a:
+        raise SystemExit("error: --hubs needs paragraph coordinates (prepare.py prose/code)")
+    seen = {}
+    score(model, split, ids, cfg, corpus,
+          attention=lambda r, row, atts: seen.__setitem__(r, (atts.mean((0, 1)), row["p"][:, 0], row["tokens"])))
+    V = model.cfg.vocab_size
+    base_sum, base_n = np.zeros(D_MAX + 1), np.zeros(D_MAX + 1)
+    pairs = []
+    for A, p1, tok in seen.values():
+        i, j = np.tril_indices(len(p1), -1)
+        d, same = i - j, (p1[i] == p1[j]).numpy()
+        y = A[i, j].clamp_min(1e-30).log().numpy()
+        near = d <= D_MAX
+        np.add.at(base_sum, d[near & same], y[near & same])
+        np.add.at(base_n, d[near & same], 1)
+        pairs.append((d[near & ~same], y[near & ~same], tok.numpy()[j[near & ~same]]))
+    base = np.divide(base_sum, base_n, out=np.full_like(base_sum, np.nan), where=base_n > 0)
+    contrib, n_pairs = np.zeros(V), np.zeros(V)
+    for d, y, key in pairs:
+        ok = np.isfinite(base[d])
+        np.add.at(contrib, key[ok], y[ok] - base[d[ok]])
+        np.add.at(n_pairs, key[ok], 1)
+    freq = np.bincount(np.concatenate([t.numpy() for _, _, t in seen.values()]), minlength=V)
+    sets = {"original": [np.zeros(0, np.int64)], **hub_sets(contrib, n_pairs, freq, draws)}
+    docs = record_docs(split, np.arange(len(split.len)))
+    uniq = np.unique(docs[ids])
+    summary = {}
+    for cond, draws_of in sets.items():
+        for k, types in enumerate(draws_of):
+            keys = torch.zeros(V, dtype=torch.bool)
+            keys[torch.as_tensor(types, dtype=torch.long)] = True
+            cells = {}
+            score(model, split, ids, cfg, corpus,
+                  block=lambda b: cross_paragraph_block(b["p"][..., 0], keys.to(b["tokens"].device)[b["tokens"]]),
+                  attention=lambda r, row, atts: cells.__setitem__(r, depth_cells(atts, row["p"][:, 0], exclude=row["blocked"])))
+            acc = {n: np.zeros((len(uniq), D_MAX + 1, K_MAX + 1)) for n in ("sum", "sumsq", "count")}
+            for r, (s, q, c) in cells.items():
+                u = np.searchsorted(uniq, docs[r])
+                acc["sum"][u] += s
+                acc["sumsq"][u] += q
+                acc["count"][u] += c
+            name = cond if len(draws_of) == 1 else f"{cond}{k}"
+            with replacing(os.path.join(run_dir, f"hub_{name}_{split_name}.npz")) as tmp:
+                np.savez_compressed(tmp, **acc)
+            summary[name] = {"types": len(types), "blocked_pairs": int(n_pairs[types].sum())}
+    write_json(summary, os.path.join(run_dir, f"hub_{split_name}.json"))
+    return summary
 
 
 # ------------------------------------------------------------------ same-paragraph probe ----
@@ -482,6 +570,7 @@ def main(argv=None):
     ap.add_argument("--attention", action="store_true", help="attention statistics (explicit path)")
     ap.add_argument("--demo", action="store_true", help="paper 004 Fig. 1 single example")
     ap.add_argument("--probe", action="store_true", help="paper 004 App. A.9: same-paragraph probe per layer")
+    ap.add_argument("--hubs", action="store_true", help="paper 004 App. E: hub masking, depth cells per condition")
     ap.add_argument("--boundary", action="store_true",
                     help="paper 004 Table 1: per-document sums for the normalised boundary effect (analyze.py --boundary)")
     ap.add_argument("--data", default=None, help="data root (default: the run's)")
@@ -555,6 +644,10 @@ def main(argv=None):
         result["probe"] = probe(model, split, ids, cfg, corpus)
         print("  same-paragraph probe, balanced accuracy by layer: "
               + " ".join(f"L{r['layer']} {r['balanced_accuracy']:.3f}" for r in result["probe"]["layers"]))
+    if args.hubs:
+        summary = write_hubs(model, split, ids, cfg, corpus, args.run, args.split)
+        print("  hub masking (App. E): " + ", ".join(f"{k} {v['types']} types / {v['blocked_pairs']} pairs"
+                                                      for k, v in summary.items()))
     if args.boundary:
         path = os.path.join(args.run, f"boundary_{args.split}.npz")
         write_boundary(model, split, ids, cfg, corpus, path)

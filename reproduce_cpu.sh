@@ -94,6 +94,10 @@ if [ "$stage" = ten_hrope ]; then
     python analyze.py $OUT10/$c --figures figures/ten/$c > $OUT10/$c/analysis.md
     python analyze.py $OUT10/$c --baseline rand_axial > $OUT10/$c/analysis_vs_rand.md
     python analyze.py --boundary $OUT10/$c > $OUT10/$c/boundary.md
+    for d in $OUT10/$c/hrope_axial/seed[012]; do
+      [ -f $d/hub_test.json ] || python evaluate.py $d --max_docs 100 --interventions none --hubs > /dev/null
+    done
+    python analyze.py --hubs $OUT10/$c/hrope_axial/seed[012] > $OUT10/$c/hubs.md
     h=$(ls $OUT10/$c/hrope_axial/seed*/depth_test.npz | paste -sd,)
     r=$(ls $OUT10/$c/rand_axial/seed*/depth_test.npz | paste -sd,)
     python analyze.py --depth "$h" "$r" > $OUT10/$c/depth.md

@@ -236,6 +236,14 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
                       *tiny])
     res = evaluate.main([run, "--split", "train", "--max_docs", "8", "--interventions", "none", "--attention", "--probe"])
     true, read = (np.load(os.path.join(run, f"depth{s}_train.npz"))["count"] for s in ("", "_read"))
+    hub_run = os.path.join(str(tmp_path / "out"), "code", "hrope_axial", "seed0")
+    evaluate.main([hub_run, "--split", "train", "--max_docs", "8", "--interventions", "none", "--hubs"])
+    summary = json.load(open(os.path.join(hub_run, "hub_train.json")))
+    assert set(summary) == {"original", "hub", "freq", "random0", "random1", "random2", "pair_matched0",
+                            "pair_matched1", "pair_matched2"}
+    assert all(summary[f"pair_matched{k}"]["blocked_pairs"] >= summary["hub"]["blocked_pairs"] for k in range(3))
+    rows = analyze.hub_table([hub_run], "train", gate=1)
+    assert [r["condition"] for r in rows] == ["original", "hub", "freq", "random", "pair_matched"]
     layers = res["probe"]["layers"]
     assert [l["layer"] for l in layers] == [0, 1] and all(0 <= l["auroc"] <= 1 for l in layers)
     assert 0 < res["probe"]["boundary_share"] < 0.5 and res["probe"]["test_documents"] >= 1
@@ -274,3 +282,30 @@ def test_probe_on_a_planted_signal():
     noise = torch.rand(4000, generator=g) < 0.05
     bad = evaluate.logistic_probe(X[:3000], noise[:3000], X[3000:], noise[3000:])
     assert abs(bad["balanced_accuracy"] - 0.5) < 0.1 and abs(bad["auroc"] - 0.5) < 0.1
+
+
+def test_hub_sets_by_hand():
+    """Six token types. Types with cross-paragraph pairs: 0 1 2 3 5, so 5% of them rounds to one
+    type. Hub: the most negative aggregate (type 3, -10, 20 pairs); freq-matched: the most frequent
+    type (4) whatever its pairs; random: one non-hub type; pair-matched: non-hub types until they
+    block >= 20 pairs: here all four others (10 + 5 + 4 + 1)."""
+    contrib = np.array([-5.0, -1, 3, -10, 0, 2])
+    pairs = np.array([10.0, 5, 4, 20, 0, 1])
+    freq = np.array([100, 5, 50, 30, 200, 1])
+    s = evaluate.hub_sets(contrib, pairs, freq, draws=3)
+    assert s["hub"][0].tolist() == [3] and s["freq"][0].tolist() == [4]
+    assert all(len(r) == 1 and r[0] in (0, 1, 2, 5) for r in s["random"])
+    assert all(sorted(p.tolist()) == [0, 1, 2, 5] for p in s["pair_matched"])
+
+
+def test_depth_cells_leave_out_blocked_pairs():
+    """Three tokens, p1 = 0 0 1: pairs (1,0) in one paragraph, (2,0) and (2,1) across; blocking
+    (2,0) removes exactly that pair from its cell (d = 2, Δp1 = 1)."""
+    att = torch.tensor([[1, 0, 0], [.5, .5, 0], [.2, .3, .5]])[None, None]
+    p1 = torch.tensor([0, 0, 1])
+    blocked = torch.zeros(3, 3, dtype=torch.bool)
+    blocked[2, 0] = True
+    _, _, all_pairs = evaluate.depth_cells(att, p1, 4, 3)
+    _, _, kept = evaluate.depth_cells(att, p1, 4, 3, exclude=blocked)
+    assert all_pairs[2, 1] == 1 and kept[2, 1] == 0
+    assert (np.delete(all_pairs.ravel(), 2 * 3 + 1) == np.delete(kept.ravel(), 2 * 3 + 1)).all()
