@@ -67,6 +67,11 @@ def js_similarity(P, R):
     return 1 - (_entropy_rows((P + R) * 0.5) - 0.5 * (_entropy_rows(P) + _entropy_rows(R)))
 
 
+def pairs_apart(doc, dlt):
+    """Indices a of paragraphs whose paragraph a + dlt is in the same document."""
+    return np.flatnonzero(np.r_[doc[dlt:] == doc[:-dlt], np.zeros(dlt, bool)])
+
+
 def similarity_sums(Q, doc, order=None, d_max=D_MAX):
     """Per document and displacement: (sum of S, pair count), arrays (docs, d_max). `order`
     permutes paragraphs within documents (the shuffled control)."""
@@ -76,7 +81,7 @@ def similarity_sums(Q, doc, order=None, d_max=D_MAX):
     sums, counts = np.zeros((len(docs), d_max)), np.zeros((len(docs), d_max))
     u = np.searchsorted(docs, doc)
     for dlt in range(1, d_max + 1):
-        a = np.flatnonzero(np.r_[doc[dlt:] == doc[:-dlt], np.zeros(dlt, bool)])   # p and p + δ in one document
+        a = pairs_apart(doc, dlt)
         if not len(a):
             continue
         s = js_similarity(Qn[idx[a]], Qn[idx[a + dlt]])
@@ -169,7 +174,7 @@ def coherence(Q, doc, draws=1000, seed=0, d_max=10):
     u = np.searchsorted(docs, doc)
     sums, counts = np.zeros((len(docs), d_max)), np.zeros((len(docs), d_max))
     for dlt in range(1, d_max + 1):
-        a = np.flatnonzero(np.r_[doc[dlt:] == doc[:-dlt], np.zeros(dlt, bool)])
+        a = pairs_apart(doc, dlt)
         sums[:, dlt - 1] = np.bincount(u[a], (e[a] * e[a + dlt]).sum(1), len(docs))
         counts[:, dlt - 1] = np.bincount(u[a], minlength=len(docs))
     i, j = rng.integers(0, len(e), (2, 20000))

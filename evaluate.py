@@ -378,6 +378,18 @@ def hub_sets(contrib, pairs, freq, draws=3, seed=0, share=HUB_SHARE):
     return out
 
 
+def document_cells(by_record, docs, uniq):
+    """Per-record (sum, sumsq, count) depth cells added up per document (bootstrap clusters):
+    {'sum', 'sumsq', 'count'} of shape (documents, n_d, n_k); docs[r] is record r's document."""
+    shape = next(iter(by_record.values()))[0].shape
+    acc = {k: np.zeros((len(uniq),) + shape) for k in ("sum", "sumsq", "count")}
+    for r, cells in by_record.items():
+        u = np.searchsorted(uniq, docs[r])
+        for k, v in zip(("sum", "sumsq", "count"), cells):
+            acc[k][u] += v
+    return acc
+
+
 def write_hubs(model, split, ids, cfg, corpus, run_dir, split_name, draws=3):
     """Choose the hub sets from unmasked attention, then score every condition with cross-paragraph
     attention to its key types blocked; per-document depth cells for each (hub_<cond>_<split>.npz)."""
@@ -416,12 +428,7 @@ def write_hubs(model, split, ids, cfg, corpus, run_dir, split_name, draws=3):
             score(model, split, ids, cfg, corpus,
                   block=lambda b: cross_paragraph_block(b["p"][..., 0], keys.to(b["tokens"].device)[b["tokens"]]),
                   attention=lambda r, row, atts: cells.__setitem__(r, depth_cells(atts, row["p"][:, 0], exclude=row["blocked"])))
-            acc = {n: np.zeros((len(uniq), D_MAX + 1, K_MAX + 1)) for n in ("sum", "sumsq", "count")}
-            for r, (s, q, c) in cells.items():
-                u = np.searchsorted(uniq, docs[r])
-                acc["sum"][u] += s
-                acc["sumsq"][u] += q
-                acc["count"][u] += c
+            acc = document_cells(cells, docs, uniq)
             name = cond if len(draws_of) == 1 else f"{cond}{k}"
             with replacing(os.path.join(run_dir, f"hub_{name}_{split_name}.npz")) as tmp:
                 np.savez_compressed(tmp, **acc)
@@ -629,13 +636,7 @@ def main(argv=None):
                 continue
             docs = record_docs(split, np.arange(len(split.len)))           # indexed by record id
             uniq = np.unique(docs[ids])
-            shape = next(iter(by_record.values()))[0].shape
-            acc = {k: np.zeros((len(uniq),) + shape) for k in ("sum", "sumsq", "count")}
-            for r, (s, q, c) in by_record.items():
-                u = np.searchsorted(uniq, docs[r])
-                acc["sum"][u] += s
-                acc["sumsq"][u] += q
-                acc["count"][u] += c
+            acc = document_cells(by_record, docs, uniq)
             path = os.path.join(args.run, f"depth{suffix}_{args.split}.npz")
             with replacing(path) as tmp:
                 np.savez_compressed(tmp, **acc)

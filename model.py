@@ -51,7 +51,8 @@ class Attention(nn.Module):
         q, k = rotary(q, k, C, self.layer)                      # rotary on q and k, every head
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))        # (B, H, T, Dh)
         att = None
-        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+        if return_attn or blocked is not None:   # the default SDPA path needs no mask tensor
+            future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
         if blocked is not None:  # (B, T, T) pairs (query, key) whose attention is set to -inf (paper 004
             blocked = (blocked & ~torch.eye(T, dtype=torch.bool, device=x.device))[:, None]   # App. E); never self
         if return_attn:   # explicit path: the attention probabilities, for evaluate.py

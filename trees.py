@@ -194,7 +194,10 @@ def _word(text, pos):
     """The scalar or head starting at `pos`: a string literal whole (it may hold spaces), else up
     to the next space. Returns (word, end)."""
     m = _STRING.match(text, pos)
-    end = m.end() if m else (text.find(" ", pos) % (len(text) + 1))
+    if m:
+        return m.group(), m.end()
+    end = text.find(" ", pos)
+    end = len(text) if end < 0 else end
     return text[pos:end], end
 
 

@@ -239,17 +239,12 @@ def test_two_corpus_coordinates_by_hand():
 def test_layer_split_of_any_length_by_name():
     """The larger web run's ten-layer alternating split is named by its letters; it builds with
     one table per kind of layer and trains a step; a wrong length or letter is refused."""
-    from model import GPT, GPTConfig
     rot = Rotary("ststststst", 128, 10)
     assert rot.layer_layout == [0, 1] * 5 and rot.count()[0] == [[64], [48]]
     assert rotary.known("ststststst") and not rotary.known("stx") and not rotary.known("s")
     with pytest.raises(ValueError):
         Rotary("ststststst", 128, 6)
-    torch.manual_seed(0)
-    m = GPT(GPTConfig(vocab_size=64, n_layer=10, n_embd=512, n_head=4, max_len=7, rotary="ststststst"))
-    tokens = torch.randint(0, 64, (2, 7))
-    _, nll, _ = m(tokens, m.rotary.coords(batch()), tokens)
-    nll.mean().backward()
+    m, nll = train_step("ststststst", n_layer=10, n_embd=512, n_head=4)
     assert torch.isfinite(nll).all() and m.rotary.rates.grad.abs().sum() > 0
 
 
@@ -269,30 +264,31 @@ def test_head_split_with_four_heads_is_two_sequence_then_two_tree_heads():
         rot.check_heads(3)
 
 
-@pytest.mark.parametrize("name", sorted(rotary.CONFIGS))
-def test_every_configuration_trains_a_step(name):
-    """Each registered configuration runs forward and backward through the GPT (no_position,
-    with nothing to rotate, included) and gives a finite loss."""
+def train_step(name, **size):
+    """One forward and backward of a small GPT under configuration `name`: (model, per-token NLL)."""
     from model import GPT, GPTConfig
     torch.manual_seed(0)
-    m = GPT(GPTConfig(vocab_size=64, n_layer=6, n_embd=256, n_head=2, max_len=7, rotary=name,
-                      corpus={"p_max": [8, 8, 8], "p1_density": 0.2, "p1_period": 3}))
+    m = GPT(GPTConfig(vocab_size=64, max_len=7, rotary=name,
+                      corpus={"p_max": [8, 8, 8], "p1_density": 0.2, "p1_period": 3}, **size))
     b = batch()
     b.update(p1_density=0.2, p1_period=3)
     tokens = torch.randint(0, 64, (2, 7))
     _, nll, _ = m(tokens, m.rotary.coords(b, torch.Generator().manual_seed(0)), tokens)
     nll.mean().backward()
+    return m, nll
+
+
+@pytest.mark.parametrize("name", sorted(rotary.CONFIGS))
+def test_every_configuration_trains_a_step(name):
+    """Each registered configuration runs forward and backward through the GPT (no_position,
+    with nothing to rotate, included) and gives a finite loss."""
+    _, nll = train_step(name, n_layer=6, n_embd=256, n_head=2)
     assert torch.isfinite(nll).all()
 
 
 def test_adding_a_configuration_is_one_line(monkeypatch):
     """README "Add a configuration": one registry line, and the model trains it."""
-    from model import GPT, GPTConfig
     monkeypatch.setitem(rotary.CONFIGS, "seq_within", lambda P, c: [rotary.seq(16), rotary.within()])
     assert Rotary("seq_within", 128, 1).count() == ([[20]], 8)   # 16 + 4 within planes; each learns a rate and an offset
-    torch.manual_seed(0)
-    m = GPT(GPTConfig(vocab_size=64, n_layer=1, n_embd=128, n_head=1, max_len=7, rotary="seq_within"))
-    tokens = torch.randint(0, 64, (2, 7))
-    _, nll, _ = m(tokens, m.rotary.coords(batch()), tokens)
-    nll.mean().backward()
+    m, nll = train_step("seq_within", n_layer=1, n_embd=128, n_head=1)
     assert torch.isfinite(nll).all() and m.rotary.rates.grad.abs().sum() > 0
