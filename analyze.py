@@ -6,6 +6,7 @@
     python analyze.py --tokens RUN_A RUN_B             # two runs paired token by token
     python analyze.py --boundary out/code              # paper 004 Table 1 (evaluate.py --boundary)
     python analyze.py --candidates data/prose data/code  # paper 004 Table 4 (corpus only: candidates.py)
+    python analyze.py --paragraphs out/prose/hrope_axial out/code/hrope_axial   # Tables 5, 9
 
 Runs are paired by seed within a setting (corpus + model size + context + steps) and compared
 only at milestones both reached (depth-perception appendix §1). Compression depth follows the
@@ -155,6 +156,110 @@ def hub_markdown(rows, title):
         u = "no interior minimum" if math.isnan(r["U"]) else f"{r['U']:+.3f}" + (f" ± {r['std']:.3f}" if r["std"] is not None else "")
         removed = "—" if r["condition"] == "original" else f"{100 * r['removed']:.0f}%"
         lines.append(f"| {r['condition']} | {u} | {removed} |")
+    return "\n".join(lines)
+
+
+# ----------------------------------------- Layer III: paragraph-level regression (§6.4) ----
+PREDICTORS = ("length", "ttr", "coherence", "position")
+PREDICTOR_NAMES = {"length": "Length", "ttr": "Type–token ratio", "coherence": "Embedding coherence (stand-in)",
+                   "position": "Position (control)"}
+
+
+def paragraph_depth(paths, gate=400):
+    """Per-paragraph depth U_p (paper 004 Eqs. A.2-A.3), the runs (seeds) pooled: base(d, b) is the
+    mean log Ā of the Δp1 = 0 pairs in its (d, band) cell, used only where the cell holds at least
+    `gate` pairs over all runs; a Δp1 = 1 pair scores D_eff,1 = log Ā - base(d, b(i)); U_p is the
+    mean over the pairs incident to paragraph p (reading: as the key's paragraph or as the query's),
+    its weight the number of those pairs. Returns {record, p1, U, weight} and the usable cells."""
+    zs = [np.load(p) for p in paths]
+    base_n = sum(z["base_n"] for z in zs)
+    base = np.where(base_n >= gate, sum(z["base_sum"] for z in zs) / np.maximum(base_n, 1), np.nan)
+    rec, p1, d, b, s, c = (np.concatenate([z[k] for z in zs]) for k in ("record", "p1", "d", "band", "sum", "count"))
+    ok = np.isfinite(base[d, b])
+    excess = s[ok] - c[ok] * base[d[ok], b[ok]]
+    width = int(p1.max(initial=0)) + 2
+    key = np.r_[rec[ok], rec[ok]] * width + np.r_[p1[ok], p1[ok] + 1]    # the key's and the query's paragraph
+    uniq, inv = np.unique(key, return_inverse=True)
+    weight = np.bincount(inv, np.r_[c[ok], c[ok]])
+    U = np.bincount(inv, np.r_[excess, excess]) / weight
+    return {"record": uniq // width, "p1": uniq % width, "U": U, "weight": weight}, int((base_n >= gate).sum())
+
+
+def wls(X, y, w):
+    """Weighted least squares of y on X with an intercept (App. A.10): coefficients, classical
+    standard errors (residual variance from the weighted residuals on N - k - 1 df), two-sided t
+    p-values, weighted R². Row 0 of each array is the intercept."""
+    X1 = np.c_[np.ones(len(y)), X]
+    XtW = X1.T * w
+    cov = np.linalg.inv(XtW @ X1)
+    coef = cov @ (XtW @ y)
+    e = y - X1 @ coef
+    df = len(y) - X1.shape[1]
+    s2 = (w * e * e).sum() / df
+    se = np.sqrt(np.diag(cov) * s2)
+    ybar = (w * y).sum() / w.sum()
+    return {"coef": coef, "se": se, "p": 2 * stats.t.sf(np.abs(coef / se), df), "df": df,
+            "r2": 1 - (w * e * e).sum() / (w * (y - ybar) ** 2).sum()}
+
+
+def paragraph_regression(config_dir, split="test", gate=400):
+    """Tables 5 and 9 for one corpus: U_p of the pooled seeds of `config_dir` (out/<corpus>/
+    hrope_axial) regressed on the paragraph's predictors (candidates.paragraph_predictors), WLS
+    weighted by incident pair count; paragraphs truncated by the window or without a usable pair
+    are dropped."""
+    import candidates
+    paths = sorted(glob.glob(os.path.join(config_dir, "seed*", f"paragraph_{split}.npz")))
+    if not paths:
+        raise SystemExit(f"error: no seed*/paragraph_{split}.npz under {config_dir}; run evaluate.py RUN --paragraphs first")
+    with open(os.path.join(os.path.dirname(paths[0]), "config.json")) as f:
+        cfg = json.load(f)["run"]
+    depth, cells = paragraph_depth(paths, gate)
+    pred = candidates.paragraph_predictors(os.path.join(cfg["data"], cfg["corpus"]), split, int(np.load(paths[0])["max_len"]))
+    width = int(max(pred["p1"].max(), depth["p1"].max(initial=0))) + 1
+    at = {k: i for i, k in enumerate(pred["record"] * width + pred["p1"])}
+    idx = np.array([at.get(k, -1) for k in depth["record"] * width + depth["p1"]], np.int64)
+    X = np.stack([pred[k][idx] for k in PREDICTORS], 1)
+    keep = (idx >= 0) & ~pred["truncated"][idx] & np.isfinite(X).all(1) & (depth["weight"] > 0)
+    X, y, w = X[keep], depth["U"][keep], depth["weight"][keep]
+    if len(y) <= len(PREDICTORS) + 1:
+        raise SystemExit(f"error: {config_dir}: {len(y)} paragraphs left after the gates; evaluate more records "
+                         f"(--max_docs) or lower --gate")
+    fit = wls(X, y, w)
+    sd = X.std(0)
+    return {"corpus": cfg["corpus"], "runs": len(paths), "cells": cells, "paragraphs": len(y),
+            "mean_weight": float(w.mean()), "mean_coherence": float(X[:, 2].mean()), "r2": float(fit["r2"]), "df": fit["df"],
+            **{k: {"b": float(fit["coef"][i + 1]), "se": float(fit["se"][i + 1]), "p": float(fit["p"][i + 1]),
+                   "std": float(fit["coef"][i + 1] * sd[i])} for i, k in enumerate(PREDICTORS)}}
+
+
+def paragraph_markdown(results):
+    """Table 5 (standardized coefficients, pairwise |z| of raw slopes with the Bonferroni threshold
+    over predictors x corpus pairs) and Table 9 (raw slopes with standard errors)."""
+    names = [r["corpus"] for r in results]
+    pairs = [(a, b) for a in range(len(results)) for b in range(a + 1, len(results))]
+    star = lambda p: "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
+    row = lambda cells: "| " + " | ".join(cells) + " |"
+    lines = ["### Paragraph-level compression regression of U_p, WLS within each corpus (paper 004 Table 5)", "",
+             row(["predictor"] + names + [f"{names[a]}–{names[b]} \\|z\\|" for a, b in pairs]),
+             row(["---"] + ["---:"] * (len(names) + len(pairs)))]
+    for k in PREDICTORS:
+        z = [abs(results[a][k]["b"] - results[b][k]["b"]) / math.hypot(results[a][k]["se"], results[b][k]["se"])
+             for a, b in pairs]
+        lines.append(row([PREDICTOR_NAMES[k]] + [f"{r[k]['std']:+.3f}{star(r[k]['p'])}" for r in results]
+                         + [f"{x:.2f}" for x in z]))
+    lines.append(row(["N paragraphs"] + [f"{r['paragraphs']:,}" for r in results] + [""] * len(pairs)))
+    lines.append(row(["weighted R²"] + [f"{r['r2']:.3f}" for r in results] + [""] * len(pairs)))
+    m = len(PREDICTORS) * len(pairs)
+    lines += ["", "Standardized coefficient = raw slope × the corpus's SD of the predictor; * p < 0.05, ** < 0.01, "
+              "*** < 0.001 (t on N − 5 df). "
+              + (f"|z| > {stats.norm.isf(0.05 / (2 * m)):.2f} is significant after Bonferroni over {m} comparisons "
+                 f"(paper, 12 comparisons: 2.87). " if pairs else "One corpus: no slope comparison. ")
+              + "Coherence uses the STAND-IN embedding (TF-IDF + SVD of BPE tokens), not all-MiniLM-L6-v2. Seeds pooled: "
+              + "; ".join(f"{r['corpus']} {r['runs']} run(s), {r['cells']} usable (d, band) cells, mean weight "
+                          f"{r['mean_weight']:,.0f} pairs" for r in results) + ".", "",
+              "### Raw slopes, classical WLS standard errors in parentheses (paper 004 Table 9)", "",
+              row(["corpus"] + [PREDICTOR_NAMES[k] for k in PREDICTORS]), row(["---"] + ["---:"] * len(PREDICTORS))]
+    lines += [row([r["corpus"]] + [f"{r[k]['b']:+.3g} ({r[k]['se']:.2g})" for k in PREDICTORS]) for r in results]
     return "\n".join(lines)
 
 
@@ -864,12 +969,18 @@ def main(argv=None):
     ap.add_argument("--boundary", metavar="ROOT", help="paper 004 Table 1 from evaluate.py --boundary sums under ROOT")
     ap.add_argument("--split", default="test", help="with --boundary: the split evaluate.py scored")
     ap.add_argument("--hubs", nargs="+", metavar="RUN", help="paper 004 Table 13 from evaluate.py --hubs (runs pooled)")
+    ap.add_argument("--paragraphs", nargs="+", metavar="CONFIG_DIR", help="paper 004 Tables 5 and 9 from "
+                    "evaluate.py --paragraphs: one out/<corpus>/hrope_axial per corpus, its seeds pooled")
+    ap.add_argument("--gate", type=int, default=400, help="with --paragraphs: pairs a baseline cell needs (A.10: 400)")
     ap.add_argument("--candidates", nargs="+", metavar="DATA", help="paper 004 Table 4 for prepared paragraph "
                     "corpora (candidates.py; no model)")
     args = ap.parse_args(argv)
     if args.hubs:
         print(hub_markdown(hub_table(args.hubs, args.split),
                            f"compression depth under hub masking, {len(args.hubs)} run(s) pooled (paper 004 Table 13)"))
+        return
+    if args.paragraphs:
+        print(paragraph_markdown([paragraph_regression(d, args.split, args.gate) for d in args.paragraphs]))
         return
     if args.candidates:
         import candidates

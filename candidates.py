@@ -155,13 +155,17 @@ def _se(values):
     return float(values[np.isfinite(values)].std()) if np.isfinite(values).sum() > 1 else float("nan")
 
 
-def embed(Q, dim=EMBED_DIM, seed=0):
-    """The STAND-IN paragraph embedding: TF-IDF rows, truncated SVD to `dim`, unit length."""
-    df = np.bincount(Q.indices, minlength=Q.shape[1])
-    tfidf = sparse.diags(1 / np.maximum(Q.sum(1).A1, 1)) @ Q @ sparse.diags(np.log((1 + Q.shape[0]) / (1 + df)) + 1)
-    k = min(dim, min(tfidf.shape) - 1)
-    u, s, _ = svds(tfidf.astype(np.float64), k=k, random_state=seed)
-    e = u * s
+def embed(Q, dim=EMBED_DIM, seed=0, fit=None):
+    """The STAND-IN paragraph embedding: TF-IDF rows, truncated SVD to `dim`, unit length. The IDF
+    and the SVD are learned on `fit` (another count matrix, e.g. the train split; default Q)."""
+    fit = Q if fit is None else fit
+    V = max(Q.shape[1], fit.shape[1])
+    Q, fit = (sparse.csr_matrix((M.data, M.indices, M.indptr), shape=(M.shape[0], V)) for M in (Q, fit))
+    idf = np.log((1 + fit.shape[0]) / (1 + np.bincount(fit.indices, minlength=V))) + 1
+    tfidf = lambda M: sparse.diags(1 / np.maximum(M.sum(1).A1, 1)) @ M @ sparse.diags(idf)
+    k = min(dim, min(fit.shape) - 1)
+    _, _, vt = svds(tfidf(fit).astype(np.float64), k=k, random_state=seed)
+    e = tfidf(Q) @ vt.T
     return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
 
 
@@ -202,6 +206,58 @@ def candidates(data_dir, draws=1000, seed=0):
     out.update(lexical(Q, doc, draws, seed))
     out.update(coherence(Q, doc, draws, seed))
     return out
+
+
+def paragraph_predictors(data_dir, split, max_len):
+    """Paper 004 App. A.10's predictors for every paragraph of a split, keyed as the model sees it:
+    `record` (numbered as train.Split numbers records) and `p1` (restarting in each record). Arrays:
+    length (tokens), ttr (distinct tokens / tokens: lexical diversity over BPE tokens, a reading),
+    coherence (mean stand-in-embedding cosine with the adjacent paragraphs of the document),
+    position (index of the paragraph in its document / paragraphs in the document) and truncated.
+    Reading of "truncated by the window": a paragraph the model does not see whole. A record of
+    exactly the prepared max_len was cut where no paragraph boundary fell (or cropped), so its last
+    paragraph is truncated and so is the first paragraph of the document's next record (a paragraph
+    of exactly max_len tokens is taken as cut too: the stored coordinates cannot tell); so is a
+    paragraph running past the model's window `max_len`."""
+    a = load_split(data_dir, split)
+    if "p" not in a:
+        sys.exit(f"error: {data_dir} has no paragraph coordinates (prepare.py prose or code)")
+    with open(os.path.join(data_dir, "meta.json")) as f:
+        cut_len = json.load(f)["settings"]["max_len"]
+    full, rec_doc = np.diff(np.asarray(a["doc_start"])), np.asarray(a["record_doc"])
+    tokens, p1 = np.asarray(a["tokens"]).astype(np.int64), np.asarray(a["p"][:, 0])
+    rec = np.repeat(np.arange(len(full)), full)
+    offset = np.arange(len(rec)) - np.repeat(np.asarray(a["doc_start"])[:-1], full)
+    new = np.r_[True, (p1[1:] != p1[:-1]) | (rec[1:] != rec[:-1])]
+    par, first = np.cumsum(new) - 1, np.flatnonzero(new)
+    n = len(first)
+    length = np.bincount(par, minlength=n)
+    types = np.bincount(np.unique(par * (tokens.max() + 1) + tokens) // (tokens.max() + 1), minlength=n)
+    last = np.r_[first[1:], len(rec)] - 1
+    cut = (full == cut_len) & np.r_[rec_doc[1:] == rec_doc[:-1], False]    # record cut inside a paragraph
+    opens = np.r_[True, rec[first[1:]] != rec[first[:-1]]]              # first paragraph of its record
+    truncated = (full == cut_len)[rec[last]] & np.r_[opens[1:], True]
+    cont = opens & np.r_[False, cut][rec[first]]                        # continues a cut paragraph
+    truncated |= cont | (offset[last] >= max_len)
+    doc = rec_doc[rec[first]]
+    index = np.cumsum(~cont) - 1                                          # paragraph pieces of a cut one share it
+    doc_first = np.r_[0, np.flatnonzero(doc[1:] != doc[:-1]) + 1]
+    count = np.r_[doc_first[1:], n] - doc_first
+    start_index = np.repeat(index[doc_first], count)
+    n_doc = np.repeat(index[np.r_[doc_first[1:], n] - 1] + 1, count) - start_index
+    Q = sparse.csr_matrix((np.ones(len(tokens)), (par, tokens)), shape=(n, int(tokens.max()) + 1))
+    fit, _ = paragraphs(data_dir, "train", min_paragraphs=1) if split != "train" else (Q, None)
+    e = embed(Q, fit=fit)
+    cos = (e[1:] * e[:-1]).sum(1)
+    same = doc[1:] == doc[:-1]
+    nb_sum = np.r_[0, np.where(same, cos, 0)] + np.r_[np.where(same, cos, 0), 0]
+    nb_n = np.r_[0, same] + np.r_[same, 0]
+    kept = full >= 2                                                      # records train.Split keeps
+    split_id = np.where(kept, np.cumsum(kept) - 1, -1)
+    with np.errstate(invalid="ignore"):
+        return {"record": split_id[rec[first]], "p1": p1[first], "length": length.astype(float),
+                "ttr": types / length, "coherence": nb_sum / nb_n, "position": (index - start_index) / n_doc,
+                "truncated": truncated, "document": doc}
 
 
 ROWS = [("λ_struct", "lambda_struct", "lambda_struct_se"), ("δ_1/2", "delta_half", None),

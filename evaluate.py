@@ -7,6 +7,7 @@ read its attention.
     python evaluate.py out/prose/hrope_axial/seed0 --demo         # paper 004 Fig. 1, one example
     python evaluate.py out/code/hrope_axial/seed0 --boundary      # sums for Table 1 (analyze.py --boundary)
     python evaluate.py out/code/hrope_axial/seed0 --probe         # same-paragraph probe (Table 8)
+    python evaluate.py out/code/hrope_axial/seed0 --paragraphs    # sums for Tables 5, 9 (analyze.py --paragraphs)
 
 Interventions change coordinates only, never tokens (depth-perception appendix §2 "How the
 structure is used"; paragraph-boundaries paper §3.2, §4.3):
@@ -437,6 +438,61 @@ def write_hubs(model, split, ids, cfg, corpus, run_dir, split_name, draws=3):
     return summary
 
 
+# -------------------------------------------------------- paragraph-level compression ----
+# Paper 004 §6.4 / App. A.10: a Δp1 = 1 pair is scored against the same-paragraph pairs at the same
+# token distance d and the same query-context band b(i). The paper does not give the band's width;
+# this repository's reading: b(i) = i // P_BAND, the query's position in its window in bands of 32
+# tokens (8 bands at the CPU context of 256). d <= 256 as in A.10.
+P_BAND, P_DMAX = 32, 256
+
+
+def paragraph_cells(logA, p1, d_max=P_DMAX, band=P_BAND):
+    """One record's App. A.10 sums from log Ā (n, n) and p1 (n,): the Δp1 = 0 baseline per
+    (d, b(i)) as (sum, count) arrays of shape (d_max + 1, bands), and the Δp1 = 1 pairs as rows
+    (key paragraph p1(j), d, b(i), sum, count). The query's paragraph is p1(j) + 1."""
+    n = logA.shape[0]
+    i, j = np.tril_indices(n, -1)
+    d, b, k = i - j, i // band, p1[i] - p1[j]
+    y = logA[i, j]
+    bands = -(-n // band)
+    base = (d <= d_max) & (k == 0)
+    cell = d[base] * bands + b[base]
+    shape = (d_max + 1, bands)
+    base_sum = np.bincount(cell, y[base], shape[0] * shape[1]).reshape(shape)
+    base_n = np.bincount(cell, minlength=shape[0] * shape[1]).reshape(shape)
+    one = (d <= d_max) & (k == 1)
+    if not one.any():
+        return base_sum, base_n, np.zeros((0, 3), np.int64), np.zeros(0), np.zeros(0, np.int64)
+    key = np.stack([p1[j[one]], d[one], b[one]], 1)
+    rows, inv = np.unique(key, axis=0, return_inverse=True)
+    sums = np.bincount(inv.ravel(), y[one], len(rows))
+    return base_sum, base_n, rows, sums, np.bincount(inv.ravel(), minlength=len(rows))
+
+
+def write_paragraphs(model, split, ids, cfg, corpus, path):
+    """Every scored record's A.10 sums (paragraph_cells), saved for analyze.py --paragraphs."""
+    if "p" not in split.a:
+        raise SystemExit("error: --paragraphs needs paragraph coordinates (prepare.py prose/code)")
+    bands = -(-model.cfg.max_len // P_BAND)
+    base_sum, base_n = np.zeros((P_DMAX + 1, bands)), np.zeros((P_DMAX + 1, bands), np.int64)
+    rows = []
+
+    def keep(r, row, atts):
+        logA = atts.mean((0, 1)).clamp_min(1e-30).log().double().numpy()
+        s, c, key, sums, counts = paragraph_cells(logA, row["p"][:, 0].numpy())
+        base_sum[:, :s.shape[1]] += s
+        base_n[:, :c.shape[1]] += c
+        rows.append(np.c_[np.full(len(key), r), key, sums, counts])
+
+    score(model, split, ids, cfg, corpus, attention=keep)
+    rows = np.concatenate(rows) if rows else np.zeros((0, 6))
+    with replacing(path) as tmp:
+        np.savez_compressed(tmp, base_sum=base_sum, base_n=base_n, record=rows[:, 0].astype(np.int64),
+                            p1=rows[:, 1].astype(np.int64), d=rows[:, 2].astype(np.int64),
+                            band=rows[:, 3].astype(np.int64), sum=rows[:, 4], count=rows[:, 5].astype(np.int64),
+                            max_len=model.cfg.max_len)
+
+
 # ------------------------------------------------------------------ same-paragraph probe ----
 def logistic_probe(Xtr, ytr, Xte, yte, l2=1e-3, steps=100):
     """Paper 004 App. A.9: a logistic-regression probe on standardised features, classes
@@ -578,6 +634,8 @@ def main(argv=None):
     ap.add_argument("--demo", action="store_true", help="paper 004 Fig. 1 single example")
     ap.add_argument("--probe", action="store_true", help="paper 004 App. A.9: same-paragraph probe per layer")
     ap.add_argument("--hubs", action="store_true", help="paper 004 App. E: hub masking, depth cells per condition")
+    ap.add_argument("--paragraphs", action="store_true",
+                    help="paper 004 App. A.10: per-paragraph sums for the paragraph-level regression (analyze.py --paragraphs)")
     ap.add_argument("--boundary", action="store_true",
                     help="paper 004 Table 1: per-document sums for the normalised boundary effect (analyze.py --boundary)")
     ap.add_argument("--data", default=None, help="data root (default: the run's)")
@@ -653,6 +711,10 @@ def main(argv=None):
         path = os.path.join(args.run, f"boundary_{args.split}.npz")
         write_boundary(model, split, ids, cfg, corpus, path)
         print(f"  boundary-effect sums: {len(np.unique(record_docs(split, ids)))} documents -> {path}")
+    if args.paragraphs:
+        path = os.path.join(args.run, f"paragraph_{args.split}.npz")
+        write_paragraphs(model, split, ids, cfg, corpus, path)
+        print(f"  paragraph-level sums (App. A.10) -> {path}")
     if args.demo:
         result["demo"] = demo(model, data_dir, corpus)
         d = result["demo"]

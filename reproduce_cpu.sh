@@ -54,10 +54,14 @@ fi
 # The ten-seed study (issue 17), its own output root. Seeds are the outer loop, so a study stopped
 # early still pairs every configuration at the seeds it reached; finished runs are skipped.
 #   bash reproduce_cpu.sh ten      # train + evaluate + analyze;  ten_train / ten_eval / ten_analyze
-#   bash reproduce_cpu.sh ten_hrope                     # prose and code under the hRoPE recipe
+#   bash reproduce_cpu.sh ten_hrope   # prose and code under the hRoPE recipe; ten_hrope_train / _eval / _analyze
+#   SEEDS10="0 1 2" bash reproduce_cpu.sh ten_hrope_train   # some seeds only
+# Two runs side by side with one thread each are slower than one after the other with two threads
+# (web seq_depth, 60 steps, twice: 64.5 s against 50.9 s), so runs go one at a time.
 OUT10=out10
+SEEDS10=${SEEDS10:-0 1 2 3 4 5 6 7 8 9}
 if [ "$stage" = ten ] || [ "$stage" = ten_train ]; then
-  for s in 0 1 2 3 4 5 6 7 8 9; do
+  for s in $SEEDS10; do
     OUT=$OUT10 bash sweep.sh web "seq_only seq_depth" "$s" 1 --steps $STEPS --milestones 10
     OUT=$OUT10 bash sweep.sh web seq_depth "$s" 1 --steps $STEPS --milestones 10 --depth_dropout=0.3 --name=seq_depth_dropout
     OUT=$OUT10 bash sweep.sh python "seq_only seq_depth tree_only" "$s" 1 --steps $STEPS --milestones 10
@@ -65,7 +69,7 @@ if [ "$stage" = ten ] || [ "$stage" = ten_train ]; then
 fi
 if [ "$stage" = ten ] || [ "$stage" = ten_eval ]; then
   ev() { [ -f "$1/final.json" ] && [ ! -f "$1/eval_test.json" ] || return 0; python evaluate.py "$@" > /dev/null; }
-  for s in 0 1 2 3 4 5 6 7 8 9; do
+  for s in $SEEDS10; do
     for k in seq_only seq_depth seq_depth_dropout; do ev $OUT10/web/$k/seed$s --max_docs 256; done
     for k in seq_only seq_depth tree_only; do ev $OUT10/python/$k/seed$s --max_docs 256; done
   done
@@ -74,13 +78,13 @@ if [ "$stage" = ten ] || [ "$stage" = ten_analyze ]; then
   for c in web python; do python analyze.py $OUT10/$c --figures figures/ten/$c > $OUT10/$c/analysis.md; done
 fi
 
-# hRoPE under paper 004's recipe (train.py picks it for code and prose): prose flat / hrope_axial /
-# rand_axial at ten seeds (issue 17), the other variants at three, code at three (Tables 1, 2, 3,
-# 8, 12 and the reverse substitution). HRSTEPS is unmeasured at this scale with lr 3e-4: check a
-# run's curve first.   prepare: python prepare.py prose --max_len 256; python prepare.py code --max_len 256
-HRSTEPS=300
-if [ "$stage" = ten_hrope ]; then
-  for s in 0 1 2 3 4 5 6 7 8 9; do
+# hRoPE under paper 004's recipe at CPU scale (train.py picks hrope_cpu for code and prose on CPU):
+# prose flat / hrope_axial / rand_axial at ten seeds (issue 17); at seeds 0-2 also prose sent_axial
+# and period_axial, and code with all five (Tables 1, 2, 3, 5, 8, 9, 12, 13, the reverse substitution).
+#   prepare: python prepare.py prose --max_len 256; python prepare.py code --max_len 256
+HRSTEPS=200
+if [ "$stage" = ten_hrope ] || [ "$stage" = ten_hrope_train ]; then
+  for s in $SEEDS10; do
     OUT=$OUT10 bash sweep.sh prose "flat hrope_axial rand_axial" "$s" 1 --steps $HRSTEPS --preset cpu_hrope --milestones 10
     if [ "$s" -lt 3 ]; then
       OUT=$OUT10 bash sweep.sh prose "sent_axial period_axial" "$s" 1 --steps $HRSTEPS --preset cpu_hrope --milestones 10
@@ -88,20 +92,39 @@ if [ "$stage" = ten_hrope ]; then
         --preset cpu_hrope --milestones 10
     fi
   done
-  ev() { [ -f "$1/final.json" ] && [ ! -f "$1/eval_test.json" ] || return 0; python evaluate.py "$@" > /dev/null; }
+fi
+if [ "$stage" = ten_hrope ] || [ "$stage" = ten_hrope_eval ]; then
+  # every run: test loss and the p1 interventions; seeds 0-2 also what each table reads
+  for s in $SEEDS10; do
+    for c in prose code; do
+      for k in flat sent_axial hrope_axial rand_axial period_axial; do
+        d=$OUT10/$c/$k/seed$s
+        [ -f $d/final.json ] && [ ! -f $d/eval_test.json ] || continue
+        extra=()
+        if [ "$s" -lt 3 ]; then
+          case $k in
+            flat) extra=(--boundary --demo --probe) ;;
+            sent_axial) extra=(--boundary --demo) ;;
+            hrope_axial) extra=(--boundary --demo --probe --attention --paragraphs --hubs) ;;
+            rand_axial) extra=(--boundary --probe --attention) ;;
+          esac
+        fi
+        python evaluate.py $d --max_docs 128 "${extra[@]}" > /dev/null
+      done
+    done
+  done
+fi
+if [ "$stage" = ten_hrope ] || [ "$stage" = ten_hrope_analyze ]; then
   for c in prose code; do
-    for d in $OUT10/$c/*/seed*; do ev $d --max_docs 128 --attention --boundary --probe --demo; done
     python analyze.py $OUT10/$c --figures figures/ten/$c > $OUT10/$c/analysis.md
     python analyze.py $OUT10/$c --baseline rand_axial > $OUT10/$c/analysis_vs_rand.md
     python analyze.py --boundary $OUT10/$c > $OUT10/$c/boundary.md
-    for d in $OUT10/$c/hrope_axial/seed[012]; do
-      [ -f $d/hub_test.json ] || python evaluate.py $d --max_docs 100 --interventions none --hubs > /dev/null
-    done
     python analyze.py --hubs $OUT10/$c/hrope_axial/seed[012] > $OUT10/$c/hubs.md
-    h=$(ls $OUT10/$c/hrope_axial/seed*/depth_test.npz | paste -sd,)
-    r=$(ls $OUT10/$c/rand_axial/seed*/depth_test.npz | paste -sd,)
+    h=$(ls $OUT10/$c/hrope_axial/seed[012]/depth_test.npz | paste -sd,)
+    r=$(ls $OUT10/$c/rand_axial/seed[012]/depth_test.npz | paste -sd,)
     python analyze.py --depth "$h" "$r" > $OUT10/$c/depth.md
   done
+  python analyze.py --paragraphs $OUT10/prose/hrope_axial $OUT10/code/hrope_axial > $OUT10/paragraphs.md
   python candidates.py data/prose data/code > $OUT10/candidates.md
 fi
 

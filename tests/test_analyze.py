@@ -3,6 +3,7 @@ import os
 
 import numpy as np
 import pytest
+from scipy import stats
 
 import analyze
 
@@ -277,3 +278,41 @@ def test_table8_by_hand():
     assert t["rows"]["hrope_axial"] == pytest.approx([0.6, 0.85]) and t["rows"]["rand_axial"] == pytest.approx([0.65, 0.775])
     assert [int(x) for x in t["higher"][0]] == [0, 1] and t["higher"][1] == 2
     assert "| hrope_axial > rand_axial (seeds) | 0/2 | 1/2 |" in analyze.table8_markdown(t)
+
+
+def test_wls_against_the_closed_form():
+    """One predictor, x = 0 1 2 3, y = 1 3 2 5, w = 1 2 1 2. By hand: weighted means x̄ = 5/3, ȳ = 19/6;
+    Sxx = 22/3, Sxy = 25/3, so b1 = 25/22, b0 = ȳ - b1 x̄ = 14/11; weighted SSE = 37/11 on 4 - 2 df;
+    se(b1) = sqrt(SSE / 2 / Sxx) = sqrt(111) / 22; SST = 77/6, R² = 1 - (37/11) / (77/6) = 625/847."""
+    f = analyze.wls(np.array([[0.0], [1], [2], [3]]), np.array([1.0, 3, 2, 5]), np.array([1.0, 2, 1, 2]))
+    assert f["coef"] == pytest.approx([14 / 11, 25 / 22]) and f["df"] == 2
+    assert f["se"][1] == pytest.approx(math.sqrt(111) / 22) and f["r2"] == pytest.approx(625 / 847)
+    assert f["p"][1] == pytest.approx(2 * stats.t.sf((25 / 22) / (math.sqrt(111) / 22), 2))
+    # integer weights act as repeated rows on the coefficients (four predictors, as Table 9 fits)
+    rng = np.random.default_rng(0)
+    X, y, w = rng.normal(size=(30, 4)), rng.normal(size=30), rng.integers(1, 4, 30).astype(float)
+    rep = np.repeat(np.arange(30), w.astype(int))
+    ols = np.linalg.lstsq(np.c_[np.ones(len(rep)), X[rep]], y[rep], rcond=None)[0]
+    assert analyze.wls(X, y, w)["coef"] == pytest.approx(ols)
+
+
+def test_paragraph_depth_recovers_planted_offsets(tmp_path):
+    """Two runs (seeds) of one record with paragraphs 0, 1, 2. Baseline cells sit at log Ā = -d
+    with 300 pairs per run (600 pooled: over the gate of 400); Δp1 = 1 pairs sit 1.0 below the
+    baseline between paragraphs 0 and 1 (3 pairs per run) and 2.0 below between 1 and 2 (1 pair),
+    plus one pair in a cell under the gate (left out). U_0 = -1 (weight 6), U_1 = (6 x -1 + 2 x -2) / 8
+    = -1.25, U_2 = -2 (weight 2)."""
+    base_n = np.zeros((5, 2), np.int64)
+    base_n[1:4, 0] = 300
+    base_n[4, 1] = 100                                          # 200 pooled: under the gate
+    base_sum = -np.arange(5)[:, None] * base_n
+    rows = dict(record=[0, 0, 0], p1=[0, 1, 0], d=[2, 3, 4], band=[0, 0, 1], count=[3, 1, 1])
+    rows["sum"] = [3 * (-2 - 1.0), 1 * (-3 - 2.0), -99.0]
+    paths = []
+    for seed in (0, 1):
+        paths.append(str(tmp_path / f"p{seed}.npz"))
+        np.savez(paths[-1], base_sum=base_sum, base_n=base_n, max_len=8, **{k: np.array(v) for k, v in rows.items()})
+    got, cells = analyze.paragraph_depth(paths, gate=400)
+    assert cells == 3
+    assert got["p1"].tolist() == [0, 1, 2] and got["record"].tolist() == [0, 0, 0]
+    assert got["U"] == pytest.approx([-1.0, -1.25, -2.0]) and got["weight"].tolist() == [6, 8, 2]

@@ -61,3 +61,32 @@ def test_candidates_on_a_planted_corpus(tmp_path, capsys):
     assert r["coherence"] > 0                                                      # neighbours are alike
     candidates.main([d, "--draws", "50", "--ustar", "-0.5"])
     assert "STAND-IN" in capsys.readouterr().out
+
+
+def test_paragraph_predictors_on_a_planted_corpus(tmp_path):
+    """App. A.10's predictors, keyed as the model sees paragraphs. Document a: three paragraphs,
+    the middle one a single word repeated (its type-token ratio the lowest); positions 0, 1/3, 2/3.
+    Document b: a short paragraph, then one of ~600 words without a sentence break, which
+    prepare.py must cut at max_len: every piece of it is flagged truncated and they share one
+    position; the paragraphs around it are whole."""
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+    rng = np.random.default_rng(0)
+    para = lambda n: " ".join(rng.choice(words, n)).capitalize() + "."
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "c.txt").write_text("\n\n".join([para(30), "Ho " + "ho " * 10 + "ho.", para(30)]))
+    (src / "b.txt").write_text("\n\n".join([para(20), " ".join(rng.choice(words, 600)), para(20)]))
+    d = prepare.main(["prose", "--src", str(src), "--out", str(tmp_path / "data"), "--vocab", "300", "--max_len", "128",
+                      "--workers", "1"])
+    r = candidates.paragraph_predictors(d, "train", 128)
+    by_doc = {}
+    for k in range(len(r["record"])):
+        by_doc.setdefault(r["document"][k], []).append(k)
+    a, b = sorted(by_doc.values(), key=len)
+    assert r["position"][a].tolist() == pytest.approx([0, 1 / 3, 2 / 3]) and not r["truncated"][a].any()
+    assert r["ttr"][a[1]] < min(r["ttr"][a[0]], r["ttr"][a[2]]) and np.isfinite(r["coherence"][a]).all()
+    assert r["length"][a].sum() + r["length"][b].sum() == sum(prepare.load_split(d, "train")["doc_start"][-1:])
+    mid = b[1:-1]                                                 # the long paragraph's pieces
+    assert len(mid) >= 4 and r["truncated"][mid].all() and not r["truncated"][[b[0], b[-1]]].any()
+    assert r["position"][b].tolist() == pytest.approx([0] + [1 / 3] * len(mid) + [2 / 3])
+    assert (r["p1"][mid] == 0).all() and len(set(r["record"][b])) == len(b) - 1   # the last piece shares a record

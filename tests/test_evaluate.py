@@ -213,7 +213,8 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
         for seed in (0, 1):
             run = train.main(["--corpus", "code", "--config", config, "--seed", str(seed), "--data", str(data),
                               "--out", str(tmp_path / "out"), *tiny])
-            evaluate.main([run, "--split", "train", "--max_docs", "8", "--interventions", "none", "--boundary"])
+            evaluate.main([run, "--split", "train", "--max_docs", "8", "--interventions", "none", "--boundary"]
+                          + ["--paragraphs"] * (config == "hrope_axial"))
             res = evaluate.main([run, "--max_docs", "1", "--interventions", "none", "--demo"])   # eval_test.json
             change = res["demo"]["d_eff_change_across_boundary"]
             assert (change == 0.0) == (config != "hrope_axial")      # Fig. 3: zero for the p1-blind models
@@ -231,6 +232,11 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     assert {r.split(",")[0]: float(r.split(",")[2]) == 0.0 for r in rows} == {"flat": True, "sent_axial": True,
                                                                               "hrope_axial": False}
     assert out.count("holds exactly") == 2 and "| hrope_axial |" in out
+    # Tables 5 and 9 from the two hrope_axial seeds (every baseline cell admitted at this size)
+    reg = analyze.paragraph_regression(os.path.join(str(tmp_path / "out"), "code", "hrope_axial"), "train", gate=1)
+    assert reg["runs"] == 2 and reg["paragraphs"] > 5 and reg["df"] == reg["paragraphs"] - 5
+    assert all(np.isfinite(reg[k]["b"]) and reg[k]["se"] > 0 for k in analyze.PREDICTORS)
+    assert "| Embedding coherence (stand-in) |" in analyze.paragraph_markdown([reg, reg])
     # rand_axial: compression-depth cells binned by the true p1 and by the labels its channel read
     run = train.main(["--corpus", "code", "--config", "rand_axial", "--data", str(data), "--out", str(tmp_path / "out"),
                       *tiny])
@@ -268,6 +274,23 @@ def test_substitutions_reach_every_p1_reading_channel():
     assert coordinate(true, "rand_p1").tolist() == coordinate(true, "p1").tolist() == [[0, 0, 0, 1, 1, 1, 1, 1]]
     assert evaluate.default_interventions(["period_p1", "p2", "p3"])[-4:] == ["real", "period", "rand", "const0"]
     assert "real" not in evaluate.default_interventions(["p1", "p2", "p3"])
+
+
+def test_paragraph_cells_by_hand():
+    """App. A.10 sums on six tokens, p1 = 0 0 0 1 1 2, bands of 2 tokens, log Ā(i, j) = 10 i + j.
+    Δp1 = 0 pairs (query i, key j): (1,0) d1 b0, (2,0) d2 b1, (2,1) d1 b1, (4,3) d1 b2. Δp1 = 1
+    pairs: (3,0) (3,1) (3,2) (4,0) (4,1) (4,2) with key paragraph 0, (5,3) (5,4) with key paragraph 1."""
+    i, j = np.indices((6, 6))
+    base_sum, base_n, rows, sums, counts = evaluate.paragraph_cells((10.0 * i + j), np.array([0, 0, 0, 1, 1, 2]),
+                                                                   d_max=4, band=2)
+    assert base_n.shape == (5, 3) and base_n.sum() == 4
+    assert {(d, b): base_sum[d, b] for d, b in zip(*np.nonzero(base_n))} == {(1, 0): 10, (2, 1): 20, (1, 1): 21, (1, 2): 43}
+    got = {tuple(r): (s, c) for r, s, c in zip(rows.tolist(), sums, counts)}
+    assert got == {(0, 3, 1): (30, 1), (0, 2, 1): (31, 1), (0, 1, 1): (32, 1), (0, 4, 2): (40, 1), (0, 3, 2): (41, 1),
+                   (0, 2, 2): (42, 1), (1, 2, 2): (53, 1), (1, 1, 2): (54, 1)}
+    # d_max caps both: at d_max = 2 the pairs at d 3 and 4 are gone
+    _, base_n, rows, _, _ = evaluate.paragraph_cells((10.0 * i + j), np.array([0, 0, 0, 1, 1, 2]), d_max=2, band=2)
+    assert base_n.shape == (3, 3) and rows[:, 1].max() == 2 and len(rows) == 5
 
 
 def test_probe_on_a_planted_signal():

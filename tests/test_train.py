@@ -253,6 +253,10 @@ def test_hrope_recipe_is_table_11():
     assert (t["recipe"], t["lr"], t["weight_decay"], t["min_lr"], t["dropout"], t["patience"]) == \
         ("tree", 1.2e-3, 0.1, 0.1, 0.0, 0)
     assert train.parse(["--corpus", "code", "--lr", "1e-3"])[0]["lr"] == 1e-3             # explicit beats recipe
+    c = train.parse(["--corpus", "code", "--device", "cpu"])[0]                         # CPU scale: only lr differs
+    same = ("weight_decay", "min_lr", "dropout", "patience")
+    assert (c["recipe"], c["lr"]) == ("hrope_cpu", 1.2e-3) and [c[k] for k in same] == [h[k] for k in same]
+    assert train.parse(["--corpus", "code", "--device", "cpu", "--recipe", "hrope"])[0]["lr"] == 3e-4
     # the schedule at its boundaries, 5,000 steps: warmup ends at step 100 (the paper's 100),
     # the last step sits at 1% of the peak, half way through the cosine at 0.505 of it
     assert train.lr_at(0, 5000, 3e-4, 0.01) == pytest.approx(3e-4 / 100)
