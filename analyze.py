@@ -129,10 +129,13 @@ def table8_markdown(t):
     return "\n".join(lines)
 
 
-def hub_table(run_dirs, split="test", gate=2000):
+def hub_table(run_dirs, split="test", gate=2000, draws=1000):
     """Paper 004 Table 13: U* (degree-2 vertex, exact-distance cells) under each masking
     condition, the runs' documents pooled (each seed's documents count as clusters of their own);
-    random conditions as mean ± std over their draws; the share of the original well removed."""
+    random conditions as mean ± std over their draws; the share of the original well removed;
+    document-cluster bootstrap 95% CIs for Original, Hub-masked and Freq-matched (as the paper
+    brackets them). Then the pair-matched mass sweep: U* against the share of the hubs' pairs
+    removed (Pair-matched random is the 100% point)."""
     conds = defaultdict(list)
     for d in run_dirs:
         for path in sorted(glob.glob(os.path.join(d, f"hub_*_{split}.npz"))):
@@ -140,28 +143,41 @@ def hub_table(run_dirs, split="test", gate=2000):
             conds[name].append(load_acc(path))
     pooled = {c: {k: np.concatenate([a[k] for a in accs]) for k in accs[0]} for c, accs in conds.items()}
     u = {c: compression_depth(acc, gate)[1] for c, acc in pooled.items()}
+    removed = lambda m: 1 - m / u["original"] if "original" in u and u["original"] else float("nan")
     rows = []
     for cond in ("original", "hub", "freq", "random", "pair_matched"):
         vals = [v for c, v in u.items() if c == cond or (c.startswith(cond) and c[len(cond):].isdigit())]
         if vals:
             m = float(np.nanmean(vals)) if not all(np.isnan(vals)) else float("nan")
+            lo, hi = ci(bootstrap_depth(pooled[cond], draws=draws, gate=gate)[0]) if cond in pooled else (None, None)
             rows.append({"condition": cond, "U": m, "std": float(np.nanstd(vals)) if len(vals) > 1 else None,
-                         "removed": 1 - m / u["original"] if "original" in u and u["original"] else float("nan")})
-    return rows
+                         "removed": removed(m), "ci": (lo, hi)})
+    sweep = sorted((int(c[5:]), u[c]) for c in u if c.startswith("sweep"))
+    if sweep and rows and rows[-1]["condition"] == "pair_matched":
+        sweep.append((100, rows[-1]["U"]))
+    return rows, [{"percent": p, "U": v, "removed": removed(v)} for p, v in sweep]
 
 
-def hub_markdown(rows, title):
-    lines = [f"### {title}", "", "| condition | U* | share of the original well removed |", "| --- | ---: | ---: |"]
+def hub_markdown(table, title):
+    rows, sweep = table
+    fmt = lambda x: "no interior minimum" if math.isnan(x) else f"{x:+.3f}"
+    lines = [f"### {title}", "", "| condition | U* | 95% CI | share of the original well removed |", "| --- | ---: | --- | ---: |"]
     for r in rows:
-        u = "no interior minimum" if math.isnan(r["U"]) else f"{r['U']:+.3f}" + (f" ± {r['std']:.3f}" if r["std"] is not None else "")
+        u = fmt(r["U"]) + (f" ± {r['std']:.3f}" if r["std"] is not None else "")
+        lo, hi = r["ci"]
+        band = "—" if lo is None else "no fit in any draw" if math.isnan(lo) else f"[{lo:+.3f}, {hi:+.3f}]"
         removed = "—" if r["condition"] == "original" else f"{100 * r['removed']:.0f}%"
-        lines.append(f"| {r['condition']} | {u} | {removed} |")
+        lines.append(f"| {r['condition']} | {u} | {band} | {removed} |")
+    if sweep:
+        lines += ["", "Pair-matched mass sweep (one draw per point; 100% is Pair-matched random, mean over its draws):", "",
+                  "| hubs' cross-paragraph pairs removed | U* | share of the original well removed |", "| ---: | ---: | ---: |"]
+        lines += [f"| {s['percent']}% | {fmt(s['U'])} | {100 * s['removed']:.0f}% |" for s in sweep]
     return "\n".join(lines)
 
 
 # ----------------------------------------- Layer III: paragraph-level regression (§6.4) ----
 PREDICTORS = ("length", "ttr", "coherence", "position")
-PREDICTOR_NAMES = {"length": "Length", "ttr": "Type–token ratio", "coherence": "Embedding coherence (stand-in)",
+PREDICTOR_NAMES = {"length": "Length", "ttr": "Type–token ratio", "coherence": "Embedding coherence",
                    "position": "Position (control)"}
 
 
@@ -202,7 +218,7 @@ def wls(X, y, w):
             "r2": 1 - (w * e * e).sum() / (w * (y - ybar) ** 2).sum()}
 
 
-def paragraph_regression(config_dir, split="test", gate=400):
+def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
     """Tables 5 and 9 for one corpus: U_p of the pooled seeds of `config_dir` (out/<corpus>/
     hrope_axial) regressed on the paragraph's predictors (candidates.paragraph_predictors), WLS
     weighted by incident pair count; paragraphs truncated by the window or without a usable pair
@@ -214,7 +230,8 @@ def paragraph_regression(config_dir, split="test", gate=400):
     with open(os.path.join(os.path.dirname(paths[0]), "config.json")) as f:
         cfg = json.load(f)["run"]
     depth, cells = paragraph_depth(paths, gate)
-    pred = candidates.paragraph_predictors(os.path.join(cfg["data"], cfg["corpus"]), split, int(np.load(paths[0])["max_len"]))
+    pred = candidates.paragraph_predictors(os.path.join(cfg["data"], cfg["corpus"]), split,
+                                           int(np.load(paths[0])["max_len"]), embedder)
     width = int(max(pred["p1"].max(), depth["p1"].max(initial=0))) + 1
     at = {k: i for i, k in enumerate(pred["record"] * width + pred["p1"])}
     idx = np.array([at.get(k, -1) for k in depth["record"] * width + depth["p1"]], np.int64)
@@ -227,6 +244,7 @@ def paragraph_regression(config_dir, split="test", gate=400):
     fit = wls(X, y, w)
     sd = X.std(0)
     return {"corpus": cfg["corpus"], "runs": len(paths), "cells": cells, "paragraphs": len(y),
+            "embedding": candidates.embedding_label(embedder),
             "mean_weight": float(w.mean()), "mean_coherence": float(X[:, 2].mean()), "r2": float(fit["r2"]), "df": fit["df"],
             **{k: {"b": float(fit["coef"][i + 1]), "se": float(fit["se"][i + 1]), "p": float(fit["p"][i + 1]),
                    "std": float(fit["coef"][i + 1] * sd[i])} for i, k in enumerate(PREDICTORS)}}
@@ -254,7 +272,7 @@ def paragraph_markdown(results):
               "*** < 0.001 (t on N − 5 df). "
               + (f"|z| > {stats.norm.isf(0.05 / (2 * m)):.2f} is significant after Bonferroni over {m} comparisons "
                  f"(paper, 12 comparisons: 2.87). " if pairs else "One corpus: no slope comparison. ")
-              + "Coherence uses the STAND-IN embedding (TF-IDF + SVD of BPE tokens), not all-MiniLM-L6-v2. Seeds pooled: "
+              + f"Coherence embedding: {results[0]['embedding']}. Seeds pooled: "
               + "; ".join(f"{r['corpus']} {r['runs']} run(s), {r['cells']} usable (d, band) cells, mean weight "
                           f"{r['mean_weight']:,.0f} pairs" for r in results) + ".", "",
               "### Raw slopes, classical WLS standard errors in parentheses (paper 004 Table 9)", "",
@@ -972,19 +990,22 @@ def main(argv=None):
     ap.add_argument("--paragraphs", nargs="+", metavar="CONFIG_DIR", help="paper 004 Tables 5 and 9 from "
                     "evaluate.py --paragraphs: one out/<corpus>/hrope_axial per corpus, its seeds pooled")
     ap.add_argument("--gate", type=int, default=400, help="with --paragraphs: pairs a baseline cell needs (A.10: 400)")
+    ap.add_argument("--embedder", default=None, help="with --paragraphs / --candidates: a local sentence-embedding "
+                    "model folder (default: the stand-in embedding)")
     ap.add_argument("--candidates", nargs="+", metavar="DATA", help="paper 004 Table 4 for prepared paragraph "
                     "corpora (candidates.py; no model)")
     args = ap.parse_args(argv)
     if args.hubs:
-        print(hub_markdown(hub_table(args.hubs, args.split),
+        print(hub_markdown(hub_table(args.hubs, args.split, draws=args.draws),
                            f"compression depth under hub masking, {len(args.hubs)} run(s) pooled (paper 004 Table 13)"))
         return
     if args.paragraphs:
-        print(paragraph_markdown([paragraph_regression(d, args.split, args.gate) for d in args.paragraphs]))
+        print(paragraph_markdown([paragraph_regression(d, args.split, args.gate, args.embedder) for d in args.paragraphs]))
         return
     if args.candidates:
         import candidates
-        return candidates.main(args.candidates + ["--draws", str(max(args.draws, 1000))])
+        return candidates.main(args.candidates + ["--draws", str(max(args.draws, 1000))]
+                               + ["--embedder", args.embedder] * bool(args.embedder))
     if args.boundary:
         pooled = boundary_pool(args.boundary, args.split)
         if not pooled:

@@ -18,7 +18,9 @@ readings are marked):
   length      median paragraph length in tokens
   coherence   mean cosine of adjacent paragraphs minus that of random pairs of paragraphs, and the
               half-life in paragraphs of the curve cos(δ) - baseline (reading: exponential fit)
-The paper embeds paragraphs with all-MiniLM-L6-v2, which cannot be downloaded here; the embedding
+The paper embeds paragraphs with all-MiniLM-L6-v2, which cannot be downloaded here. With
+`--embedder FOLDER` (a sentence-embedding model saved on disk, e.g. all-MiniLM-L6-v2) paragraphs are
+embedded by it through the sentence-transformers package, when installed; otherwise the embedding
 is a STAND-IN built from the corpus itself: TF-IDF of the tokens, truncated to 64 dimensions by SVD.
 """
 import argparse
@@ -38,21 +40,35 @@ D_MAX = 15          # displacements fitted (paragraphs)
 EMBED_DIM = 64      # the stand-in embedding's dimension
 
 
-def paragraphs(data_dir, split="train", min_paragraphs=3):
+def segment(a):
+    """Token-level paragraph labels of a loaded split: (tokens, record of each token, paragraph of
+    each token, first token of each paragraph). A paragraph starts where p1 or the record changes."""
+    tokens, p1 = np.asarray(a["tokens"]).astype(np.int64), np.asarray(a["p"][:, 0])
+    rec = np.repeat(np.arange(len(a["record_doc"])), np.diff(np.asarray(a["doc_start"])))
+    new = np.r_[True, (p1[1:] != p1[:-1]) | (rec[1:] != rec[:-1])]
+    return tokens, rec, np.cumsum(new) - 1, np.flatnonzero(new)
+
+
+def texts(data_dir, tokens, first):
+    """Each paragraph's text, decoded from its tokens (for a sentence-embedding model)."""
+    import tokenizer
+    enc = tokenizer.load(data_dir)
+    return [enc.decode(tokens[s:e].tolist()) for s, e in zip(first, np.r_[first[1:], len(tokens)])]
+
+
+def paragraphs(data_dir, split="train", min_paragraphs=3, with_texts=False):
     """(Q, doc): a sparse (paragraphs, vocabulary) token-count matrix and each paragraph's
-    document, documents with at least `min_paragraphs` paragraphs, in reading order."""
+    document, documents with at least `min_paragraphs` paragraphs, in reading order; with
+    `with_texts`, also the paragraphs' texts."""
     a = load_split(data_dir, split)
     if "p" not in a:
         sys.exit(f"error: {data_dir} has no paragraph coordinates (prepare.py prose or code)")
-    starts, rec_doc = np.asarray(a["doc_start"]), np.asarray(a["record_doc"])
-    tokens, p1 = np.asarray(a["tokens"]), np.asarray(a["p"][:, 0])
-    rec = np.repeat(np.arange(len(rec_doc)), np.diff(starts))
-    new = np.r_[True, (p1[1:] != p1[:-1]) | (rec[1:] != rec[:-1])]      # a paragraph starts
-    par = np.cumsum(new) - 1
-    par_doc = rec_doc[rec[new]]
-    Q = sparse.csr_matrix((np.ones(len(tokens)), (par, tokens)), shape=(par[-1] + 1, int(tokens.max()) + 1))
-    counts = np.bincount(par_doc)
-    keep = counts[par_doc] >= min_paragraphs
+    tokens, rec, par, first = segment(a)
+    par_doc = np.asarray(a["record_doc"])[rec[first]]
+    Q = sparse.csr_matrix((np.ones(len(tokens)), (par, tokens)), shape=(len(first), int(tokens.max()) + 1))
+    keep = np.bincount(par_doc)[par_doc] >= min_paragraphs
+    if with_texts:
+        return Q[keep], par_doc[keep], [t for t, k in zip(texts(data_dir, tokens, first), keep) if k]
     return Q[keep], par_doc[keep]
 
 
@@ -155,6 +171,25 @@ def _se(values):
     return float(values[np.isfinite(values)].std()) if np.isfinite(values).sum() > 1 else float("nan")
 
 
+def embedding_label(embedder=None):
+    return (f"{os.path.basename(os.path.normpath(embedder))} (sentence-transformers, local folder)" if embedder else
+            f"STAND-IN: TF-IDF + truncated SVD ({EMBED_DIM} dimensions), not all-MiniLM-L6-v2")
+
+
+def folder_embed(folder, paragraph_texts):
+    """Unit-length embeddings from a sentence-embedding model saved in `folder` (the paper's
+    all-MiniLM-L6-v2, where the user has it), through sentence-transformers."""
+    if not os.path.isdir(folder):
+        sys.exit(f"error: --embedder {folder}: no such folder")
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        sys.exit("error: --embedder needs the sentence-transformers package (pip install sentence-transformers); "
+                 "without --embedder the stand-in embedding is used")
+    model = SentenceTransformer(folder, device="cpu")
+    return np.asarray(model.encode(paragraph_texts, batch_size=64, normalize_embeddings=True), np.float64)
+
+
 def embed(Q, dim=EMBED_DIM, seed=0, fit=None):
     """The STAND-IN paragraph embedding: TF-IDF rows, truncated SVD to `dim`, unit length. The IDF
     and the SVD are learned on `fit` (another count matrix, e.g. the train split; default Q)."""
@@ -169,10 +204,9 @@ def embed(Q, dim=EMBED_DIM, seed=0, fit=None):
     return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
 
 
-def coherence(Q, doc, draws=1000, seed=0, d_max=10):
-    """Aggregate coherence (adjacent cosine minus random pairs) and the half-life of the
-    coherence curve, with a document bootstrap."""
-    e = embed(Q, seed=seed)
+def coherence(e, doc, draws=1000, seed=0, d_max=10):
+    """Aggregate coherence (adjacent cosine minus random pairs of the unit embeddings `e`) and the
+    half-life of the coherence curve, with a document bootstrap."""
     rng = np.random.default_rng(seed)
     docs = np.unique(doc)
     u = np.searchsorted(docs, doc)
@@ -195,24 +229,25 @@ def coherence(Q, doc, draws=1000, seed=0, d_max=10):
                      for _ in range(draws)])
     return {"coherence": float(agg), "coherence_ci": _ci(boot[:, 0]),
             "coherence_se": _se(boot[:, 0]), "half_life": float(half),
-            "half_life_ci": _ci(boot[:, 1]), "half_life_se": _se(boot[:, 1]),
-            "embedding": f"STAND-IN: TF-IDF + truncated SVD ({EMBED_DIM} dimensions), not all-MiniLM-L6-v2"}
+            "half_life_ci": _ci(boot[:, 1]), "half_life_se": _se(boot[:, 1])}
 
 
-def candidates(data_dir, draws=1000, seed=0):
-    Q, doc = paragraphs(data_dir)
+def candidates(data_dir, draws=1000, seed=0, embedder=None):
+    Q, doc, *txt = paragraphs(data_dir, with_texts=bool(embedder))
     out = {"corpus": os.path.basename(os.path.normpath(data_dir)), "paragraphs": int(Q.shape[0]),
-           "documents": int(len(np.unique(doc))), "median_length": float(np.median(Q.sum(1).A1))}
+           "documents": int(len(np.unique(doc))), "median_length": float(np.median(Q.sum(1).A1)),
+           "embedding": embedding_label(embedder)}
     out.update(lexical(Q, doc, draws, seed))
-    out.update(coherence(Q, doc, draws, seed))
+    out.update(coherence(folder_embed(embedder, txt[0]) if embedder else embed(Q, seed=seed), doc, draws, seed))
     return out
 
 
-def paragraph_predictors(data_dir, split, max_len):
+def paragraph_predictors(data_dir, split, max_len, embedder=None):
     """Paper 004 App. A.10's predictors for every paragraph of a split, keyed as the model sees it:
     `record` (numbered as train.Split numbers records) and `p1` (restarting in each record). Arrays:
     length (tokens), ttr (distinct tokens / tokens: lexical diversity over BPE tokens, a reading),
-    coherence (mean stand-in-embedding cosine with the adjacent paragraphs of the document),
+    coherence (mean embedding cosine with the adjacent paragraphs of the document; the stand-in
+    fitted on the train split, or the `embedder` folder's model),
     position (index of the paragraph in its document / paragraphs in the document) and truncated.
     Reading of "truncated by the window": a paragraph the model does not see whole. A record of
     exactly the prepared max_len was cut where no paragraph boundary fell (or cropped), so its last
@@ -224,12 +259,9 @@ def paragraph_predictors(data_dir, split, max_len):
         sys.exit(f"error: {data_dir} has no paragraph coordinates (prepare.py prose or code)")
     with open(os.path.join(data_dir, "meta.json")) as f:
         cut_len = json.load(f)["settings"]["max_len"]
-    full, rec_doc = np.diff(np.asarray(a["doc_start"])), np.asarray(a["record_doc"])
-    tokens, p1 = np.asarray(a["tokens"]).astype(np.int64), np.asarray(a["p"][:, 0])
-    rec = np.repeat(np.arange(len(full)), full)
+    full, rec_doc, p1 = np.diff(np.asarray(a["doc_start"])), np.asarray(a["record_doc"]), np.asarray(a["p"][:, 0])
+    tokens, rec, par, first = segment(a)
     offset = np.arange(len(rec)) - np.repeat(np.asarray(a["doc_start"])[:-1], full)
-    new = np.r_[True, (p1[1:] != p1[:-1]) | (rec[1:] != rec[:-1])]
-    par, first = np.cumsum(new) - 1, np.flatnonzero(new)
     n = len(first)
     length = np.bincount(par, minlength=n)
     types = np.bincount(np.unique(par * (tokens.max() + 1) + tokens) // (tokens.max() + 1), minlength=n)
@@ -246,8 +278,10 @@ def paragraph_predictors(data_dir, split, max_len):
     start_index = np.repeat(index[doc_first], count)
     n_doc = np.repeat(index[np.r_[doc_first[1:], n] - 1] + 1, count) - start_index
     Q = sparse.csr_matrix((np.ones(len(tokens)), (par, tokens)), shape=(n, int(tokens.max()) + 1))
-    fit, _ = paragraphs(data_dir, "train", min_paragraphs=1) if split != "train" else (Q, None)
-    e = embed(Q, fit=fit)
+    if embedder:
+        e = folder_embed(embedder, texts(data_dir, tokens, first))
+    else:
+        e = embed(Q, fit=paragraphs(data_dir, "train", min_paragraphs=1)[0] if split != "train" else Q)
     cos = (e[1:] * e[:-1]).sum(1)
     same = doc[1:] == doc[:-1]
     nb_sum = np.r_[0, np.where(same, cos, 0)] + np.r_[np.where(same, cos, 0), 0]
@@ -263,8 +297,8 @@ def paragraph_predictors(data_dir, split, max_len):
 ROWS = [("λ_struct", "lambda_struct", "lambda_struct_se"), ("δ_1/2", "delta_half", None),
         ("λ_local", "lambda_local", "lambda_local_se"), ("L_int", "L_int", None), ("δ_zero", "delta_zero", None),
         ("median paragraph length (tokens)", "median_length", None),
-        ("coherence: aggregate (stand-in)", "coherence", "coherence_se"),
-        ("coherence half-life (stand-in)", "half_life", "half_life_se")]
+        ("coherence: aggregate", "coherence", "coherence_se"),
+        ("coherence half-life (paragraphs)", "half_life", "half_life_se")]
 
 
 def table4(results, ustar=None):
@@ -297,16 +331,16 @@ def main(argv=None):
     ap.add_argument("data", nargs="+", help="prepared paragraph corpora: data/prose data/code ...")
     ap.add_argument("--ustar", type=float, nargs="+", help="the model's compression depth U* per corpus, in order")
     ap.add_argument("--draws", type=int, default=1000)
+    ap.add_argument("--embedder", default=None, help="a local sentence-embedding model folder (default: the stand-in)")
     args = ap.parse_args(argv)
     if args.ustar and len(args.ustar) != len(args.data):
         ap.error("give one --ustar value per corpus")
-    results = [candidates(d, args.draws) for d in args.data]
+    results = [candidates(d, args.draws, embedder=args.embedder) for d in args.data]
     for r in results:
         print(f"{r['corpus']}: {r['paragraphs']} paragraphs in {r['documents']} documents; λ_struct {r['lambda_struct']:.2f} "
               f"[{r['lambda_struct_ci'][0]:.2f}, {r['lambda_struct_ci'][1]:.2f}] (Table 6); S_exc(1..5) "
               + " ".join(f"{x:+.4f}" for x in r["S_exc"][:5]))
-    print("\n### Corpus-only candidates (paper 004 Table 4); coherence uses a STAND-IN embedding "
-          "(TF-IDF + SVD, not all-MiniLM-L6-v2)\n")
+    print(f"\n### Corpus-only candidates (paper 004 Table 4); coherence embedding: {results[0]['embedding']}\n")
     print(table4(results, args.ustar))
     return results
 

@@ -358,13 +358,16 @@ def cross_paragraph_block(p1, keys):
 # the 5% of types (among those that are keys of a cross-paragraph pair) with the most negative
 # aggregate, i.e. those carrying the compression. Freq-matched: the 5% most frequent types.
 # Random (token-matched): as many random non-hub types. Pair-matched random: random non-hub
-# types added until they block at least as many cross-paragraph pairs as the hubs do.
-HUB_SHARE = 0.05
+# types added until they block at least as many cross-paragraph pairs as the hubs do. The mass
+# sweep (App. E "pair-matched mass sweep"): the same, one draw each, up to 25%, 50%, 75% of the
+# hubs' pairs (100% is Pair-matched random itself).
+HUB_SHARE, MASS_SWEEP = 0.05, (25, 50, 75)
 
 
-def hub_sets(contrib, pairs, freq, draws=3, seed=0, share=HUB_SHARE):
+def hub_sets(contrib, pairs, freq, draws=3, seed=0, share=HUB_SHARE, sweep=MASS_SWEEP):
     """{condition: [type arrays]} from per-type arrays: aggregate contribution, cross-paragraph
-    pairs as key, and frequency (types with no cross-paragraph pair are never chosen)."""
+    pairs as key, and frequency (types with no cross-paragraph pair are never chosen); `sweepNN`
+    blocks at least NN% of the hubs' pairs."""
     rng = np.random.default_rng(seed)
     present = np.flatnonzero(pairs > 0)
     n = max(1, int(round(share * len(present))))
@@ -376,6 +379,10 @@ def hub_sets(contrib, pairs, freq, draws=3, seed=0, share=HUB_SHARE):
         order = rng.permutation(others)
         k = int(np.searchsorted(np.cumsum(pairs[order]), pairs[hub].sum())) + 1
         out["pair_matched"].append(order[:k])
+    for pct in sweep:
+        order = rng.permutation(others)
+        k = int(np.searchsorted(np.cumsum(pairs[order]), pct / 100 * pairs[hub].sum())) + 1
+        out[f"sweep{pct}"] = [order[:k]]
     return out
 
 

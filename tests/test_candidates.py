@@ -5,6 +5,8 @@ Run: pytest tests/test_candidates.py
 """
 import math
 import os
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -36,7 +38,7 @@ def test_shuffle_stays_inside_documents():
     assert (order != np.arange(16)).any()
 
 
-def test_candidates_on_a_planted_corpus(tmp_path, capsys):
+def test_candidates_on_a_planted_corpus(tmp_path, capsys, monkeypatch):
     """Each document walks through topics: paragraph k draws its words from topics k..k+2, so
     paragraphs 1 or 2 apart share words and paragraphs 3 or more apart share none: S_exc falls
     from δ = 1 to 3 and is then below the shuffled control (which mixes near and far pairs),
@@ -61,9 +63,26 @@ def test_candidates_on_a_planted_corpus(tmp_path, capsys):
     assert r["coherence"] > 0                                                      # neighbours are alike
     candidates.main([d, "--draws", "50", "--ustar", "-0.5"])
     assert "STAND-IN" in capsys.readouterr().out
+    (tmp_path / "MiniLM").mkdir()
+    fake_sentence_transformers(monkeypatch, [])
+    r = candidates.main([d, "--draws", "20", "--embedder", str(tmp_path / "MiniLM")])[0]
+    assert "MiniLM (sentence-transformers" in capsys.readouterr().out and np.isfinite(r["coherence"])
 
 
-def test_paragraph_predictors_on_a_planted_corpus(tmp_path):
+def fake_sentence_transformers(monkeypatch, seen):
+    """A stand-in for the sentence-transformers package: its model embeds a text as (1, 0) if it
+    mentions 'ho', else (0, 1), and records the texts it was given."""
+    class SentenceTransformer:
+        def __init__(self, folder, device):
+            seen.append(folder)
+
+        def encode(self, texts, batch_size, normalize_embeddings):
+            seen.extend(texts)
+            return np.array([[1.0, 0.0] if " ho " in f" {t.lower()} " else [0.0, 1.0] for t in texts])
+    monkeypatch.setitem(sys.modules, "sentence_transformers", types.SimpleNamespace(SentenceTransformer=SentenceTransformer))
+
+
+def test_paragraph_predictors_on_a_planted_corpus(tmp_path, monkeypatch):
     """App. A.10's predictors, keyed as the model sees paragraphs. Document a: three paragraphs,
     the middle one a single word repeated (its type-token ratio the lowest); positions 0, 1/3, 2/3.
     Document b: a short paragraph, then one of ~600 words without a sentence break, which
@@ -90,3 +109,18 @@ def test_paragraph_predictors_on_a_planted_corpus(tmp_path):
     assert len(mid) >= 4 and r["truncated"][mid].all() and not r["truncated"][[b[0], b[-1]]].any()
     assert r["position"][b].tolist() == pytest.approx([0] + [1 / 3] * len(mid) + [2 / 3])
     assert (r["p1"][mid] == 0).all() and len(set(r["record"][b])) == len(b) - 1   # the last piece shares a record
+    # --embedder: a local model folder embeds the decoded paragraphs. Document a's middle paragraph
+    # alone says 'ho', so every pair of neighbours there has cosine 0; in document b all have 1.
+    folder = tmp_path / "MiniLM"
+    folder.mkdir()
+    seen = []
+    fake_sentence_transformers(monkeypatch, seen)
+    m = candidates.paragraph_predictors(d, "train", 128, embedder=str(folder))
+    assert seen[0] == str(folder) and len(seen) == 1 + len(m["record"]) and sum("ho ho" in t for t in seen[1:]) == 1
+    assert m["coherence"][a].tolist() == [0, 0, 0] and (m["coherence"][b] == 1).all()
+    assert {k: m[k].tolist() for k in ("length", "ttr", "position")} == {k: r[k].tolist() for k in ("length", "ttr", "position")}
+    with pytest.raises(SystemExit, match="no such folder"):
+        candidates.paragraph_predictors(d, "train", 128, embedder=str(tmp_path / "missing"))
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)          # not installed
+    with pytest.raises(SystemExit, match="pip install sentence-transformers"):
+        candidates.paragraph_predictors(d, "train", 128, embedder=str(folder))

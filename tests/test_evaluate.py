@@ -236,7 +236,7 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     reg = analyze.paragraph_regression(os.path.join(str(tmp_path / "out"), "code", "hrope_axial"), "train", gate=1)
     assert reg["runs"] == 2 and reg["paragraphs"] > 5 and reg["df"] == reg["paragraphs"] - 5
     assert all(np.isfinite(reg[k]["b"]) and reg[k]["se"] > 0 for k in analyze.PREDICTORS)
-    assert "| Embedding coherence (stand-in) |" in analyze.paragraph_markdown([reg, reg])
+    assert "| Embedding coherence |" in analyze.paragraph_markdown([reg, reg]) and "STAND-IN" in reg["embedding"]
     # rand_axial: compression-depth cells binned by the true p1 and by the labels its channel read
     run = train.main(["--corpus", "code", "--config", "rand_axial", "--data", str(data), "--out", str(tmp_path / "out"),
                       *tiny])
@@ -246,10 +246,14 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     evaluate.main([hub_run, "--split", "train", "--max_docs", "8", "--interventions", "none", "--hubs"])
     summary = json.load(open(os.path.join(hub_run, "hub_train.json")))
     assert set(summary) == {"original", "hub", "freq", "random0", "random1", "random2", "pair_matched0",
-                            "pair_matched1", "pair_matched2"}
+                            "pair_matched1", "pair_matched2", "sweep25", "sweep50", "sweep75"}
     assert all(summary[f"pair_matched{k}"]["blocked_pairs"] >= summary["hub"]["blocked_pairs"] for k in range(3))
-    rows = analyze.hub_table([hub_run], "train", gate=1)
+    rows, sweep = analyze.hub_table([hub_run], "train", gate=1, draws=50)
     assert [r["condition"] for r in rows] == ["original", "hub", "freq", "random", "pair_matched"]
+    assert [r["ci"] == (None, None) for r in rows] == [False, False, False, True, True]   # CIs where the paper brackets
+    assert [s["percent"] for s in sweep] == [25, 50, 75, 100]
+    assert np.array_equal(sweep[-1]["U"], rows[-1]["U"], equal_nan=True)
+    assert "mass sweep" in analyze.hub_markdown((rows, sweep), "t")
     layers = res["probe"]["layers"]
     assert [l["layer"] for l in layers] == [0, 1] and all(0 <= l["auroc"] <= 1 for l in layers)
     assert 0 < res["probe"]["boundary_share"] < 0.5 and res["probe"]["test_documents"] >= 1
@@ -319,6 +323,10 @@ def test_hub_sets_by_hand():
     assert s["hub"][0].tolist() == [3] and s["freq"][0].tolist() == [4]
     assert all(len(r) == 1 and r[0] in (0, 1, 2, 5) for r in s["random"])
     assert all(sorted(p.tolist()) == [0, 1, 2, 5] for p in s["pair_matched"])
+    # the mass sweep: non-hub types until >= 25/50/75% of the hubs' 20 pairs, and no type more
+    for pct in (25, 50, 75):
+        (t,) = s[f"sweep{pct}"]
+        assert 3 not in t and pairs[t].sum() >= pct / 100 * 20 > pairs[t[:-1]].sum()
 
 
 def test_depth_cells_leave_out_blocked_pairs():
