@@ -143,11 +143,15 @@ def test_kinds_interventions_attention_tables_and_figures(tmp_path, capsys):
     assert kinds["all"]["ppl_reduction"] == pytest.approx(100 * (1 - math.exp(-0.005)))
     inter = [r for r in analyze.interventions(runs) if r["config"] == "seq_grid" and r["kind"] == "all"]
     assert inter[0]["ppl_ratio"] == pytest.approx(math.exp(0.5)) and inter[0]["hurt"] == 3
+    # seq_grid shuffled (all: 0.995 + 0.01 seed + 0.5) against seq_only as it is (1.0 + 0.01 seed): +0.495, 0/3 won
+    (row,) = analyze.compare_intervened(runs, "seq_only")
+    assert (row["config"], row["n"], row["won"]) == ("seq_grid, shuffle", 3, 0) and row["delta"] == pytest.approx(0.495)
     att = analyze.compare_attention(runs, "seq_only")
     assert att[0]["points"] == pytest.approx(5.0) and att[0]["higher"] == 3
     analyze.main([str(tmp_path / "sheets"), "--figures", str(tmp_path / "figs")])
     out = capsys.readouterr().out
     assert "by kind of token (Fig. 5)" in out and "| seq_grid: row_end | 10 | -0.0200 |" in out
+    assert "| seq_grid, shuffle | +0.4950 |" in out
     for f in ("fig5_kinds_sheets.png", "fig5_kinds_sheets.csv", "fig6_columns_sheets.png", "fig6_columns_sheets.csv"):
         assert os.path.exists(tmp_path / "figs" / f)
 
