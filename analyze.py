@@ -134,44 +134,59 @@ def hub_table(run_dirs, split="test", gate=2000, draws=1000):
     condition, the runs' documents pooled (each seed's documents count as clusters of their own);
     random conditions as mean ± std over their draws; the share of the original well removed;
     document-cluster bootstrap 95% CIs for Original, Hub-masked and Freq-matched (as the paper
-    brackets them). Then the pair-matched mass sweep: U* against the share of the hubs' pairs
-    removed (Pair-matched random is the 100% point)."""
+    brackets them), or how many draws had no well. Beside U*, the response at the shallowest
+    displacement U(Δp1 = 1) (a descriptive number that exists where no well is identifiable, as at
+    CPU scale). Then the pair-matched mass sweep: both against the share of the hubs' pairs removed
+    (Pair-matched random is the 100% point)."""
     conds = defaultdict(list)
     for d in run_dirs:
         for path in sorted(glob.glob(os.path.join(d, f"hub_*_{split}.npz"))):
             name = os.path.basename(path)[4:-len(f"_{split}.npz")]
             conds[name].append(load_acc(path))
     pooled = {c: {k: np.concatenate([a[k] for a in accs]) for k in accs[0]} for c, accs in conds.items()}
-    u = {c: compression_depth(acc, gate)[1] for c, acc in pooled.items()}
-    removed = lambda m: 1 - m / u["original"] if "original" in u and u["original"] else float("nan")
+    depth = {c: compression_depth(acc, gate) for c, acc in pooled.items()}
+    u = {c: v[1] for c, v in depth.items()}
+    u1 = {c: v[2][1] for c, v in depth.items()}
+    share = lambda m, ref: 1 - m / ref["original"] if "original" in ref and ref["original"] else float("nan")
     rows = []
     for cond in ("original", "hub", "freq", "random", "pair_matched"):
-        vals = [v for c, v in u.items() if c == cond or (c.startswith(cond) and c[len(cond):].isdigit())]
-        if vals:
-            m = float(np.nanmean(vals)) if not all(np.isnan(vals)) else float("nan")
-            lo, hi = ci(bootstrap_depth(pooled[cond], draws=draws, gate=gate)[0]) if cond in pooled else (None, None)
-            rows.append({"condition": cond, "U": m, "std": float(np.nanstd(vals)) if len(vals) > 1 else None,
-                         "removed": removed(m), "ci": (lo, hi)})
-    sweep = sorted((int(c[5:]), u[c]) for c in u if c.startswith("sweep"))
+        names = [c for c in u if c == cond or (c.startswith(cond) and c[len(cond):].isdigit())]
+        if not names:
+            continue
+        vals = np.array([u[c] for c in names])
+        m, m1 = float(np.mean(vals)), float(np.mean([u1[c] for c in names]))      # NaN where a draw has no well
+        row = {"condition": cond, "U": m, "std": float(vals.std()) if len(names) > 1 and np.isfinite(m) else None,
+               "removed": share(m, u), "U1": m1, "removed_U1": share(m1, u1), "ci": None}
+        if cond in pooled and cond in ("original", "hub", "freq"):
+            boot = bootstrap_depth(pooled[cond], draws=draws, gate=gate)[0]
+            row["ci"] = ci(boot) if np.isnan(boot).sum() <= draws / 2 else int(np.isnan(boot).sum())
+        rows.append(row)
+    sweep = sorted((int(c[5:]), u[c], u1[c]) for c in u if c.startswith("sweep"))
     if sweep and rows and rows[-1]["condition"] == "pair_matched":
-        sweep.append((100, rows[-1]["U"]))
-    return rows, [{"percent": p, "U": v, "removed": removed(v)} for p, v in sweep]
+        sweep.append((100, rows[-1]["U"], rows[-1]["U1"]))
+    return rows, [{"percent": p, "U": v, "removed": share(v, u), "U1": v1, "removed_U1": share(v1, u1)}
+                  for p, v, v1 in sweep], draws
 
 
 def hub_markdown(table, title):
-    rows, sweep = table
+    rows, sweep, draws = table
     fmt = lambda x: "no interior minimum" if math.isnan(x) else f"{x:+.3f}"
-    lines = [f"### {title}", "", "| condition | U* | 95% CI | share of the original well removed |", "| --- | ---: | --- | ---: |"]
+    pct = lambda x: "—" if math.isnan(x) else f"{100 * x:.0f}%"
+    lines = [f"### {title}", "", "| condition | U* | 95% CI | share of the well removed | U(Δp1 = 1) | share of U(1) removed |",
+             "| --- | ---: | --- | ---: | ---: | ---: |"]
     for r in rows:
-        u = fmt(r["U"]) + (f" ± {r['std']:.3f}" if r["std"] is not None else "")
-        lo, hi = r["ci"]
-        band = "—" if lo is None else "no fit in any draw" if math.isnan(lo) else f"[{lo:+.3f}, {hi:+.3f}]"
-        removed = "—" if r["condition"] == "original" else f"{100 * r['removed']:.0f}%"
-        lines.append(f"| {r['condition']} | {u} | {band} | {removed} |")
+        u = fmt(r["U"]) + (f" ± {r['std']:.3f}" if r["std"] is not None and not math.isnan(r["std"]) else "")
+        band = ("—" if r["ci"] is None else f"not identifiable ({r['ci']} of {draws} draws without a well)"
+                if isinstance(r["ci"], int) else f"[{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]")
+        first = r["condition"] == "original"
+        lines.append(f"| {r['condition']} | {u} | {band} | {'—' if first else pct(r['removed'])} | {r['U1']:+.3f} | "
+                     f"{'—' if first else pct(r['removed_U1'])} |")
     if sweep:
         lines += ["", "Pair-matched mass sweep (one draw per point; 100% is Pair-matched random, mean over its draws):", "",
-                  "| hubs' cross-paragraph pairs removed | U* | share of the original well removed |", "| ---: | ---: | ---: |"]
-        lines += [f"| {s['percent']}% | {fmt(s['U'])} | {100 * s['removed']:.0f}% |" for s in sweep]
+                  "| hubs' cross-paragraph pairs removed | U* | share of the well removed | U(Δp1 = 1) | share of U(1) removed |",
+                  "| ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {s['percent']}% | {fmt(s['U'])} | {pct(s['removed'])} | {s['U1']:+.3f} | {pct(s['removed_U1'])} |"
+                  for s in sweep]
     return "\n".join(lines)
 
 

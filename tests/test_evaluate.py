@@ -248,12 +248,12 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     assert set(summary) == {"original", "hub", "freq", "random0", "random1", "random2", "pair_matched0",
                             "pair_matched1", "pair_matched2", "sweep25", "sweep50", "sweep75"}
     assert all(summary[f"pair_matched{k}"]["blocked_pairs"] >= summary["hub"]["blocked_pairs"] for k in range(3))
-    rows, sweep = analyze.hub_table([hub_run], "train", gate=1, draws=50)
+    rows, sweep, draws = analyze.hub_table([hub_run], "train", gate=1, draws=50)
     assert [r["condition"] for r in rows] == ["original", "hub", "freq", "random", "pair_matched"]
-    assert [r["ci"] == (None, None) for r in rows] == [False, False, False, True, True]   # CIs where the paper brackets
-    assert [s["percent"] for s in sweep] == [25, 50, 75, 100]
-    assert np.array_equal(sweep[-1]["U"], rows[-1]["U"], equal_nan=True)
-    assert "mass sweep" in analyze.hub_markdown((rows, sweep), "t")
+    assert [r["ci"] is None for r in rows] == [False, False, False, True, True]       # CIs where the paper brackets
+    assert [s["percent"] for s in sweep] == [25, 50, 75, 100] and np.isfinite(rows[0]["U1"])
+    assert np.array_equal([sweep[-1]["U"], sweep[-1]["U1"]], [rows[-1]["U"], rows[-1]["U1"]], equal_nan=True)
+    assert "mass sweep" in analyze.hub_markdown((rows, sweep, draws), "t")
     layers = res["probe"]["layers"]
     assert [l["layer"] for l in layers] == [0, 1] and all(0 <= l["auroc"] <= 1 for l in layers)
     assert 0 < res["probe"]["boundary_share"] < 0.5 and res["probe"]["test_documents"] >= 1
