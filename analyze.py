@@ -1063,6 +1063,8 @@ def main(argv=None):
     runs = load_runs(args.root)
     if not runs:
         raise SystemExit(f"no runs under {args.root}")
+    if args.figures:
+        os.makedirs(args.figures, exist_ok=True)
     names = {c for s in runs.values() for c in s}
     baseline = args.baseline or ("seq_only" if "seq_only" in names else "flat")
     for metric in ("val", "test"):
@@ -1078,7 +1080,6 @@ def main(argv=None):
                                f"{metric} Δ vs {baseline} at step {rs[0]['step']}"))
             print()
         if args.figures:
-            os.makedirs(args.figures, exist_ok=True)
             write_csv(rows, os.path.join(args.figures, f"table_{metric}.csv"))
     kinds = compare_kinds(runs, baseline)
     for setting in sorted({r["setting"] for r in kinds}):

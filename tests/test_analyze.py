@@ -320,3 +320,20 @@ def test_paragraph_depth_recovers_planted_offsets(tmp_path):
     assert cells == 3
     assert got["p1"].tolist() == [0, 1, 2] and got["record"].tolist() == [0, 0, 0]
     assert got["U"] == pytest.approx([-1.0, -1.25, -2.0]) and got["weight"].tolist() == [6, 8, 2]
+
+
+def test_figures_for_a_lone_run(tmp_path, capsys):
+    """The README's first study is one run: `analyze.py out/web --figures figs` has no pair to
+    compare but writes what it can (the interventions table) instead of failing on a missing folder."""
+    import json
+    import os
+    d = tmp_path / "web" / "seq_depth" / "seed0"
+    os.makedirs(d)
+    (d / "config.json").write_text(json.dumps({"run": {"corpus": "web", "config": "seq_depth", "seed": 0, "steps": 30},
+                                               "model": {"n_layer": 4, "n_embd": 128, "n_head": 1, "max_len": 256}}))
+    (d / "log.jsonl").write_text(json.dumps({"step": 30, "val_loss": 5.0}) + "\n")
+    kinds = {"all": {"nll": 5.0, "tokens": 100}}
+    (d / "eval_test.json").write_text(json.dumps({"kinds": kinds, "interventions": {"remove": {"all": {"nll": 5.1, "tokens": 100}}}}))
+    analyze.main([str(tmp_path / "web"), "--figures", str(tmp_path / "figs")])
+    rows = open(tmp_path / "figs" / "table_interventions.csv").read().splitlines()
+    assert len(rows) == 2 and "remove" in rows[1]
