@@ -18,7 +18,8 @@ structure is used"; paragraph-boundaries paper §3.2, §4.3):
 Outputs, next to the checkpoint: eval_<split>.json (nats/token overall, per kind, per
 intervention), eval_<split>_tokens.npz (per-token NLL, record, document, kind: analyze.py pairs
 runs token by token), attention_<split>.json, and for hRoPE depth_<split>.npz (per-document
-(d, Δp1) cells of log attention that analyze.py --depth reads).
+(d, Δp1) cells of log attention that analyze.py --depth reads); with --boundary, --hubs and
+--paragraphs the sums analyze.py's Tables 1, 13 and 5/9 read (boundary_, hub_*_, paragraph_<split>.npz).
 """
 import argparse
 import os
