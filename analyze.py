@@ -400,8 +400,9 @@ def boundary_markdown(rows, title):
 
 
 # ---------------------------------------------------------------------------------- runs ----
-def load_runs(root):
-    """{setting: {config: {seed: run}}} from out/<corpus>/<config>/seed<k>/."""
+def load_runs(root, finished=False):
+    """{setting: {config: {seed: run}}} from out/<corpus>/<config>/seed<k>/; with `finished`, only
+    runs that wrote final.json (a seed still training would hold every pair to its milestone)."""
     runs = defaultdict(lambda: defaultdict(dict))
     for cfg_path in glob.glob(os.path.join(root, "**", "config.json"), recursive=True):
         d = os.path.dirname(cfg_path)
@@ -422,6 +423,8 @@ def load_runs(root):
         if os.path.exists(os.path.join(d, "final.json")):
             with open(os.path.join(d, "final.json")) as f:
                 final = json.load(f)
+        if finished and final is None:
+            continue
         m, r = c["model"], c["run"]
         setting = (r["corpus"], m["n_layer"], m["n_embd"], m["n_head"], m["max_len"], r["steps"])
         run = {"log": {e["step"]: e for e in log}, "final": final, "dir": d}
@@ -1016,6 +1019,7 @@ def main(argv=None):
     ap.add_argument("root", nargs="?", help="out/<corpus> (or out/)")
     ap.add_argument("--baseline", default=None, help="default: seq_only (flat for hRoPE runs)")
     ap.add_argument("--figures", default=None, help="write PNG figures + their numbers here")
+    ap.add_argument("--finished", action="store_true", help="only finished runs (final.json): for a study still running")
     ap.add_argument("--depth", nargs="+", metavar="NPZ", help="cell accumulators: model [control]")
     ap.add_argument("--tokens", nargs=2, metavar="RUN", help="pair two runs token by token (evaluate.py npz)")
     ap.add_argument("--draws", type=int, default=2000)
@@ -1060,7 +1064,7 @@ def main(argv=None):
         return
     if not args.root:
         ap.error("give out/<corpus> or --depth")
-    runs = load_runs(args.root)
+    runs = load_runs(args.root, args.finished)
     if not runs:
         raise SystemExit(f"no runs under {args.root}")
     if args.figures:

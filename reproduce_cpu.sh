@@ -75,7 +75,7 @@ if [ "$stage" = ten ] || [ "$stage" = ten_eval ]; then
   done
 fi
 if [ "$stage" = ten ] || [ "$stage" = ten_analyze ]; then
-  for c in web python; do python analyze.py $OUT10/$c --figures figures/ten/$c > $OUT10/$c/analysis.md; done
+  for c in web python; do python analyze.py $OUT10/$c --finished --figures figures/ten/$c > $OUT10/$c/analysis.md; done
 fi
 
 # hRoPE under paper 004's recipe at CPU scale (train.py picks hrope_cpu for code and prose on CPU):
@@ -116,8 +116,8 @@ if [ "$stage" = ten_hrope ] || [ "$stage" = ten_hrope_eval ]; then
 fi
 if [ "$stage" = ten_hrope ] || [ "$stage" = ten_hrope_analyze ]; then
   for c in prose code; do
-    python analyze.py $OUT10/$c --figures figures/ten/$c > $OUT10/$c/analysis.md
-    python analyze.py $OUT10/$c --baseline rand_axial > $OUT10/$c/analysis_vs_rand.md
+    python analyze.py $OUT10/$c --finished --figures figures/ten/$c > $OUT10/$c/analysis.md
+    python analyze.py $OUT10/$c --finished --baseline rand_axial > $OUT10/$c/analysis_vs_rand.md
     python analyze.py --boundary $OUT10/$c > $OUT10/$c/boundary.md
     python analyze.py --hubs $OUT10/$c/hrope_axial/seed[012] > $OUT10/$c/hubs.md
     h=$(ls $OUT10/$c/hrope_axial/seed[012]/depth_test.npz | paste -sd,)

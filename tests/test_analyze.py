@@ -337,3 +337,25 @@ def test_figures_for_a_lone_run(tmp_path, capsys):
     analyze.main([str(tmp_path / "web"), "--figures", str(tmp_path / "figs")])
     rows = open(tmp_path / "figs" / "table_interventions.csv").read().splitlines()
     assert len(rows) == 2 and "remove" in rows[1]
+
+
+def test_finished_leaves_out_a_seed_still_training(tmp_path, capsys):
+    """Seeds 0 and 1 finished at step 30; seed 2 is still training at step 10. Pairing at the last
+    common milestone compares every seed at step 10; --finished compares the finished ones at 30."""
+    import json
+    import os
+    for cfg, loss in (("seq_only", 2.5), ("seq_depth", 2.4)):
+        for seed in range(3):
+            d = tmp_path / "web" / cfg / f"seed{seed}"
+            os.makedirs(d)
+            (d / "config.json").write_text(json.dumps({"run": {"corpus": "web", "config": cfg, "seed": seed, "steps": 30},
+                                                       "model": {"n_layer": 4, "n_embd": 128, "n_head": 1, "max_len": 256}}))
+            steps = [10, 30] if seed < 2 else [10]
+            (d / "log.jsonl").write_text("".join(json.dumps({"step": s, "val_loss": loss + (s == 10)}) + "\n" for s in steps))
+            if seed < 2:
+                (d / "final.json").write_text(json.dumps({"test_loss": loss}))
+    analyze.main([str(tmp_path / "web")])
+    assert "at step 10" in capsys.readouterr().out
+    analyze.main([str(tmp_path / "web"), "--finished"])
+    out = capsys.readouterr().out
+    assert "at step 30" in out and "| 2/2 |" in out
