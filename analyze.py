@@ -475,21 +475,27 @@ def _with_bh(rows):
     return rows
 
 
+def evaluated_pairs(runs, baseline, key="eval"):
+    """(setting, configuration, its seeds, the baseline's seeds, seeds both have `key` for) for
+    every configuration other than the baseline with at least one such seed."""
+    for setting, configs in sorted(runs.items()):
+        base = configs.get(baseline, {})
+        for name, seeds in sorted(configs.items()):
+            common = [s for s in sorted(set(seeds) & set(base)) if key in seeds[s] and key in base[s]]
+            if name != baseline and common:
+                yield setting, name, seeds, base, common
+
+
 def compare_kinds(runs, baseline):
     """Where the gain lands (appendix §2, Fig. 5): per token kind, the paired test-split Δ of
     each configuration against the baseline, from evaluate.py's eval_test.json."""
     rows = []
-    for setting, configs in sorted(runs.items()):
-        base = configs.get(baseline, {})
-        for name, seeds in sorted(configs.items()):
-            common = [s for s in sorted(set(seeds) & set(base)) if "eval" in seeds[s] and "eval" in base[s]]
-            if name == baseline or not common:
-                continue
-            kinds = set.intersection(*[set(seeds[s]["eval"]["kinds"]) & set(base[s]["eval"]["kinds"]) for s in common])
-            for kind in sorted(kinds, key=lambda k: (k != "all", k)):
-                d = [seeds[s]["eval"]["kinds"][kind]["nll"] - base[s]["eval"]["kinds"][kind]["nll"] for s in common]
-                rows.append({"setting": setting, "config": name, "kind": kind, "step": "test",
-                             "tokens": seeds[common[0]]["eval"]["kinds"][kind]["tokens"], **paired(d)})
+    for setting, name, seeds, base, common in evaluated_pairs(runs, baseline):
+        kinds = set.intersection(*[set(seeds[s]["eval"]["kinds"]) & set(base[s]["eval"]["kinds"]) for s in common])
+        for kind in sorted(kinds, key=lambda k: (k != "all", k)):
+            d = [seeds[s]["eval"]["kinds"][kind]["nll"] - base[s]["eval"]["kinds"][kind]["nll"] for s in common]
+            rows.append({"setting": setting, "config": name, "kind": kind, "step": "test",
+                         "tokens": seeds[common[0]]["eval"]["kinds"][kind]["tokens"], **paired(d)})
     return _with_bh(rows)
 
 
@@ -519,17 +525,12 @@ def compare_intervened(runs, baseline):
     without depth" rows, e.g. depth dropout's −0.42% without depth): one row per (configuration,
     intervention), BH across them."""
     rows = []
-    for setting, configs in sorted(runs.items()):
-        base = configs.get(baseline, {})
-        for name, seeds in sorted(configs.items()):
-            common = [s for s in sorted(set(seeds) & set(base)) if "eval" in seeds[s] and "eval" in base[s]]
-            if name == baseline or not common:
-                continue
-            for t in ("shuffle", "remove"):
-                if all(t in seeds[s]["eval"]["interventions"] for s in common):
-                    d = [seeds[s]["eval"]["interventions"][t]["all"]["nll"] - base[s]["eval"]["kinds"]["all"]["nll"]
-                         for s in common]
-                    rows.append({"setting": setting, "config": f"{name}, {t}", "baseline": baseline, **paired(d)})
+    for setting, name, seeds, base, common in evaluated_pairs(runs, baseline):
+        for t in ("shuffle", "remove"):
+            if all(t in seeds[s]["eval"]["interventions"] for s in common):
+                d = [seeds[s]["eval"]["interventions"][t]["all"]["nll"] - base[s]["eval"]["kinds"]["all"]["nll"]
+                     for s in common]
+                rows.append({"setting": setting, "config": f"{name}, {t}", "baseline": baseline, **paired(d)})
     return _with_bh(rows)
 
 
@@ -565,21 +566,16 @@ def compare_attention(runs, baseline):
     """Attention moves where the gain lands (appendix §2): per share, the paired difference
     (configuration − baseline, percentage points, averaged over heads) across seeds."""
     rows = []
-    for setting, configs in sorted(runs.items()):
-        base = configs.get(baseline, {})
-        for name, seeds in sorted(configs.items()):
-            common = [s for s in sorted(set(seeds) & set(base)) if "attention" in seeds[s] and "attention" in base[s]]
-            if name == baseline or not common:
+    for setting, name, seeds, base, common in evaluated_pairs(runs, baseline, "attention"):
+        for key, v in seeds[common[0]]["attention"].items():
+            if "mean_over_heads" not in v or not isinstance(v["mean_over_heads"], float):
                 continue
-            for key, v in seeds[common[0]]["attention"].items():
-                if "mean_over_heads" not in v or not isinstance(v["mean_over_heads"], float):
-                    continue
-                a = [100 * seeds[s]["attention"][key]["mean_over_heads"] for s in common]
-                b = [100 * base[s]["attention"][key]["mean_over_heads"] for s in common]
-                r = paired(np.subtract(b, a))       # Δ < 0 counts as "won": the share grew
-                rows.append({"setting": setting, "config": name, "share": key, "base": float(np.mean(b)),
-                             "value": float(np.mean(a)), "points": -r["delta"], "higher": r["won"], "n": r["n"],
-                             "p": r["p"], "sign_p": r["sign_p"]})
+            a = [100 * seeds[s]["attention"][key]["mean_over_heads"] for s in common]
+            b = [100 * base[s]["attention"][key]["mean_over_heads"] for s in common]
+            r = paired(np.subtract(b, a))       # Δ < 0 counts as "won": the share grew
+            rows.append({"setting": setting, "config": name, "share": key, "base": float(np.mean(b)),
+                         "value": float(np.mean(a)), "points": -r["delta"], "higher": r["won"], "n": r["n"],
+                         "p": r["p"], "sign_p": r["sign_p"]})
     return _with_bh(rows)
 
 
@@ -1043,8 +1039,8 @@ def main(argv=None):
         return
     if args.candidates:
         import candidates
-        return candidates.main(args.candidates + ["--draws", str(max(args.draws, 1000))]
-                               + ["--embedder", args.embedder] * bool(args.embedder))
+        extra = ["--embedder", args.embedder] if args.embedder else []
+        return candidates.main(args.candidates + ["--draws", str(max(args.draws, 1000))] + extra)
     if args.boundary:
         pooled = boundary_pool(args.boundary, args.split)
         if not pooled:
