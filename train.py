@@ -322,7 +322,7 @@ def main(argv=None):
         if master:
             print("note: no C++ compiler found, so --compile is off (eager is ~1.4x slower here)")
     fwd = torch.compile(model) if cfg["compile"] else model
-    start, log, tokens_total = 0, [], 0
+    start, log, tokens_total, elapsed_before = 0, [], 0, 0.0
     ckpt_path = os.path.join(out_dir, "ckpt.pt")
     if not cfg["resume"] and master and os.path.exists(out_dir):   # explicit: start this run over
         shutil.rmtree(out_dir)
@@ -341,6 +341,7 @@ def main(argv=None):
         opt.load_state_dict(ck["opt"])
         start, log = ck["step"], ck["log"]
         tokens_total = log[-1]["tokens"] if log else 0
+        elapsed_before = log[-1]["elapsed"] if log else 0.0   # wall time counts the whole run, not this part
         if master:
             print(f"resuming {out_dir} from step {start}")
     if master:
@@ -396,7 +397,7 @@ def main(argv=None):
         if (step + 1) % every == 0 or step + 1 == steps:           # a milestone
             val_loss = evaluate(model, val, val_ids, cfg, corpus, autocast)
             entry = {"step": step + 1, "tokens": tokens_total + tokens_seen, "train_loss": step_loss,
-                     "val_loss": val_loss, "lr": lr, "elapsed": round(dt, 2)}
+                     "val_loss": val_loss, "lr": lr, "elapsed": round(elapsed_before + dt, 2)}
             if cuda:
                 entry["mfu"] = model.flops_per_token(mcfg.max_len) * tokens_seen / dt / 989e12
             log.append(entry)
@@ -414,7 +415,7 @@ def main(argv=None):
         test_loss = evaluate(model, test, test_ids, cfg, corpus, autocast)
         final = {"step": log[-1]["step"] if log else steps, "stopped_early": bool(log) and log[-1]["step"] < steps,
                  "val_loss": val_loss, "test_loss": test_loss, "val_records": len(val_ids),
-                 "test_records": len(test_ids), "elapsed": round(time.time() - t0, 1)}
+                 "test_records": len(test_ids), "elapsed": round(elapsed_before + time.time() - t0, 1)}
         write_json(final, os.path.join(out_dir, "final.json"))     # written last: the run is done
         print(f"final: val {val_loss:.4f} nats/token, test {test_loss:.4f} ({out_dir})")
     if ddp:

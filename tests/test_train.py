@@ -127,11 +127,18 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(tiny_python, tmp_path)
     r = subprocess.run([sys.executable, "-c", kill, *args(str(tmp_path / "killed"))],
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), capture_output=True, text=True)
     assert r.returncode == 3, r.stderr[-2000:]
-    killed = os.path.join(str(tmp_path / "killed"), "python", "seq_only", "seed0")
+    killed = os.path.join(str(tmp_path / "killed"), "python", "seq_tree_depth", "seed0")
+    assert os.path.exists(os.path.join(killed, "ckpt.pt"))
     assert not os.path.exists(os.path.join(killed, "final.json"))          # not done: no final.json
+    # plant 1,000 s of wall time before the kill: the resumed run's wall time must include it
+    ck = torch.load(os.path.join(killed, "ckpt.pt"), weights_only=False)
+    ck["log"][-1]["elapsed"] = 1000.0
+    torch.save(ck, os.path.join(killed, "ckpt.pt"))
     resumed = train.main(args(str(tmp_path / "killed")))
     log_r = [json.loads(l) for l in open(os.path.join(resumed, "log.jsonl"))]
     assert [x["step"] for x in log_r] == [4, 8]
+    final = json.load(open(os.path.join(resumed, "final.json")))
+    assert 1000 < log_r[1]["elapsed"] <= final["elapsed"] < 1000 + 600
     for x, y in zip(log_w, log_r):
         assert x["val_loss"] == pytest.approx(y["val_loss"], abs=1e-5)
         assert x["train_loss"] == pytest.approx(y["train_loss"], abs=1e-5)
