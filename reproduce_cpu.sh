@@ -58,7 +58,7 @@ fi
 #   SEEDS10="0 1 2" bash reproduce_cpu.sh ten_hrope_train   # some seeds only
 # Two runs side by side with one thread each are slower than one after the other with two threads
 # (web seq_depth, 60 steps, twice: 64.5 s against 50.9 s), so runs go one at a time.
-OUT10=out10
+OUT10=${OUT10:-out10}
 SEEDS10=${SEEDS10:-0 1 2 3 4 5 6 7 8 9}
 if [ "$stage" = ten ] || [ "$stage" = ten_train ]; then
   for s in $SEEDS10; do
