@@ -53,7 +53,7 @@ fi
 
 # The ten-seed study (issue 17), its own output root. Seeds are the outer loop, so a study stopped
 # early still pairs every configuration at the seeds it reached; finished runs are skipped.
-#   bash reproduce_cpu.sh ten      # train + evaluate + analyze;  ten_train / ten_eval / ten_analyze
+#   bash reproduce_cpu.sh ten      # train + evaluate + analyze;  ten_train / ten_eval / ten_analyze; ten_long
 #   bash reproduce_cpu.sh ten_hrope   # prose and code under the hRoPE recipe; ten_hrope_train / _eval / _analyze
 #   SEEDS10="0 1 2" bash reproduce_cpu.sh ten_hrope_train   # some seeds only
 # Two runs side by side with one thread each are slower than one after the other with two threads
@@ -64,18 +64,28 @@ if [ "$stage" = ten ] || [ "$stage" = ten_train ]; then
   for s in $SEEDS10; do
     OUT=$OUT10 bash sweep.sh web "seq_only seq_depth" "$s" 1 --steps $STEPS --milestones 10
     OUT=$OUT10 bash sweep.sh web seq_depth "$s" 1 --steps $STEPS --milestones 10 --depth_dropout=0.3 --name=seq_depth_dropout
-    OUT=$OUT10 bash sweep.sh python "seq_only seq_depth tree_only" "$s" 1 --steps $STEPS --milestones 10
+    OUT=$OUT10 bash sweep.sh python "seq_only seq_depth tree_only tree_within" "$s" 1 --steps $STEPS --milestones 10
   done
 fi
 if [ "$stage" = ten ] || [ "$stage" = ten_eval ]; then
   ev() { [ -f "$1/final.json" ] && [ ! -f "$1/eval_test.json" ] || return 0; python evaluate.py "$@" > /dev/null; }
   for s in $SEEDS10; do
     for k in seq_only seq_depth seq_depth_dropout; do ev $OUT10/web/$k/seed$s --max_docs 256; done
-    for k in seq_only seq_depth tree_only; do ev $OUT10/python/$k/seed$s --max_docs 256; done
+    for k in seq_only seq_depth tree_only tree_within; do ev $OUT10/python/$k/seed$s --max_docs 256; done
   done
 fi
 if [ "$stage" = ten ] || [ "$stage" = ten_analyze ]; then
   for c in web python; do python analyze.py $OUT10/$c --finished --figures figures/ten/$c > $OUT10/$c/analysis.md; done
+fi
+# Why tree_only loses on Python at this scale (RESULTS.md): tree_within above gives back the order
+# inside a node; ten_long trains seq_only and tree_only 4x longer at seeds 0-2.
+if [ "$stage" = ten_long ]; then
+  OUT=${OUT10}_long bash sweep.sh python "seq_only tree_only" "0 1 2" 1 --steps $((4 * STEPS)) --milestones 10
+  for d in ${OUT10}_long/python/*/seed*; do
+    [ -f $d/final.json ] && [ ! -f $d/eval_test.json ] || continue
+    python evaluate.py $d --max_docs 256 > /dev/null
+  done
+  python analyze.py ${OUT10}_long/python --finished > ${OUT10}_long/python/analysis.md
 fi
 
 # hRoPE under paper 004's recipe at CPU scale (train.py picks hrope_cpu for code and prose on CPU):
