@@ -11,6 +11,10 @@ HSTEPS=120         # hRoPE runs (code, prose): 4 layers, d=128, 2 heads of 64, c
 OUT=out
 stage=${1:-all}
 
+ev() {  # run [evaluate.py options]: a finished run not yet evaluated
+  [ -f "$1/final.json" ] && [ ! -f "$1/eval_test.json" ] || return 0
+  python evaluate.py "$@" > /dev/null
+}
 run() {  # corpus config seed [extra train.py options]
   local c=$1 k=$2 s=$3; shift 3
   [ -f "$OUT/$c/$k/seed$s/final.json" ] || python train.py --corpus "$c" --config "$k" --seed "$s" \
@@ -40,7 +44,6 @@ if [ "$stage" = all ] || [ "$stage" = sheets ]; then   # SYNTHETIC workbooks (pr
 fi
 
 if [ "$stage" = all ] || [ "$stage" = eval ]; then
-  ev() { [ -f "$1/final.json" ] && [ ! -f "$1/eval_test.json" ] || return 0; python evaluate.py "$@"; }
   for s in $SEEDS; do
     for k in seq_only no_position seq_depth seq_tree; do ev $OUT/python/$k/seed$s --attention --max_docs 256; done
     for k in seq_only seq_depth; do ev $OUT/web/$k/seed$s --attention --max_docs 256; done
@@ -68,7 +71,6 @@ if [ "$stage" = ten ] || [ "$stage" = ten_train ]; then
   done
 fi
 if [ "$stage" = ten ] || [ "$stage" = ten_eval ]; then
-  ev() { [ -f "$1/final.json" ] && [ ! -f "$1/eval_test.json" ] || return 0; python evaluate.py "$@" > /dev/null; }
   for s in $SEEDS10; do
     for k in seq_only seq_depth seq_depth_dropout; do ev $OUT10/web/$k/seed$s --max_docs 256; done
     for k in seq_only seq_depth tree_only tree_within; do ev $OUT10/python/$k/seed$s --max_docs 256; done
@@ -82,19 +84,13 @@ fi
 # on the paper's 32,768-entry BPE, which gives more nodes per token (0.58 instead of 0.45).
 if [ "$stage" = ten_long ]; then
   OUT=${OUT10}_long bash sweep.sh python "seq_only tree_only" "0 1 2" 1 --steps $((4 * STEPS)) --milestones 10
-  for d in ${OUT10}_long/python/*/seed*; do
-    [ -f $d/final.json ] && [ ! -f $d/eval_test.json ] || continue
-    python evaluate.py $d --max_docs 256 > /dev/null
-  done
+  for d in ${OUT10}_long/python/*/seed*; do ev $d --max_docs 256; done
   python analyze.py ${OUT10}_long/python --finished > ${OUT10}_long/python/analysis.md
 fi
 if [ "$stage" = ten_vocab ]; then
   [ -f data_v32k/python/meta.json ] || python prepare.py python --vocab 32768 --out data_v32k
   OUT=${OUT10}_v32k bash sweep.sh python "seq_only tree_only" "0 1 2" 1 --steps $STEPS --milestones 10 --data data_v32k
-  for d in ${OUT10}_v32k/python/*/seed*; do
-    [ -f $d/final.json ] && [ ! -f $d/eval_test.json ] || continue
-    python evaluate.py $d --data data_v32k --max_docs 256 > /dev/null
-  done
+  for d in ${OUT10}_v32k/python/*/seed*; do ev $d --data data_v32k --max_docs 256; done
   python analyze.py ${OUT10}_v32k/python --finished > ${OUT10}_v32k/python/analysis.md
 fi
 
@@ -118,8 +114,6 @@ if [ "$stage" = ten_hrope ] || [ "$stage" = ten_hrope_eval ]; then
   for s in $SEEDS10; do
     for c in prose code; do
       for k in flat sent_axial hrope_axial rand_axial period_axial; do
-        d=$OUT10/$c/$k/seed$s
-        [ -f $d/final.json ] && [ ! -f $d/eval_test.json ] || continue
         extra=()
         if [ "$s" -lt 3 ]; then
           case $k in
@@ -129,7 +123,7 @@ if [ "$stage" = ten_hrope ] || [ "$stage" = ten_hrope_eval ]; then
             rand_axial) extra=(--boundary --probe --attention) ;;
           esac
         fi
-        python evaluate.py $d --max_docs 128 "${extra[@]}" > /dev/null
+        ev $OUT10/$c/$k/seed$s --max_docs 128 "${extra[@]}"
       done
     done
   done
