@@ -38,9 +38,10 @@ import rotary
 DEFAULTS = dict(
     corpus="web", config="seq_only", name=None, seed=0, preset=None, recipe=None, data="data", out="out",
     steps=None, docs_per_step=None, lr=None, weight_decay=None, min_lr=None, dropout=None, patience=None,
-    mb_tokens=8192, val_docs=1024, test_docs=None, milestones=20, depth_dropout=0.0, compile=False, bf16=True,
+    mb_tokens=8192, val_docs=1024, test_docs=None, milestones=20, depth_dropout=0.0, compile=None, bf16=None,
     device=None, resume=True,
 )
+AUTO = ("compile", "bf16")   # None: chosen from the device by precision(); --bf16=0/1, --compile=0/1 override
 # The two papers' recipes. Both warm up over 2% of the steps (hRoPE: 100 of 5,000), then decay
 # on a cosine to min_lr x lr; patience: stop after that many evaluations without a better
 # validation loss (0: never; the depth-perception runs choose no checkpoint by its score).
@@ -53,12 +54,11 @@ RECIPES = {
     "hrope_cpu": dict(lr=1.2e-3, weight_decay=0.01, min_lr=0.01, dropout=0.1, patience=10),
 }
 RECIPE_OF = {"code": "hrope", "prose": "hrope"}   # the paragraph corpora take the hRoPE paper's
-# Settings a run may change when it resumes: they do not change what is computed.
-RESUMABLE = ("resume", "device", "compile", "data", "out")
+# Settings a run may change when it resumes: they do not change what is computed. Precision is a
+# property of the machine, so a run resumed elsewhere takes that machine's (each milestone records it).
+RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out")
 # CPU preset: the paper's recipe at a scale that finishes in minutes on 2 cores
-# compile + bf16 autocast: 1.74x the tokens/s of eager fp32 on 2 AMD EPYC cores with avx512_bf16
-# (RESULTS.md "Speed"); torch.compile builds one graph for every micro-batch shape of a run.
-CPU_RUN = dict(preset="cpu", steps=300, docs_per_step=16, val_docs=128, test_docs=256, mb_tokens=4096, compile=True)
+CPU_RUN = dict(preset="cpu", steps=300, docs_per_step=16, val_docs=128, test_docs=256, mb_tokens=4096)
 GPU_RUN = dict(steps=5000, docs_per_step=64)   # preset: the paper's for the corpus (CUDA_PRESET)
 CUDA_PRESET = {"python": "paper", "web": "paper_web", "sheets": "paper_sheets", "web_sheets": "paper_sheets",
                "code": "paper_hrope", "prose": "paper_hrope"}
@@ -81,7 +81,8 @@ def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for k, v in DEFAULTS.items():
         v = {**RECIPES["tree"], **CPU_RUN}.get(k, v)
-        typ = (lambda s: s.lower() in ("1", "true", "yes")) if isinstance(v, bool) else type(v) if v is not None else str
+        typ = (lambda s: s.lower() in ("1", "true", "yes")) if isinstance(v, bool) or k in AUTO else \
+            type(v) if v is not None else str
         ap.add_argument(f"--{k}", default=None, type=typ)
     args, extra = ap.parse_known_args(argv)
     model_over = {}
@@ -98,17 +99,25 @@ def parse(argv):
         model_over[k] = typed(k, v, fields[k].default)
     cfg = dict(DEFAULTS)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    cfg.update(CPU_RUN if device == "cpu" else GPU_RUN)
+    available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+    if not available.get(device.split(":")[0]):
+        sys.exit(f"error: --device {device} is not available here (cpu, cuda or mps, where torch has it)")
+    cfg.update(GPU_RUN if device.startswith("cuda") else CPU_RUN)   # a laptop's GPU (mps) runs the CPU scale
     recipe = args.recipe or RECIPE_OF.get(args.corpus or cfg["corpus"], "tree")
-    if recipe == "hrope" and device == "cpu" and args.recipe is None:
+    if recipe == "hrope" and not device.startswith("cuda") and args.recipe is None:
         recipe = "hrope_cpu"
     if recipe not in RECIPES:
         sys.exit(f"error: unknown --recipe {recipe!r}; known: {', '.join(RECIPES)}")
     cfg.update(RECIPES[recipe], recipe=recipe)
-    if recipe == "hrope" and device != "cpu":
+    if recipe == "hrope" and device.startswith("cuda"):
         cfg["docs_per_step"] = 16                 # Table 11: batches of 16 blocks of 1,024 tokens
     cfg.update({k: v for k, v in vars(args).items() if v is not None})
     cfg["device"] = device
+    bf16, compile_, why = precision(device)
+    given = [f"--{k}={int(cfg[k])}" for k in AUTO if cfg[k] is not None]
+    cfg["precision"] = why + (f"; {' '.join(given)} given" if given else "")
+    cfg["bf16"] = bf16 if cfg["bf16"] is None else cfg["bf16"]
+    cfg["compile"] = compile_ if cfg["compile"] is None else cfg["compile"]
     if cfg["preset"] is None:
         cfg["preset"] = CUDA_PRESET.get(cfg["corpus"], "paper")
     if not rotary.known(cfg["config"]):
@@ -122,6 +131,51 @@ def parse(argv):
     if not (0 <= cfg["depth_dropout"] <= 1 and 0 <= cfg["dropout"] < 1 and 0 <= cfg["min_lr"] <= 1) or cfg["lr"] <= 0:
         sys.exit("error: --depth_dropout and --min_lr must lie in [0, 1], --dropout in [0, 1), --lr be positive")
     return cfg, model_over
+
+
+# ------------------------------------------------------------------------------ precision ----
+# oneDNN runs bf16 matrix products natively from these instruction sets up (its ISA names); below
+# them bf16 is emulated: a (4096 x 128) @ (128 x 512) matmul took 484 ms in bf16 against 15.9 ms
+# in fp32 on an AVX2-only AMD EPYC (issue 24), so autocast there makes training ~12x slower.
+ONEDNN_BF16 = ("AVX512_CORE_BF16", "AVX10_1_512", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX10_1_512_AMX",
+               "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX_FP16", "ALL")
+
+
+def cpu_flags():
+    """The processor's feature flags as Linux lists them ('flags' on x86, 'Features' on Arm)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return {w for line in f if line.startswith(("flags", "Features")) for w in line.split(":", 1)[1].split()}
+    except OSError:                                                 # not Linux: no flags to read
+        return set()
+
+
+def native_bf16(flags, env):
+    """(yes, why): does this CPU multiply bf16 natively? AVX-512 BF16 or AMX on x86, BF16 on Arm;
+    ATEN_CPU_CAPABILITY and ONEDNN_MAX_CPU_ISA can cap torch below what the flags say."""
+    cap, isa = env.get("ATEN_CPU_CAPABILITY", "").lower(), env.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    if cap in ("default", "avx2"):
+        return False, f"ATEN_CPU_CAPABILITY={cap} caps torch below AVX-512, where bf16 is emulated"
+    if isa and isa not in ONEDNN_BF16:
+        return False, f"ONEDNN_MAX_CPU_ISA={isa} caps oneDNN below AVX512_CORE_BF16, where bf16 is emulated"
+    have = sorted({"avx512_bf16", "amx_bf16", "bf16"} & flags)
+    if have:
+        return True, f"the processor multiplies bf16 natively ({', '.join(have)})"
+    return False, "the processor has no native bf16 (no avx512_bf16, amx_bf16 or bf16 flag): it would be emulated"
+
+
+def precision(device):
+    """(bf16, compile, why) for a device. bf16 autocast only where the hardware runs it natively;
+    on CPU torch.compile only with it: compile + bf16 is 1.56x eager fp32 on 2 AVX-512 BF16 cores,
+    while compile in fp32 gained 3% on an AVX2-only processor and cost ~47 s of compiling
+    (RESULTS.md "Speed"). CUDA keeps eager, as before; MPS runs fp32 (a reading: untested here)."""
+    if device.startswith("cuda"):
+        ok = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        return ok, False, "CUDA " + ("supports bf16" if ok else "without bf16 (pre-Ampere)")
+    if device == "mps":
+        return False, False, "MPS: fp32 (bf16 autocast there is untested in this repository)"
+    ok, why = native_bf16(cpu_flags(), os.environ)
+    return ok, ok, why
 
 
 # ----------------------------------------------------------------------------------- data ----
@@ -285,6 +339,9 @@ def main(argv=None):
             cfg["device"] = f"cuda:{int(os.environ['LOCAL_RANK'])}"
             torch.cuda.set_device(cfg["device"])
     master = rank == 0
+    if master:   # first line: what precision this machine gets, and why
+        print(f"precision: {'bf16 autocast' if cfg['bf16'] else 'fp32'}, {'compiled' if cfg['compile'] else 'eager'} "
+              f"({cfg['precision']})")
     data_dir = os.path.join(cfg["data"], cfg["corpus"])
     meta, corpus = corpus_stats(data_dir)
     mcfg = GPTConfig(**{**PRESETS[cfg["preset"]], "vocab_size": meta["tokenizer"]["vocab"],
@@ -320,7 +377,7 @@ def main(argv=None):
     if cfg["compile"] and not cuda and not shutil.which(os.environ.get("CXX", "c++")):
         cfg["compile"] = False   # inductor writes C++ for the CPU: without a compiler, run eager
         if master:
-            print("note: no C++ compiler found, so --compile is off (eager is ~1.4x slower here)")
+            print("note: no C++ compiler found, so --compile is off")
     fwd = torch.compile(model) if cfg["compile"] else model
     start, log, tokens_total, elapsed_before = 0, [], 0, 0.0
     ckpt_path = os.path.join(out_dir, "ckpt.pt")
@@ -397,7 +454,7 @@ def main(argv=None):
         if (step + 1) % every == 0 or step + 1 == steps:           # a milestone
             val_loss = evaluate(model, val, val_ids, cfg, corpus, autocast)
             entry = {"step": step + 1, "tokens": tokens_total + tokens_seen, "train_loss": step_loss,
-                     "val_loss": val_loss, "lr": lr, "elapsed": round(elapsed_before + dt, 2)}
+                     "val_loss": val_loss, "lr": lr, "elapsed": round(elapsed_before + dt, 2), "bf16": cfg["bf16"]}
             if cuda:
                 entry["mfu"] = model.flops_per_token(mcfg.max_len) * tokens_seen / dt / 989e12
             log.append(entry)
