@@ -438,6 +438,15 @@ def sheets_sources(args):
     return items, dirs
 
 
+def json_sources(args):
+    """The .json files shipped inside installed packages and under /usr/share (real files, offline)."""
+    dirs = args.src or [d for d in (sysconfig.get_paths()["purelib"], "/usr/share") if os.path.isdir(d)]
+    items = find_files(dirs, (".json",))
+    if not items:
+        sys.exit(f"error: no .json files under {dirs}; pass --src DIR")
+    return items, dirs
+
+
 def _size(src):
     """A source's size for the settings hash (-1: unreadable, which _build reports)."""
     if not isinstance(src, str):
@@ -497,6 +506,10 @@ def _build_code(item):
     return _build(item, trees.code_doc)
 
 
+def _build_json(item):
+    return _build(item, trees.json_doc)
+
+
 def _build_sheets(item, render="values"):
     return _build(item, lambda raw: trees.sheet_doc(raw, render))
 
@@ -517,6 +530,7 @@ CORPORA = {
     "code": (python_sources, _build_code),
     "sheets": (sheets_sources, _build_sheets),
     "web_sheets": (web_sheets_sources, _build_web_sheets),
+    "json": (json_sources, _build_json),
 }
 
 
@@ -637,6 +651,8 @@ def main(argv=None):
             boundary = np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 1)
         elif "p" in c:
             boundary = np.r_[True, c["p"][1:, 0] != c["p"][:-1, 0]]
+        elif args.corpus == "json":   # a record may start at a member or element of the top-level value
+            boundary = np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 2)
         elif args.corpus == "sheets" or doc.source == 1:   # a record may start at a new row
             boundary = np.r_[True, (c["kind"][:-1] & trees.KIND_ROW_END) > 0]
         else:

@@ -1119,3 +1119,104 @@ def _workbook_doc(wb, render, max_rows):
                copied_from=np.asarray(copied_from, np.int64), label=first_appearance(kinds),
                notes={k: v for k, v in notes.items() if v},
                synthetic=synthetic)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON: objects, members, arrays and values as nodes, written as compact JSON (beyond the papers)
+#
+# An object's children are its members (rank = member index); a member writes `"key":` and has
+# one child, its value; an array's children are its values. A container writes its brackets and
+# the commas between its children; a scalar writes itself. The nodes are assigned by a scanner
+# that reads the text left to right and decides each character's node from the text up to and
+# including it (appendix §5's no-look-ahead rule), so sample.py can call it on a growing text.
+# ---------------------------------------------------------------------------------------------
+def json_doc(raw, max_levels=LEVELS, max_width=MAX_WIDTH):
+    """Bytes of a .json file -> Doc of its compact form (json.loads of the text equals the
+    input's). Documents deeper than 22 levels or wider than 318 siblings are skipped, as web
+    pages are (a member is a level: `{"a": 1}` puts 1 at depth 3)."""
+    import json
+    text = source_text(raw)
+    def no_constant(name):          # NaN and Infinity: Python reads them, JSON has no such values
+        raise ValueError(f"{name} is not json")
+    try:
+        value = json.loads(text, parse_constant=no_constant)
+    except RecursionError:
+        raise Skip("deeper than 22 levels")
+    except ValueError as e:
+        raise Skip(f"invalid json ({getattr(e, 'msg', str(e)).lower()})")
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    doc = json_coords(text)
+    if (doc.rank >= max_width).any():
+        raise Skip(f"wider than {max_width} siblings")
+    if doc.node_coords()[0].max() > max_levels:
+        raise Skip(f"deeper than {max_levels} levels")
+    return doc
+
+
+_JSON_SCALAR = set("0123456789+-.eEtruefalsn")   # the characters numbers, true, false and null use
+
+
+def json_coords(text):
+    """Compact JSON text, or any prefix of it (a sampler's text so far) -> Doc. Each character's
+    node depends only on the characters before it and itself."""
+    parent, rank, types = [], [], []
+    char_node = np.full(len(text), -1, np.int32)
+    stack = []          # open nodes: [node, type, children so far]
+    string = None       # node owning the open string, or None
+    escaped = scalar = False
+
+    def new(typ):       # a node at the current value position
+        top = stack[-1] if stack else None
+        r = top[2] if top else 0
+        if top:
+            top[2] += 1
+        parent.append(top[0] if top else -1)
+        rank.append(r)
+        types.append(typ)
+        return len(parent) - 1
+
+    def close():        # a value ended: a member with its value is complete too
+        if stack and stack[-1][1] == "member" and stack[-1][2]:
+            stack.pop()
+
+    for i, c in enumerate(text):
+        if string is not None:
+            char_node[i] = string
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                string = None
+                if types[char_node[i]] != "member":
+                    close()
+            continue
+        if scalar:
+            if c in _JSON_SCALAR:
+                char_node[i] = len(parent) - 1
+                continue
+            scalar = False
+            close()
+        top = stack[-1] if stack else None
+        if c in "{[":
+            nid = new("object" if c == "{" else "array")
+            stack.append([nid, types[nid], 0])
+            char_node[i] = nid
+        elif c in "}]" and top:
+            char_node[i] = top[0]
+            if top[1] != "member":
+                stack.pop()
+                close()
+        elif c == '"' and top and top[1] == "object":       # a key opens a member
+            nid = new("member")
+            stack.append([nid, "member", 0])
+            char_node[i] = string = nid
+        elif c == '"':
+            char_node[i] = string = new("string")
+        elif c in _JSON_SCALAR:
+            char_node[i] = new("number" if c in "0123456789-" else {"t": "true", "f": "false"}.get(c, "null"))
+            scalar = True
+        elif top:                                            # , : and anything else: the open node
+            char_node[i] = top[0]
+    return Doc(text, char_node, np.asarray(parent, np.int32), np.asarray(rank, np.int32),
+               label=first_appearance(types))

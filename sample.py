@@ -1,0 +1,125 @@
+"""Sample from a trained run, with each new token's coordinates computed from the text so far.
+
+    python sample.py out/json/seq_depth/seed0 --num_samples 20
+    python sample.py out/json/seq_depth/seed0 --prompt '{"name":' --temperature 0.8 --top_k 50
+
+Structured rotary needs every token's place in its tree before the model reads it. Where the
+text alone determines the tree and a token's node depends only on the text up to it (appendix
+§5's no-look-ahead rule), generation can compute that place as it goes: after each sampled token
+the growing text is re-read by the corpus's online builder, and the new token's coordinates are
+recorded once, at its own step, never recomputed from later text.
+
+Served: json (trees.json_coords). Not served: python (its dense serialisation keeps nesting only
+in the depths, so the text alone does not fix the tree), web and sheets (their text is extracted
+from the document, not the document), prose and code (their paragraphs are cleaned and cut into
+sentences with rules that read past the token), and any configuration that reads coordinates the
+text cannot give (references, symbols, the hRoPE controls).
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+import numpy as np
+import torch
+
+import tokenizer
+import trees
+from model import GPT, GPTConfig
+from prepare import token_coords
+from train import coords_for
+
+ONLINE = {"json": trees.json_coords}   # corpus -> text (any prefix) -> Doc
+# a complete document: sampling stops there (the text says when the tree is closed)
+COMPLETE = {"json": lambda text: _json_complete(text)}
+PROMPT = {"json": "{"}                 # every JSON document of the corpus starts a value
+
+
+def _json_complete(text):
+    try:
+        json.loads(text)
+        return True
+    except ValueError:
+        return False
+
+
+def online_text(ids, enc):
+    """The text of token ids. A byte that is not (yet) part of a whole UTF-8 character, as when
+    a token ends inside one, reads as one 'x': byte offsets stay those of the tokens, and in the
+    served grammars such a character is ordinary content, owned by the node an 'x' would be."""
+    return re.sub("[\udc80-\udcff]", "x", enc.decode_bytes(ids).decode("utf-8", "surrogateescape"))
+
+
+def online_coords(corpus, ids, enc, tok_len):
+    """Coordinates of the last token of `ids`, from the text of `ids` alone."""
+    c = token_coords(ONLINE[corpus](online_text(ids, enc)), np.asarray(ids), tok_len)
+    return {k: v[-1] for k, v in c.items() if k != "node"}
+
+
+def load(run_dir, device):
+    with open(os.path.join(run_dir, "config.json")) as f:
+        cfg = json.load(f)
+    run, mcfg = cfg["run"], GPTConfig(**cfg["model"])
+    if run["corpus"] not in ONLINE:
+        sys.exit(f"error: sample.py cannot serve the {run['corpus']} corpus: its text does not determine "
+                 f"its tree (served: {', '.join(ONLINE)}; the docstring says why)")
+    model = GPT(mcfg)
+    ck = torch.load(os.path.join(run_dir, "ckpt.pt"), map_location=device, weights_only=False)
+    model.load_state_dict(ck["model"])
+    return model.to(device).eval(), run, os.path.join(run["data"], run["corpus"])
+
+
+@torch.no_grad()
+def sample(model, corpus, enc, tok_len, prompt, max_new_tokens, temperature, top_k, generator):
+    """One sample: (text, per-token coordinates as recorded at each token's step)."""
+    ids = enc.encode(prompt)
+    if not ids:
+        sys.exit("error: --prompt is empty")
+    steps = [online_coords(corpus, ids[:i + 1], enc, tok_len) for i in range(len(ids))]
+    for _ in range(min(max_new_tokens, model.cfg.max_len - len(ids))):
+        b = {k: torch.as_tensor(np.stack([s[k] for s in steps]))[None] for k in steps[0]}
+        b["tokens"] = torch.as_tensor(ids)[None]
+        logits, _, _ = model(b["tokens"], coords_for(model, b, {}))
+        logits = logits[0, -1].float() / max(temperature, 1e-6)
+        if top_k:
+            kth = torch.topk(logits, min(top_k, logits.numel())).values[-1]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        ids.append(int(torch.multinomial(logits.softmax(-1), 1, generator=generator)))
+        steps.append(online_coords(corpus, ids, enc, tok_len))   # recorded once, at its own step
+        if COMPLETE[corpus](online_text(ids, enc)):
+            break
+    return enc.decode_bytes(ids).decode("utf-8", errors="replace"), steps
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run", help="out/<corpus>/<config>/seed<k>")
+    ap.add_argument("--prompt", default=None, help="text to continue (default: the corpus's document start)")
+    ap.add_argument("--num_samples", type=int, default=5)
+    ap.add_argument("--max_new_tokens", type=int, default=200)
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--top_k", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if not os.path.exists(os.path.join(args.run, "ckpt.pt")):
+        sys.exit(f"error: {args.run} holds no ckpt.pt (train it first)")
+    model, run, data_dir = load(args.run, "cpu")
+    enc = tokenizer.load(data_dir)
+    tok_len = tokenizer.token_lengths(enc)
+    prompt = PROMPT[run["corpus"]] if args.prompt is None else args.prompt
+    g = torch.Generator().manual_seed(args.seed)
+    texts = []
+    for i in range(args.num_samples):
+        text, _ = sample(model, run["corpus"], enc, tok_len, prompt, args.max_new_tokens, args.temperature,
+                         args.top_k, g)
+        texts.append(text)
+        print(f"--- sample {i}\n{text}")
+    ok = sum(COMPLETE[run["corpus"]](t) for t in texts)
+    print(f"\n{ok}/{len(texts)} samples parse as {run['corpus']} ({args.run}: trained "
+          f"{run['steps']} steps)")
+    return texts
+
+
+if __name__ == "__main__":
+    main()
