@@ -438,13 +438,24 @@ def sheets_sources(args):
     return items, dirs
 
 
-def json_sources(args):
-    """The .json files shipped inside installed packages and under /usr/share (real files, offline)."""
-    dirs = args.src or [d for d in (sysconfig.get_paths()["purelib"], "/usr/share") if os.path.isdir(d)]
-    items = find_files(dirs, (".json",))
-    if not items:
-        sys.exit(f"error: no .json files under {dirs}; pass --src DIR")
-    return items, dirs
+# Files shipped inside installed packages and under /usr/share (real files, offline): where the
+# json, xml and markdown corpora look when no --src is given.
+SHIPPED = (sysconfig.get_paths()["purelib"], "/usr/share", "/usr/lib/node_modules")
+
+
+def shipped_sources(exts):
+    def sources(args):
+        dirs = args.src or [d for d in SHIPPED if os.path.isdir(d)]
+        items = find_files(dirs, exts)
+        if not items:
+            sys.exit(f"error: no {'/'.join(exts)} files under {dirs}; pass --src DIR")
+        return items, dirs
+    return sources
+
+
+json_sources = shipped_sources((".json",))
+xml_sources = shipped_sources((".xml", ".xsd", ".xsl", ".svg"))
+markdown_sources = shipped_sources((".md", ".markdown"))
 
 
 def _size(src):
@@ -510,6 +521,14 @@ def _build_json(item):
     return _build(item, trees.json_doc)
 
 
+def _build_xml(item):
+    return _build(item, trees.xml_doc)
+
+
+def _build_markdown(item):
+    return _build(item, trees.markdown_doc)
+
+
 def _build_sheets(item, render="values"):
     return _build(item, lambda raw: trees.sheet_doc(raw, render))
 
@@ -531,6 +550,8 @@ CORPORA = {
     "sheets": (sheets_sources, _build_sheets),
     "web_sheets": (web_sheets_sources, _build_web_sheets),
     "json": (json_sources, _build_json),
+    "xml": (xml_sources, _build_xml),
+    "markdown": (markdown_sources, _build_markdown),
 }
 
 
@@ -651,7 +672,7 @@ def main(argv=None):
             boundary = np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 1)
         elif "p" in c:
             boundary = np.r_[True, c["p"][1:, 0] != c["p"][:-1, 0]]
-        elif args.corpus == "json":   # a record may start at a member or element of the top-level value
+        elif args.corpus in ("json", "xml"):   # a record may start at a child of the top-level node
             boundary = np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 2)
         elif args.corpus == "sheets" or doc.source == 1:   # a record may start at a new row
             boundary = np.r_[True, (c["kind"][:-1] & trees.KIND_ROW_END) > 0]

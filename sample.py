@@ -2,6 +2,7 @@
 
     python sample.py out/json/seq_depth/seed0 --num_samples 20
     python sample.py out/json/seq_depth/seed0 --prompt '{"name":' --temperature 0.8 --top_k 50
+    python sample.py out/markdown/hrope_axial/seed0 --prompt '# Install' --max_new_tokens 150
 
 Structured rotary needs every token's place in its tree before the model reads it. Where the
 text alone determines the tree and a token's node depends only on the text up to it (appendix
@@ -9,13 +10,14 @@ text alone determines the tree and a token's node depends only on the text up to
 the growing text is re-read by the corpus's online builder, and the new token's coordinates are
 recorded once, at its own step, never recomputed from later text.
 
-Served: json (trees.json_coords). Not served: python (its dense serialisation keeps nesting only
+Served: json, xml and markdown (trees.*_coords: left-to-right scanners). Not served: python (its dense serialisation keeps nesting only
 in the depths, so the text alone does not fix the tree), web and sheets (their text is extracted
 from the document, not the document), prose and code (their paragraphs are cleaned and cut into
 sentences with rules that read past the token), and any configuration that reads coordinates the
 text cannot give (references, symbols, the hRoPE controls).
 """
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -28,20 +30,28 @@ import tokenizer
 import trees
 from model import GPT, GPTConfig
 from prepare import token_coords
-from train import coords_for
+from train import coords_for, corpus_stats
 
-ONLINE = {"json": trees.json_coords}   # corpus -> text (any prefix) -> Doc
-# a complete document: sampling stops there (the text says when the tree is closed)
-COMPLETE = {"json": lambda text: _json_complete(text)}
-PROMPT = {"json": "{"}                 # every JSON document of the corpus starts a value
+ONLINE = {"json": trees.json_coords, "xml": trees.xml_coords, "markdown": trees.markdown_coords}
+PROMPT = {"json": "{", "xml": "<", "markdown": "# "}   # how the corpus's documents begin
 
 
-def _json_complete(text):
-    try:
-        json.loads(text)
-        return True
-    except ValueError:
-        return False
+def parses(corpus, text):
+    """Is the text a whole document of its format? (None: every text is one, as in Markdown.)"""
+    if corpus == "json":
+        try:
+            json.loads(text)
+            return True
+        except ValueError:
+            return False
+    if corpus == "xml":
+        import lxml.etree
+        try:
+            lxml.etree.fromstring(text.encode(), lxml.etree.XMLParser(no_network=True, load_dtd=False))
+            return True
+        except lxml.etree.XMLSyntaxError:
+            return False
+    return None
 
 
 def online_text(ids, enc):
@@ -53,7 +63,11 @@ def online_text(ids, enc):
 
 def online_coords(corpus, ids, enc, tok_len):
     """Coordinates of the last token of `ids`, from the text of `ids` alone."""
-    c = token_coords(ONLINE[corpus](online_text(ids, enc)), np.asarray(ids), tok_len)
+    doc = ONLINE[corpus](online_text(ids, enc))
+    if not len(doc.parent):      # no node yet (a heading's `#`s): an unused node keeps the arrays
+        doc = dataclasses.replace(doc, parent=np.array([-1], np.int32), rank=np.array([0], np.int32),
+                                  label=np.array([0], np.int32))   # non-empty; every token reads "absent"
+    c = token_coords(doc, np.asarray(ids), tok_len)
     return {k: v[-1] for k, v in c.items() if k != "node"}
 
 
@@ -71,7 +85,7 @@ def load(run_dir, device):
 
 
 @torch.no_grad()
-def sample(model, corpus, enc, tok_len, prompt, max_new_tokens, temperature, top_k, generator):
+def sample(model, corpus, stats, enc, tok_len, prompt, max_new_tokens, temperature, top_k, generator):
     """One sample: (text, per-token coordinates as recorded at each token's step)."""
     ids = enc.encode(prompt)
     if not ids:
@@ -80,14 +94,14 @@ def sample(model, corpus, enc, tok_len, prompt, max_new_tokens, temperature, top
     for _ in range(min(max_new_tokens, model.cfg.max_len - len(ids))):
         b = {k: torch.as_tensor(np.stack([s[k] for s in steps]))[None] for k in steps[0]}
         b["tokens"] = torch.as_tensor(ids)[None]
-        logits, _, _ = model(b["tokens"], coords_for(model, b, {}))
+        logits, _, _ = model(b["tokens"], coords_for(model, b, stats, generator))
         logits = logits[0, -1].float() / max(temperature, 1e-6)
         if top_k:
             kth = torch.topk(logits, min(top_k, logits.numel())).values[-1]
             logits = logits.masked_fill(logits < kth, float("-inf"))
         ids.append(int(torch.multinomial(logits.softmax(-1), 1, generator=generator)))
         steps.append(online_coords(corpus, ids, enc, tok_len))   # recorded once, at its own step
-        if COMPLETE[corpus](online_text(ids, enc)):
+        if parses(corpus, online_text(ids, enc)):     # the text closed its tree: stop
             break
     return enc.decode_bytes(ids).decode("utf-8", errors="replace"), steps
 
@@ -106,18 +120,22 @@ def main(argv=None):
         sys.exit(f"error: {args.run} holds no ckpt.pt (train it first)")
     model, run, data_dir = load(args.run, "cpu")
     enc = tokenizer.load(data_dir)
+    stats = corpus_stats(data_dir)[1]        # the hRoPE controls' densities, where the corpus has them
     tok_len = tokenizer.token_lengths(enc)
     prompt = PROMPT[run["corpus"]] if args.prompt is None else args.prompt
     g = torch.Generator().manual_seed(args.seed)
     texts = []
     for i in range(args.num_samples):
-        text, _ = sample(model, run["corpus"], enc, tok_len, prompt, args.max_new_tokens, args.temperature,
-                         args.top_k, g)
+        text, _ = sample(model, run["corpus"], stats, enc, tok_len, prompt, args.max_new_tokens,
+                         args.temperature, args.top_k, g)
         texts.append(text)
         print(f"--- sample {i}\n{text}")
-    ok = sum(COMPLETE[run["corpus"]](t) for t in texts)
-    print(f"\n{ok}/{len(texts)} samples parse as {run['corpus']} ({args.run}: trained "
-          f"{run['steps']} steps)")
+    ok = [parses(run["corpus"], t) for t in texts]
+    trained = f"{args.run}: trained {run['steps']} steps of {run['docs_per_step']} records"
+    if None in ok:
+        print(f"\n{len(texts)} samples ({run['corpus']}: any text is a document; {trained})")
+    else:
+        print(f"\n{sum(ok)}/{len(texts)} samples parse as {run['corpus']} ({trained})")
     return texts
 
 
