@@ -213,6 +213,7 @@ def paragraph_stats(recs):
 # ----------------------------------------------------------------------------- sources ----
 def split_of(name):
     """Deterministic split by document name: 90% train, 5% val, 5% test."""
+    name = name.split("::")[0]                     # a small program goes where its module goes
     h = int(hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest(), 16) % 100
     return "train" if h < 90 else "val" if h < 95 else "test"
 
@@ -458,6 +459,31 @@ xml_sources = shipped_sources((".xml", ".xsd", ".xsl", ".svg"))
 markdown_sources = shipped_sources((".md", ".markdown"))
 
 
+def _programs_of(item):
+    name, path = item
+    try:
+        with open(path, "rb") as f:
+            source = trees.source_text(f.read())
+    except (OSError, trees.Skip):
+        return []                                  # counted when a module cannot be read: none of it is used
+    return [(f"{name}::{q}", p.encode()) for q, p in trees.python_programs(source)]
+
+
+def programs_sources(args):
+    """Small programs (appendix §4's Python corpus is 423,111 programs): the top-level functions
+    and classes of 3-60 lines of the standard library and installed packages, each with its
+    module's imports (trees.python_programs). Named module::qualname, so one module's programs
+    share a split."""
+    dirs = args.src or [sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"]]
+    modules = [(f"{i}/{n}", p) for i, d in enumerate(dirs) for n, p in find_files([d], (".py",))]
+    with multiprocessing.Pool(args.workers) as pool:
+        items = [x for found in tqdm(pool.imap(_programs_of, modules, chunksize=16), total=len(modules),
+                                     desc="programs", unit="module") for x in found]
+    if not items:
+        sys.exit(f"error: no top-level functions or classes of 3-60 lines under {dirs}; pass --src DIR")
+    return items, dirs
+
+
 def _size(src):
     """A source's size for the settings hash (-1: unreadable, which _build reports)."""
     if not isinstance(src, str):
@@ -549,6 +575,7 @@ CORPORA = {
     "code": (python_sources, _build_code),
     "sheets": (sheets_sources, _build_sheets),
     "web_sheets": (web_sheets_sources, _build_web_sheets),
+    "programs": (programs_sources, _build_python),
     "json": (json_sources, _build_json),
     "xml": (xml_sources, _build_xml),
     "markdown": (markdown_sources, _build_markdown),
@@ -620,12 +647,12 @@ def main(argv=None):
 
     items, dirs = CORPORA[args.corpus][0](args)
     out_dir = os.path.join(args.out, args.corpus)
-    pattern = tokenizer.CODE_PAT if args.corpus == "python" else tokenizer.PAT   # the serialisation's sigils
+    pattern = tokenizer.CODE_PAT if args.corpus in ("python", "programs") else tokenizer.PAT   # the serialisation's sigils
     settings = {"format": trees.FORMAT, "corpus": args.corpus, "sources": [os.path.abspath(d) for d in dirs],
                 "vocab": args.vocab,
                 "max_len": args.max_len, "long": long_docs, "bpe_bytes": args.bpe_bytes,
                 **({"render": args.render} if args.corpus == "sheets" else {}),
-                **({"units": args.units} if args.corpus == "python" else {}),
+                **({"units": args.units} if args.corpus in ("python", "programs") else {}),
                 "files": hashlib.sha1("\n".join(f"{n}:{_size(p)}" for n, p in items).encode()).hexdigest()}
     meta_path = os.path.join(out_dir, "meta.json")
     if not args.force and os.path.exists(meta_path):
@@ -668,7 +695,7 @@ def main(argv=None):
         rank_values.append(doc.rank[doc.parent >= 0] if args.corpus != "sheets" else doc.rank)
         # records may start at a top-level statement (python), a new paragraph or block
         # (prose, code) or a new text block (web)
-        if args.corpus == "python":
+        if args.corpus in ("python", "programs"):
             boundary = np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 1)
         elif "p" in c:
             boundary = np.r_[True, c["p"][1:, 0] != c["p"][:-1, 0]]

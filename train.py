@@ -99,9 +99,8 @@ def parse(argv):
         model_over[k] = typed(k, v, fields[k].default)
     cfg = dict(DEFAULTS)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
-    if not available.get(device.split(":")[0]):
-        sys.exit(f"error: --device {device} is not available here (cpu, cuda or mps, where torch has it)")
+    if device.split(":")[0] not in ("cpu", "cuda", "mps"):
+        sys.exit(f"error: unknown --device {device!r}; known: cpu, cuda, mps")
     cfg.update(GPU_RUN if device.startswith("cuda") else CPU_RUN)   # a laptop's GPU (mps) runs the CPU scale
     recipe = args.recipe or RECIPE_OF.get(args.corpus or cfg["corpus"], "tree")
     if recipe == "hrope" and not device.startswith("cuda") and args.recipe is None:
@@ -339,6 +338,9 @@ def main(argv=None):
             cfg["device"] = f"cuda:{int(os.environ['LOCAL_RANK'])}"
             torch.cuda.set_device(cfg["device"])
     master = rank == 0
+    available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+    if not available[cfg["device"].split(":")[0]]:
+        sys.exit(f"error: --device {cfg['device']} is not available on this machine")
     if master:   # first line: what precision this machine gets, and why
         print(f"precision: {'bf16 autocast' if cfg['bf16'] else 'fp32'}, {'compiled' if cfg['compile'] else 'eager'} "
               f"({cfg['precision']})")

@@ -483,6 +483,26 @@ def python_doc(source, rename=True, max_bytes=1_000_000):
     return doc
 
 
+def python_programs(source, min_lines=3, max_lines=60):
+    """Small programs cut from one module, in the spirit of the appendix's Python corpus (§4:
+    423,111 programs; sibling rank p99 7): each top-level function or class of min_lines to
+    max_lines lines, preceded by the module's top-level imports, as [(qualname, source)]. A
+    module that does not parse gives none (python_doc counts it when read whole)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    lines = source.splitlines()
+    imports = [ast.unparse(s) for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))]
+    out = []
+    for s in tree.body:
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first = min([s.lineno] + [d.lineno for d in s.decorator_list])
+            if min_lines <= s.end_lineno - first + 1 <= max_lines:
+                out.append((s.name, "\n".join(imports + lines[first - 1:s.end_lineno]) + "\n"))
+    return out
+
+
 def canonical_python(source, rename=True):
     """The reference the round trip reproduces: ast.unparse of the parsed tree, with locals
     renamed exactly as the serialisation renames them when `rename` is set."""
