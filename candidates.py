@@ -244,7 +244,7 @@ def candidates(data_dir, draws=1000, seed=0, embedder=None):
 
 def paragraph_predictors(data_dir, split, max_len, embedder=None):
     """Paper 004 App. A.10's predictors for every paragraph of a split, keyed as the model sees it:
-    `record` (numbered as train.Split numbers records) and `p1` (restarting in each record). Arrays:
+    `record` (numbered as train.Split numbers records) and `p1` (counted in its document). Arrays:
     length (tokens), ttr (distinct tokens / tokens: lexical diversity over BPE tokens, a reading),
     coherence (mean embedding cosine with the adjacent paragraphs of the document; the stand-in
     fitted on the train split, or the `embedder` folder's model),

@@ -142,9 +142,10 @@ def records(coords, max_len, long_docs, boundary, p1_cap=None, restart_level1=Fa
     long_docs: 'crop' keeps the first max_len tokens, 'drop' drops the document, 'split' cuts
     at allowed boundaries (Python: a top-level statement; prose/code: a paragraph or block;
     web: a text block; sheets: a row), cutting at max_len where no boundary falls inside.
-    pos restarts at 0 in every record, and so does p1 (hRoPE); with restart_level1 (Python
-    `--units record`) so do the level-1 sibling ranks: the record's first top-level statement
-    has rank 0, and a reference whose target lies before the record loses its level-1 target."""
+    pos restarts at 0 in every record, and with restart_level1 (Python `--units record`) so do
+    the level-1 sibling ranks: the record's first top-level statement has rank 0, and a reference
+    whose target lies before the record loses its level-1 target. hRoPE's p1 stays counted in the
+    document, clipped at p1_cap (App. C.1 caps blocks per file, a frame records never reach)."""
     n = len(coords["pos"])
     if n <= max_len:
         cuts = [(0, n)]
@@ -173,12 +174,11 @@ def records(coords, max_len, long_docs, boundary, p1_cap=None, restart_level1=Fa
             if "ref_path" in r:
                 r["ref_path"] = r["ref_path"].copy()
                 r["ref_path"][:, 0] = np.where(r["ref_path"][:, 0] >= first, r["ref_path"][:, 0] - first, -1)
-        if "p" in r:   # a record starts a paragraph: p1, and p2/p3 of its first stretch, from 0
+        if "p" in r:   # a record starts a paragraph: p2/p3 of its first stretch from 0
             p = r["p"] = r["p"].copy()
             first_para, first_sent = p[:, 0] == p[0, 0], (p[:, :2] == p[0, :2]).all(1)
             p[first_sent, 2] -= p[0, 2]
             p[first_para, 1] -= p[0, 1]
-            p[:, 0] -= p[0, 0]
             if p1_cap is not None:      # App. C.1 truncation, where the model sees p1
                 np.minimum(p[:, 0], p1_cap, out=p[:, 0])
         out.append(r)
@@ -200,11 +200,14 @@ def record_rank_stats(recs):
 
 def paragraph_stats(recs):
     """What hRoPE's base calibration and controls need (paper 004 App. C): the largest p1, p2,
-    p3 (M_g), the paragraph-boundary density per token (rand_axial) and the mean paragraph
-    length in tokens L (period_axial: p1 = floor(t / L))."""
-    p_max = np.max([r["p"].max(0) for r in recs], 0)      # records start at (0, 0, 0)
-    starts = sum(int((r["p"][1:, 0] != r["p"][:-1, 0]).sum()) for r in recs)
-    paragraphs = starts + len(recs)
+    p3 (M_g; p1 in its document, clipped: the per-file distribution C.1 calibrates on), the
+    paragraph-boundary density per token (rand_axial) and the mean paragraph length in tokens L
+    (period_axial: p1 = floor(t / L)). Density and L count the true paragraphs, clipped or not."""
+    p_max = np.max([r["p"].max(0) for r in recs], 0)
+    # a paragraph starts where p2 and p3 are both 0: every record start, and inside a record
+    # wherever p1 moves on or would move on above the cap
+    paragraphs = sum(int(((r["p"][:, 1] == 0) & (r["p"][:, 2] == 0)).sum()) for r in recs)
+    starts = paragraphs - len(recs)
     tokens = sum(len(r["p"]) for r in recs)
     return {"p_max": [int(v) for v in p_max], "p1_density": starts / max(tokens - len(recs), 1),
             "p1_period": max(1, round(tokens / paragraphs)), "paragraphs": paragraphs}
@@ -588,7 +591,7 @@ def main(argv=None):
     ap.add_argument("--workbooks", type=int, default=600, help="sheets without --src: synthetic workbooks")
     ap.add_argument("--units", choices=("module", "record"), default="module",
                     help="python: level-1 sibling ranks count over the whole module (default), or restart "
-                         "at each record like hRoPE's p1 (closer to the paper's small programs)")
+                         "at each record (closer to the paper's small programs)")
     args = ap.parse_args(argv)
     for flag, low in (("max_len", 2), ("vocab", 256), ("bpe_bytes", 1), ("workers", 1), ("workbooks", 1)):
         if getattr(args, flag) < low:   # max_len: a record needs a next token; vocab: 256 byte tokens first
@@ -618,7 +621,9 @@ def main(argv=None):
         sys.exit(f"error: no usable documents in {dirs} (skipped: {dict(skipped)})")
     t_trees = time.time() - t0
     p1_cap = None
-    if args.corpus == "code":   # App. C.1: p1 truncated at the 95th percentile of blocks per file
+    # App. C.1: p1 truncated at the 95th percentile of blocks per file, on code only (C.1 caps no
+    # other corpus; for OpenWebText it says so): prose keeps every paragraph index
+    if args.corpus == "code":
         p1_cap = int(np.percentile([d.char_p[:, 0].max() + 1 for _, d in docs], 95)) - 1
     split = {name: split_of(name) for name, _ in docs}
 
