@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+import candidates
 import prepare
 import trees
 from conftest import stdlib_files
@@ -209,3 +210,5 @@ def test_p1_cap_and_m1_on_a_long_tailed_corpus(tmp_path):
             assert meta["p1_cap"] is None and meta["p_max"][0] == 199
             assert a["p"][starts[-1], 0] > a["p"][starts[1], 0] > 0
         assert meta["paragraphs"] == int(((a["p"][:, 1] == 0) & (a["p"][:, 2] == 0)).sum())   # clipped or not
+        true = len(candidates.segment(a, true_paragraphs=True)[3])     # Table 4 reads the real blocks
+        assert true == meta["paragraphs"] and (len(candidates.segment(a)[3]) < true) == (corpus == "code")
