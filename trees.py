@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-FORMAT = 3   # what prepare.py writes; a data folder of another format is rebuilt
+FORMAT = 4   # what prepare.py writes; a data folder of another format is rebuilt (4: p1 in its document)
 LEVELS = 22  # path levels encoded (appendix §5: tree planes are 22 levels x {fast, slow})
 
 # token-kind flags (evaluate.py breaks the loss down by these)
