@@ -40,12 +40,16 @@ D_MAX = 15          # displacements fitted (paragraphs)
 EMBED_DIM = 64      # the stand-in embedding's dimension
 
 
-def segment(a):
+def segment(a, true_paragraphs=False):
     """Token-level paragraph labels of a loaded split: (tokens, record of each token, paragraph of
-    each token, first token of each paragraph). A paragraph starts where p1 or the record changes."""
-    tokens, p1 = np.asarray(a["tokens"]).astype(np.int64), np.asarray(a["p"][:, 0])
+    each token, first token of each paragraph). A paragraph starts where p1 or the record changes
+    (the paragraphs the model tells apart); with true_paragraphs also where code's p1 stays at its
+    cap (App. C.1) over a real block boundary: (p2, p3) = (0, 0)."""
+    tokens, p = np.asarray(a["tokens"]).astype(np.int64), np.asarray(a["p"])
     rec = np.repeat(np.arange(len(a["record_doc"])), np.diff(np.asarray(a["doc_start"])))
-    new = np.r_[True, (p1[1:] != p1[:-1]) | (rec[1:] != rec[:-1])]
+    new = np.r_[True, (p[1:, 0] != p[:-1, 0]) | (rec[1:] != rec[:-1])]
+    if true_paragraphs:
+        new |= (p[:, 1] == 0) & (p[:, 2] == 0)
     return tokens, rec, np.cumsum(new) - 1, np.flatnonzero(new)
 
 
@@ -63,7 +67,7 @@ def paragraphs(data_dir, split="train", min_paragraphs=3, with_texts=False):
     a = load_split(data_dir, split)
     if "p" not in a:
         sys.exit(f"error: {data_dir} has no paragraph coordinates (prepare.py prose or code)")
-    tokens, rec, par, first = segment(a)
+    tokens, rec, par, first = segment(a, true_paragraphs=True)      # corpus-only: the cap does not merge blocks
     par_doc = np.asarray(a["record_doc"])[rec[first]]
     Q = sparse.csr_matrix((np.ones(len(tokens)), (par, tokens)), shape=(len(first), int(tokens.max()) + 1))
     keep = np.bincount(par_doc)[par_doc] >= min_paragraphs
@@ -244,7 +248,7 @@ def candidates(data_dir, draws=1000, seed=0, embedder=None):
 
 def paragraph_predictors(data_dir, split, max_len, embedder=None):
     """Paper 004 App. A.10's predictors for every paragraph of a split, keyed as the model sees it:
-    `record` (numbered as train.Split numbers records) and `p1` (restarting in each record). Arrays:
+    `record` (numbered as train.Split numbers records) and `p1` (counted in its document). Arrays:
     length (tokens), ttr (distinct tokens / tokens: lexical diversity over BPE tokens, a reading),
     coherence (mean embedding cosine with the adjacent paragraphs of the document; the stand-in
     fitted on the train split, or the `embedder` folder's model),

@@ -26,6 +26,7 @@ import shutil
 import sys
 import sysconfig
 import time
+import zlib
 
 import numpy as np
 from openpyxl.workbook.defined_name import DefinedName
@@ -142,9 +143,10 @@ def records(coords, max_len, long_docs, boundary, p1_cap=None, restart_level1=Fa
     long_docs: 'crop' keeps the first max_len tokens, 'drop' drops the document, 'split' cuts
     at allowed boundaries (Python: a top-level statement; prose/code: a paragraph or block;
     web: a text block; sheets: a row), cutting at max_len where no boundary falls inside.
-    pos restarts at 0 in every record, and so does p1 (hRoPE); with restart_level1 (Python
-    `--units record`) so do the level-1 sibling ranks: the record's first top-level statement
-    has rank 0, and a reference whose target lies before the record loses its level-1 target."""
+    pos restarts at 0 in every record, and with restart_level1 (Python `--units record`) so do
+    the level-1 sibling ranks: the record's first top-level statement has rank 0, and a reference
+    whose target lies before the record loses its level-1 target. hRoPE's p1 stays counted in the
+    document, clipped at p1_cap (App. C.1 caps blocks per file, a frame records never reach)."""
     n = len(coords["pos"])
     if n <= max_len:
         cuts = [(0, n)]
@@ -173,12 +175,11 @@ def records(coords, max_len, long_docs, boundary, p1_cap=None, restart_level1=Fa
             if "ref_path" in r:
                 r["ref_path"] = r["ref_path"].copy()
                 r["ref_path"][:, 0] = np.where(r["ref_path"][:, 0] >= first, r["ref_path"][:, 0] - first, -1)
-        if "p" in r:   # a record starts a paragraph: p1, and p2/p3 of its first stretch, from 0
+        if "p" in r:   # a record starts a paragraph: p2/p3 of its first stretch from 0
             p = r["p"] = r["p"].copy()
             first_para, first_sent = p[:, 0] == p[0, 0], (p[:, :2] == p[0, :2]).all(1)
             p[first_sent, 2] -= p[0, 2]
             p[first_para, 1] -= p[0, 1]
-            p[:, 0] -= p[0, 0]
             if p1_cap is not None:      # App. C.1 truncation, where the model sees p1
                 np.minimum(p[:, 0], p1_cap, out=p[:, 0])
         out.append(r)
@@ -200,11 +201,14 @@ def record_rank_stats(recs):
 
 def paragraph_stats(recs):
     """What hRoPE's base calibration and controls need (paper 004 App. C): the largest p1, p2,
-    p3 (M_g), the paragraph-boundary density per token (rand_axial) and the mean paragraph
-    length in tokens L (period_axial: p1 = floor(t / L))."""
-    p_max = np.max([r["p"].max(0) for r in recs], 0)      # records start at (0, 0, 0)
-    starts = sum(int((r["p"][1:, 0] != r["p"][:-1, 0]).sum()) for r in recs)
-    paragraphs = starts + len(recs)
+    p3 (M_g; p1 in its document, clipped: the per-file distribution C.1 calibrates on), the
+    paragraph-boundary density per token (rand_axial) and the mean paragraph length in tokens L
+    (period_axial: p1 = floor(t / L)). Density and L count the true paragraphs, clipped or not."""
+    p_max = np.max([r["p"].max(0) for r in recs], 0)
+    # a paragraph starts where p2 and p3 are both 0: every record start, and inside a record
+    # wherever p1 moves on or would move on above the cap
+    paragraphs = sum(int(((r["p"][:, 1] == 0) & (r["p"][:, 2] == 0)).sum()) for r in recs)
+    starts = paragraphs - len(recs)
     tokens = sum(len(r["p"]) for r in recs)
     return {"p_max": [int(v) for v in p_max], "p1_density": starts / max(tokens - len(recs), 1),
             "p1_period": max(1, round(tokens / paragraphs)), "paragraphs": paragraphs}
@@ -276,6 +280,65 @@ def web_sources(args):
     if not items:
         sys.exit(f"error: no .html/.htm/.warc files under {dirs}")
     return items, dirs
+
+
+# `prepare.py webtext` without --src: every HTML page under /usr/share/doc (symlinks followed, each
+# file once) except python3-doc's, whose documents `prose` already reads from their .rst sources,
+# and Node.js's all.html: the chapter pages installed beside it, on one page (2 MB of text; a
+# page that contains others is no near-duplicate of any one of them by C.1's similarity).
+WEBTEXT_ROOT = "/usr/share/doc"
+WEBTEXT_SKIP = {"nodejs/api/all.html"}
+
+
+def webtext_sources(args):
+    """OpenWebText's stand-in (paper 004 App. C.1): real pages reachable offline, or --src."""
+    if args.src:
+        return web_sources(args)
+    python_doc = {os.path.realpath(p) for pattern in WEB_PLACES[:3] for p in glob.glob(pattern)}
+    seen, items = set(), []
+    for root, subdirs, files in os.walk(WEBTEXT_ROOT, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen or any(real == p or real.startswith(p + os.sep) for p in python_doc):
+            subdirs[:] = []                  # a folder reached twice, or python3-doc's pages
+            continue
+        seen.add(real)
+        subdirs.sort()
+        for f in sorted(files):
+            path = os.path.join(root, f)
+            name = os.path.relpath(path, WEBTEXT_ROOT)
+            if f.lower().endswith((".html", ".htm")) and os.path.realpath(path) not in seen and name not in WEBTEXT_SKIP:
+                seen.add(os.path.realpath(path))
+                items.append((name, path))
+    if not items:
+        sys.exit(f"error: no HTML pages under {WEBTEXT_ROOT} besides python3-doc's; pass --src DIR (.html/.htm/.warc)")
+    return items, [WEBTEXT_ROOT]
+
+
+def minhash(text, perms=256, n=5, seed=0):
+    """MinHash signature (perms,) of a text's word 5-grams (lowercased): the fraction of equal
+    entries of two signatures estimates the Jaccard similarity of their 5-gram sets."""
+    words = text.lower().split()
+    grams = {" ".join(words[i:i + n]) for i in range(max(len(words) - n + 1, 1))}
+    x = np.array([zlib.crc32(g.encode("utf-8", "surrogatepass")) for g in grams], np.uint64)
+    prime = np.uint64(4294967291)                                  # (a*x + b) mod p: no uint64 overflow
+    a, b = (np.random.default_rng(seed).integers(1, int(prime), (2, perms)).astype(np.uint64))
+    return ((a[:, None] * x[None, :] + b[:, None]) % prime).min(1)
+
+
+def near_duplicates(texts, threshold=0.5, bands=64):
+    """Indices of texts that duplicate an earlier one (App. C.1: 5-gram LSH, similarity > 0.5):
+    LSH on MinHash bands proposes pairs (64 bands of 4 rows: a pair at Jaccard 0.5 shares a band
+    with probability 0.98, at 0.1 with 0.006), the MinHash estimate above `threshold` confirms it."""
+    sigs = [minhash(t) for t in texts]
+    buckets, dropped = collections.defaultdict(list), set()
+    for i, sig in enumerate(sigs):
+        keys = {(k, band.tobytes()) for k, band in enumerate(np.split(sig, bands))}
+        if any(np.mean(sigs[j] == sig) > threshold for j in {j for key in keys for j in buckets[key]}):
+            dropped.add(i)
+            continue                         # kept texts only: a duplicate of a duplicate is compared to its source
+        for key in keys:
+            buckets[key].append(i)
+    return dropped
 
 
 # Where `prepare.py prose` looks for real prose when no --src is given: the reStructuredText
@@ -579,6 +642,7 @@ CORPORA = {
     "json": (json_sources, _build_json),
     "xml": (xml_sources, _build_xml),
     "markdown": (markdown_sources, _build_markdown),
+    "webtext": (webtext_sources, functools.partial(_build, builder=trees.webtext_doc)),
 }
 
 
@@ -636,7 +700,7 @@ def main(argv=None):
     ap.add_argument("--workbooks", type=int, default=600, help="sheets without --src: synthetic workbooks")
     ap.add_argument("--units", choices=("module", "record"), default="module",
                     help="python: level-1 sibling ranks count over the whole module (default), or restart "
-                         "at each record like hRoPE's p1 (closer to the paper's small programs)")
+                         "at each record (closer to the paper's small programs)")
     args = ap.parse_args(argv)
     for flag, low in (("max_len", 2), ("vocab", 256), ("bpe_bytes", 1), ("workers", 1), ("workbooks", 1)):
         if getattr(args, flag) < low:   # max_len: a record needs a next token; vocab: 256 byte tokens first
@@ -662,11 +726,17 @@ def main(argv=None):
                 return out_dir
     t0 = time.time()
     docs, skipped = build_docs(args.corpus, items, args.workers, args.render)
+    if args.corpus == "webtext":   # App. C.1: near-duplicate pages removed, the first kept
+        dup = near_duplicates([d.text for _, d in docs])
+        skipped["near-duplicate (5-gram MinHash > 0.5)"] += len(dup)
+        docs = [x for i, x in enumerate(docs) if i not in dup]
     if not docs:
         sys.exit(f"error: no usable documents in {dirs} (skipped: {dict(skipped)})")
     t_trees = time.time() - t0
     p1_cap = None
-    if args.corpus == "code":   # App. C.1: p1 truncated at the 95th percentile of blocks per file
+    # App. C.1: p1 truncated at the 95th percentile of blocks per file, on code only (C.1 caps no
+    # other corpus; for OpenWebText it says so): prose and webtext keep every paragraph index
+    if args.corpus == "code":
         p1_cap = int(np.percentile([d.char_p[:, 0].max() + 1 for _, d in docs], 95)) - 1
     split = {name: split_of(name) for name, _ in docs}
 
@@ -679,6 +749,13 @@ def main(argv=None):
     t0 = time.time()
     all_ids = enc.encode_ordinary_batch([d.text for _, d in docs], num_threads=args.workers)
     t_encode = time.time() - t0
+    if args.corpus == "webtext":   # App. C.1: documents shorter than 128 tokens discarded (our BPE's tokens)
+        keep = [len(ids) >= 128 for ids in all_ids]
+        skipped["shorter than 128 tokens"] += keep.count(False)
+        docs, all_ids = [x for x, k in zip(docs, keep) if k], [x for x, k in zip(all_ids, keep) if k]
+        split = {name: split[name] for name, _ in docs}
+        if not docs:
+            sys.exit(f"error: no document of 128+ tokens in {dirs} (skipped: {dict(skipped)})")
     t0 = time.time()
     recs = {s: [] for s in SPLITS}
     stats = collections.Counter()

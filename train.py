@@ -8,7 +8,7 @@
 Recipe (depth-perception appendix §4; `--recipe tree`, the default for python/web/sheets):
 AdamW (0.9, 0.95), lr 1.2e-3, weight decay 0.1 on weight matrices only (rotary rates/offsets,
 LayerNorm excluded), clip 1.0, linear warmup over 2% of steps then cosine to 10% of peak, no
-dropout, no early stopping. `--recipe hrope` (paper 004 Table 11, the default for code/prose):
+dropout, no early stopping. `--recipe hrope` (paper 004 Table 11, the default for code/prose/webtext):
 lr 3e-4, weight decay 0.01, cosine to 1%, dropout 0.1, early stopping after 10 evaluations
 without a better validation loss, 16 blocks per step on CUDA; on CPU `hrope_cpu`, the same with
 lr 1.2e-3 (RECIPES says why). In both: every step trains a fixed number of whole records, grouped by length
@@ -53,7 +53,7 @@ RECIPES = {
     # rand_axial differ by 4e-5 nats (seed 0): too short a run for the p1 channel to matter.
     "hrope_cpu": dict(lr=1.2e-3, weight_decay=0.01, min_lr=0.01, dropout=0.1, patience=10),
 }
-RECIPE_OF = {"code": "hrope", "prose": "hrope"}   # the paragraph corpora take the hRoPE paper's
+RECIPE_OF = {"code": "hrope", "prose": "hrope", "webtext": "hrope"}   # the paragraph corpora take the hRoPE paper's
 # Settings a run may change when it resumes: they do not change what is computed. Precision is a
 # property of the machine, so a run resumed elsewhere takes that machine's (each milestone records it).
 RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out")
@@ -61,7 +61,7 @@ RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out")
 CPU_RUN = dict(preset="cpu", steps=300, docs_per_step=16, val_docs=128, test_docs=256, mb_tokens=4096)
 GPU_RUN = dict(steps=5000, docs_per_step=64)   # preset: the paper's for the corpus (CUDA_PRESET)
 CUDA_PRESET = {"python": "paper", "web": "paper_web", "sheets": "paper_sheets", "web_sheets": "paper_sheets",
-               "code": "paper_hrope", "prose": "paper_hrope"}
+               "code": "paper_hrope", "prose": "paper_hrope", "webtext": "paper_hrope"}
 
 
 def typed(key, text, default):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-FORMAT = 3   # what prepare.py writes; a data folder of another format is rebuilt
+FORMAT = 4   # what prepare.py writes; a data folder of another format is rebuilt (4: p1 in its document)
 LEVELS = 22  # path levels encoded (appendix §5: tree planes are 22 levels x {fast, slow})
 
 # token-kind flags (evaluate.py breaks the loss down by these)
@@ -760,13 +760,13 @@ def _hier_doc(text, spans):
     return Doc(text, char_node, np.asarray(parent, np.int32), np.asarray(rank, np.int32), char_p=char_p)
 
 
-def paragraphs_doc(paragraphs):
-    """Paragraph strings -> Doc: short paragraphs dropped, sentences split (App. C.1), the
-    paragraphs joined by one blank line."""
+def paragraphs_doc(paragraphs, min_chars=MIN_PARAGRAPH):
+    """Paragraph strings -> Doc: paragraphs under min_chars dropped, sentences split (App. C.1),
+    the paragraphs joined by one blank line."""
     paragraphs = [" ".join(p.split()) for p in paragraphs]
-    paragraphs = [p for p in paragraphs if len(p) >= MIN_PARAGRAPH]
+    paragraphs = [p for p in paragraphs if len(p) >= max(min_chars, 1)]
     if not paragraphs:
-        raise Skip(f"no paragraph of {MIN_PARAGRAPH}+ characters")
+        raise Skip(f"no paragraph of {min_chars}+ characters")
     text, spans, at = [], [], 0
     for p1, para in enumerate(paragraphs):
         if p1:
@@ -901,6 +901,70 @@ def code_doc(raw):
     if p1 < 1:
         raise Skip("fewer than 2 blocks")
     return _hier_doc(text, spans)
+
+
+# OpenWebText's stand-in (App. C.1 "OpenWebText"; newspaper's extraction, our reading): the main
+# text of a page is what is left after markup a reader skips. A paragraph is one text block (the
+# text between two WEB_BLOCKS boundaries, as `web` splits it); headings, code listings (pre) and
+# link lists are not paragraphs; sentences split as WikiText-2's; no paragraph length filter
+# (C.1: "we do not apply an additional per-paragraph character-length filter").
+WEBTEXT_DROP = WEB_SKIP | {"nav", "header", "footer", "aside", "form", "button", "select", "menu", "pre", "title",
+                           "h1", "h2", "h3", "h4", "h5", "h6"}
+WEBTEXT_BOILERPLATE = re.compile(r"nav|menu|sidebar|footer|header|breadcrumb|related|banner|cookie|skip|\btoc", re.I)
+
+
+def webtext_paragraphs(html):
+    """HTML (bytes or str) -> its main-text paragraphs. The first <main>, <article> or
+    role="main" element is the page's text where there is one, else <body>. Dropped: WEBTEXT_DROP
+    elements, elements whose class, id or role names navigation or boilerplate, and text blocks
+    more than half of whose characters are link text (menus, indexes, 'next | previous')."""
+    import lxml.etree
+    import lxml.html
+    if isinstance(html, bytes) and html[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        html = html.decode("utf-16", "replace")
+    elif isinstance(html, bytes) and b"\0" in html[:8192]:
+        raise Skip("binary (NUL bytes)")
+    try:
+        root = lxml.html.document_fromstring(html)
+    except (lxml.etree.ParserError, ValueError):
+        raise Skip("empty or unparsable html")
+    main = root.xpath("//main | //article | //*[@role='main']")
+    paras, cur = [], []                     # cur: (text, in a link) runs of the open block
+
+    def flush():
+        text = "".join(t for t, _ in cur)
+        chars = sum(len("".join(t.split())) for t, _ in cur)
+        links = sum(len("".join(t.split())) for t, link in cur if link)
+        if chars and links <= chars / 2:
+            paras.append(" ".join(text.split()))
+        cur.clear()
+
+    def walk(el, link):
+        for text, child in [(el.text, None)] + [(c.tail, c) for c in el]:
+            if child is not None and isinstance(child.tag, str):
+                tag = child.tag.lower()
+                marks = " ".join(child.get(k, "") for k in ("class", "id", "role"))
+                if tag not in WEBTEXT_DROP and not WEBTEXT_BOILERPLATE.search(marks):
+                    if tag in WEB_BLOCKS:
+                        flush()
+                    walk(child, link or tag == "a")
+                    if tag in WEB_BLOCKS:
+                        flush()
+            if text:
+                cur.append((text, link))
+
+    start = main[0] if main else root.find("body")
+    walk(root if start is None else start, False)
+    flush()
+    return paras
+
+
+def webtext_doc(raw):
+    """An HTML page -> Doc of its main-text paragraphs (p1) and sentences (p2), as prose."""
+    paras = webtext_paragraphs(raw)
+    if not paras:
+        raise Skip("no main text")
+    return paragraphs_doc(paras, min_chars=1)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -108,7 +108,7 @@ def test_paragraph_predictors_on_a_planted_corpus(tmp_path, monkeypatch):
     mid = b[1:-1]                                                 # the long paragraph's pieces
     assert len(mid) >= 4 and r["truncated"][mid].all() and not r["truncated"][[b[0], b[-1]]].any()
     assert r["position"][b].tolist() == pytest.approx([0] + [1 / 3] * len(mid) + [2 / 3])
-    assert (r["p1"][mid] == 0).all() and len(set(r["record"][b])) == len(b) - 1   # the last piece shares a record
+    assert (r["p1"][mid] == 1).all() and len(set(r["record"][b])) == len(b) - 1   # p1 in the document; the last piece shares a record
     # --embedder: a local model folder embeds the decoded paragraphs. Document a's middle paragraph
     # alone says 'ho', so every pair of neighbours there has cosine 0; in document b all have 1.
     folder = tmp_path / "MiniLM"

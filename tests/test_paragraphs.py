@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+import candidates
 import prepare
 import trees
 from conftest import stdlib_files
@@ -154,8 +155,9 @@ def test_prepare_code_and_wikitext(tmp_path):
     assert meta["skipped"] == {"fewer than 2 blocks": 1} and meta["p1_cap"] >= 1
     a = prepare.load_split(d, "train")
     starts = a["doc_start"][:-1]
-    assert (a["p"][starts, 0] == 0).all()                # p1 counts from each record's start
-    assert (a["p"][starts, 2] >= 0).all() and (a["p"] >= 0).all()
+    first = np.r_[True, a["record_doc"][1:] != a["record_doc"][:-1]]
+    assert (a["p"][starts[first], 0] == 0).all() and (a["p"][starts[~first], 0] > 0).any()   # p1 counted in the file
+    assert (a["p"][starts, 1:] == 0).all() and (a["p"] >= 0).all()
     assert meta["p_max"][0] <= meta["p1_cap"] and 0 < meta["p1_density"] < 1 and meta["p1_period"] > 1
 
     wiki = tmp_path / "wiki"
@@ -168,12 +170,45 @@ def test_prepare_code_and_wikitext(tmp_path):
 
 
 def test_records_start_a_paragraph():
-    """A record cut inside a paragraph starts at p = (0, 0, 0): relative p2/p3 never compare a
-    paragraph's 2,000th line with the next paragraph's first. p1 truncation applies per record."""
+    """A record cut inside a paragraph starts its p2/p3 at (0, 0): relative p2/p3 never compare a
+    paragraph's 2,000th line with the next paragraph's first. p1 stays counted in the document
+    (App. C.1), clipped at the cap."""
     p = np.array([[0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1], [1, 0, 0], [1, 0, 1], [1, 1, 0]])
     coords = {"pos": np.arange(7), "p": p}
     boundary = np.r_[True, p[1:, 0] != p[:-1, 0]]
     rs = prepare.records(coords, 3, "split", boundary)               # cuts [0, 3) [3, 4) [4, 7)
-    assert [r["p"].tolist() for r in rs] == [p[:3].tolist(), [[0, 0, 0]], [[0, 0, 0], [0, 0, 1], [0, 1, 0]]]
+    assert [r["p"].tolist() for r in rs] == [p[:3].tolist(), [[0, 0, 0]], [[1, 0, 0], [1, 0, 1], [1, 1, 0]]]
     whole = prepare.records(coords, 7, "split", boundary, p1_cap=0)[0]["p"]
     assert whole[:, 0].tolist() == [0] * 7 and whole[:, 1:].tolist() == p[:, 1:].tolist()
+    assert prepare.paragraph_stats(prepare.records(coords, 3, "split", boundary, p1_cap=0))["paragraphs"] == 3
+
+
+def test_p1_cap_and_m1_on_a_long_tailed_corpus(tmp_path):
+    """App. C.1 on a planted corpus: 20 files of 2-5 blocks (five each) and one of 200. Blocks per
+    file sorted: 2 x5, 3 x5, 4 x5, 5 x5, 200; the 95th percentile of 21 values is the 20th
+    smallest (index 0.95 * 20 = 19), 5 blocks, so p1 <= 4 and M_1 = 4: the long file's blocks from
+    its fifth on share p1 = 4, and its records after the first start there. Prose, which C.1 does
+    not truncate, keeps the long document's 200 paragraphs: M_1 = 199."""
+    name = next(f"long{i}" for i in range(100) if prepare.split_of(f"long{i}.py") == "train"
+                and prepare.split_of(f"long{i}.txt") == "train")
+    for corpus, ext, block in (("code", "py", "x{0} = {0}\n"), ("prose", "txt", "Paragraph number {0} is here.")):
+        src = tmp_path / corpus
+        src.mkdir()
+        for k in range(20):
+            (src / f"f{k}.{ext}").write_text("\n\n".join(block.format(j) for j in range(2 + k % 4)))
+        (src / f"{name}.{ext}").write_text("\n\n".join(block.format(j) for j in range(200)))
+        d = prepare.main([corpus, "--src", str(src), "--out", str(tmp_path / "data"), "--vocab", "300",
+                          "--max_len", "64", "--workers", "1"])
+        meta = json.load(open(os.path.join(d, "meta.json")))
+        a = prepare.load_split(d, "train")
+        long_doc = np.flatnonzero(np.bincount(a["record_doc"]) > 1)        # the only file cut into records
+        starts = a["doc_start"][:-1][np.isin(a["record_doc"], long_doc)]
+        if corpus == "code":
+            assert meta["p1_cap"] == 4 and meta["p_max"][0] == 4
+            assert a["p"][starts, 0].tolist() == [0] + [4] * (len(starts) - 1)
+        else:
+            assert meta["p1_cap"] is None and meta["p_max"][0] == 199
+            assert a["p"][starts[-1], 0] > a["p"][starts[1], 0] > 0
+        assert meta["paragraphs"] == int(((a["p"][:, 1] == 0) & (a["p"][:, 2] == 0)).sum())   # clipped or not
+        true = len(candidates.segment(a, true_paragraphs=True)[3])     # Table 4 reads the real blocks
+        assert true == meta["paragraphs"] and (len(candidates.segment(a)[3]) < true) == (corpus == "code")
