@@ -21,13 +21,14 @@ FORMAT = 4   # what prepare.py writes; a data folder of another format is rebuil
 LEVELS = 22  # path levels encoded (appendix §5: tree planes are 22 levels x {fast, slow})
 
 # token-kind flags (evaluate.py breaks the loss down by these)
-KIND_AFTER_CLOSE = 1   # Python: first token right after a subtree closes
+KIND_AFTER_CLOSE = 1   # Python: first token right after a subtree of 2+ nodes closes
 KIND_NEW_BLOCK = 2     # web: first token of a new text block
 KIND_ROW_END = 4       # sheets: end of a row
 KIND_COPIED = 8        # sheets: a value equal to the cell directly above, >= 256 tokens back
 KIND_CELL_REF = 16     # sheets: part of a cell reference
+KIND_AFTER_LEAF = 32   # Python: first token of a node whose predecessor is its sibling, a leaf
 KIND_NAMES = {KIND_AFTER_CLOSE: "after_close", KIND_NEW_BLOCK: "new_block", KIND_ROW_END: "row_end",
-              KIND_COPIED: "copied_above", KIND_CELL_REF: "cell_ref"}
+              KIND_COPIED: "copied_above", KIND_CELL_REF: "cell_ref", KIND_AFTER_LEAF: "after_leaf"}
 
 
 class Skip(Exception):
@@ -472,13 +473,16 @@ def python_doc(source, rename=True, max_bytes=1_000_000):
     doc = Doc(text, char_node, parent, np.asarray(w.rank, np.int32),
               ref=np.asarray(w.ref, np.int32), symbol=np.asarray(w.symbol, np.int32),
               label=first_appearance(w.type_names), stmt=np.asarray(w.stmt, np.int32))
-    # KIND_AFTER_CLOSE: a node that is not its predecessor's child starts after a subtree closed
+    # The appendix (§2, "Where the gain lands") names "tokens right after a subtree closes" and
+    # defines it no further. Our reading: a node shallower than its predecessor, so the subtree
+    # the predecessor ended had 2+ nodes (after_close). A node as deep as its predecessor follows
+    # a leaf sibling, a one-node subtree, counted apart (after_leaf). A node deeper than its
+    # predecessor is its child: nothing closed. Each depends only on the node and its predecessor.
     depth = doc.node_coords()[0]
     kind = np.zeros(len(text), np.uint8)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    closed = np.zeros(len(pieces), bool)
-    closed[1:] = depth[1:] <= depth[:-1]
-    kind[starts[closed]] = KIND_AFTER_CLOSE
+    kind[starts[1:][depth[1:] < depth[:-1]]] = KIND_AFTER_CLOSE
+    kind[starts[1:][depth[1:] == depth[:-1]]] = KIND_AFTER_LEAF
     doc.char_kind = kind
     return doc
 

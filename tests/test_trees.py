@@ -46,10 +46,14 @@ def test_hand_worked_program():
     assert doc.ref[7] == 2 and doc.ref[8] == 3 and doc.ref[10] == 5
     assert doc.ref[5] == -1 and doc.ref[14] == -1
     assert doc.symbol[[2, 3, 5, 7, 8, 10]].tolist() == [0, 1, 2, 0, 1, 2]
-    # a subtree closed before every node that is not its predecessor's child
+    # kinds (our reading of "right after a subtree closes"): after_close where a subtree of 2+
+    # nodes closed, the node shallower than its predecessor (Assign 4 after arguments' subtree,
+    # Return 9 after the BinOp's, Assign 11 after the function's); after_leaf where the predecessor
+    # is a leaf sibling (:x1 3, =Add 6, x1 8, =Call 13, 1 15, 2 16); none on a first child
     starts = np.flatnonzero(np.r_[True, doc.char_node[1:] != doc.char_node[:-1]])   # a node owns its space
-    flagged = [i for i, s in enumerate(starts) if doc.char_kind[s] & trees.KIND_AFTER_CLOSE]
-    assert flagged == [3, 4, 6, 8, 9, 11, 13, 15, 16]
+    flagged = lambda k: [i for i, s in enumerate(starts) if doc.char_kind[s] & k]
+    assert flagged(trees.KIND_AFTER_CLOSE) == [4, 9, 11]
+    assert flagged(trees.KIND_AFTER_LEAF) == [3, 6, 8, 13, 15, 16]
 
 
 def test_scopes_renaming():
