@@ -125,6 +125,7 @@ def test_no_lookahead_on_real_files():
             assert (full.char_node[:n] == part.char_node).all()
             assert (fp[:m] == pp).all() and (fd[:m] == pd).all()
             assert (full.ref[:m] == part.ref).all() and (full.symbol[:m] == part.symbol).all()
+            assert (full.char_kind[:n] == part.char_kind).all()
 
 
 def test_serialisation_edge_cases_by_hand():
@@ -229,6 +230,44 @@ def test_web_page_hand_worked():
     assert (doc.char_node[doc.text.index("\n")] == -1)
     blocks = [doc.text[i:i + 3] for i in np.flatnonzero(doc.char_kind & trees.KIND_NEW_BLOCK)]
     assert blocks == ["Hel", "one", "two", "dee", "a\nb", "b\ne", "end"]
+
+
+def test_no_lookahead_on_web_pages():
+    """Appending elements after a point of a real page (python3-doc HTML) keeps every earlier
+    character's node, path, depth and kind: cut each page after an element's subtree, at several
+    depths, by removing everything that follows it in document order."""
+    import glob
+    import lxml.html
+    pages = sorted(glob.glob("/usr/share/doc/python3*/html/library/*.html"))[:6]
+    if not pages:
+        pytest.skip("python3-doc is not installed")
+    for p in pages:
+        raw = open(p, "rb").read()
+        try:
+            full = trees.web_doc(raw)
+        except trees.Skip:
+            continue
+        fd, fp = full.node_coords()
+        elements = list(lxml.html.document_fromstring(raw).find("body").iter())
+        for j in (len(elements) // 5, len(elements) // 2, len(elements) - 2):
+            root = lxml.html.document_fromstring(raw)
+            e = list(root.find("body").iter())[j]
+            while e.getparent() is not None:       # e's subtree stays; what follows it goes
+                e.tail = None
+                for sib in list(e.itersiblings()):
+                    e.getparent().remove(sib)
+                e = e.getparent()
+            try:
+                part = trees.web_doc(lxml.html.tostring(root))
+            except trees.Skip:
+                continue
+            n = len(part.text)
+            assert full.text[:n] == part.text
+            fn, pn = full.char_node[:n], part.char_node[:n]
+            assert ((fn >= 0) == (pn >= 0)).all() and (full.char_kind[:n] == part.char_kind).all()
+            pd, pp = part.node_coords()
+            has = pn >= 0
+            assert (fp[fn[has]] == pp[pn[has]]).all() and (fd[fn[has]] == pd[pn[has]]).all()
 
 
 def test_symbol_ids_are_unique_over_the_document():
