@@ -896,15 +896,16 @@ def code_doc(raw):
 # separate cells, newlines rows, a blank line sheets (separators: no node). A reference's target
 # (sheet, row, column) comes from its own text, so it is known even when the named cell comes later.
 #
-# The formula's tree is our reading. §4 calls it an expression tree, but §5 asks that "a token's
-# node and path depend only on the document up to that token", and over infix text no precedence
-# tree can do both: in =A1+B1 the operand A1 is a child of the '+' written after it. We keep §5:
-# only brackets nest, since a bracket opens before its contents. A function call, parenthesis or
-# array constant is a node (its opening token starts it; its separators and closing token belong to
-# it) whose children are the operands and operators written inside it, as ordered siblings; outside
-# every bracket they are children of the cell. =B3+C3*2 is five siblings; in =SUM(A1,B1)*2, A1 and
-# B1 are children of SUM( and '*' is its next sibling. Precedence is left to the model, as in the
-# text. The formulas accepted are exactly those the precedence parser used before accepted.
+# The formula's tree is our reading. Appendix §4 calls it an expression tree, but §5 asks that "a
+# token's node and path depend only on the document up to that token", and over infix text no
+# precedence tree can do both: in =A1+B1 the operand A1 is a child of the '+' written after it. We
+# keep §5: only brackets nest, since a bracket opens before its contents. A function call,
+# parenthesis or array constant is a node (its opening token starts it; its separators and closing
+# token belong to it) whose children are the operands and operators written inside it, as ordered
+# siblings; outside every bracket they are children of the cell. =B3+C3*2 is five siblings; in
+# =SUM(A1,B1)*2, A1 and B1 are children of SUM( and '*' is its next sibling. Precedence is left to
+# the model, as in the text. It accepts exactly the formulas the precedence parser it replaced did
+# (issue 23: all 3,592 of the real workbooks, 200,000 random ones).
 # ---------------------------------------------------------------------------------------------
 MAX_SHEET_ROWS = 10_000         # a documented limit: bigger sheets are skipped, not truncated
 COPY_DISTANCE = 256             # "copied from the cell above across >= 256 tokens"
