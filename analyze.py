@@ -605,7 +605,7 @@ def attention_markdown(rows, title):
                                f"{r['points']:+.2f} | {r['higher']}/{r['n']} | {r['sign_p']:.3g} | {r['q']:.3g} |")
 
 
-KEY_KINDS = ("after_close", "new_block", "row_end", "copied_above", "cell_ref")
+KEY_KINDS = ("after_close", "after_leaf", "new_block", "row_end", "copied_above", "cell_ref")
 COLUMNS = ["config", "n", "delta", "se", "t", "p", "ci_lo", "ci_hi", "won", "sign_p", "q", "ppl_reduction"]
 
 

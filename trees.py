@@ -17,17 +17,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-FORMAT = 4   # what prepare.py writes; a data folder of another format is rebuilt (4: p1 in its document)
+FORMAT = 5   # what prepare.py writes; a data folder of another format is rebuilt (4: p1 in its document;
+             # 5: formula trees without look-ahead, after_leaf)
 LEVELS = 22  # path levels encoded (appendix §5: tree planes are 22 levels x {fast, slow})
 
 # token-kind flags (evaluate.py breaks the loss down by these)
-KIND_AFTER_CLOSE = 1   # Python: first token right after a subtree closes
+KIND_AFTER_CLOSE = 1   # Python: first token right after a subtree of 2+ nodes closes
 KIND_NEW_BLOCK = 2     # web: first token of a new text block
 KIND_ROW_END = 4       # sheets: end of a row
 KIND_COPIED = 8        # sheets: a value equal to the cell directly above, >= 256 tokens back
 KIND_CELL_REF = 16     # sheets: part of a cell reference
+KIND_AFTER_LEAF = 32   # Python: first token of a node whose predecessor is its sibling, a leaf
 KIND_NAMES = {KIND_AFTER_CLOSE: "after_close", KIND_NEW_BLOCK: "new_block", KIND_ROW_END: "row_end",
-              KIND_COPIED: "copied_above", KIND_CELL_REF: "cell_ref"}
+              KIND_COPIED: "copied_above", KIND_CELL_REF: "cell_ref", KIND_AFTER_LEAF: "after_leaf"}
 
 
 class Skip(Exception):
@@ -472,13 +474,16 @@ def python_doc(source, rename=True, max_bytes=1_000_000):
     doc = Doc(text, char_node, parent, np.asarray(w.rank, np.int32),
               ref=np.asarray(w.ref, np.int32), symbol=np.asarray(w.symbol, np.int32),
               label=first_appearance(w.type_names), stmt=np.asarray(w.stmt, np.int32))
-    # KIND_AFTER_CLOSE: a node that is not its predecessor's child starts after a subtree closed
+    # The appendix (§2, "Where the gain lands") names "tokens right after a subtree closes" and
+    # defines it no further. Our reading: a node shallower than its predecessor, so the subtree
+    # the predecessor ended had 2+ nodes (after_close). A node as deep as its predecessor follows
+    # a leaf sibling, a one-node subtree, counted apart (after_leaf). A node deeper than its
+    # predecessor is its child: nothing closed. Each depends only on the node and its predecessor.
     depth = doc.node_coords()[0]
     kind = np.zeros(len(text), np.uint8)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    closed = np.zeros(len(pieces), bool)
-    closed[1:] = depth[1:] <= depth[:-1]
-    kind[starts[closed]] = KIND_AFTER_CLOSE
+    kind[starts[1:][depth[1:] < depth[:-1]]] = KIND_AFTER_CLOSE
+    kind[starts[1:][depth[1:] == depth[:-1]]] = KIND_AFTER_LEAF
     doc.char_kind = kind
     return doc
 
@@ -972,79 +977,70 @@ def webtext_doc(raw):
 #
 # Path levels 1-3 are the sheet index, absolute row and absolute column (0-based), not sibling
 # ranks, since empty rows and cells are not stored. Deeper levels are sibling ranks inside the
-# formula's expression tree. Renders: 'values' writes each cell's content, 'addressed' writes
-# 'G4:=E4+F4'; tabs separate cells, newlines rows, a blank line sheets (separators: no node).
-# A reference's target (sheet, row, column) comes from its own text, so it is known even when
-# the named cell comes later. The formula tree is built from the whole formula (operator
-# precedence needs the operators that follow an operand); levels 1-3, references and kinds
-# never look ahead.
+# formula. Renders: 'values' writes each cell's content, 'addressed' writes 'G4:=E4+F4'; tabs
+# separate cells, newlines rows, a blank line sheets (separators: no node). A reference's target
+# (sheet, row, column) comes from its own text, so it is known even when the named cell comes later.
+#
+# The formula's tree is our reading. Appendix §4 calls it an expression tree, but §5 asks that "a
+# token's node and path depend only on the document up to that token", and over infix text no
+# precedence tree can do both: in =A1+B1 the operand A1 is a child of the '+' written after it. We
+# keep §5: only brackets nest, since a bracket opens before its contents. A function call,
+# parenthesis or array constant is a node (its opening token starts it; its separators and closing
+# token belong to it) whose children are the operands and operators written inside it, as ordered
+# siblings; outside every bracket they are children of the cell. =B3+C3*2 is five siblings; in
+# =SUM(A1,B1)*2, A1 and B1 are children of SUM( and '*' is its next sibling. Precedence is left to
+# the model, as in the text. It accepts exactly the formulas the precedence parser it replaced did
+# (issue 23: all 3,592 of the real workbooks, 200,000 random ones).
 # ---------------------------------------------------------------------------------------------
 MAX_SHEET_ROWS = 10_000         # a documented limit: bigger sheets are skipped, not truncated
 COPY_DISTANCE = 256             # "copied from the cell above across >= 256 tokens"
 SYNTHETIC_CREATOR = "treerope synthetic workbook generator"   # prepare.py's generator signs its files
-_PRECEDENCE = {"=": 1, "<": 1, ">": 1, "<=": 1, ">=": 1, "<>": 1, "&": 2, "+": 3, "-": 3, "*": 4, "/": 4,
-               "^": 5, " ": 6}
 _A1 = re.compile(r"\$?([A-Za-z]{1,3})?\$?([0-9]+)?")
+_OPENS = ("FUNC", "PAREN", "ARRAY")
 
 
-class _Formula:
-    """Precedence-climbing parser over openpyxl's flat token list -> nested (tokens, children)."""
-
-    def __init__(self, items):
-        self.items = [(i, t) for i, t in enumerate(items) if t.type != "WHITE-SPACE"]
-        self.k = 0
-
-    def peek(self):
-        return self.items[self.k][1] if self.k < len(self.items) else None
-
-    def take(self):
-        self.k += 1
-        return self.items[self.k - 1][0]
-
-    def parse(self):
-        tree = self.expr(0)
-        if self.peek() is not None:
-            raise ValueError("unexpected token")
-        return tree
-
-    def expr(self, min_prec):
-        left = self.unary()
-        while (t := self.peek()) is not None and t.type == "OPERATOR-INFIX" and _PRECEDENCE.get(t.value, 0) >= min_prec:
-            op = self.take()
-            right = self.expr(_PRECEDENCE.get(t.value, 0) + 1)
-            left = ([op], [left, right])
-        return left
-
-    def unary(self):
-        t = self.peek()
-        if t is not None and t.type == "OPERATOR-PREFIX":
-            op = self.take()
-            return [op], [self.unary()]
-        node = self.primary()
-        while (t := self.peek()) is not None and t.type == "OPERATOR-POSTFIX":
-            node = [self.take()], [node]
-        return node
-
-    def primary(self):
-        t = self.peek()
-        if t is None:
-            raise ValueError("formula ends early")
-        if t.type == "OPERAND":
-            return [self.take()], []
-        if t.subtype == "OPEN" and t.type in ("FUNC", "PAREN", "ARRAY"):
-            own, kids = [self.take()], []
-            while True:
-                t = self.peek()
-                if t is None:
-                    raise ValueError("unclosed bracket")
-                if t.subtype == "CLOSE":
-                    own.append(self.take())
-                    return own, kids
-                if t.type == "SEP":
-                    own.append(self.take())
-                    continue
-                kids.append(self.expr(0))
-        raise ValueError(f"unexpected {t.type}")
+def formula_tree(items):
+    """openpyxl's token list of one formula -> (nodes, owner), read once in order: nodes as
+    (parent, rank, token index), parent -1 for the cell; owner[i] the node emitting token i, -1
+    for white space. Raises ValueError for a malformed formula (an operator without its operand,
+    an unclosed bracket, two operands side by side outside brackets)."""
+    nodes, owner = [], [-1] * len(items)
+    # brackets open, the cell outermost: [node, children so far, state], the state saying what may
+    # come next: 'operand' (at the start, after an operator: an operand), 'start' (after an
+    # opening bracket or a separator: anything but an operator), 'after' (an operand just ended)
+    open_ = [[-1, 0, "operand"]]
+    for i, t in enumerate(items):
+        if t.type == "WHITE-SPACE":
+            continue
+        node, state = open_[-1][0], open_[-1][2]
+        inside = len(open_) > 1
+        if t.type in ("OPERAND", "OPERATOR-PREFIX") or t.subtype == "OPEN" and t.type in _OPENS:
+            ok = state != "after" or inside           # inside brackets, operands may stand side by side
+        elif t.type in ("OPERATOR-INFIX", "OPERATOR-POSTFIX"):
+            ok = state == "after"
+        else:                                         # a separator or closing bracket: its bracket's own
+            ok = (t.type == "SEP" or t.subtype == "CLOSE") and inside and state != "operand"
+        if not ok:
+            raise ValueError(f"unexpected {t.type} {t.value!r}")
+        if t.type == "SEP" or t.subtype == "CLOSE":   # a bracket's own tokens
+            owner[i] = node
+            if t.type == "SEP":
+                open_[-1][2] = "start"
+            else:
+                open_.pop()
+                open_[-1][2] = "after"
+            continue
+        owner[i] = len(nodes)
+        nodes.append((node, open_[-1][1], i))
+        open_[-1][1] += 1
+        open_[-1][2] = "operand" if t.type in ("OPERATOR-INFIX", "OPERATOR-PREFIX") else "after"
+        if t.subtype == "OPEN":
+            open_.append([owner[i], 0, "start"])
+    if len(open_) > 1:
+        raise ValueError("unclosed bracket")
+    if open_[0][2] != "after":
+        raise ValueError("formula ends early")
+    return nodes, owner
 
 
 def _cell_ref(text, sheets, names, depth=0):
@@ -1132,24 +1128,17 @@ def _workbook_doc(wb, render, max_rows):
     def formula(cell_id, f, sheet_i):
         try:
             items = Tokenizer(f).items           # f includes its leading '='
-            tree = _Formula(items).parse()
+            nodes, owner = formula_tree(items)
         except Exception:           # the tokenizer or the parser rejects it: one literal node
             notes["formulas kept as text (parser rejected)"] += 1
             emit(f, add(cell_id, 0, "unparsed formula"))
             return
-        owner = {}
-
-        def walk(node, p, r):       # pre-order node ids; a token belongs to the node emitting it
-            own, kids = node
-            nid = add(p, r, f"{items[own[0]].type} {items[own[0]].subtype}" if own else "group")
-            for i in own:
-                owner[i] = nid
-            for j, kid in enumerate(kids):
-                walk(kid, nid, j)
-        walk(tree, cell_id, 0)
+        ids = []                    # a token belongs to the node emitting it
+        for p, r, i in nodes:
+            ids.append(add(cell_id if p < 0 else ids[p], r, f"{items[i].type} {items[i].subtype}"))
         emit("=", cell_id)
         for i, t in enumerate(items):
-            nid = owner.get(i, -1)
+            nid = ids[owner[i]] if owner[i] >= 0 else -1
             if t.type == "OPERAND" and t.subtype == "RANGE":
                 target = _cell_ref(t.value, sheets, names)
                 if target is None:

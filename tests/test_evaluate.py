@@ -109,12 +109,12 @@ def test_per_kind_scores_follow_hand_marked_tokens():
     assert out["all"]["nll"] == pytest.approx(3.0)
     # the flags themselves, on a small program; its serialisation:
     #   FunctionDef f arguments =:x0 Return x0 Assign y =1
-    # a subtree closes before Return (arguments), Assign (the function) and =1 (the targets);
-    # the flag sits on the space each node begins with
+    # a subtree of 2+ nodes closes before Return (arguments) and Assign (the function); =1
+    # follows a leaf, its sibling y; the flag sits on the space each node begins with
     doc = trees.python_doc("def f(x):\n    return x\ny = 1\n")
     assert doc.text == "FunctionDef f arguments =:x0 Return x0 Assign y =1"
-    flagged = [doc.text[i:].split(" ")[1] for i in np.flatnonzero(doc.char_kind & trees.KIND_AFTER_CLOSE)]
-    assert flagged == ["Return", "Assign", "=1"]
+    flagged = lambda k: [doc.text[i:].split(" ")[1] for i in np.flatnonzero(doc.char_kind & k)]
+    assert flagged(trees.KIND_AFTER_CLOSE) == ["Return", "Assign"] and flagged(trees.KIND_AFTER_LEAF) == ["=1"]
 
 
 def code_corpus(tmp_path, max_len):

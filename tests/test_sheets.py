@@ -10,6 +10,7 @@ import zipfile
 import numpy as np
 import openpyxl
 import pytest
+from openpyxl.formula.tokenizer import Tokenizer
 from openpyxl.workbook.defined_name import DefinedName
 
 import prepare
@@ -51,12 +52,14 @@ def test_two_sheet_workbook_hand_worked():
     p = lambda s, nth=0: path[node_of(doc, s, nth)][:depth[node_of(doc, s, nth)]].tolist()
     assert p("Ann") == [0, 1, 0, 0]                     # sheet 0, row 1, column 0, the literal
     assert p("5") == [1, 2, 1, 0]                       # absolute row 2 although row 1 is empty
-    # =B3+C3*2 in D3: '+' is the root, '*' binds tighter; the '=' belongs to the cell
-    assert p("+") == [0, 2, 3, 0] and p("B3", 0) == [0, 2, 3, 0, 0]
-    assert p("*") == [0, 2, 3, 0, 1] and p("C3") == [0, 2, 3, 0, 1, 0] and p("2\n") == [0, 2, 3, 0, 1, 1]
+    # =B3+C3*2 in D3: operands and operators are siblings in reading order (no precedence tree,
+    # which would make B3's depth depend on the later '+'); the '=' belongs to the cell
+    assert [p(s) for s in ("B3", "+", "C3", "*", "2\n")] == [[0, 2, 3, r] for r in range(5)]
     assert p("=B3") == [0, 2, 3]
-    # a function's name, brackets and separators belong to the call; arguments are its children
-    assert p("SUM(H") == [1, 0, 1, 0, 0] and p("Hours!") == [1, 0, 1, 0, 0, 0]
+    # a function's name, brackets and separators belong to the call; what it encloses are its
+    # children; the '+' after it is its sibling
+    assert p("SUM(H") == [1, 0, 1, 0] and p("Hours!") == [1, 0, 1, 0, 0]
+    assert p("+'") == [1, 0, 1, 1] and p("'My") == [1, 0, 1, 2]
     # references: target sheet/row/column from their own text; ranges name their first cell;
     # cross-sheet, quoted, forward and defined-name references
     ref = lambda s: doc.ref_path[node_of(doc, s)]
@@ -101,8 +104,8 @@ def test_copied_from_above_counts_only_across_256_tokens(columns, copied):
 
 
 def test_no_lookahead_on_levels_references_and_kinds():
-    """Cutting a workbook after k rows keeps every character's sheet/row/column, reference
-    target and kind (the formula's inner levels depend on its whole text, see trees.py)."""
+    """Cutting a workbook after k rows keeps every character's path, depth, reference target and
+    kind (inside one formula: test_formula_prefix_keeps_coordinates)."""
     wb_bytes = []
     with tempfile.TemporaryDirectory() as d:              # a fresh set of synthetic workbooks
         prepare.synthetic_workbooks(d, 5, seed=3)
@@ -124,10 +127,94 @@ def test_no_lookahead_on_levels_references_and_kinds():
         fn, pn = full.char_node[:n], part.char_node[:n]
         assert ((fn >= 0) == (pn >= 0)).all()
         has = pn >= 0
-        assert (fp[fn[has], :3] == pp[pn[has], :3]).all()
+        assert (fp[fn[has]] == pp[pn[has]]).all() and (fd[fn[has]] == pd[pn[has]]).all()
         assert (full.char_kind[:n] == part.char_kind).all()
         for a, b in zip(fn[has], pn[has]):
             assert full.ref_path.get(a) == part.ref_path.get(b)
+
+
+def doc_formulas(doc):
+    """{(sheet, row, column): (text, per-character path below the cell)} of every parsed formula of
+    a values-render Doc: its '=' is the only character a cell owns, and it runs to its last
+    character below that cell (None: white space, no node)."""
+    depth, path = doc.node_coords()
+    node = doc.char_node
+    out = {}
+    for s in np.flatnonzero((node >= 0) & (depth[np.maximum(node, 0)] == 3)):
+        cell, end = path[node[s], :3], s + 1
+        for j in range(s + 1, len(doc.text)):
+            if node[j] >= 0:
+                if depth[node[j]] <= 3 or (path[node[j], :3] != cell).any():
+                    break
+                end = j + 1
+        coords = [tuple(path[x, 3:depth[x]].tolist()) if x >= 0 else None for x in node[s + 1:end]]
+        out[tuple(cell.tolist())] = (doc.text[s:end], coords)
+    return out
+
+
+def with_prefixes(formulas):
+    """One workbook row per formula: the formula, then each of its prefixes from '=x' on, as
+    written. Returns {formula: (its coordinates, {prefix: coordinates of those the reader parses})}."""
+    wb = openpyxl.Workbook()
+    for r, f in enumerate(formulas, 1):
+        for k in range(len(f), 1, -1):
+            wb.active.cell(r, len(f) - k + 1, f[:k])
+    got = doc_formulas(trees.sheet_doc(xlsx(wb)))
+    out = {}
+    for r, f in enumerate(formulas):
+        assert got[(0, r, 0)][0] == f
+        out[f] = (got[(0, r, 0)][1], {got[(0, r, c)][0]: got[(0, r, c)][1] for c in range(1, len(f) - 1)
+                                      if (0, r, c) in got})
+    return out
+
+
+def test_formula_trees_by_hand():
+    """The formulas of issue 23: a later operator does not move an earlier token. Paths below the
+    cell, per character after the '='."""
+    got = with_prefixes(["=A1+B1", "=SUM(A1,B1)*2", "=-(1+2)%"])
+    assert got["=A1+B1"][1]["=A1"] == [(0,)] * 2                    # depth 4 in the workbook, as alone
+    assert got["=A1+B1"][0] == [(0,)] * 2 + [(1,)] + [(2,)] * 2     # A1 not under the later '+'
+    assert got["=SUM(A1,B1)*2"][0] == [(0,)] * 4 + [(0, 0)] * 2 + [(0,)] + [(0, 1)] * 2 + [(0,), (1,), (2,)]
+    assert got["=-(1+2)%"][0] == [(0,), (1,), (1, 0), (1, 1), (1, 2), (1,), (2,)]
+    assert got["=SUM(A1,B1)*2"][1]["=SUM(A1,B1)"] == got["=SUM(A1,B1)*2"][0][:10]   # SUM( not under '*'
+
+
+REAL_WORKBOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "workbooks")
+
+
+def test_formula_prefix_keeps_coordinates():
+    """No look-ahead inside formulas (appendix §5), on every formula of the real workbooks in
+    ../shared/data/workbooks (where present) and of 25 synthetic ones: each character prefix that
+    is itself a formula, read in a cell of its own, gives the shared characters the path and depth
+    they have in the whole formula. Brackets still nest (a token sits one level below its cell per
+    bracket open around it), and every formula the former precedence parser read is still read."""
+    books = []
+    if os.path.isdir(REAL_WORKBOOKS):
+        books += [("real", open(os.path.join(REAL_WORKBOOKS, f), "rb").read()) for f in sorted(os.listdir(REAL_WORKBOOKS))]
+    with tempfile.TemporaryDirectory() as d:
+        prepare.synthetic_workbooks(d, 25, seed=0)
+        books += [("synthetic", open(os.path.join(d, f), "rb").read()) for f in sorted(os.listdir(d))]
+    parsed, formulas = {"real": 0, "synthetic": 0}, set()
+    for source, raw in books:
+        try:
+            doc = trees.sheet_doc(raw)
+        except trees.Skip:
+            continue
+        assert not doc.notes.get("formulas kept as text (parser rejected)")
+        got = [f for f, _ in doc_formulas(doc).values()]
+        parsed[source] += len(got)
+        formulas.update(got)
+    # as many as the precedence parser this replaced read (commit 4e6e245): all of them
+    assert parsed["synthetic"] == 978 and parsed["real"] in (0, 3592)
+    for f, (coords, prefixes) in with_prefixes(sorted(formulas)).items():
+        for p, c in prefixes.items():
+            assert c == coords[:len(c)], (f, p)
+        level, at = 0, 0                             # brackets open before each token
+        for t in Tokenizer(f).items:
+            own = t.type == "SEP" or t.subtype == "CLOSE"     # its bracket's token, at its depth
+            assert coords[at] is None or len(coords[at]) == level + (not own), f
+            level += (t.subtype == "OPEN") - (t.subtype == "CLOSE")
+            at += len(t.value)
 
 
 def corrupt_zip():

@@ -46,10 +46,14 @@ def test_hand_worked_program():
     assert doc.ref[7] == 2 and doc.ref[8] == 3 and doc.ref[10] == 5
     assert doc.ref[5] == -1 and doc.ref[14] == -1
     assert doc.symbol[[2, 3, 5, 7, 8, 10]].tolist() == [0, 1, 2, 0, 1, 2]
-    # a subtree closed before every node that is not its predecessor's child
+    # kinds (our reading of "right after a subtree closes"): after_close where a subtree of 2+
+    # nodes closed, the node shallower than its predecessor (Assign 4 after arguments' subtree,
+    # Return 9 after the BinOp's, Assign 11 after the function's); after_leaf where the predecessor
+    # is a leaf sibling (:x1 3, =Add 6, x1 8, =Call 13, 1 15, 2 16); none on a first child
     starts = np.flatnonzero(np.r_[True, doc.char_node[1:] != doc.char_node[:-1]])   # a node owns its space
-    flagged = [i for i, s in enumerate(starts) if doc.char_kind[s] & trees.KIND_AFTER_CLOSE]
-    assert flagged == [3, 4, 6, 8, 9, 11, 13, 15, 16]
+    flagged = lambda k: [i for i, s in enumerate(starts) if doc.char_kind[s] & k]
+    assert flagged(trees.KIND_AFTER_CLOSE) == [4, 9, 11]
+    assert flagged(trees.KIND_AFTER_LEAF) == [3, 6, 8, 13, 15, 16]
 
 
 def test_scopes_renaming():
@@ -121,6 +125,7 @@ def test_no_lookahead_on_real_files():
             assert (full.char_node[:n] == part.char_node).all()
             assert (fp[:m] == pp).all() and (fd[:m] == pd).all()
             assert (full.ref[:m] == part.ref).all() and (full.symbol[:m] == part.symbol).all()
+            assert (full.char_kind[:n] == part.char_kind).all()
 
 
 def test_serialisation_edge_cases_by_hand():
@@ -225,6 +230,44 @@ def test_web_page_hand_worked():
     assert (doc.char_node[doc.text.index("\n")] == -1)
     blocks = [doc.text[i:i + 3] for i in np.flatnonzero(doc.char_kind & trees.KIND_NEW_BLOCK)]
     assert blocks == ["Hel", "one", "two", "dee", "a\nb", "b\ne", "end"]
+
+
+def test_no_lookahead_on_web_pages():
+    """Appending elements after a point of a real page (python3-doc HTML) keeps every earlier
+    character's node, path, depth and kind: cut each page after an element's subtree, at several
+    depths, by removing everything that follows it in document order."""
+    import glob
+    import lxml.html
+    pages = sorted(glob.glob("/usr/share/doc/python3*/html/library/*.html"))[:6]
+    if not pages:
+        pytest.skip("python3-doc is not installed")
+    for p in pages:
+        raw = open(p, "rb").read()
+        try:
+            full = trees.web_doc(raw)
+        except trees.Skip:
+            continue
+        fd, fp = full.node_coords()
+        elements = list(lxml.html.document_fromstring(raw).find("body").iter())
+        for j in (len(elements) // 5, len(elements) // 2, len(elements) - 2):
+            root = lxml.html.document_fromstring(raw)
+            e = list(root.find("body").iter())[j]
+            while e.getparent() is not None:       # e's subtree stays; what follows it goes
+                e.tail = None
+                for sib in list(e.itersiblings()):
+                    e.getparent().remove(sib)
+                e = e.getparent()
+            try:
+                part = trees.web_doc(lxml.html.tostring(root))
+            except trees.Skip:
+                continue
+            n = len(part.text)
+            assert full.text[:n] == part.text
+            fn, pn = full.char_node[:n], part.char_node[:n]
+            assert ((fn >= 0) == (pn >= 0)).all() and (full.char_kind[:n] == part.char_kind).all()
+            pd, pp = part.node_coords()
+            has = pn >= 0
+            assert (fp[fn[has]] == pp[pn[has]]).all() and (fd[fn[has]] == pd[pn[has]]).all()
 
 
 def test_symbol_ids_are_unique_over_the_document():
