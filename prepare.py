@@ -268,7 +268,7 @@ def web_sources(args):
             cut = []
             found = [(f"{name}#{i}:{uri}", payload) for i, (uri, payload) in enumerate(trees.warc_records(path, cut))]
             if cut:   # counted like a skipped document: the records after the cut are lost
-                found.append((f"{name}#truncated", trees.Skip("truncated warc (records before the cut kept)")))
+                found.append((f"{name}#cut", trees.Skip(cut[0])))
             items += found or [(name, trees.Skip("warc without html responses"))]
         else:
             items.append((name, path))
@@ -293,6 +293,9 @@ def prose_sources(args):
     items = []
     for name, path in find_files(dirs, PROSE_EXTS):
         fmt = "rst" if name.endswith((".rst", ".rst.txt")) else "text"
+        if os.path.getsize(path) > trees.MAX_FILE_BYTES and not name.endswith((".tokens", ".raw")):
+            items.append((name, trees.too_large("a file", trees.MAX_FILE_BYTES, "bytes")))   # WikiText's files
+            continue                                                    # hold many articles, each capped
         with open(path, "rb") as f:
             raw = f.read()
         text = raw.decode("utf-8", "replace")
@@ -463,9 +466,12 @@ def _build(item, builder):
         if isinstance(src, trees.Skip):          # a source already known to be unusable
             raise src
         if isinstance(src, str):
+            trees.check_size("a file", os.path.getsize(src), trees.MAX_FILE_BYTES, "bytes")   # before reading it
             with open(src, "rb") as f:
                 src = f.read()
-        return name, builder(src), None
+        doc = builder(src)
+        trees.check_size("a document", len(doc.text), trees.MAX_DOC_CHARS)   # every builder, whatever it read
+        return name, doc, None
     except trees.Skip as e:
         return name, None, e.reason
     except OSError as e:
@@ -617,6 +623,12 @@ def main(argv=None):
     t0 = time.time()
     all_ids = enc.encode_ordinary_batch([d.text for _, d in docs], num_threads=args.workers)
     t_encode = time.time() - t0
+    # a cap known only once encoded: the BPE has seen the documents over it, no record will hold them
+    keep = [i for i, ids in enumerate(all_ids) if len(ids) <= trees.MAX_DOC_TOKENS]
+    if len(keep) < len(docs):
+        skipped[trees.too_large("a document", trees.MAX_DOC_TOKENS, "tokens").reason] += len(docs) - len(keep)
+        docs, all_ids = [docs[i] for i in keep], [all_ids[i] for i in keep]
+        split = {name: split[name] for name, _ in docs}
     t0 = time.time()
     recs = {s: [] for s in SPLITS}
     stats = collections.Counter()
