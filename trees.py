@@ -51,6 +51,8 @@ MAX_PYTHON_BYTES = 1_000_000    # Python source: parsing and writing it costs ~7
 MAX_PART_BYTES = 64_000_000     # one zip part, uncompressed, as the central directory declares it (1.2 MB)
 MAX_ZIP_BYTES = 256_000_000     # a zip's parts together, uncompressed (2.5 MB)
 MAX_CELL_CHARS = 32_767         # a cell's value or formula: Excel's own cap (2,685)
+MAX_CELLS_READ = 2_097_152      # rows and cells openpyxl yields for a workbook, filling in every empty row up to
+                                # the last (Excel: 1,048,576) and cell up to the last column: 2 full sheets (1,049,609)
 MAX_TEXT_CHARS = 1_000_000      # one text node of a page: lxml keeps it with huge_tree (6,586)
 MAX_DOC_CHARS = 4_000_000       # a document's text: ~4,000 records of 1,024 tokens (467,342)
 MAX_DOC_TOKENS = 1_000_000      # a document's tokens (267,201 with a 512-entry BPE)
@@ -1085,7 +1087,7 @@ def _workbook_doc(wb, render, max_rows):
     text, char_node, char_kind, copied_from = [], [], [], []
     parent, rank, kinds, ref_path = [], [], [], {}
     notes = {"formulas kept as text (parser rejected)": 0, "references to unknown targets": 0}
-    at = 0
+    at = read = 0
 
     def emit(s, node, kind=0):
         nonlocal at
@@ -1140,6 +1142,8 @@ def _workbook_doc(wb, render, max_rows):
         if hasattr(ws, "reset_dimensions"):
             ws.reset_dimensions()                 # the stored dimension can be wrong (A1:AMJ1048576 for 4 rows)
         for row in ws.iter_rows():
+            read += 1 + len(row)                  # a 2 KB file can ask for hours of empty rows and cells
+            check_size("a workbook", read, MAX_CELLS_READ, "rows and cells read (empty ones included)")
             cells = [c for c in row if getattr(c, "value", None) is not None and str(c.value) != ""]
             if not cells:
                 continue                          # empty rows are not stored

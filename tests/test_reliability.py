@@ -67,10 +67,9 @@ SHEET_NS = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
 RELS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 
 
-def shared_string_workbook(path, chars, cells=1):
-    """A minimal .xlsx whose first `cells` cells of row 1 all show one shared string of `chars`
-    characters, written 1 MB at a time: 200 MB of it deflates to a 195 KB file (issue 27)."""
-    row = "".join(f'<c r="{get_column_letter(i + 1)}1" t="s"><v>0</v></c>' for i in range(cells))
+def workbook(path, sheet_data, shared=1):
+    """A minimal .xlsx: one sheet of `sheet_data` (<row> elements) and one shared string of
+    `shared` characters, written 1 MB at a time: 200 MB of it deflates to a 195 KB file."""
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("[Content_Types].xml",
                    '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
@@ -88,19 +87,24 @@ def shared_string_workbook(path, chars, cells=1):
                    '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
                    f'<Relationship Id="rId1" Type="{RELS}/worksheet" Target="worksheets/sheet1.xml"/>'
                    f'<Relationship Id="rId2" Type="{RELS}/sharedStrings" Target="sharedStrings.xml"/></Relationships>')
-        z.writestr("xl/worksheets/sheet1.xml", f'<worksheet {SHEET_NS}><sheetData><row r="1">{row}</row>'
-                   '</sheetData></worksheet>')
+        z.writestr("xl/worksheets/sheet1.xml", f"<worksheet {SHEET_NS}><sheetData>{sheet_data}</sheetData></worksheet>")
         with z.open("xl/sharedStrings.xml", "w", force_zip64=True) as f:
             f.write(f"<sst {SHEET_NS}><si><t>".encode())
-            for at in range(0, chars, 1 << 20):
-                f.write(b"a" * min(1 << 20, chars - at))
+            for at in range(0, shared, 1 << 20):
+                f.write(b"a" * min(1 << 20, shared - at))
             f.write(b"</t></si></sst>")
+
+
+def shared_cells(n):
+    """Row 1 with n cells, each showing shared string 0."""
+    return '<row r="1">' + "".join(f'<c r="{get_column_letter(i + 1)}1" t="s"><v>0</v></c>' for i in range(n)) + "</row>"
 
 
 BUILT = {   # tests/hostile/README.md "Built by the test": file -> expected skip
     "sheets/bomb.xlsx": "too large: a zip part over 64,000,000 bytes uncompressed",
     "sheets/long_cell.xlsx": "too large: a cell over 32,767 characters (Excel's own cap)",
     "sheets/repeated.xlsx": "too large: a document over 4,000,000 characters",
+    "sheets/wide.xlsx": "too large: a workbook over 2,097,152 rows and cells read (empty ones included)",
     "web/giant_text.html": "too large: a text node over 1,000,000 characters",
     "web/giant_page.html": "too large: a page over 16,000,000 bytes",
     "web/sparse.html": "too large: a file over 64,000,000 bytes",
@@ -117,9 +121,11 @@ def test_too_large_inputs_are_counted_skips_in_seconds_and_bounded_memory(tmp_pa
         os.makedirs(tmp_path / d)
     shutil.copy(os.path.join(HOSTILE, "web", "ok.html"), tmp_path / "web")
     shutil.copy(os.path.join(HOSTILE, "sheets", "tablib-3.10.0__tests__files__xlsx_cell_values.xlsx"), tmp_path / "sheets")
-    shared_string_workbook(tmp_path / "sheets" / "bomb.xlsx", 200_000_000)
-    shared_string_workbook(tmp_path / "sheets" / "long_cell.xlsx", 40_000)
-    shared_string_workbook(tmp_path / "sheets" / "repeated.xlsx", 30_000, cells=150)   # 4.5 M characters
+    workbook(tmp_path / "sheets" / "bomb.xlsx", shared_cells(1), 200_000_000)
+    workbook(tmp_path / "sheets" / "long_cell.xlsx", shared_cells(1), 40_000)
+    workbook(tmp_path / "sheets" / "repeated.xlsx", shared_cells(150), 30_000)          # 4.5 M characters
+    workbook(tmp_path / "sheets" / "wide.xlsx",                                         # openpyxl fills in
+             "".join(f'<row r="{r}"><c r="XFD{r}"><v>1</v></c></row>' for r in range(1, 201)))   # 16,383 a row
     (tmp_path / "web" / "giant_text.html").write_bytes(b"<p>" + b"word " * 2_200_000)  # past lxml's 10 MB text
     (tmp_path / "web" / "giant_page.html").write_bytes(b"<p>" + b"x" * 20_000_000)     # the issue's 20 MB page
     (tmp_path / "web" / "deep.html").write_bytes(b"<div>" * 100_000 + b"x")
