@@ -273,7 +273,7 @@ def web_sources(args):
             cut = []
             found = [(f"{name}#{i}:{uri}", payload) for i, (uri, payload) in enumerate(trees.warc_records(path, cut))]
             if cut:   # counted like a skipped document: the records after the cut are lost
-                found.append((f"{name}#truncated", trees.Skip("truncated warc (records before the cut kept)")))
+                found.append((f"{name}#cut", trees.Skip(cut[0])))
             items += found or [(name, trees.Skip("warc without html responses"))]
         else:
             items.append((name, path))
@@ -357,6 +357,9 @@ def prose_sources(args):
     items = []
     for name, path in find_files(dirs, PROSE_EXTS):
         fmt = "rst" if name.endswith((".rst", ".rst.txt")) else "text"
+        if os.path.getsize(path) > trees.MAX_FILE_BYTES and not name.endswith((".tokens", ".raw")):
+            items.append((name, trees.too_large("a file", trees.MAX_FILE_BYTES, "bytes")))   # WikiText's files
+            continue                                                    # hold many articles, each capped
         with open(path, "rb") as f:
             raw = f.read()
         text = raw.decode("utf-8", "replace")
@@ -572,9 +575,12 @@ def _build(item, builder):
         if isinstance(src, trees.Skip):          # a source already known to be unusable
             raise src
         if isinstance(src, str):
+            trees.check_size("a file", os.path.getsize(src), trees.MAX_FILE_BYTES, "bytes")   # before reading it
             with open(src, "rb") as f:
                 src = f.read()
-        return name, builder(src), None
+        doc = builder(src)
+        trees.check_size("a document", len(doc.text), trees.MAX_DOC_CHARS)   # every builder, whatever it read
+        return name, doc, None
     except trees.Skip as e:
         return name, None, e.reason
     except OSError as e:
@@ -749,13 +755,18 @@ def main(argv=None):
     t0 = time.time()
     all_ids = enc.encode_ordinary_batch([d.text for _, d in docs], num_threads=args.workers)
     t_encode = time.time() - t0
-    if args.corpus == "webtext":   # App. C.1: documents shorter than 128 tokens discarded (our BPE's tokens)
-        keep = [len(ids) >= 128 for ids in all_ids]
-        skipped["shorter than 128 tokens"] += keep.count(False)
-        docs, all_ids = [x for x, k in zip(docs, keep) if k], [x for x, k in zip(all_ids, keep) if k]
-        split = {name: split[name] for name, _ in docs}
-        if not docs:
-            sys.exit(f"error: no document of 128+ tokens in {dirs} (skipped: {dict(skipped)})")
+    # known only once encoded: a document over the token cap (the BPE has seen it; no record will
+    # hold it) and, for webtext, one under App. C.1's 128 tokens (our BPE's) are counted skips
+    def too_few_or_many(ids):
+        if len(ids) > trees.MAX_DOC_TOKENS:
+            return trees.too_large("a document", trees.MAX_DOC_TOKENS, "tokens").reason
+        return "shorter than 128 tokens" if args.corpus == "webtext" and len(ids) < 128 else None
+    why = [too_few_or_many(ids) for ids in all_ids]
+    skipped.update(w for w in why if w)
+    docs, all_ids = [d for d, w in zip(docs, why) if not w], [x for x, w in zip(all_ids, why) if not w]
+    split = {name: split[name] for name, _ in docs}
+    if not docs:
+        sys.exit(f"error: no usable documents in {dirs} (skipped: {dict(skipped)})")
     t0 = time.time()
     recs = {s: [] for s in SPLITS}
     stats = collections.Counter()

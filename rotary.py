@@ -228,6 +228,9 @@ def build(name, head_dim, n_layer, corpus=None):
 
 
 # ------------------------------------------------------------------------------ coordinates ----
+DEPTH_READERS = {"depth", "rank", "owndepth", "shared1"}   # computed from batch["depth"]: what depth dropout hides
+
+
 def coordinate(batch, name, generator=None):
     """One named coordinate, (B, T) int64, -1 where absent. `batch` holds the on-disk fields
     (pos, path, depth, within, ref_path, symbol, p) as tensors, plus p1_density and p1_period

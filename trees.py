@@ -10,6 +10,7 @@ rank, path, renaming and reference depend only on what precedes it.
 """
 import ast
 import io
+import itertools
 import re
 import tokenize
 import warnings
@@ -39,17 +40,51 @@ class Skip(Exception):
         self.reason = reason
 
 
+# ----------------------------------------------------------------------------- size policy ----
+# Every reader works inside these caps, so prepare's memory and time stay a bounded multiple of
+# the largest allowed document whatever the input (a 195 KB workbook can hold a 200 MB cell; a
+# 3.4 M-character page, near the caps, prepares in 14 s at 0.53 GB). A breach skips the document
+# with its own counted reason, "too large: ...", never truncates it. Each cap sits far above the
+# largest real input on this machine (in brackets: the standard library, python3-doc's pages and
+# sources, 126 real workbooks), so nothing real is skipped; records and --long are unaffected.
+MAX_FILE_BYTES = 64_000_000     # a file read whole (2.6 MB page; a workbook with pictures can pass 20 MB)
+MAX_PAGE_BYTES = 16_000_000     # HTML: lxml builds ~130 bytes per element, 16 MB of <br> is 0.5 GB (2.6 MB)
+MAX_PYTHON_BYTES = 1_000_000    # Python source: parsing and writing it costs ~70 bytes per byte (757 KB)
+MAX_PART_BYTES = 64_000_000     # one zip part, uncompressed, as the central directory declares it (1.2 MB)
+MAX_ZIP_BYTES = 256_000_000     # a zip's parts together, uncompressed (2.5 MB)
+MAX_CELL_CHARS = 32_767         # a cell's value or formula: Excel's own cap (2,685)
+MAX_CELLS_READ = 2_097_152      # rows and cells openpyxl yields for a workbook, filling in every empty row up to
+                                # the last (Excel: 1,048,576) and cell up to the last column: 2 full sheets (1,049,609)
+MAX_TEXT_CHARS = 1_000_000      # one text node of a page: lxml keeps it with huge_tree (6,586)
+MAX_DOC_CHARS = 4_000_000       # a document's text: ~4,000 records of 1,024 tokens (467,342)
+MAX_DOC_TOKENS = 1_000_000      # a document's tokens (267,201 with a 512-entry BPE)
+
+
+def too_large(what, cap, unit="characters"):
+    """The Skip of a breached cap: one reason per cap, so meta.json counts them together."""
+    return Skip(f"too large: {what} over {cap:,} {unit}")
+
+
+def check_size(what, n, cap, unit="characters"):
+    """Skip when n is over cap."""
+    if n > cap:
+        raise too_large(what, cap, unit)
+
+
 def source_text(raw):
     """Bytes of a text file -> str, or Skip. A UTF-8 byte-order mark is dropped and a Python
     coding cookie (PEP 263) honoured, as Python itself reads source; NUL bytes mean binary."""
     if isinstance(raw, str):
-        return raw
-    if b"\0" in raw[:8192]:
+        text = raw
+    elif b"\0" in raw[:8192]:
         raise Skip("binary (NUL bytes)")
-    try:
-        return raw.decode(tokenize.detect_encoding(io.BytesIO(raw).readline)[0])
-    except (SyntaxError, LookupError, UnicodeDecodeError):
-        raise Skip("not utf-8")
+    else:
+        try:
+            text = raw.decode(tokenize.detect_encoding(io.BytesIO(raw).readline)[0])
+        except (SyntaxError, LookupError, UnicodeDecodeError):
+            raise Skip("not utf-8")
+    check_size("a document", len(text), MAX_DOC_CHARS)   # before the per-character work
+    return text
 
 
 @dataclass
@@ -442,13 +477,10 @@ def _mark_walrus(tree):
             n.target._walrus = True
 
 
-def python_doc(source, rename=True, max_bytes=1_000_000):
+def python_doc(source, rename=True):
     """Python source (str or bytes) -> Doc. Raises Skip for unusable input."""
-    if isinstance(source, bytes) and len(source) > max_bytes:
-        raise Skip("too large")
+    check_size("Python source", len(source), MAX_PYTHON_BYTES, "bytes")
     source = source_text(source)
-    if len(source) > max_bytes:
-        raise Skip("too large")
     if not source.strip():
         raise Skip("empty")
     try:
@@ -621,8 +653,9 @@ def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
         html = html.decode("utf-16", "replace")
     elif isinstance(html, bytes) and b"\0" in html[:8192]:
         raise Skip("binary (NUL bytes)")
-    try:
-        root = lxml.html.document_fromstring(html)
+    check_size("a page", len(html), MAX_PAGE_BYTES, "bytes")
+    try:   # huge_tree: past 10 MB lxml would drop a text node silently; our caps bound it instead
+        root = lxml.html.document_fromstring(html, parser=lxml.html.HTMLParser(huge_tree=True))
     except (lxml.etree.ParserError, ValueError):
         raise Skip("empty or unparsable html")
     body = root.find("body")
@@ -630,6 +663,7 @@ def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
         body = root
     parent, rank, depth_of, tags = [], [], [], []
     pieces, piece_node, piece_block, raw_edges = [], [], [], []
+    chars = 0
 
     def add_node(p, r, d, tag):
         if d > max_levels:
@@ -644,9 +678,10 @@ def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
 
     def walk(el, nid, d, block):
         """Children of element `el` (node id nid, or -1 for body) in document order."""
+        nonlocal chars
         r = 0
-        runs = [(el.text, None)] + [(c.tail, c) for c in el]
-        for i, (text, child) in enumerate(runs):
+        runs = itertools.chain([(el.text, None)], ((c.tail, c) for c in el))   # lazy: a width skip comes early
+        for text, child in runs:
             if child is not None and isinstance(child.tag, str) and child.tag.lower() not in WEB_SKIP:
                 cid = add_node(nid, r, d + 1, child.tag.lower())
                 r += 1
@@ -654,9 +689,12 @@ def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
                 if child.tag.lower() in WEB_BLOCKS:   # text after a block element starts a new block
                     block = ("after", cid)
             if text and text.strip():          # a text run is labelled by the element holding it
+                check_size("a text node", len(text), MAX_TEXT_CHARS)
                 tid = add_node(nid, r, d + 1, tags[nid] if nid >= 0 else "body")
                 r += 1
                 pieces.append(" ".join(text.split()))
+                chars += len(pieces[-1]) + 1
+                check_size("a document", chars, MAX_DOC_CHARS)
                 piece_node.append(tid)
                 piece_block.append(block)
                 raw_edges.append((text[0].isspace(), text[-1].isspace()))
@@ -679,10 +717,12 @@ def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
                np.asarray(rank, np.int32), char_kind=np.asarray(kind, np.uint8), label=first_appearance(tags))
 
 
-def warc_records(path, truncated=None):
+def warc_records(path, cut=None):
     """(uri, html bytes) of every HTML response record in a .warc or .warc.gz file. A file that
-    ends early yields the records it holds in full and is appended to `truncated`."""
-    truncated = [] if truncated is None else truncated
+    ends early, or holds a gzip member over MAX_FILE_BYTES, yields the records before that point
+    and appends the reason to `cut`."""
+    cut = [] if cut is None else cut
+    truncated = "truncated warc (records before the cut kept)"
     import zlib
     with open(path, "rb") as f:
         data = f.read()
@@ -691,11 +731,15 @@ def warc_records(path, truncated=None):
         while raw:
             z = zlib.decompressobj(wbits=31)
             try:
-                parts.append(z.decompress(raw))
+                part = z.decompress(raw, MAX_FILE_BYTES + 1)   # a bomb stops here, not in memory
             except zlib.error:
-                z = None
-            if z is None or not z.eof:
-                truncated.append(path)
+                part = b""
+            if len(part) > MAX_FILE_BYTES:
+                cut.append(f"too large: a warc record over {MAX_FILE_BYTES:,} bytes (records before it kept)")
+                break
+            parts.append(part)
+            if not z.eof:
+                cut.append(truncated)
                 break
             raw = z.unused_data
         data = b"".join(parts)
@@ -717,7 +761,7 @@ def warc_records(path, truncated=None):
             return
         body = data[head_end + 4:head_end + 4 + length]
         if len(body) < length:                     # the last record was cut off: not used
-            truncated += [] if path in truncated else [path]
+            cut += [] if cut else [truncated]
             return
         pos = head_end + 4 + length
         if headers.get(b"warc-type") != b"response":
@@ -1070,6 +1114,17 @@ def _cell_ref(text, sheets, names, depth=0):
     return [sheet if sheet is not None else -2, row, col]      # -2: the sheet the formula is on
 
 
+def check_zip(raw):
+    """Skip a zip (.xlsx, .xlsm) whose central directory declares parts over the caps, before
+    anything is decompressed. The declaration binds: zipfile yields no more than a part's stated
+    size (a part that inflates further fails its CRC check)."""
+    import zipfile
+    with zipfile.ZipFile(io.BytesIO(raw)) as z:
+        sizes = [i.file_size for i in z.infolist()]
+    check_size("a zip part", max(sizes, default=0), MAX_PART_BYTES, "bytes uncompressed")
+    check_size("a zip", sum(sizes), MAX_ZIP_BYTES, "bytes uncompressed")
+
+
 def sheet_doc(raw, render="values", max_rows=MAX_SHEET_ROWS):
     """An .xlsx/.xlsm workbook (bytes) -> Doc. Formulas are read as written (not cached values)."""
     import zipfile
@@ -1079,11 +1134,14 @@ def sheet_doc(raw, render="values", max_rows=MAX_SHEET_ROWS):
     if raw[:2] != b"PK":
         raise Skip("not a zip (not .xlsx)")
     try:
+        check_zip(raw)
         with warnings.catch_warnings():           # openpyxl warns about styles, print areas, extensions
             warnings.simplefilter("ignore")
             wb = openpyxl.load_workbook(io.BytesIO(raw), read_only=True, data_only=False)
     except zipfile.BadZipFile:
         raise Skip("corrupt zip")
+    except Skip:
+        raise
     except Exception as e:          # openpyxl raises many types on malformed parts
         raise Skip(f"unreadable workbook ({type(e).__name__})")
     try:
@@ -1109,10 +1167,11 @@ def _workbook_doc(wb, render, max_rows):
     text, char_node, char_kind, copied_from = [], [], [], []
     parent, rank, kinds, ref_path = [], [], [], {}
     notes = {"formulas kept as text (parser rejected)": 0, "references to unknown targets": 0}
-    at = 0
+    at = read = 0
 
     def emit(s, node, kind=0):
         nonlocal at
+        check_size("a document", at + len(s), MAX_DOC_CHARS)   # one shared string may fill many cells
         text.append(s)
         char_node.extend([node] * len(s))
         char_kind.extend([kind] * len(s))
@@ -1156,6 +1215,8 @@ def _workbook_doc(wb, render, max_rows):
         if hasattr(ws, "reset_dimensions"):
             ws.reset_dimensions()                 # the stored dimension can be wrong (A1:AMJ1048576 for 4 rows)
         for row in ws.iter_rows():
+            read += 1 + len(row)                  # a 2 KB file can ask for hours of empty rows and cells
+            check_size("a workbook", read, MAX_CELLS_READ, "rows and cells read (empty ones included)")
             cells = [c for c in row if getattr(c, "value", None) is not None and str(c.value) != ""]
             if not cells:
                 continue                          # empty rows are not stored
@@ -1170,11 +1231,14 @@ def _workbook_doc(wb, render, max_rows):
                 if render == "addressed":
                     emit(f"{c.coordinate}:", cell_id)
                 v = c.value
+                v = getattr(v, "text", v)   # an array formula ({=...} in Excel): its formula text, not the object's repr
+                s = str(v)
+                check_size("a cell", len(s), MAX_CELL_CHARS, "characters (Excel's own cap)")
                 if isinstance(v, str) and v.startswith("=") and len(v) > 1:
                     formula(cell_id, v, si)
                     above.pop(c.column, None)
                     continue
-                s = str(v).replace("\t", " ").replace("\n", " ")
+                s = s.replace("\t", " ").replace("\n", " ")
                 start = at
                 emit(s, add(cell_id, 0, type(v).__name__))   # a literal: int, float, str, datetime...
                 prev = above.get(c.column)
@@ -1218,12 +1282,28 @@ def json_doc(raw, max_levels=LEVELS, max_width=MAX_WIDTH):
     except ValueError as e:
         raise Skip(f"invalid json ({getattr(e, 'msg', str(e)).lower()})")
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    longest = max((len(s) for s in _json_strings(value)), default=0)
+    check_size("a json string", longest, MAX_TEXT_CHARS)            # one value, as a page's text node
     doc = json_coords(text)
     if (doc.rank >= max_width).any():
         raise Skip(f"wider than {max_width} siblings")
     if doc.node_coords()[0].max() > max_levels:
         raise Skip(f"deeper than {max_levels} levels")
     return doc
+
+
+def _json_strings(value):
+    """Every key and string value of a parsed JSON document."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            yield v
+        elif isinstance(v, dict):
+            yield from v
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
 
 
 _JSON_SCALAR = set("0123456789+-.eEtruefalsn")   # the characters numbers, true, false and null use
@@ -1311,10 +1391,16 @@ def xml_doc(raw, max_levels=LEVELS, max_width=MAX_WIDTH):
     """Bytes of an XML file -> Doc of its canonical form. No DTD is loaded and nothing is fetched;
     documents deeper than 22 levels or wider than 318 siblings are skipped, as web pages are."""
     import lxml.etree
-    parser = lxml.etree.XMLParser(no_network=True, load_dtd=False, remove_comments=True)
+    check_size("a page", len(raw), MAX_PAGE_BYTES, "bytes")        # lxml's memory, as for HTML
+    # huge_tree: past 10 MB lxml would refuse a text node as "invalid"; our caps bound it instead
+    parser = lxml.etree.XMLParser(no_network=True, load_dtd=False, remove_comments=True, huge_tree=True)
     try:
         tree = lxml.etree.fromstring(raw, parser).getroottree()
+        for node in tree.iter():
+            for s in (node.text, node.tail, *node.attrib.values()):
+                check_size("a text node", len(s or ""), MAX_TEXT_CHARS)
         text = lxml.etree.tostring(tree, method="c14n", with_comments=False).decode("utf-8")
+        check_size("a document", len(text), MAX_DOC_CHARS)
     except lxml.etree.XMLSyntaxError as e:      # libxml2's error type, e.g. ERR_TAG_NAME_MISMATCH
         kind = e.error_log.last_error.type_name if e.error_log else "ERR_SYNTAX"   # or WAR_…
         raise Skip(f"invalid xml ({kind.split('_', 1)[1].replace('_', ' ').lower()})")

@@ -1,19 +1,29 @@
 """Real and hostile inputs never crash a run, and wrong runs never look right (issue 15).
 
 Covers: the hostile-input folders (every file kept or skipped with its reason, counts asserted),
-refused arguments (one line, no traceback), empty splits, resume with changed settings, atomic
-output files. Run: pytest tests/test_reliability.py
+inputs too large for the size policy (issue 27: built here, a prepare run on them bounded in time
+and memory), refused arguments (one line, no traceback), empty splits, resume with changed
+settings, atomic output files. Run: pytest tests/test_reliability.py
 """
+import collections
+import gzip
 import json
 import os
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
 
 import numpy as np
 import pytest
+from openpyxl.utils import get_column_letter
 
 import analyze
 import evaluate
 import prepare
 import train
+import trees
 
 HOSTILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile")
 
@@ -53,8 +63,146 @@ def test_web_and_sheets_in_one_corpus(tmp_path):
     assert cell.any() and (a["depth"][cell] >= 3).all()          # sit under sheet/row/column
 
 
+SHEET_NS = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
+RELS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+
+
+def workbook(path, sheet_data, shared=1):
+    """A minimal .xlsx: one sheet of `sheet_data` (<row> elements) and one shared string of
+    `shared` characters, written 1 MB at a time: 200 MB of it deflates to a 195 KB file."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("[Content_Types].xml",
+                   '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+                   '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+                   '<Default Extension="xml" ContentType="application/xml"/>'
+                   + "".join(f'<Override PartName="/xl/{part}.xml" ContentType="application/vnd.openxmlformats-'
+                             f'officedocument.spreadsheetml.{kind}+xml"/>' for part, kind in
+                             (("workbook", "sheet.main"), ("worksheets/sheet1", "worksheet"),
+                              ("sharedStrings", "sharedStrings"))) + "</Types>")
+        z.writestr("_rels/.rels", '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+                   f'<Relationship Id="rId1" Type="{RELS}/officeDocument" Target="xl/workbook.xml"/></Relationships>')
+        z.writestr("xl/workbook.xml", f'<workbook {SHEET_NS} xmlns:r="{RELS}"><sheets>'
+                   '<sheet name="S" sheetId="1" r:id="rId1"/></sheets></workbook>')
+        z.writestr("xl/_rels/workbook.xml.rels",
+                   '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+                   f'<Relationship Id="rId1" Type="{RELS}/worksheet" Target="worksheets/sheet1.xml"/>'
+                   f'<Relationship Id="rId2" Type="{RELS}/sharedStrings" Target="sharedStrings.xml"/></Relationships>')
+        z.writestr("xl/worksheets/sheet1.xml", f"<worksheet {SHEET_NS}><sheetData>{sheet_data}</sheetData></worksheet>")
+        with z.open("xl/sharedStrings.xml", "w", force_zip64=True) as f:
+            f.write(f"<sst {SHEET_NS}><si><t>".encode())
+            for at in range(0, shared, 1 << 20):
+                f.write(b"a" * min(1 << 20, shared - at))
+            f.write(b"</t></si></sst>")
+
+
+def shared_cells(n):
+    """Row 1 with n cells, each showing shared string 0."""
+    return '<row r="1">' + "".join(f'<c r="{get_column_letter(i + 1)}1" t="s"><v>0</v></c>' for i in range(n)) + "</row>"
+
+
+BUILT = {   # tests/hostile/README.md "Built by the test": file -> expected skip
+    "sheets/bomb.xlsx": "too large: a zip part over 64,000,000 bytes uncompressed",
+    "sheets/long_cell.xlsx": "too large: a cell over 32,767 characters (Excel's own cap)",
+    "sheets/repeated.xlsx": "too large: a document over 4,000,000 characters",
+    "sheets/wide.xlsx": "too large: a workbook over 2,097,152 rows and cells read (empty ones included)",
+    "web/giant_text.html": "too large: a text node over 1,000,000 characters",
+    "web/giant_page.html": "too large: a page over 16,000,000 bytes",
+    "web/sparse.html": "too large: a file over 64,000,000 bytes",
+    "web/bomb.warc.gz": "too large: a warc record over 64,000,000 bytes (records before it kept)",
+    "web/deep.html": "deeper than 22 levels",
+}
+
+
+def test_too_large_inputs_are_counted_skips_in_seconds_and_bounded_memory(tmp_path):
+    """Each file breaches one cap of the size policy and is skipped with that cap's reason, before
+    the work it would cost: prepare finishes in seconds, its peak resident memory (its own and its
+    workers', from getrusage) under 1 GB. On main the bomb alone took 703 s and 13.9 GB."""
+    for d in ("web", "sheets"):
+        os.makedirs(tmp_path / d)
+    shutil.copy(os.path.join(HOSTILE, "web", "ok.html"), tmp_path / "web")
+    shutil.copy(os.path.join(HOSTILE, "sheets", "tablib-3.10.0__tests__files__xlsx_cell_values.xlsx"), tmp_path / "sheets")
+    workbook(tmp_path / "sheets" / "bomb.xlsx", shared_cells(1), 200_000_000)
+    workbook(tmp_path / "sheets" / "long_cell.xlsx", shared_cells(1), 40_000)
+    workbook(tmp_path / "sheets" / "repeated.xlsx", shared_cells(150), 30_000)          # 4.5 M characters
+    workbook(tmp_path / "sheets" / "wide.xlsx",                                         # openpyxl fills in
+             "".join(f'<row r="{r}"><c r="XFD{r}"><v>1</v></c></row>' for r in range(1, 201)))   # 16,383 a row
+    (tmp_path / "web" / "giant_text.html").write_bytes(b"<p>" + b"word " * 2_200_000)  # past lxml's 10 MB text
+    (tmp_path / "web" / "giant_page.html").write_bytes(b"<p>" + b"x" * 20_000_000)     # the issue's 20 MB page
+    (tmp_path / "web" / "deep.html").write_bytes(b"<div>" * 100_000 + b"x")
+    with open(tmp_path / "web" / "sparse.html", "wb") as f:
+        f.truncate(64_000_001)                                    # sparse: its size is all that is read
+    with gzip.open(tmp_path / "web" / "bomb.warc.gz", "wb", compresslevel=1) as f:
+        f.write(bytes(64_000_001))                                # one gzip member past the cap
+    code = ("import resource, sys, prepare; prepare.main(sys.argv[1:]); print(max(resource.getrusage(w).ru_maxrss "
+            "for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))")
+    t0 = time.time()
+    run = subprocess.run([sys.executable, "-c", code, "web_sheets", "--src", str(tmp_path / "web"), "--src",
+                          str(tmp_path / "sheets"), "--out", str(tmp_path / "out"), "--vocab", "300", "--max_len",
+                          "64", "--workers", "1"], cwd=os.path.dirname(os.path.dirname(HOSTILE)), capture_output=True, text=True)
+    wall = time.time() - t0
+    assert run.returncode == 0, run.stderr[-2000:]
+    meta = json.load(open(tmp_path / "out" / "web_sheets" / "meta.json"))
+    assert meta["skipped"] == collections.Counter(BUILT.values()) and meta["documents"] == 2
+    peak_kb = int(run.stdout.split()[-1])                         # ru_maxrss is in KB on Linux
+    assert peak_kb < 1_000_000 and wall < 60, (peak_kb, wall)
+
+
+GIANT = {   # corpus -> (file -> expected skip; None: kept), each value past lxml's 10 MB or the caps
+    "json": {"ok.json": None, "giant_value.json": "too large: a json string over 1,000,000 characters",
+             "giant_doc.json": "too large: a document over 4,000,000 characters"},
+    "xml": {"ok.xml": None, "giant_text.xml": "too large: a text node over 1,000,000 characters",
+            "giant_attribute.xml": "too large: a text node over 1,000,000 characters",
+            "giant_page.xml": "too large: a page over 16,000,000 bytes"},
+}
+
+
+@pytest.mark.parametrize("corpus", sorted(GIANT))
+def test_giant_json_and_xml_values_are_skips_in_seconds_and_bounded_memory(corpus, tmp_path):
+    src = tmp_path / "src"
+    os.makedirs(src)
+    files = {"ok.json": b'{"a": [1, 2, {"b": "text"}]}', "giant_value.json": b'{"a": "' + b"x" * 3_000_000 + b'"}',
+             "giant_doc.json": b"[" + b'"xxxxxxxx",' * 500_000 + b"1]",
+             "ok.xml": b'<a b="c"><d>text</d></a>', "giant_text.xml": b"<a>" + b"word " * 2_200_000 + b"</a>",
+             "giant_attribute.xml": b'<a b="' + b"x" * 2_000_000 + b'"/>',
+             "giant_page.xml": b"<a>" + b"<b/>" * 5_000_000 + b"</a>"}
+    for name in GIANT[corpus]:
+        (src / name).write_bytes(files[name])
+    code = ("import resource, sys, prepare; prepare.main(sys.argv[1:]); print(max(resource.getrusage(w).ru_maxrss "
+            "for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))")
+    t0 = time.time()
+    run = subprocess.run([sys.executable, "-c", code, corpus, "--src", str(src), "--out", str(tmp_path / "out"),
+                          "--vocab", "260", "--max_len", "64", "--workers", "1"],
+                         cwd=os.path.dirname(os.path.dirname(HOSTILE)), capture_output=True, text=True)
+    wall = time.time() - t0
+    assert run.returncode == 0, run.stderr[-2000:]
+    meta = json.load(open(tmp_path / "out" / corpus / "meta.json"))
+    assert meta["skipped"] == collections.Counter(r for r in GIANT[corpus].values() if r) and meta["documents"] == 1
+    peak_kb = int(run.stdout.split()[-1])
+    assert peak_kb < 1_000_000 and wall < 60, (peak_kb, wall)
+
+
+@pytest.mark.parametrize("builder,raw,reason", [
+    (trees.python_doc, b"x = 1\n" * 200_000, "too large: Python source over 1,000,000 bytes"),
+    (trees.code_doc, b"x = 1\n\n" * 600_000, "too large: a document over 4,000,000 characters"),
+    (trees.prose_doc, b"Some words here.\n\n" * 250_000, "too large: a document over 4,000,000 characters"),
+], ids=["python", "code", "prose"])
+def test_too_large_text_is_a_skip_before_the_per_character_work(builder, raw, reason):
+    with pytest.raises(trees.Skip, match=reason):
+        builder(raw)
+
+
+def test_too_many_tokens_is_a_counted_skip(tmp_path, monkeypatch):
+    """The token cap is checked after encoding; lowered to 20 here, it keeps one of the three
+    usable hostile Python files (12, 24 and 26 tokens)."""
+    monkeypatch.setattr(trees, "MAX_DOC_TOKENS", 20)
+    d = prepare.main(["python", "--src", os.path.join(HOSTILE, "python"), "--out", str(tmp_path), "--vocab", "300",
+                      "--max_len", "64", "--workers", "1"])
+    meta = json.load(open(os.path.join(d, "meta.json")))
+    assert meta["skipped"]["too large: a document over 20 tokens"] == 2
+    assert meta["documents"] == 1 and meta["splits"]["train"]["documents"] == 1
+
+
 def test_hostile_python_files_keep_their_text():
-    import trees
     bom = open(os.path.join(HOSTILE, "python", "bom.py"), "rb").read()
     assert bom.startswith(b"\xef\xbb\xbf")
     assert trees.python_doc(bom).text == trees.python_doc(bom[3:]).text     # the BOM is dropped, nothing else
@@ -63,7 +211,6 @@ def test_hostile_python_files_keep_their_text():
 
 
 def test_truncated_warc_keeps_the_records_before_the_cut():
-    import trees
     cut = []
     got = list(trees.warc_records(os.path.join(HOSTILE, "web", "truncated.warc.gz"), cut))
     assert [uri for uri, _ in got] == ["http://a.example/"] and len(cut) == 1

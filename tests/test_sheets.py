@@ -275,3 +275,20 @@ def test_prepare_sheets_synthetic(tmp_path, capsys):
     assert (a["ref_path"][is_ref, 0] >= 0).mean() > 0.9              # references carry their target
     assert (a["ref_path"][~is_ref, 0] < 0).all()
     assert (a["depth"][a["path"][:, 0] >= 0] >= 3).all()             # every cell token sits under sheet/row/col
+
+
+def test_an_array_formula_is_written_as_its_formula():
+    """openpyxl gives an array formula ({=SUM(A1:A2*2)} in Excel) as an object: its text is the
+    formula and is parsed as one, not the object's repr (which held a memory address)."""
+    import io
+    import openpyxl
+    from openpyxl.worksheet.formula import ArrayFormula
+    wb = openpyxl.Workbook()
+    wb.active["A1"], wb.active["A2"] = 1, 2
+    wb.active["B1"] = ArrayFormula("B1:B1", "=SUM(A1:A2*2)")
+    buf = io.BytesIO()
+    wb.save(buf)
+    d = trees.sheet_doc(buf.getvalue())
+    assert d.text == "1\t=SUM(A1:A2*2)\n2\n"
+    depth = d.node_coords()[0]
+    assert depth[d.char_node[d.text.index("SUM(")]] == 4 and depth[d.char_node[d.text.index("A1:A2")]] == 5

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import prepare
+import rotary
 import tokenizer
 import train
 from model import GPT, GPTConfig
@@ -355,6 +356,51 @@ def test_dropout_in_training_only(tiny_python):
         assert torch.equal(a, b)
     m0 = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=16, rotary="seq_only")).train()
     assert torch.equal(m0(x, C)[0], m0(x, C)[0])                  # the tree recipe has none
+
+
+def test_depth_dropout_hides_depth_on_the_records_the_generator_picks():
+    """At 0.3 about 30% of 2,000 records lose their depth: exactly those whose draw from the
+    seeded generator falls under 0.3. A configuration that reads no depth gets the coordinates
+    it gets without dropout, its own random draws included (rand_axial)."""
+    B, T = 2000, 6
+    g = torch.Generator().manual_seed(0)
+    b = {"pos": torch.arange(T).expand(B, T), "depth": torch.randint(1, 22, (B, T), generator=g),
+         "path": torch.randint(0, 8, (B, T, 22), generator=g), "p": torch.randint(0, 5, (B, T, 3), generator=g)}
+    corpus = {"p1_density": 0.2, "p1_period": 3}
+    picked = torch.rand(B, generator=torch.Generator().manual_seed(7)) < 0.3   # one draw per record
+    assert 0.27 < picked.float().mean() < 0.33
+    for name in ("seq_depth", "seq_depth_rank", "seq_only", "seq_tree", "rand_axial"):
+        m = GPT(GPTConfig(vocab_size=300, n_layer=1, n_embd=128, n_head=1, rotary=name))
+        C, C0 = (train.coords_for(m, dict(b), corpus, torch.Generator().manual_seed(7), p) for p in (0.3, 0.0))
+        reads_depth = "depth" in name
+        assert torch.equal((C != C0).flatten(1).any(1), picked if reads_depth else torch.zeros_like(picked)), name
+        if reads_depth:
+            d = m.rotary.names.index("depth")
+            assert (C[picked, :, d] == -1).all() and torch.equal(C[~picked, :, d], b["depth"][~picked].int())
+
+
+def test_depth_dropout_in_training_not_in_evaluation(tiny_python, tmp_path, monkeypatch):
+    """A seq_depth run with --depth_dropout=0.3: every training micro-batch loses depth on the
+    records its step's generator picks (about 30% over the run), no evaluation batch on any."""
+    lost = {True: [], False: []}                                  # model.training -> per record
+    coords_for = train.coords_for
+
+    def spy(model, b, corpus, generator=None, depth_dropout=0.0):
+        had = (b["depth"] >= 1).any(1)
+        twin = torch.Generator()
+        twin.set_state(generator.get_state())                     # the draws coords_for will make
+        picked = torch.rand(len(had), generator=twin) < depth_dropout
+        C = coords_for(model, b, corpus, generator, depth_dropout)
+        gone = had & (b["depth"] == -1).all(1)
+        assert torch.equal(gone, picked & had)
+        lost[model.training].append(gone[had])
+        return C
+
+    monkeypatch.setattr(train, "coords_for", spy)
+    run(tiny_python, str(tmp_path), "seq_depth", steps=2, extra=["--depth_dropout=0.3", "--docs_per_step=24", "--n_layer=1"])
+    train_lost, eval_lost = torch.cat(lost[True]), torch.cat(lost[False])
+    assert len(train_lost) > 48 and 0.2 < train_lost.float().mean() < 0.4     # 48 records and a 1-record probe
+    assert len(eval_lost) and not eval_lost.any()
 
 
 def test_early_stop_ends_a_run_and_says_so(tiny_python, tmp_path):

@@ -189,7 +189,7 @@ def test_no_lookahead_inside_functions():
     (b"x = '\xff\xfe'\n", "not utf-8"),
     (b"", "empty"),
     (b"   \n\n", "empty"),
-    (b"x = " + b"1 + " * 400_000 + b"1\n", "too large"),
+    (b"x = " + b"1 + " * 400_000 + b"1\n", "too large: Python source over 1,000,000 bytes"),
     (b"x = " + b"(" * 5000 + b"1" + b")" * 5000 + b"\n", None),
 ])
 def test_bad_python_is_a_counted_skip(data, reason):
