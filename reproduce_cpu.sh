@@ -94,6 +94,22 @@ if [ "$stage" = ten_vocab ]; then
   python analyze.py ${OUT10}_v32k/python --finished > ${OUT10}_v32k/python/analysis.md
 fi
 
+# Python as small programs (issue 23: the appendix's corpus is programs, not modules) and the formats
+# beyond the papers (issue 26), ten seeds each, seeds the outer loop:
+#   python prepare.py programs --max_len 256; for c in json xml markdown; do python prepare.py $c --max_len 256; done
+#   bash reproduce_cpu.sh beyond      # train + evaluate + analyze;  SEEDS10="0 1 2" for some seeds
+if [ "$stage" = beyond ]; then
+  for s in $SEEDS10; do
+    OUT=$OUT10 bash sweep.sh programs "seq_only tree_only tree_within seq_depth" "$s" 1 --steps $STEPS --milestones 10
+    for c in json xml; do OUT=$OUT10 bash sweep.sh $c "seq_only seq_depth" "$s" 1 --steps $STEPS --milestones 10; done
+    OUT=$OUT10 bash sweep.sh markdown "flat hrope_axial" "$s" 1 --steps $STEPS --preset cpu_hrope --milestones 10
+    for c in programs json xml markdown; do
+      for d in $OUT10/$c/*/seed$s; do ev $d --max_docs 256; done
+    done
+  done
+  for c in programs json xml markdown; do python analyze.py $OUT10/$c --finished > $OUT10/$c/analysis.md; done
+fi
+
 # hRoPE under paper 004's recipe at CPU scale (train.py picks hrope_cpu for code and prose on CPU):
 # prose flat / hrope_axial / rand_axial at ten seeds (issue 17); at seeds 0-2 also prose sent_axial
 # and period_axial, and code with all five (Tables 1, 2, 3, 5, 8, 9, 12, 13, the reverse substitution).
