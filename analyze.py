@@ -25,7 +25,7 @@ import numpy as np
 from scipy import stats
 
 import trees
-from prepare import replacing
+from data import replacing
 
 
 # ------------------------------------------------------------------------ paired statistics ----

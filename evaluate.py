@@ -31,11 +31,8 @@ from tqdm import tqdm
 import trees
 from model import GPT, GPTConfig
 import tokenizer
-from prepare import replacing, token_coords, write_json
-from rotary import coordinate
-from train import Split, coords_for, corpus_stats, pack
-
-STRUCTURAL = ("path", "depth", "within", "ref_path", "symbol", "p", "label", "grid")   # on-disk coordinate fields
+from data import (STRUCTURAL, Split, coordinate, coords_for, corpus_stats, pack, record_docs, replacing,
+                  token_coords, write_json)
 D_MAX, K_MAX = 1024, 32        # compression-depth cells: token distance d <= 1,024, Δp1 <= 32
 
 
@@ -239,15 +236,6 @@ def by_kind(per, split, ids):
         if m.any():
             out[name] = {"nll": float(nll[m].mean()), "tokens": int(m.sum())}
     return out, nll, kind
-
-
-def record_docs(split, ids):
-    """The document each record came from (records of one document share it); the record
-    itself where the data predates that field."""
-    if "record_doc" in split.a:
-        kept = np.diff(np.asarray(split.a["doc_start"])) >= 2            # as train.Split keeps them
-        return np.asarray(split.a["record_doc"])[kept][ids]
-    return np.asarray(ids)
 
 
 def spread(split, n):

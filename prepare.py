@@ -4,17 +4,14 @@
     python prepare.py web               # real HTML documentation found on this machine
     python prepare.py python --src DIR  # any folder(s) of .py files
 
-Writes data/<corpus>/{train,val,test}_<field>.npy (memory-mappable) and meta.json.
-Fields per token: tokens, pos (index in record), path (22 levels of sibling ranks, -1 absent),
-depth, within (index inside its node, -1 if no node), ref_path (reference target's path, -1),
-symbol (variable id by first mention, -1), kind (KIND_* flags), p (hRoPE p1, p2, p3).
-doc_start holds record offsets (n_records + 1), record_doc the document of each record.
+Writes data/<corpus>/{train,val,test}_<field>.npy (memory-mappable) and meta.json in the format
+data.py holds: token ids, record offsets (doc_start), each record's document (record_doc) and the
+per-token fields of data.FIELDS (pos, path, depth, within, ref_path, symbol, kind, p, ...).
 Nothing is downloaded: the tokeniser (tokenizer.py) is a byte-level BPE that rustbpe trains
 here on the training split and tiktoken runs.
 """
 import argparse
 import collections
-import contextlib
 import functools
 import glob
 import hashlib
@@ -33,110 +30,10 @@ from tqdm import tqdm
 
 import tokenizer
 import trees
-
-SPLITS = ("train", "val", "test")
-
-
-# ------------------------------------------------------------------------- atomic files ----
-@contextlib.contextmanager
-def replacing(path):
-    """Yield a temporary name beside `path`, then rename it over `path`: a kill never leaves a
-    half-written file, and readers see either the old file or the new one."""
-    root, ext = os.path.splitext(path)
-    tmp = f"{root}.tmp{os.getpid()}{ext}"        # keeps the extension: np.savez appends .npz
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+from data import SPLITS, token_coords, write_split
 
 
-def write_json(obj, path):
-    with replacing(path) as tmp, open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-
-
-# ---------------------------------------------------------------------- doc -> token coords ----
-def token_coords(doc, ids, tok_len):
-    """Per-token coordinates of one Doc. A token belongs to the node of its first byte that has
-    a node (for web text: its first non-space byte; sheets: separators belong to no node)."""
-    b = doc.text.encode("utf-8")
-    if len(b) == len(doc.text):
-        byte_char = np.arange(len(b))
-    else:                                          # map bytes to characters
-        byte_char = np.cumsum((np.frombuffer(b, np.uint8) & 0xC0) != 0x80) - 1
-    byte_node = doc.char_node[byte_char]
-    n = len(ids)
-    lens = tok_len[ids]
-    end = np.cumsum(lens)
-    start = end - lens
-    idx = np.where(byte_node >= 0, np.arange(len(b)), len(b))
-    nxt = np.minimum.accumulate(idx[::-1])[::-1]
-    first = nxt[start]
-    has = first < end
-    at = np.where(has, first, start)
-    node = np.where(has, byte_node[np.minimum(at, len(b) - 1)], -1)
-
-    depth_n, path_n = doc.node_coords()
-    out = {"pos": np.arange(n, dtype=np.int32)}
-    out["path"] = np.where(node[:, None] >= 0, path_n[node], -1)
-    out["depth"] = np.where(node >= 0, depth_n[node], 0).astype(np.int32)
-    # within-node index: how many earlier tokens the same node has (node -1: absent)
-    order = np.argsort(node, kind="stable")
-    sn = node[order]
-    group_start = np.r_[0, np.flatnonzero(sn[1:] != sn[:-1]) + 1]
-    cnt = np.arange(n) - np.repeat(group_start, np.diff(np.r_[group_start, n]))
-    within = np.empty(n, np.int64)
-    within[order] = cnt
-    out["within"] = np.where(node >= 0, within, -1).astype(np.int32)
-    kind = doc.char_kind[byte_char[np.minimum(at, len(b) - 1)]] if doc.char_kind is not None else None
-    out["kind"] = kind if kind is not None else np.zeros(n, np.uint8)
-    if doc.copied_from is not None:   # "copied from the cell above" counts only across >= 256 tokens
-        char_first_byte = np.searchsorted(byte_char, np.arange(len(doc.text)))
-        src = doc.copied_from[byte_char[np.minimum(at, len(b) - 1)]]
-        src_tok = np.searchsorted(end, char_first_byte[np.maximum(src, 0)], side="right")
-        near = (src >= 0) & (np.arange(n) - src_tok < trees.COPY_DISTANCE)
-        out["kind"] = np.where(near, out["kind"] & ~np.uint8(trees.KIND_COPIED), out["kind"]).astype(np.uint8)
-    if doc.ref is not None or doc.ref_path is not None:   # a workbook without references has one too
-        ref_path = np.full((n, trees.LEVELS), -1, np.int64)
-        if doc.ref is not None:
-            tgt = np.where(node >= 0, doc.ref[node], -1)
-            ref_path[tgt >= 0] = path_n[tgt[tgt >= 0]]
-        if doc.ref_path:                                  # sheets: explicit targets per node
-            table = np.full((len(doc.parent) + 1, trees.LEVELS), -1, np.int64)   # last row: no node
-            for nid, p in doc.ref_path.items():
-                table[nid, :len(p)] = p
-            has = np.zeros(len(doc.parent) + 1, bool)
-            has[list(doc.ref_path)] = True
-            ref_path = np.where(has[node][:, None], table[node], ref_path)
-        out["ref_path"] = ref_path
-    if doc.symbol is not None:
-        out["symbol"] = np.where(node >= 0, doc.symbol[node], -1).astype(np.int32)
-    if doc.source >= 0:
-        out["source"] = np.full(n, doc.source, np.int32)
-    if doc.label is not None:
-        out["label"] = np.where(node >= 0, doc.label[node], -1).astype(np.int32)
-    if doc.stmt is not None:   # the statement grid (this repository's reading of the paper's term):
-        s = np.where(node >= 0, doc.stmt[node], -1)   # row = statement ordinal, column = token in it
-        row = np.searchsorted(np.flatnonzero(doc.stmt == np.arange(len(doc.stmt))), s)
-        order = np.argsort(s, kind="stable")
-        ss = s[order]
-        starts = np.r_[0, np.flatnonzero(ss[1:] != ss[:-1]) + 1]
-        col = np.empty(n, np.int64)
-        col[order] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
-        out["grid"] = np.where((s >= 0)[:, None], np.stack([row, col], 1), -1).astype(np.int32)
-    if doc.char_p is not None:
-        p = doc.char_p[byte_char[np.minimum(at, len(b) - 1)]].astype(np.int64)
-        # p3: token index inside its sentence (restarts whenever p1 or p2 changes)
-        new = np.r_[True, (p[1:, :2] != p[:-1, :2]).any(1)]
-        starts = np.flatnonzero(new)
-        p[:, 2] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
-        out["p"] = p
-    out["node"] = node
-    return out
-
-
+# ------------------------------------------------------------------ token coords -> records ----
 def records(coords, max_len, long_docs, boundary, p1_cap=None, restart_level1=False):
     """Cut one document's token coordinates into training records of at most max_len tokens.
     long_docs: 'crop' keeps the first max_len tokens, 'drop' drops the document, 'split' cuts
@@ -536,26 +433,6 @@ def build_docs(corpus, items, workers, render="values"):
     return docs, skipped
 
 
-def write_split(out_dir, split, recs):
-    fields = {k for r in recs for k in r if k not in ("node", "doc")} or {"tokens", "pos"}   # an empty split stays loadable
-    lens = np.array([len(r["pos"]) for r in recs], np.int64)
-    arrays = {"doc_start": np.r_[0, np.cumsum(lens)].astype(np.int64),
-              "record_doc": np.array([r["doc"] for r in recs], np.int64)}   # records of one document share it
-    for k in sorted(fields):   # a field some records lack (web pages beside workbooks) is absent there: -1
-        like = next((r[k] for r in recs if k in r), np.zeros(0, np.int64))
-        arrays[k] = np.concatenate([r[k] if k in r else np.full((len(r["pos"]),) + like.shape[1:], -1, like.dtype)
-                                    for r in recs]) if recs else like
-    if "path" in arrays:   # int16 keeps 22 levels x tokens small; wide sheets need int32
-        for k in ("path", "ref_path"):
-            if k in arrays:
-                big = arrays[k].max(initial=0) > np.iinfo(np.int16).max
-                arrays[k] = arrays[k].astype(np.int32 if big else np.int16)
-    arrays["tokens"] = arrays["tokens"].astype(np.uint16 if arrays["tokens"].max(initial=0) < 65536 else np.uint32)
-    for k, v in arrays.items():
-        np.save(os.path.join(out_dir, f"{split}_{k}.npy"), v)
-    return int(lens.sum())
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("corpus", choices=sorted(CORPORA))
@@ -698,16 +575,6 @@ def main(argv=None):
                                            "sibling_rank_p99", "sibling_rank_max", "record_sibling_rank",
                                            "seconds")}, indent=1))
     return out_dir
-
-
-def load_split(data_dir, split):
-    """{field: memory-mapped array} for one split."""
-    out = {}
-    for p in glob.glob(os.path.join(data_dir, f"{split}_*.npy")):
-        out[os.path.basename(p)[len(split) + 1:-4]] = np.load(p, mmap_mode="r")
-    if not out:
-        sys.exit(f"error: no prepared data in {data_dir}; run `python prepare.py <corpus>` first")
-    return out
 
 
 if __name__ == "__main__":

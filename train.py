@@ -31,8 +31,8 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
+from data import Split, atomic_save, coords_for, corpus_stats, pack, replacing, write_json
 from model import GPT, GPTConfig, PRESETS
-from prepare import load_split, replacing, write_json
 import rotary
 
 DEFAULTS = dict(
@@ -178,63 +178,7 @@ def precision(device):
     return ok, ok, why
 
 
-# ----------------------------------------------------------------------------------- data ----
-class Split:
-    """Records of one split, memory-mapped; hands out padded micro-batches as tensors."""
-    FIELDS = ("pos", "path", "depth", "within", "ref_path", "symbol", "p", "kind", "label", "grid", "source")
-
-    def __init__(self, data_dir, split, max_len):
-        self.a = load_split(data_dir, split)
-        s = self.a["doc_start"]
-        self.start = np.asarray(s[:-1])
-        self.len = np.minimum(np.diff(s), max_len)
-        keep = self.len >= 2                               # a record needs a next token
-        self.start, self.len = self.start[keep], self.len[keep]
-
-    def __len__(self):
-        return len(self.len)
-
-    def batch(self, ids, device):
-        T = int(self.len[ids].max())
-        B = len(ids)
-        out = {"tokens": np.zeros((B, T), np.int64)}
-        for f in self.FIELDS:
-            if f in self.a:
-                shape = (B, T) + self.a[f].shape[1:]
-                out[f] = np.full(shape, -1 if f != "kind" else 0, np.int64)
-        for j, i in enumerate(ids):
-            s, n = int(self.start[i]), int(self.len[i])
-            out["tokens"][j, :n] = self.a["tokens"][s:s + n]
-            for f in self.FIELDS:
-                if f in self.a:
-                    out[f][j, :n] = self.a[f][s:s + n]
-        t = {k: torch.from_numpy(v).to(device) for k, v in out.items()}
-        targets = torch.full_like(t["tokens"], -1)
-        lens = torch.as_tensor(self.len[ids], device=device)
-        # next-token targets inside each record; padding and the last token carry no loss
-        targets[:, :-1] = torch.where(torch.arange(T - 1, device=device) < (lens - 1)[:, None],
-                                      t["tokens"][:, 1:], -1)
-        t["targets"] = targets
-        return t
-
-
-def pack(lengths, budget):
-    """Group records (sorted by length) into micro-batches of at most `budget` padded tokens.
-    Returns lists of positions into `lengths`; no record is split."""
-    order = np.argsort(lengths, kind="stable")
-    groups, cur, longest = [], [], 0
-    for i in order:
-        L = int(lengths[i])
-        if cur and max(longest, L) * (len(cur) + 1) > budget:
-            groups.append(cur)
-            cur, longest = [], 0
-        cur.append(int(i))
-        longest = max(longest, L)
-    if cur:
-        groups.append(cur)
-    return groups
-
-
+# ---------------------------------------------------------------------------- schedule ----
 def step_records(n_records, docs_per_step, step, seed):
     """The records of one step: a seeded permutation per pass, identical for every configuration."""
     per_pass = max(n_records // docs_per_step, 1)
@@ -263,25 +207,6 @@ def param_groups(model, weight_decay):
     for n, p in model.named_parameters():
         (decay if p.dim() >= 2 and not n.startswith("rotary") else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def corpus_stats(data_dir):
-    if not os.path.exists(os.path.join(data_dir, "meta.json")):
-        sys.exit(f"error: {data_dir} is not prepared; run `python prepare.py {os.path.basename(data_dir)}` first")
-    with open(os.path.join(data_dir, "meta.json")) as f:
-        meta = json.load(f)
-    return meta, {k: meta[k] for k in ("p_max", "p1_density", "p1_period") if k in meta}
-
-
-def coords_for(model, b, corpus, generator=None, depth_dropout=0.0):
-    """The coordinate matrix for a micro-batch, with the hRoPE control inputs and depth dropout."""
-    if "p1_density" in corpus:
-        b["p1_density"] = corpus["p1_density"]
-        b["p1_period"] = corpus["p1_period"]
-    if depth_dropout > 0 and "depth" in b:   # depth withheld on a random fraction of records
-        drop = torch.rand(b["depth"].shape[0], generator=generator, device=b["depth"].device) < depth_dropout
-        b["depth"] = torch.where(drop[:, None], torch.full_like(b["depth"], -1), b["depth"])
-    return model.rotary.coords(b, generator)
 
 
 @torch.no_grad()
@@ -321,11 +246,6 @@ def provenance(device):
         triton_version = None
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     return {"commit": commit, "dirty": dirty, "torch": torch.__version__, "triton": triton_version, "device": name}
-
-
-def atomic_save(obj, path):
-    with replacing(path) as tmp:
-        torch.save(obj, tmp)
 
 
 def main(argv=None):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import analyze
+import data
 import evaluate
 import prepare
 import train
@@ -21,7 +22,7 @@ def test_zero_structural_rates_make_shuffle_a_no_op(tiny_python):
     """seq_depth with its two learned depth rates (and offsets) at zero: depth turns no plane,
     so shuffling or removing it changes no score. With the paper's rates it does."""
     d = os.path.join(tiny_python, "python")
-    split = train.Split(d, "test", 64)
+    split = data.Split(d, "test", 64)
     ids = np.arange(4)
     cfg = {"mb_tokens": 512, "device": "cpu"}
     torch.manual_seed(0)
@@ -264,7 +265,7 @@ def test_substitutions_reach_every_p1_reading_channel():
     """p1_sub replaces what the p1 channel reads: the true p1 for hrope_axial, the grid
     floor(t/L) for period_axial, the random labels for rand_axial. Feeding period_axial its own
     grid changes nothing; feeding it the true p1 (the reverse substitution) does."""
-    from rotary import coordinate
+    from data import coordinate
     pos = torch.arange(8)[None]
     p = torch.tensor([[[0, 0, 0]] * 3 + [[1, 0, 0]] * 5])
     b = {"pos": pos, "p": p, "p1_period": 3, "p1_density": 0.25}

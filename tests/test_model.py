@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+import data
 import rotary
 import train
 from model import GPT, GPTConfig
@@ -63,10 +64,10 @@ def test_step_loss_is_the_mean_over_predicted_tokens(tiny_python, tmp_path):
                       "--docs_per_step=6", "--mb_tokens=512", "--val_docs=2", "--test_docs=2"])
     logged = json.loads(open(os.path.join(run, "log.jsonl")).readline())["train_loss"]
     cfg = json.load(open(os.path.join(run, "config.json")))
-    split = train.Split(os.path.join(tiny_python, "python"), "train", 256)
+    split = data.Split(os.path.join(tiny_python, "python"), "train", 256)
     rec = train.step_records(len(split), 6, 0, 5)   # seed 5: lengths 79 and 238 share a micro-batch
     lengths = split.len[rec]
-    assert len(set(lengths.tolist())) > 1 and len(train.pack(lengths, 512)) > 1   # the case that matters
+    assert len(set(lengths.tolist())) > 1 and len(data.pack(lengths, 512)) > 1   # the case that matters
     torch.manual_seed(5)
     m = GPT(GPTConfig(**cfg["model"]))                      # the same initial weights as step 0
     total = 0.0

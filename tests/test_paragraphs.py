@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+import data
 import prepare
 import trees
 from conftest import stdlib_files
@@ -16,7 +17,7 @@ RST = sorted(glob.glob("/usr/share/doc/python3*/html/_sources/library/*.rst.txt"
 def per_byte(doc):
     """token_coords with one token per byte (ASCII text): p per character."""
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)
-    return prepare.token_coords(doc, ids, np.ones(256, np.int64))
+    return data.token_coords(doc, ids, np.ones(256, np.int64))
 
 
 def test_three_paragraphs_hand_worked():
@@ -152,7 +153,7 @@ def test_prepare_code_and_wikitext(tmp_path):
                       "--workers", "1"])
     meta = json.load(open(os.path.join(d, "meta.json")))
     assert meta["skipped"] == {"fewer than 2 blocks": 1} and meta["p1_cap"] >= 1
-    a = prepare.load_split(d, "train")
+    a = data.load_split(d, "train")
     starts = a["doc_start"][:-1]
     assert (a["p"][starts, 0] == 0).all()                # p1 counts from each record's start
     assert (a["p"][starts, 2] >= 0).all() and (a["p"] >= 0).all()

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+import data
 import prepare
 import tokenizer
 import train
@@ -26,7 +27,7 @@ def test_prepared_data_on_disk(tiny_python):
     d = os.path.join(tiny_python, "python")
     meta = json.load(open(os.path.join(d, "meta.json")))
     assert meta["documents"] > 30 and not meta["synthetic"]
-    a = prepare.load_split(d, "train")
+    a = data.load_split(d, "train")
     n = len(a["tokens"])
     assert a["path"].shape == (n, 22) and a["ref_path"].shape == (n, 22)
     assert a["doc_start"][-1] == n and (np.diff(a["doc_start"]) <= 256).all()
@@ -68,7 +69,7 @@ def test_batches_identical_across_configurations_and_packing():
     assert (a == train.step_records(1000, 16, 7, seed=0)).all()
     assert not (a == train.step_records(1000, 16, 7, seed=1)).all()
     lengths = np.array([5, 300, 40, 41, 1000, 7, 99, 100])
-    groups = train.pack(lengths, 1024)
+    groups = data.pack(lengths, 1024)
     assert sorted(i for g in groups for i in g) == list(range(8))      # whole step covered
     for g in groups:
         assert max(lengths[g]) * len(g) <= 1024                         # within the budget
