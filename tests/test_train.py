@@ -277,15 +277,23 @@ def test_sweep_runs_what_is_pending_and_resumes(tiny_python, tmp_path):
     assert os.path.exists(os.path.join(str(tmp_path), "python", "seq_only", "seed1", "final.json"))
 
 
-def test_cuda_presets_follow_the_paper_per_corpus():
+def as_if_cuda(monkeypatch):
+    """What parse() asks of CUDA, answered as a bf16 GPU would (the --device check refuses cuda
+    where torch has none, so the CUDA defaults are read on any machine this way)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+
+
+def test_cuda_presets_follow_the_paper_per_corpus(monkeypatch):
     """Appendix §4: the 4.7M model at context 1,024 (Python), 2,048 (web pages), 4,096
     (spreadsheets); the larger web run 10 layers, d=512, 4 heads at 4,096."""
     from model import PRESETS
+    assert train.parse(["--corpus", "web", "--device", "cpu"])[0]["preset"] == "cpu"   # CPU stays small
+    as_if_cuda(monkeypatch)
     ctx = {c: PRESETS[train.parse(["--corpus", c, "--device", "cuda"])[0]["preset"]]["max_len"]
            for c in ("python", "web", "sheets")}
     assert ctx == {"python": 1024, "web": 2048, "sheets": 4096}
     assert PRESETS["paper_web_large"] == dict(n_layer=10, n_embd=512, n_head=4, max_len=4096)
-    assert train.parse(["--corpus", "web"])[0]["preset"] == "cpu"               # CPU stays small
     assert train.parse(["--corpus", "web", "--device", "cuda", "--preset", "paper_web_large"])[0]["preset"] == \
         "paper_web_large"
 
@@ -312,9 +320,10 @@ def test_record_units_restart_level1_ranks():
     assert prepare.record_rank_stats(record)["max"] == 1 and prepare.record_rank_stats(module)["max"] == 5
 
 
-def test_hrope_recipe_is_table_11():
+def test_hrope_recipe_is_table_11(monkeypatch):
     """Paper 004 Table 11 for code and prose: lr 3e-4, weight decay 0.01, cosine to 1% of lr,
     dropout 0.1, patience 10, 16 blocks per step on CUDA; the tree recipe elsewhere."""
+    as_if_cuda(monkeypatch)
     h = train.parse(["--corpus", "prose", "--device", "cuda"])[0]
     assert (h["recipe"], h["lr"], h["weight_decay"], h["min_lr"], h["dropout"], h["patience"], h["docs_per_step"]) == \
         ("hrope", 3e-4, 0.01, 0.01, 0.1, 10, 16)
