@@ -153,10 +153,12 @@ def test_nan_loss_stops_with_message(tiny_python, tmp_path, capsys):
 
 
 def test_data_parallel_two_cpu_processes(tiny_python, tmp_path):
-    """torchrun with 2 gloo processes: micro-batches are shared out, gradients all-reduced;
-    the result equals the single-process run to float tolerance."""
+    """torchrun with 2 gloo processes under DistributedDataParallel: three records a step, packed
+    into micro-batches of at most 64 padded tokens and dealt round-robin (one process may get more),
+    gradients synced once per step; the loss curve, training and validation, equals the
+    single-process run to float tolerance."""
     args = ["--corpus", "python", "--config", "seq_depth", "--data", tiny_python, "--steps=4", *TINY[:-2],
-            "--milestones=2", "--mb_tokens=64"]
+            "--milestones=2", "--mb_tokens=64", "--docs_per_step=3"]
     single = train.main(args + ["--out", str(tmp_path / "one")])
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517",
                         "train.py", *args, "--out", str(tmp_path / "two")],
@@ -167,6 +169,7 @@ def test_data_parallel_two_cpu_processes(tiny_python, tmp_path):
     two = [json.loads(l) for l in open(os.path.join(str(tmp_path / "two"), "python", "seq_depth", "seed0", "log.jsonl"))]
     assert [a["step"] for a in one] == [b["step"] for b in two] == [2, 4]
     for a, b in zip(one, two):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-4)
         assert a["val_loss"] == pytest.approx(b["val_loss"], abs=1e-4)
 
 
