@@ -178,11 +178,16 @@ def load_split(data_dir, split):
 
 
 def corpus_stats(data_dir):
-    """(meta.json, the corpus figures the hRoPE configurations calibrate on: p_max, p1_density, p1_period)."""
+    """(meta.json, the corpus figures the hRoPE configurations calibrate on: p_max, p1_density,
+    p1_period). meta["settings"]["defaults"]: what the corpus's entry in prepare.CORPORA asks of
+    train.py (preset on CUDA, recipe) and evaluate.py (attention shares)."""
     if not os.path.exists(os.path.join(data_dir, "meta.json")):
         sys.exit(f"error: {data_dir} is not prepared; run `python prepare.py {os.path.basename(data_dir)}` first")
     with open(os.path.join(data_dir, "meta.json")) as f:
         meta = json.load(f)
+    if "defaults" not in meta["settings"]:   # prepare.py's corpus entry: preset, recipe, attention shares
+        sys.exit(f"error: {data_dir} was prepared by an older prepare.py (meta.json holds no run defaults); "
+                 f"rerun `python prepare.py {os.path.basename(data_dir)}`: the arrays come out the same")
     return meta, {k: meta[k] for k in ("p_max", "p1_density", "p1_period") if k in meta}
 
 

@@ -141,9 +141,11 @@ def share(att, mask, query):
     return (s * query.to(att.dtype)).sum(-1), int(query.sum())
 
 
-def attention_stats(corpus_name, context):
-    """A collector for `score(attention=...)` and a function giving its summary. Shares are
-    over strictly earlier keys, averaged over queries that have at least one such key."""
+def attention_stats(shares, context):
+    """A collector for `score(attention=...)` and a function giving its summary. `shares`: the
+    corpus's statistics, named by its prepare.CORPORA entry (ancestor: Python; same_depth: web
+    pages; cells: spreadsheets). Shares are over strictly earlier keys, averaged over queries that
+    have at least one such key; paragraph data also gets compression-depth cells."""
     acc = {"sum": {}, "queries": {}}
     cells, cells_read = {}, {}
 
@@ -151,13 +153,13 @@ def attention_stats(corpus_name, context):
         path, depth = b.get("path"), b.get("depth")
         earlier = torch.ones(att.shape[-1], att.shape[-1], dtype=torch.bool).tril(-1)
         masks, bins = {}, {}
-        if corpus_name == "python":
+        if "ancestor" in shares:
             masks["ancestor"] = ancestor_mask(path, depth)
-        if corpus_name == "web":
+        if "same_depth" in shares:
             masks["same_depth_elsewhere"] = same_depth_mask(path, depth)
-        if corpus_name == "sheets":
-            bins, shares, cell = sheet_masks(path, depth, b["ref_path"])
-            masks.update(shares)
+        if "cells" in shares:
+            bins, cell_shares, cell = sheet_masks(path, depth, b["ref_path"])
+            masks.update(cell_shares)
         # a share averages over queries with at least one such key; histogram bins share one
         # denominator, every cell token with an earlier token
         for name, m in list(masks.items()) + list(bins.items()):
@@ -350,7 +352,7 @@ def main(argv=None):
     cfg["device"] = "cpu" if not torch.cuda.is_available() else cfg["device"]
     model.to(cfg["device"])
     data_dir = os.path.join(args.data or cfg["data"], cfg["corpus"])
-    _, corpus = corpus_stats(data_dir)
+    meta, corpus = corpus_stats(data_dir)
     split = Split(data_dir, args.split, model.cfg.max_len)
     n = len(split) if args.max_docs is None else min(args.max_docs, len(split))
     if n == 0:
@@ -359,7 +361,8 @@ def main(argv=None):
     result = {"run": args.run, "split": args.split, "records": n}
     todo = chosen_interventions(args.interventions, model.rotary.names, split)
 
-    collect, summary = attention_stats(cfg["corpus"], model.cfg.max_len) if args.attention else (None, None)
+    shares = meta["settings"]["defaults"]["attention"]
+    collect, summary = attention_stats(shares, model.cfg.max_len) if args.attention else (None, None)
     per = score(model, split, ids, cfg, corpus, attention=collect)
     result["kinds"], nll, kind = by_kind(per, split, ids)
     rec = np.concatenate([np.full(len(per[int(r)]), r, np.int32) for r in ids])

@@ -23,6 +23,8 @@ import shutil
 import sys
 import sysconfig
 import time
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 from openpyxl.workbook.defined_name import DefinedName
@@ -406,21 +408,74 @@ def _build_web_sheets(item, render="values"):
     return name, doc, reason
 
 
-CORPORA = {
-    # corpus: (sources(args) -> ([(name, path)], dirs), build((name, path)) -> (name, Doc|None, reason))
-    "python": (python_sources, _build_python),
-    "web": (web_sources, _build_web),
-    "prose": (prose_sources, _build_prose),
-    "code": (python_sources, _build_code),
-    "sheets": (sheets_sources, _build_sheets),
-    "web_sheets": (web_sheets_sources, _build_web_sheets),
+# ------------------------------------------------------------------------------- corpora ----
+# Where a record may start when a long document is split (--long split): per token, from its
+# coordinates and its Doc.
+def statements(c, doc):        # Python: a top-level statement
+    return np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 1)
+
+
+def paragraphs(c, doc):        # prose, code: a new paragraph or block
+    return np.r_[True, c["p"][1:, 0] != c["p"][:-1, 0]]
+
+
+def rows(c, doc):              # sheets: a new row
+    return np.r_[True, (c["kind"][:-1] & trees.KIND_ROW_END) > 0]
+
+
+def text_blocks(c, doc):       # web: a new text block
+    return (c["kind"] & trees.KIND_NEW_BLOCK) > 0
+
+
+def rows_or_text_blocks(c, doc):
+    return rows(c, doc) if doc.source == 1 else text_blocks(c, doc)
+
+
+def blocks_p95(docs):
+    """Paper 004 App. C.1 on code: p1 truncated at the 95th percentile of blocks per file."""
+    return int(np.percentile([d.char_p[:, 0].max() + 1 for _, d in docs], 95)) - 1
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """One corpus: where its documents come from, how they become trees and records, and what
+    train.py and evaluate.py should do with it. The last three (defaults) go into meta.json, so
+    the scripts that read prepared data follow it without a table of their own."""
+    sources: Callable           # args -> ([(name, path or payload)], folders read)
+    build: Callable             # (name, source) -> (name, Doc or None, skip reason); runs in worker processes
+    starts: Callable            # record rule: (coords, Doc) -> bool per token, where a record may start
+    pattern: str = tokenizer.PAT   # the BPE's pre-split pattern
+    options: tuple = ()         # prepare.py flags that shape this corpus's data (kept in the settings)
+    p1_cap: Callable = None     # docs -> the largest p1 a record keeps, or None
+    root_ranks: bool = False    # the sibling-rank statistics count the roots' ranks (a sheet's index)
+    preset: str = "paper"       # train.py's model on CUDA (model.PRESETS; the CPU scale has its own)
+    recipe: str = "tree"        # train.py's recipe (train.RECIPES; hrope runs as hrope_cpu on CPU)
+    attention: tuple = ()       # evaluate.py --attention: the corpus's shares (evaluate.attention_stats)
+
+    def defaults(self):
+        """What prepare.py writes into meta.json for train.py and evaluate.py to read back."""
+        return {"preset": self.preset, "recipe": self.recipe, "attention": list(self.attention)}
+
+
+CORPORA = {   # a new corpus: one entry here and its builder in trees.py (README "Add a corpus")
+    "python": Corpus(python_sources, _build_python, statements, options=("units",), attention=("ancestor",),
+                     pattern=tokenizer.CODE_PAT),   # the serialisation's sigils need a pattern of their own
+    "web": Corpus(web_sources, _build_web, text_blocks, preset="paper_web", attention=("same_depth",)),
+    "prose": Corpus(prose_sources, _build_prose, paragraphs, preset="paper_hrope", recipe="hrope"),
+    "code": Corpus(python_sources, _build_code, paragraphs, p1_cap=blocks_p95, preset="paper_hrope", recipe="hrope"),
+    "sheets": Corpus(sheets_sources, _build_sheets, rows, options=("render",), root_ranks=True, preset="paper_sheets",
+                     attention=("cells",)),
+    "web_sheets": Corpus(web_sheets_sources, _build_web_sheets, rows_or_text_blocks, options=("render",),
+                         preset="paper_sheets"),
 }
+# A named paper setting (prepare flags, preset, recipe, context: e.g. the whole-page web run) would be
+# one entry of a table beside this one; until it exists, README "Corpora" gives those flags.
 
 
 # ------------------------------------------------------------------------------- driver ----
 def build_docs(corpus, items, workers, render="values"):
-    build = CORPORA[corpus][1]
-    if corpus in ("sheets", "web_sheets"):
+    build = CORPORA[corpus].build
+    if "render" in CORPORA[corpus].options:
         build = functools.partial(build, render=render)
     docs, skipped = [], collections.Counter()
     with multiprocessing.Pool(workers) as pool:
@@ -460,14 +515,15 @@ def main(argv=None):
         ap.error(f"--vocab {args.vocab} is larger than this tokeniser supports (262,144)")
     long_docs = args.long or "split"
 
-    items, dirs = CORPORA[args.corpus][0](args)
+    entry = CORPORA[args.corpus]
+    items, dirs = entry.sources(args)
     out_dir = os.path.join(args.out, args.corpus)
-    pattern = tokenizer.CODE_PAT if args.corpus == "python" else tokenizer.PAT   # the serialisation's sigils
+    pattern = entry.pattern
     settings = {"format": trees.FORMAT, "corpus": args.corpus, "sources": [os.path.abspath(d) for d in dirs],
                 "vocab": args.vocab,
                 "max_len": args.max_len, "long": long_docs, "bpe_bytes": args.bpe_bytes,
-                **({"render": args.render} if args.corpus == "sheets" else {}),
-                **({"units": args.units} if args.corpus == "python" else {}),
+                **{k: getattr(args, k) for k in entry.options},
+                "defaults": entry.defaults(),
                 "files": hashlib.sha1("\n".join(f"{n}:{_size(p)}" for n, p in items).encode()).hexdigest()}
     meta_path = os.path.join(out_dir, "meta.json")
     if not args.force and os.path.exists(meta_path):
@@ -480,9 +536,7 @@ def main(argv=None):
     if not docs:
         sys.exit(f"error: no usable documents in {dirs} (skipped: {dict(skipped)})")
     t_trees = time.time() - t0
-    p1_cap = None
-    if args.corpus == "code":   # App. C.1: p1 truncated at the 95th percentile of blocks per file
-        p1_cap = int(np.percentile([d.char_p[:, 0].max() + 1 for _, d in docs], 95)) - 1
+    p1_cap = entry.p1_cap(docs) if entry.p1_cap else None
     split = {name: split_of(name) for name, _ in docs}
 
     t0 = time.time()
@@ -507,18 +561,8 @@ def main(argv=None):
         stats["tokens"] += len(ids)
         stats["deeper_than_levels"] += int((depth_n > trees.LEVELS).sum())
         depth_hist.update(depth_n.tolist())
-        rank_values.append(doc.rank[doc.parent >= 0] if args.corpus != "sheets" else doc.rank)
-        # records may start at a top-level statement (python), a new paragraph or block
-        # (prose, code) or a new text block (web)
-        if args.corpus == "python":
-            boundary = np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 1)
-        elif "p" in c:
-            boundary = np.r_[True, c["p"][1:, 0] != c["p"][:-1, 0]]
-        elif args.corpus == "sheets" or doc.source == 1:   # a record may start at a new row
-            boundary = np.r_[True, (c["kind"][:-1] & trees.KIND_ROW_END) > 0]
-        else:
-            boundary = (c["kind"] & trees.KIND_NEW_BLOCK) > 0
-        rs = records(c, args.max_len, long_docs, boundary, p1_cap, args.units == "record")
+        rank_values.append(doc.rank if entry.root_ranks else doc.rank[doc.parent >= 0])
+        rs = records(c, args.max_len, long_docs, entry.starts(c, doc), p1_cap, args.units == "record")
         stats["records_dropped_long"] += not rs
         for r in rs:
             r["doc"] = di
@@ -557,7 +601,7 @@ def main(argv=None):
         notes.update(d.notes or {})
     if notes:
         meta["notes"] = dict(notes)
-    if args.corpus == "sheets":
+    if any(d.ref_path is not None for _, d in docs):   # explicit reference targets (workbooks)
         meta["references"] = sum(len(d.ref_path or {}) for _, d in docs)
     if "p" in (recs["train"][0] if recs["train"] else {}):
         meta.update(paragraph_stats(recs["train"]), p1_cap=p1_cap)

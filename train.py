@@ -5,7 +5,8 @@
     python train.py --config seq_depth --depth_dropout=0.3 --name seq_depth_dropout   # its own folder
     torchrun --nproc_per_node=2 train.py --corpus python   # data parallel
 
-Recipe (depth-perception appendix §4; `--recipe tree`, the default for python/web/sheets):
+Recipe (depth-perception appendix §4; `--recipe tree`, the default for python/web/sheets; each
+corpus's default and its CUDA preset come from its entry in prepare.CORPORA, through meta.json):
 AdamW (0.9, 0.95), lr 1.2e-3, weight decay 0.1 on weight matrices only (rotary rates/offsets,
 LayerNorm excluded), clip 1.0, linear warmup over 2% of steps then cosine to 10% of peak, no
 dropout, no early stopping. `--recipe hrope` (paper 004 Table 11, the default for code/prose):
@@ -55,15 +56,12 @@ RECIPES = {
     # rand_axial differ by 4e-5 nats (seed 0): too short a run for the p1 channel to matter.
     "hrope_cpu": dict(lr=1.2e-3, weight_decay=0.01, min_lr=0.01, dropout=0.1, patience=10),
 }
-RECIPE_OF = {"code": "hrope", "prose": "hrope"}   # the paragraph corpora take the hRoPE paper's
 # Settings a run may change when it resumes: they do not change what is computed. Precision is a
 # property of the machine, so a run resumed elsewhere takes that machine's (each milestone records it).
 RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out")
 # CPU preset: the paper's recipe at a scale that finishes in minutes on 2 cores
 CPU_RUN = dict(preset="cpu", steps=300, docs_per_step=16, val_docs=128, test_docs=256, mb_tokens=4096)
-GPU_RUN = dict(steps=5000, docs_per_step=64)   # preset: the paper's for the corpus (CUDA_PRESET)
-CUDA_PRESET = {"python": "paper", "web": "paper_web", "sheets": "paper_sheets", "web_sheets": "paper_sheets",
-               "code": "paper_hrope", "prose": "paper_hrope"}
+GPU_RUN = dict(steps=5000, docs_per_step=64)   # preset: the paper's for the corpus (its prepare.CORPORA entry)
 
 
 def typed(key, text, default):
@@ -105,7 +103,9 @@ def parse(argv):
     if not available.get(device.split(":")[0]):
         sys.exit(f"error: --device {device} is not available here (cpu, cuda or mps, where torch has it)")
     cfg.update(GPU_RUN if device.startswith("cuda") else CPU_RUN)   # a laptop's GPU (mps) runs the CPU scale
-    recipe = args.recipe or RECIPE_OF.get(args.corpus or cfg["corpus"], "tree")
+    # the corpus's preset and recipe, as its prepare.CORPORA entry wrote them into meta.json
+    meta, _ = corpus_stats(os.path.join(args.data or cfg["data"], args.corpus or cfg["corpus"]))
+    recipe = args.recipe or meta["settings"]["defaults"]["recipe"]
     if recipe == "hrope" and not device.startswith("cuda") and args.recipe is None:
         recipe = "hrope_cpu"
     if recipe not in RECIPES:
@@ -121,7 +121,7 @@ def parse(argv):
     cfg["bf16"] = bf16 if cfg["bf16"] is None else cfg["bf16"]
     cfg["compile"] = compile_ if cfg["compile"] is None else cfg["compile"]
     if cfg["preset"] is None:
-        cfg["preset"] = CUDA_PRESET.get(cfg["corpus"], "paper")
+        cfg["preset"] = meta["settings"]["defaults"]["preset"]
     if not rotary.known(cfg["config"]):
         sys.exit(f"error: unknown --config {cfg['config']!r}; `python rotary.py` lists the configurations")
     if cfg["preset"] not in PRESETS:

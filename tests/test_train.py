@@ -287,18 +287,32 @@ def as_if_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
 
 
-def test_cuda_presets_follow_the_paper_per_corpus(monkeypatch):
+def prepared(root, *corpora):
+    """A data root whose meta.json files hold what prepare.py records of each corpus's entry: all
+    that parse() reads of the data. Returns ["--data", root]."""
+    for c in corpora:
+        os.makedirs(os.path.join(root, c), exist_ok=True)
+        with open(os.path.join(root, c, "meta.json"), "w") as f:
+            json.dump({"settings": {"defaults": prepare.CORPORA[c].defaults()}}, f)
+    return ["--data", str(root)]
+
+
+def test_cuda_presets_follow_the_paper_per_corpus(monkeypatch, tmp_path):
     """Appendix §4: the 4.7M model at context 1,024 (Python), 2,048 (web pages), 4,096
-    (spreadsheets); the larger web run 10 layers, d=512, 4 heads at 4,096."""
+    (spreadsheets); the larger web run 10 layers, d=512, 4 heads at 4,096. The corpus's entry in
+    prepare.CORPORA says which, through the prepared data's meta.json."""
     from model import PRESETS
-    assert train.parse(["--corpus", "web", "--device", "cpu"])[0]["preset"] == "cpu"   # CPU stays small
+    data = prepared(tmp_path, "python", "web", "sheets")
+    assert train.parse(["--corpus", "web", "--device", "cpu", *data])[0]["preset"] == "cpu"   # CPU stays small
     as_if_cuda(monkeypatch)
-    ctx = {c: PRESETS[train.parse(["--corpus", c, "--device", "cuda"])[0]["preset"]]["max_len"]
+    ctx = {c: PRESETS[train.parse(["--corpus", c, "--device", "cuda", *data])[0]["preset"]]["max_len"]
            for c in ("python", "web", "sheets")}
     assert ctx == {"python": 1024, "web": 2048, "sheets": 4096}
     assert PRESETS["paper_web_large"] == dict(n_layer=10, n_embd=512, n_head=4, max_len=4096)
-    assert train.parse(["--corpus", "web", "--device", "cuda", "--preset", "paper_web_large"])[0]["preset"] == \
+    assert train.parse(["--corpus", "web", "--device", "cuda", "--preset", "paper_web_large", *data])[0]["preset"] == \
         "paper_web_large"
+    with pytest.raises(SystemExit, match="not prepared"):
+        train.parse(["--corpus", "prose", *data])
 
 
 def test_record_units_restart_level1_ranks():
@@ -323,21 +337,22 @@ def test_record_units_restart_level1_ranks():
     assert prepare.record_rank_stats(record)["max"] == 1 and prepare.record_rank_stats(module)["max"] == 5
 
 
-def test_hrope_recipe_is_table_11(monkeypatch):
+def test_hrope_recipe_is_table_11(monkeypatch, tmp_path):
     """Paper 004 Table 11 for code and prose: lr 3e-4, weight decay 0.01, cosine to 1% of lr,
     dropout 0.1, patience 10, 16 blocks per step on CUDA; the tree recipe elsewhere."""
+    data = prepared(tmp_path, "prose", "python", "code")
     as_if_cuda(monkeypatch)
-    h = train.parse(["--corpus", "prose", "--device", "cuda"])[0]
+    h = train.parse(["--corpus", "prose", "--device", "cuda", *data])[0]
     assert (h["recipe"], h["lr"], h["weight_decay"], h["min_lr"], h["dropout"], h["patience"], h["docs_per_step"]) == \
         ("hrope", 3e-4, 0.01, 0.01, 0.1, 10, 16)
-    t = train.parse(["--corpus", "python"])[0]
+    t = train.parse(["--corpus", "python", *data])[0]
     assert (t["recipe"], t["lr"], t["weight_decay"], t["min_lr"], t["dropout"], t["patience"]) == \
         ("tree", 1.2e-3, 0.1, 0.1, 0.0, 0)
-    assert train.parse(["--corpus", "code", "--lr", "1e-3"])[0]["lr"] == 1e-3             # explicit beats recipe
-    c = train.parse(["--corpus", "code", "--device", "cpu"])[0]                         # CPU scale: only lr differs
+    assert train.parse(["--corpus", "code", "--lr", "1e-3", *data])[0]["lr"] == 1e-3             # explicit beats recipe
+    c = train.parse(["--corpus", "code", "--device", "cpu", *data])[0]                         # CPU scale: only lr differs
     same = ("weight_decay", "min_lr", "dropout", "patience")
     assert (c["recipe"], c["lr"]) == ("hrope_cpu", 1.2e-3) and [c[k] for k in same] == [h[k] for k in same]
-    assert train.parse(["--corpus", "code", "--device", "cpu", "--recipe", "hrope"])[0]["lr"] == 3e-4
+    assert train.parse(["--corpus", "code", "--device", "cpu", "--recipe", "hrope", *data])[0]["lr"] == 3e-4
     # the schedule at its boundaries, 5,000 steps: warmup ends at step 100 (the paper's 100),
     # the last step sits at 1% of the peak, half way through the cosine at 0.505 of it
     assert train.lr_at(0, 5000, 3e-4, 0.01) == pytest.approx(3e-4 / 100)
