@@ -1,16 +1,16 @@
-"""Paired statistics, figures and compression depth.
+"""Paired statistics, tables and figures of a study; paper 004's own tables by delegation.
 
     python analyze.py out/python                       # tables: every config vs seq_only
     python analyze.py out/python --baseline seq_tree --figures figs
-    python analyze.py --depth hrope.npz rand.npz       # compression depth U*, paired bootstrap
     python analyze.py --tokens RUN_A RUN_B             # two runs paired token by token
-    python analyze.py --boundary out/code              # paper 004 Table 1 (evaluate.py --boundary)
+    python analyze.py --depth hrope.npz rand.npz       # compression depth U*, paired bootstrap (compression.py)
+    python analyze.py --hubs RUN [RUN ...]             # paper 004 Table 13 (compression.py)
+    python analyze.py --paragraphs out/prose/hrope_axial out/code/hrope_axial   # Tables 5, 9 (compression.py)
+    python analyze.py --boundary out/code              # paper 004 Table 1 (boundaries.py)
     python analyze.py --candidates data/prose data/code  # paper 004 Table 4 (corpus only: candidates.py)
-    python analyze.py --paragraphs out/prose/hrope_axial out/code/hrope_axial   # Tables 5, 9
 
 Runs are paired by seed within a setting (corpus + model size + context + steps) and compared
-only at milestones both reached (depth-perception appendix §1). Compression depth follows the
-paragraph-boundaries paper §5.1 and App. A.3/A.6: the exact-distance estimator.
+only at milestones both reached (depth-perception appendix §1).
 """
 import argparse
 import csv
@@ -18,14 +18,18 @@ import glob
 import json
 import math
 import os
-import warnings
 from collections import defaultdict
 
 import numpy as np
 from scipy import stats
 
+import boundaries
+import candidates
+import compression
 import trees
-from prepare import replacing
+from compression import ci, resample_weights
+from data import replacing
+from rotary import Rotary
 
 
 # ------------------------------------------------------------------------ paired statistics ----
@@ -97,205 +101,6 @@ def table12(runs):
     return out
 
 
-def table8(runs):
-    """Paper 004 Table 8: the same-paragraph probe's balanced accuracy per layer, mean over seeds,
-    per model; and for hrope_axial against rand_axial, in how many shared seeds it is higher."""
-    out = []
-    for setting, configs in sorted(runs.items()):
-        probes = {c: {s: r["eval"]["probe"] for s, r in seeds.items() if "probe" in r.get("eval", {})}
-                  for c, seeds in configs.items()}
-        probes = {c: p for c, p in probes.items() if p}
-        if not probes:
-            continue
-        bacc = lambda p: np.array([l["balanced_accuracy"] for l in p["layers"]])
-        rows = {c: np.mean([bacc(p) for p in ps.values()], 0) for c, ps in sorted(probes.items())}
-        higher = None
-        if {"hrope_axial", "rand_axial"} <= set(probes):
-            common = sorted(set(probes["hrope_axial"]) & set(probes["rand_axial"]))
-            higher = (sum(bacc(probes["hrope_axial"][s]) > bacc(probes["rand_axial"][s]) for s in common), len(common))
-        out.append({"setting": setting, "rows": rows, "higher": higher})
-    return out
-
-
-def table8_markdown(t):
-    L = len(next(iter(t["rows"].values())))
-    lines = [f"### {t['setting'][0]}: same-paragraph probe, balanced accuracy by layer, mean over seeds "
-             "(paper 004 Table 8)", "", "| model | " + " | ".join(f"L{l}" for l in range(L)) + " |",
-             "| --- |" + " ---: |" * L]
-    lines += [f"| {c} | " + " | ".join(f"{v:.3f}" for v in vals) + " |" for c, vals in t["rows"].items()]
-    if t["higher"]:
-        k, n = t["higher"]
-        lines.append("| hrope_axial > rand_axial (seeds) | " + " | ".join(f"{int(x)}/{n}" for x in k) + " |")
-    return "\n".join(lines)
-
-
-def hub_table(run_dirs, split="test", gate=2000, draws=1000):
-    """Paper 004 Table 13: U* (degree-2 vertex, exact-distance cells) under each masking
-    condition, the runs' documents pooled (each seed's documents count as clusters of their own);
-    random conditions as mean ± std over their draws; the share of the original well removed;
-    document-cluster bootstrap 95% CIs for Original, Hub-masked and Freq-matched (as the paper
-    brackets them), or how many draws had no well. Beside U*, the response at the shallowest
-    displacement U(Δp1 = 1) (a descriptive number that exists where no well is identifiable, as at
-    CPU scale). Then the pair-matched mass sweep: both against the share of the hubs' pairs removed
-    (Pair-matched random is the 100% point)."""
-    conds = defaultdict(list)
-    for d in run_dirs:
-        for path in sorted(glob.glob(os.path.join(d, f"hub_*_{split}.npz"))):
-            name = os.path.basename(path)[4:-len(f"_{split}.npz")]
-            conds[name].append(load_acc(path))
-    pooled = {c: {k: np.concatenate([a[k] for a in accs]) for k in accs[0]} for c, accs in conds.items()}
-    depth = {c: compression_depth(acc, gate) for c, acc in pooled.items()}
-    u = {c: v[1] for c, v in depth.items()}
-    u1 = {c: v[2][1] for c, v in depth.items()}
-    share = lambda m, ref: 1 - m / ref["original"] if "original" in ref and ref["original"] else float("nan")
-    rows = []
-    for cond in ("original", "hub", "freq", "random", "pair_matched"):
-        names = [c for c in u if c == cond or (c.startswith(cond) and c[len(cond):].isdigit())]
-        if not names:
-            continue
-        vals = np.array([u[c] for c in names])
-        m, m1 = float(np.mean(vals)), float(np.mean([u1[c] for c in names]))      # NaN where a draw has no well
-        row = {"condition": cond, "U": m, "std": float(vals.std()) if len(names) > 1 and np.isfinite(m) else None,
-               "removed": share(m, u), "U1": m1, "removed_U1": share(m1, u1), "ci": None}
-        if cond in pooled and cond in ("original", "hub", "freq"):
-            boot = bootstrap_depth(pooled[cond], draws=draws, gate=gate)[0]
-            row["ci"] = ci(boot) if np.isnan(boot).sum() <= draws / 2 else int(np.isnan(boot).sum())
-        rows.append(row)
-    sweep = sorted((int(c[5:]), u[c], u1[c]) for c in u if c.startswith("sweep"))
-    if sweep and rows and rows[-1]["condition"] == "pair_matched":
-        sweep.append((100, rows[-1]["U"], rows[-1]["U1"]))
-    return rows, [{"percent": p, "U": v, "removed": share(v, u), "U1": v1, "removed_U1": share(v1, u1)}
-                  for p, v, v1 in sweep], draws
-
-
-def hub_markdown(table, title):
-    rows, sweep, draws = table
-    fmt = lambda x: "no interior minimum" if math.isnan(x) else f"{x:+.3f}"
-    pct = lambda x: "—" if math.isnan(x) else f"{100 * x:.0f}%"
-    lines = [f"### {title}", "", "| condition | U* | 95% CI | share of the well removed | U(Δp1 = 1) | share of U(1) removed |",
-             "| --- | ---: | --- | ---: | ---: | ---: |"]
-    for r in rows:
-        u = fmt(r["U"]) + (f" ± {r['std']:.3f}" if r["std"] is not None and not math.isnan(r["std"]) else "")
-        band = ("—" if r["ci"] is None else f"not identifiable ({r['ci']} of {draws} draws without a well)"
-                if isinstance(r["ci"], int) else f"[{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]")
-        first = r["condition"] == "original"
-        lines.append(f"| {r['condition']} | {u} | {band} | {'—' if first else pct(r['removed'])} | {r['U1']:+.3f} | "
-                     f"{'—' if first else pct(r['removed_U1'])} |")
-    if sweep:
-        lines += ["", "Pair-matched mass sweep (one draw per point; 100% is Pair-matched random, mean over its draws):", "",
-                  "| hubs' cross-paragraph pairs removed | U* | share of the well removed | U(Δp1 = 1) | share of U(1) removed |",
-                  "| ---: | ---: | ---: | ---: | ---: |"]
-        lines += [f"| {s['percent']}% | {fmt(s['U'])} | {pct(s['removed'])} | {s['U1']:+.3f} | {pct(s['removed_U1'])} |"
-                  for s in sweep]
-    return "\n".join(lines)
-
-
-# ----------------------------------------- Layer III: paragraph-level regression (§6.4) ----
-PREDICTORS = ("length", "ttr", "coherence", "position")
-PREDICTOR_NAMES = {"length": "Length", "ttr": "Type–token ratio", "coherence": "Embedding coherence",
-                   "position": "Position (control)"}
-
-
-def paragraph_depth(paths, gate=400):
-    """Per-paragraph depth U_p (paper 004 Eqs. A.2-A.3), the runs (seeds) pooled: base(d, b) is the
-    mean log Ā of the Δp1 = 0 pairs in its (d, band) cell, used only where the cell holds at least
-    `gate` pairs over all runs; a Δp1 = 1 pair scores D_eff,1 = log Ā - base(d, b(i)); U_p is the
-    mean over the pairs incident to paragraph p (reading: as the key's paragraph or as the query's),
-    its weight the number of those pairs. Returns {record, p1, U, weight} and the usable cells."""
-    zs = [np.load(p) for p in paths]
-    base_n = sum(z["base_n"] for z in zs)
-    base = np.where(base_n >= gate, sum(z["base_sum"] for z in zs) / np.maximum(base_n, 1), np.nan)
-    rec, p1, d, b, s, c = (np.concatenate([z[k] for z in zs]) for k in ("record", "p1", "d", "band", "sum", "count"))
-    ok = np.isfinite(base[d, b])
-    excess = s[ok] - c[ok] * base[d[ok], b[ok]]
-    width = int(p1.max(initial=0)) + 2
-    key = np.r_[rec[ok], rec[ok]] * width + np.r_[p1[ok], p1[ok] + 1]    # the key's and the query's paragraph
-    uniq, inv = np.unique(key, return_inverse=True)
-    weight = np.bincount(inv, np.r_[c[ok], c[ok]])
-    U = np.bincount(inv, np.r_[excess, excess]) / weight
-    return {"record": uniq // width, "p1": uniq % width, "U": U, "weight": weight}, int((base_n >= gate).sum())
-
-
-def wls(X, y, w):
-    """Weighted least squares of y on X with an intercept (App. A.10): coefficients, classical
-    standard errors (residual variance from the weighted residuals on N - k - 1 df), two-sided t
-    p-values, weighted R². Row 0 of each array is the intercept."""
-    X1 = np.c_[np.ones(len(y)), X]
-    XtW = X1.T * w
-    cov = np.linalg.inv(XtW @ X1)
-    coef = cov @ (XtW @ y)
-    e = y - X1 @ coef
-    df = len(y) - X1.shape[1]
-    s2 = (w * e * e).sum() / df
-    se = np.sqrt(np.diag(cov) * s2)
-    ybar = (w * y).sum() / w.sum()
-    return {"coef": coef, "se": se, "p": 2 * stats.t.sf(np.abs(coef / se), df), "df": df,
-            "r2": 1 - (w * e * e).sum() / (w * (y - ybar) ** 2).sum()}
-
-
-def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
-    """Tables 5 and 9 for one corpus: U_p of the pooled seeds of `config_dir` (out/<corpus>/
-    hrope_axial) regressed on the paragraph's predictors (candidates.paragraph_predictors), WLS
-    weighted by incident pair count; paragraphs truncated by the window or without a usable pair
-    are dropped."""
-    import candidates
-    paths = sorted(glob.glob(os.path.join(config_dir, "seed*", f"paragraph_{split}.npz")))
-    if not paths:
-        raise SystemExit(f"error: no seed*/paragraph_{split}.npz under {config_dir}; run evaluate.py RUN --paragraphs first")
-    with open(os.path.join(os.path.dirname(paths[0]), "config.json")) as f:
-        cfg = json.load(f)["run"]
-    depth, cells = paragraph_depth(paths, gate)
-    pred = candidates.paragraph_predictors(os.path.join(cfg["data"], cfg["corpus"]), split,
-                                           int(np.load(paths[0])["max_len"]), embedder)
-    width = int(max(pred["p1"].max(), depth["p1"].max(initial=0))) + 1
-    at = {k: i for i, k in enumerate(pred["record"] * width + pred["p1"])}
-    idx = np.array([at.get(k, -1) for k in depth["record"] * width + depth["p1"]], np.int64)
-    X = np.stack([pred[k][idx] for k in PREDICTORS], 1)
-    keep = (idx >= 0) & ~pred["truncated"][idx] & np.isfinite(X).all(1) & (depth["weight"] > 0)
-    X, y, w = X[keep], depth["U"][keep], depth["weight"][keep]
-    if len(y) <= len(PREDICTORS) + 1:
-        raise SystemExit(f"error: {config_dir}: {len(y)} paragraphs left after the gates; evaluate more records "
-                         f"(--max_docs) or lower --gate")
-    fit = wls(X, y, w)
-    sd = X.std(0)
-    return {"corpus": cfg["corpus"], "runs": len(paths), "cells": cells, "paragraphs": len(y),
-            "embedding": candidates.embedding_label(embedder),
-            "mean_weight": float(w.mean()), "mean_coherence": float(X[:, 2].mean()), "r2": float(fit["r2"]), "df": fit["df"],
-            **{k: {"b": float(fit["coef"][i + 1]), "se": float(fit["se"][i + 1]), "p": float(fit["p"][i + 1]),
-                   "std": float(fit["coef"][i + 1] * sd[i])} for i, k in enumerate(PREDICTORS)}}
-
-
-def paragraph_markdown(results):
-    """Table 5 (standardized coefficients, pairwise |z| of raw slopes with the Bonferroni threshold
-    over predictors x corpus pairs) and Table 9 (raw slopes with standard errors)."""
-    names = [r["corpus"] for r in results]
-    pairs = [(a, b) for a in range(len(results)) for b in range(a + 1, len(results))]
-    star = lambda p: "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
-    row = lambda cells: "| " + " | ".join(cells) + " |"
-    lines = ["### Paragraph-level compression regression of U_p, WLS within each corpus (paper 004 Table 5)", "",
-             row(["predictor"] + names + [f"{names[a]}–{names[b]} \\|z\\|" for a, b in pairs]),
-             row(["---"] + ["---:"] * (len(names) + len(pairs)))]
-    for k in PREDICTORS:
-        z = [abs(results[a][k]["b"] - results[b][k]["b"]) / math.hypot(results[a][k]["se"], results[b][k]["se"])
-             for a, b in pairs]
-        lines.append(row([PREDICTOR_NAMES[k]] + [f"{r[k]['std']:+.3f}{star(r[k]['p'])}" for r in results]
-                         + [f"{x:.2f}" for x in z]))
-    lines.append(row(["N paragraphs"] + [f"{r['paragraphs']:,}" for r in results] + [""] * len(pairs)))
-    lines.append(row(["weighted R²"] + [f"{r['r2']:.3f}" for r in results] + [""] * len(pairs)))
-    m = len(PREDICTORS) * len(pairs)
-    lines += ["", "Standardized coefficient = raw slope × the corpus's SD of the predictor; * p < 0.05, ** < 0.01, "
-              "*** < 0.001 (t on N − 5 df). "
-              + (f"|z| > {stats.norm.isf(0.05 / (2 * m)):.2f} is significant after Bonferroni over {m} comparisons "
-                 f"(paper, 12 comparisons: 2.87). " if pairs else "One corpus: no slope comparison. ")
-              + f"Coherence embedding: {results[0]['embedding']}. Seeds pooled: "
-              + "; ".join(f"{r['corpus']} {r['runs']} run(s), {r['cells']} usable (d, band) cells, mean weight "
-                          f"{r['mean_weight']:,.0f} pairs" for r in results) + ".", "",
-              "### Raw slopes, classical WLS standard errors in parentheses (paper 004 Table 9)", "",
-              row(["corpus"] + [PREDICTOR_NAMES[k] for k in PREDICTORS]), row(["---"] + ["---:"] * len(PREDICTORS))]
-    lines += [row([r["corpus"]] + [f"{r[k]['b']:+.3g} ({r[k]['se']:.2g})" for k in PREDICTORS]) for r in results]
-    return "\n".join(lines)
-
-
 def table12_markdown(t):
     corpus = t["setting"][0]
     head = " | ".join(v for v in HROPE_VARIANTS if v in t["stats"])
@@ -306,96 +111,6 @@ def table12_markdown(t):
              "| --- | ---: | ---: | ---: | --- | ---: |"]
     lines += [f"| {p['a']} vs {p['b']} | {p['n']} | {p['higher']}/{p['n']} | {p['mean']:+.4f} | "
               f"{'yes' if p['disjoint'] else 'no'} | {p['sign_p_one_sided']:.3g} |" for p in t["pairs"]]
-    return "\n".join(lines)
-
-
-# ------------------------------------------------------ Layer I: normalised boundary effect ----
-def boundary_pool(root, split="test"):
-    """{config: (fit[D, 5], sets[D, 7, 3], b_doc[k], b_sums[k, 3])} from evaluate.py --boundary,
-    the seeds of a configuration pooled: sums added per document (the same test documents), the
-    real boundaries of every seed kept (App. A.2: three seeds pooled per corpus)."""
-    out = {}
-    for path in sorted(glob.glob(os.path.join(root, "**", f"boundary_{split}.npz"), recursive=True)):
-        with open(os.path.join(os.path.dirname(path), "config.json")) as f:
-            r = json.load(f)["run"]
-        z = np.load(path)
-        out.setdefault(r.get("name") or r["config"], []).append(z)
-    pooled = {}
-    for config, zs in out.items():
-        docs = np.unique(np.concatenate([z["doc"] for z in zs]))
-        fit, sets = np.zeros((len(docs), 5)), np.zeros((len(docs), zs[0]["sets"].shape[1], 3))
-        b_doc, b_sums = [], []
-        for z in zs:
-            u = np.searchsorted(docs, z["doc"])
-            np.add.at(fit, u, z["fit"])
-            np.add.at(sets, u, z["sets"])
-            b_doc.append(u[z["b_doc"]])
-            b_sums.append(z["b_sums"])
-        pooled[config] = (fit, sets, np.concatenate(b_doc), np.concatenate(b_sums))
-    return pooled
-
-
-def boundary_effect(fit, sets, b_doc, b_sums, W):
-    """The Table 1 quantities for each row of document weights W (R, D): the line, the anchors and
-    every mean recomputed from the same weighted documents (App. A.2). Returns {name: (R,)}."""
-    n, sd, sdd, sy, sdy = (W @ fit).T
-    b1 = (n * sdy - sd * sy) / (n * sdd - sd ** 2)
-    b0 = (sy - b1 * sd) / n
-    S = np.einsum("rd,dkc->rkc", W, sets)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = (S[..., 2] - b0[:, None] * S[..., 0] - b1[:, None] * S[..., 1]) / S[..., 0]
-        within, para = mean[:, 0], mean[:, 1]
-        beta = (mean - within[:, None]) / (para - within)[:, None]
-        mb = (b_sums[:, 2] - b0[:, None] * b_sums[:, 0] - b1[:, None] * b_sums[:, 1]) / b_sums[:, 0]
-        beta_b = (mb - within[:, None]) / (para - within)[:, None]
-        wb = W[:, b_doc]
-        below = (beta_b < beta[:, 5:6]) + 0.5 * (beta_b == beta[:, 5:6])
-        c_pct = 100 * (wb * below).sum(1) / wb.sum(1)
-    return {"delta_B": beta[:, 3] - beta[:, 4], "delta_C": beta[:, 5] - beta[:, 6], "beta_B": beta[:, 3],
-            "beta_C": beta[:, 5], "beta_sent": beta[:, 2], "paper_delta_B": beta[:, 3] - 1,
-            "paper_delta_C": beta[:, 5] - beta[:, 2], "C_pct": c_pct}
-
-
-def boundary_table(pooled, draws=4000, seed=0):
-    """Point estimates and 95% document-cluster bootstrap CIs per configuration."""
-    rows = []
-    rng = np.random.default_rng(seed)
-    for config, (fit, sets, b_doc, b_sums) in sorted(pooled.items()):
-        D = len(fit)
-        point = {k: float(v[0]) for k, v in boundary_effect(fit, sets, b_doc, b_sums, np.ones((1, D))).items()}
-        boot = {k: [] for k in point}
-        for start in range(0, draws, 500):     # chunks keep the (draws x boundaries) matrix small
-            W = rng.multinomial(D, np.full(D, 1 / D), size=min(500, draws - start)).astype(np.float64)
-            for k, v in boundary_effect(fit, sets, b_doc, b_sums, W).items():
-                boot[k].append(v)
-        row = {"config": config, "documents": D, "boundaries": len(b_doc),
-               "estimable": bool(sets[:, 1, 0].sum() and sets[:, 3, 0].sum() and sets[:, 5, 0].sum())}
-        for k, v in point.items():
-            with warnings.catch_warnings():         # a draw without boundaries gives NaN: left out
-                warnings.simplefilter("ignore", RuntimeWarning)
-                lo, hi = np.nanpercentile(np.concatenate(boot[k]), [2.5, 97.5])
-            row[k], row[k + "_lo"], row[k + "_hi"] = v, float(lo), float(hi)
-        rows.append(row)
-    return rows
-
-
-def boundary_markdown(rows, title):
-    f = lambda r, k, fmt="+.3f": f"{r[k]:{fmt}} [{r[k + '_lo']:{fmt}}, {r[k + '_hi']:{fmt}}]"
-    lines = [f"### {title}", "",
-             "| model | docs | Δ_B | Δ_C | β_C | C_pct % | β_B − 1 (paper) | β_C − β_A^sent (paper) | H0(1) Δ=0 | H0(2) β_C=1 |",
-             "| --- | ---: | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in rows:
-        if not r["estimable"]:
-            lines.append(f"| {r['config']} | {r['documents']} | not estimable: the scored records hold no real paragraph "
-                         "boundary or no intervened pair | | | | | | | |")
-            continue
-        exact = r["delta_B"] == 0 and r["delta_C"] == 0
-        h1 = "holds exactly" if exact else ("rejected" if not (r["delta_B_lo"] <= 0 <= r["delta_B_hi"]
-                                                             and r["delta_C_lo"] <= 0 <= r["delta_C_hi"]) else "not rejected")
-        h2 = "—" if exact else ("rejected" if not r["beta_C_lo"] <= 1 <= r["beta_C_hi"] else "not rejected")
-        lines.append(f"| {r['config']} | {r['documents']} | {f(r, 'delta_B')} | {f(r, 'delta_C')} | "
-                     f"{f(r, 'beta_C', '.3f')} | {f(r, 'C_pct', '.1f')} | {f(r, 'paper_delta_B')} | "
-                     f"{f(r, 'paper_delta_C')} | {h1} | {h2} |")
     return "\n".join(lines)
 
 
@@ -803,152 +518,7 @@ def _table(path, header, rows):
         w.writerows(rows)
 
 
-# --------------------------------------------------------------------- compression depth ----
-# Input: per-document cell accumulators of log attention, each an array (n_docs, D + 1, K + 1)
-# over token distance d = 0..D and paragraph displacement Δp1 = 0..K: 'sum', 'sumsq', 'count'
-# (evaluate.py writes them; layers and heads pooled).
-def distance_fit(S, N):
-    """β0, β1 of log Ā = β0 + β1 d by pair-weighted least squares over all cells (Eq. 3.2)."""
-    d = np.arange(S.shape[-2])[:, None] * np.ones(S.shape[-1])
-    n = N.sum(axis=tuple(range(N.ndim - 2))) if N.ndim > 2 else N
-    s = S.sum(axis=tuple(range(S.ndim - 2))) if S.ndim > 2 else S
-    w = n.ravel()
-    x = d.ravel()
-    y = np.divide(s.ravel(), w, out=np.zeros_like(w, dtype=float), where=w > 0)
-    X = np.stack([np.ones_like(x), x], 1)
-    beta = np.linalg.lstsq(X * np.sqrt(w)[:, None], y * np.sqrt(w), rcond=None)[0]
-    return beta
-
-
-def response(S, Q, N, gate=2000, weights="pairs", d_max=1024):
-    """Exact-distance response U(Δp1), Δp1 = 0..K, from pooled cells S, Q, N of shape
-    (..., D + 1, K + 1): for each d the contrast mean(d, Δp1) − mean(d, 0), kept where both
-    cells hold >= gate pairs, combined across d with pair-count ('pairs'), inverse-variance
-    ('ivar') or uniform weights. The linear distance term of D_eff cancels inside each d.
-    Returns (U, total weight per Δp1); U is NaN where no d survives the gate."""
-    S, Q, N = (a[..., 1:d_max + 1, :].astype(float) for a in (S, Q, N))   # d >= 1
-    mean = np.divide(S, N, out=np.zeros_like(S), where=N > 0)
-    var = np.divide(Q, N, out=np.zeros_like(Q), where=N > 0) - mean ** 2
-    contrast = mean - mean[..., :1]
-    keep = (N >= gate) & (N[..., :1] >= gate)
-    if weights == "pairs":
-        w = N
-    elif weights == "ivar":
-        se2 = np.divide(var, N, out=np.full_like(var, np.inf), where=N > 0) + \
-            np.divide(var[..., :1], N[..., :1], out=np.full_like(var[..., :1], np.inf), where=N[..., :1] > 0)
-        w = np.divide(1.0, se2, out=np.zeros_like(se2), where=se2 > 0)
-    else:
-        w = np.ones_like(N)
-    w = np.where(keep, w, 0.0)
-    tot = w.sum(-2)
-    U = np.divide((w * contrast).sum(-2), tot, out=np.full_like(tot, np.nan), where=tot > 0)
-    return U, tot
-
-
-def well(U, tot, degree=2):
-    """Weighted polynomial fit to U(Δp1) over Δp1 >= 1 with data; the interior minimum
-    (Δp1*, U*) or (nan, nan) when the fit is monotonic / has no minimum inside the range."""
-    k = np.arange(U.shape[-1], dtype=float)
-    ok = ~np.isnan(U) & (k >= 1) & (tot > 0)
-    if ok.sum() < degree + 1:
-        return float("nan"), float("nan")
-    c = np.polyfit(k[ok], U[ok], degree, w=np.sqrt(tot[ok] / tot[ok].max()))
-    lo, hi = k[ok].min(), k[ok].max()
-    roots = np.roots(np.polyder(c))
-    cands = [r.real for r in roots if abs(r.imag) < 1e-9 and lo < r.real < hi and np.polyval(np.polyder(c, 2), r.real) > 0]
-    if not cands:
-        return float("nan"), float("nan")
-    x = min(cands, key=lambda r: np.polyval(c, r))
-    return float(x), float(np.polyval(c, x))
-
-
-def _well2_batch(U, tot):
-    """Vectorised degree-2 `well` over a batch of curves (B, K + 1)."""
-    k = np.arange(U.shape[-1], dtype=float)
-    ok = ~np.isnan(U) & (k >= 1) & (tot > 0)
-    w = np.where(ok, tot / np.maximum(tot.max(-1, keepdims=True), 1e-12), 0.0)   # weights (sqrt^2)
-    X = np.stack([k ** 2, k, np.ones_like(k)], -1)                                 # (K+1, 3)
-    Uz = np.where(ok, U, 0.0)
-    A = np.einsum("bk,ki,kj->bij", w, X, X)
-    y = np.einsum("bk,ki,bk->bi", w, X, Uz)
-    good = ok.sum(-1) >= 3
-    A[~good] = np.eye(3)
-    c = np.linalg.solve(A, y[..., None])[..., 0]
-    a, b, c0 = c[:, 0], c[:, 1], c[:, 2]
-    x = -b / np.where(a != 0, 2 * a, np.nan)
-    lo = np.where(ok, k, np.inf).min(-1)
-    hi = np.where(ok, k, -np.inf).max(-1)
-    interior = good & (a > 0) & (x > lo) & (x < hi)
-    return np.where(interior, x, np.nan), np.where(interior, a * x ** 2 + b * x + c0, np.nan)
-
-
-def compression_depth(acc, gate=2000, weights="pairs", degree=2):
-    """(Δp1*, U*, U curve) pooled over all documents of one model's accumulators."""
-    S, Q, N = (acc[k].sum(0) for k in ("sum", "sumsq", "count"))
-    U, tot = response(S, Q, N, gate, weights)
-    x, u = well(U, tot, degree)
-    return x, u, U
-
-
-def resample_weights(rng, draws, n):
-    """(draws, n) multiplicities of n clusters resampled with replacement, one row per draw."""
-    W = np.zeros((draws, n))
-    np.add.at(W, (np.arange(draws)[:, None], rng.integers(0, n, size=(draws, n))), 1.0)
-    return W
-
-
-def bootstrap_depth(acc_a, acc_b=None, draws=2000, gate=2000, seed=0, chunk=100):
-    """Paired document-cluster bootstrap (App. A.3): each draw resamples documents with
-    replacement and applies the same draw to both models. Returns U* draws for A (and B, and
-    the gap A − B)."""
-    rng = np.random.default_rng(seed)
-    n_docs = acc_a["count"].shape[0]
-    shape = acc_a["count"].shape[1:]
-    flat = lambda acc, k: acc[k].reshape(n_docs, -1).astype(float)
-    mats = [[flat(a, k) for k in ("sum", "sumsq", "count")] for a in ([acc_a] + ([acc_b] if acc_b else []))]
-    out = [[] for _ in mats]
-    for start in range(0, draws, chunk):
-        m = min(chunk, draws - start)
-        W = resample_weights(rng, m, n_docs)
-        for j, (S, Q, N) in enumerate(mats):
-            Sb, Qb, Nb = ((W @ X).reshape(m, *shape) for X in (S, Q, N))
-            U, tot = response(Sb, Qb, Nb, gate)
-            out[j].append(_well2_batch(U, tot)[1])
-    res = [np.concatenate(o) for o in out]
-    if acc_b:
-        res.append(res[0] - res[1])
-    return res
-
-
-def ci(x, level=0.95):
-    x = x[~np.isnan(x)]
-    if not len(x):
-        return float("nan"), float("nan")
-    return tuple(np.percentile(x, [50 * (1 - level), 50 * (1 + level)]))
-
-
-def binned_response(S, N, bins):
-    """The superseded estimator (App. A.6): pool all pairs inside each distance bin, contrast
-    each Δp1 with the bin's own Δp1 = 0 mean, combine bins by pair count. Kept to show the
-    artifact: inside a wide bin the Δp1 groups sit at different typical distances."""
-    U = np.zeros(S.shape[-1])
-    tot = np.zeros(S.shape[-1])
-    lo = 1
-    for hi in bins:
-        s, n = S[lo:hi + 1].sum(0), N[lo:hi + 1].sum(0)
-        mean = np.divide(s, n, out=np.zeros_like(s, dtype=float), where=n > 0)
-        U += n * (mean - mean[0])
-        tot += n
-        lo = hi + 1
-    return np.divide(U, tot, out=np.full_like(U, np.nan), where=tot > 0)
-
-
-def load_acc(path):
-    """Cell accumulators of one model; 'a.npz,b.npz' pools seeds scored on the same documents."""
-    accs = [np.load(p) for p in path.split(",")]
-    return {k: sum(z[k] for z in accs) for k in ("sum", "sumsq", "count")}
-
-
+# ---------------------------------------------------------------------- two runs, token by token ----
 def token_gap(run_a, run_b, draws=2000, seed=0, split="test"):
     """Two runs scored on the same tokens (evaluate.py's eval_<split>_tokens.npz), paired token
     by token: mean Δ = a − b nats/token per kind, with a document-cluster bootstrap 95% CI."""
@@ -974,43 +544,7 @@ def token_gap(run_a, run_b, draws=2000, seed=0, split="test"):
     return out
 
 
-def _label(path):
-    """out/code/hrope_axial/seed0/depth_test.npz,... -> 'hrope_axial (3 files)'."""
-    parts = path.split(",")
-    name = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(parts[0])))) or parts[0]
-    return f"{name} ({len(parts)} file{'s' if len(parts) > 1 else ''})"
-
-
-def depth_report(path_a, path_b=None, draws=2000, gates=(200, 1000, 2000, 3000)):
-    a = load_acc(path_a)
-    b = load_acc(path_b) if path_b else None
-    lines = ["| model | gate | Δp1* (deg 2) | U* (deg 2) | Δp1* (deg 3) | U* (deg 3) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for name, acc in [(path_a, a)] + ([(path_b, b)] if b else []):
-        for g in gates:
-            x2, u2, _ = compression_depth(acc, g, degree=2)
-            x3, u3, _ = compression_depth(acc, g, degree=3)
-            fmt = lambda v: "no interior minimum" if math.isnan(v) else f"{v:.3f}"
-            lines.append(f"| {_label(name)} | {g} | {fmt(x2)} | {fmt(u2)} | {fmt(x3)} | {fmt(u3)} |")
-    res = bootstrap_depth(a, b, draws)
-    lines.append("")
-    lines.append(f"paired document-cluster bootstrap, {draws} draws, gate 2000:")
-    names = [_label(path_a)] + ([_label(path_b), "gap (first − second)"] if b else [])
-    for n, r in zip(names, res):
-        missing = int(np.isnan(r).sum())
-        if missing > draws / 2:   # a CI from the few draws that happen to curve would mislead
-            lines.append(f"  {n}: not identifiable ({missing} of {draws} draws without an interior minimum)")
-        else:
-            lo, hi = ci(r)
-            lines.append(f"  {n}: U* 95% CI [{lo:.3f}, {hi:.3f}] ({missing} draws without an interior minimum)")
-    lines.append("")
-    lines.append("response U(Δp1) at gate 2000, Δp1 = 1..8 (NaN: no cell passed the gate):")
-    for name, acc in [(path_a, a)] + ([(path_b, b)] if b else []):
-        U = compression_depth(acc, 2000)[2]
-        lines.append(f"  {_label(name)}: " + " ".join(f"{u:+.3f}" for u in U[1:9]))
-    return "\n".join(lines)
-
-
-def main(argv=None):
+def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("root", nargs="?", help="out/<corpus> (or out/)")
     ap.add_argument("--baseline", default=None, help="default: seq_only (flat for hRoPE runs)")
@@ -1029,44 +563,53 @@ def main(argv=None):
                     "model folder (default: the stand-in embedding)")
     ap.add_argument("--candidates", nargs="+", metavar="DATA", help="paper 004 Table 4 for prepared paragraph "
                     "corpora (candidates.py; no model)")
-    args = ap.parse_args(argv)
-    if args.hubs:
-        print(hub_markdown(hub_table(args.hubs, args.split, draws=args.draws),
-                           f"compression depth under hub masking, {len(args.hubs)} run(s) pooled (paper 004 Table 13)"))
-        return
-    if args.paragraphs:
-        print(paragraph_markdown([paragraph_regression(d, args.split, args.gate, args.embedder) for d in args.paragraphs]))
-        return
-    if args.candidates:
-        import candidates
-        extra = ["--embedder", args.embedder] if args.embedder else []
-        return candidates.main(args.candidates + ["--draws", str(max(args.draws, 1000))] + extra)
-    if args.boundary:
-        pooled = boundary_pool(args.boundary, args.split)
-        if not pooled:
-            raise SystemExit(f"error: no boundary_{args.split}.npz under {args.boundary}; run evaluate.py RUN --boundary first")
-        print(boundary_markdown(boundary_table(pooled, max(args.draws, 4000)),
-                                f"{args.boundary}: normalised boundary effect, seeds pooled, 95% document-cluster "
-                                f"bootstrap CIs (paper 004 Table 1)"))
-        return
-    if args.tokens:
-        print(f"### token-paired Δ = {args.tokens[0]} − {args.tokens[1]} (nats/token, document-cluster bootstrap)\n")
-        print("| kind | tokens | documents | Δ | 95% CI |\n| --- | ---: | ---: | ---: | --- |")
-        for k, r in token_gap(*args.tokens, draws=args.draws).items():
-            print(f"| {k} | {r['tokens']} | {r['documents']} | {r['delta']:+.4f} | [{r['ci_lo']:+.4f}, {r['ci_hi']:+.4f}] |")
-        return
-    if args.depth:
-        print(depth_report(args.depth[0], args.depth[1] if len(args.depth) > 1 else None, args.draws))
-        return
-    if not args.root:
-        ap.error("give out/<corpus> or --depth")
-    runs = load_runs(args.root, args.finished)
-    if not runs:
-        raise SystemExit(f"no runs under {args.root}")
-    if args.figures:
-        os.makedirs(args.figures, exist_ok=True)
-    names = {c for s in runs.values() for c in s}
-    baseline = args.baseline or ("seq_only" if "seq_only" in names else "flat")
+    return ap, ap.parse_args(argv)
+
+
+# ------------------------------------------------------------------------------------ modes ----
+def hub_mode(args):
+    print(compression.hub_markdown(compression.hub_table(args.hubs, args.split, draws=args.draws),
+                                   f"compression depth under hub masking, {len(args.hubs)} run(s) pooled (paper 004 Table 13)"))
+
+
+def paragraphs_mode(args):
+    print(compression.paragraph_markdown([compression.paragraph_regression(d, args.split, args.gate, args.embedder)
+                                          for d in args.paragraphs]))
+
+
+def candidates_mode(args):
+    extra = ["--embedder", args.embedder] if args.embedder else []
+    return candidates.main(args.candidates + ["--draws", str(max(args.draws, 1000))] + extra)
+
+
+def boundary_mode(args):
+    pooled = boundaries.boundary_pool(args.boundary, args.split)
+    if not pooled:
+        raise SystemExit(f"error: no boundary_{args.split}.npz under {args.boundary}; run evaluate.py RUN --boundary first")
+    print(boundaries.boundary_markdown(boundaries.boundary_table(pooled, max(args.draws, 4000)),
+                                       f"{args.boundary}: normalised boundary effect, seeds pooled, 95% document-cluster "
+                                       f"bootstrap CIs (paper 004 Table 1)"))
+
+
+def tokens_mode(args):
+    print(f"### token-paired Δ = {args.tokens[0]} − {args.tokens[1]} (nats/token, document-cluster bootstrap)\n")
+    print("| kind | tokens | documents | Δ | 95% CI |\n| --- | ---: | ---: | ---: | --- |")
+    for k, r in token_gap(*args.tokens, draws=args.draws).items():
+        print(f"| {k} | {r['tokens']} | {r['documents']} | {r['delta']:+.4f} | [{r['ci_lo']:+.4f}, {r['ci_hi']:+.4f}] |")
+
+
+def depth_mode(args):
+    print(compression.depth_report(args.depth[0], args.depth[1] if len(args.depth) > 1 else None, args.draws))
+
+
+# analyze.py --flag ...: each flag one mode, the first given wins; without one, a study's tables
+MODES = (("hubs", hub_mode), ("paragraphs", paragraphs_mode), ("candidates", candidates_mode),
+         ("boundary", boundary_mode), ("tokens", tokens_mode), ("depth", depth_mode))
+
+
+def print_deltas(runs, baseline, figures):
+    """Every configuration against the baseline: validation at the last shared milestone, test at the
+    end, per kind of token (Fig. 5), and with its structure shuffled or removed."""
     for metric in ("val", "test"):
         rows = compare(runs, baseline, metric)
         if not rows:
@@ -1079,8 +622,8 @@ def main(argv=None):
             print(markdown(rs, f"{corpus} ({L} layers, d={E}, {H} heads, context {T}, {steps} steps): "
                                f"{metric} Δ vs {baseline} at step {rs[0]['step']}"))
             print()
-        if args.figures:
-            write_csv(rows, os.path.join(args.figures, f"table_{metric}.csv"))
+        if figures:
+            write_csv(rows, os.path.join(figures, f"table_{metric}.csv"))
     kinds = compare_kinds(runs, baseline)
     for setting in sorted({r["setting"] for r in kinds}):
         print(kinds_markdown([r for r in kinds if r["setting"] == setting],
@@ -1091,6 +634,11 @@ def main(argv=None):
         print(markdown([r for r in intervened if r["setting"] == setting],
                        f"{setting[0]}: test Δ vs {baseline} as it is, with the configuration's structure shuffled or removed"))
         print()
+    return kinds
+
+
+def print_interventions(runs):
+    """Coordinate interventions per configuration, and paper 004's p1 substitutions (Table 2, §4.3)."""
     inter = interventions(runs)
     for setting in sorted({r["setting"] for r in inter}):
         print(interventions_markdown([r for r in inter if r["setting"] == setting and r["kind"] in ("all",) + KEY_KINDS],
@@ -1107,36 +655,63 @@ def main(argv=None):
                   f"paper, period_axial: +0.015 to +0.040 nats)\n\n| own coordinate | true p1 | Δ nats/token | "
                   f"higher in |\n| ---: | ---: | ---: | ---: |\n| {r['real']:.4f} | {r['real'] + r['delta']:.4f} | "
                   f"{r['delta']:+.4f} | {r['hurt']}/{r['n']} seeds |\n")
+    return inter
+
+
+def print_variants_and_attention(runs, baseline):
+    """Paper 004 Tables 12 and 8 (hRoPE variants' validation loss, the probe), then attention shares."""
     for t in table12(runs):
         print(table12_markdown(t))
         print()
-    for t in table8(runs):
-        print(table8_markdown(t))
+    for t in boundaries.table8(runs):
+        print(boundaries.table8_markdown(t))
         print()
     att = compare_attention(runs, baseline)
     for setting in sorted({r["setting"] for r in att}):
         print(attention_markdown([r for r in att if r["setting"] == setting],
                                  f"{setting[0]}: attention shares vs {baseline}, mean over heads (test)"))
         print()
+
+
+def write_figures(runs, baseline, kinds, inter, out_dir):
+    if kinds:
+        figure_kinds(kinds, out_dir)
+        write_csv_rows(kinds, os.path.join(out_dir, "table_kinds.csv"))
+    if inter:
+        write_csv_rows(inter, os.path.join(out_dir, "table_interventions.csv"))
+    figure_columns(runs, out_dir)
+    figure_demo(runs, out_dir)
+    figure_gap(runs, baseline, out_dir)
+    rows = compare(runs, baseline, "val")
+    planes = {}
+    for r in rows:
+        try:
+            planes[r["config"]] = max(p for L in Rotary(r["config"], 128, r["setting"][1]).count()[0] for p in L)
+        except (ValueError, KeyError):
+            pass
+    figure_planes(rows, out_dir, planes)
+    print(f"figures written to {out_dir}")
+
+
+def main(argv=None):
+    ap, args = parse(argv)
+    for flag, mode in MODES:
+        if getattr(args, flag):
+            return mode(args)
+    if not args.root:
+        ap.error("give out/<corpus> or --depth")
+    runs = load_runs(args.root, args.finished)
+    if not runs:
+        raise SystemExit(f"no runs under {args.root}")
     if args.figures:
-        if kinds:
-            figure_kinds(kinds, args.figures)
-            write_csv_rows(kinds, os.path.join(args.figures, "table_kinds.csv"))
-        if inter:
-            write_csv_rows(inter, os.path.join(args.figures, "table_interventions.csv"))
-        figure_columns(runs, args.figures)
-        figure_demo(runs, args.figures)
-        from rotary import Rotary
-        figure_gap(runs, baseline, args.figures)
-        rows = compare(runs, baseline, "val")
-        planes = {}
-        for r in rows:
-            try:
-                planes[r["config"]] = max(p for L in Rotary(r["config"], 128, r["setting"][1]).count()[0] for p in L)
-            except (ValueError, KeyError):
-                pass
-        figure_planes(rows, args.figures, planes)
-        print(f"figures written to {args.figures}")
+        os.makedirs(args.figures, exist_ok=True)
+    names = {c for s in runs.values() for c in s}
+    baseline = args.baseline or ("seq_only" if "seq_only" in names else "flat")
+    kinds = print_deltas(runs, baseline, args.figures)
+    inter = print_interventions(runs)
+    print_variants_and_attention(runs, baseline)
+    if args.figures:
+        write_figures(runs, baseline, kinds, inter, args.figures)
 
 
 if __name__ == "__main__":

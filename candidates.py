@@ -34,7 +34,7 @@ import numpy as np
 from scipy import optimize, sparse
 from scipy.sparse.linalg import svds
 
-from prepare import load_split
+from data import load_split
 
 D_MAX = 15          # displacements fitted (paragraphs)
 EMBED_DIM = 64      # the stand-in embedding's dimension

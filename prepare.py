@@ -4,17 +4,14 @@
     python prepare.py web               # real HTML documentation found on this machine
     python prepare.py python --src DIR  # any folder(s) of .py files
 
-Writes data/<corpus>/{train,val,test}_<field>.npy (memory-mappable) and meta.json.
-Fields per token: tokens, pos (index in record), path (22 levels of sibling ranks, -1 absent),
-depth, within (index inside its node, -1 if no node), ref_path (reference target's path, -1),
-symbol (variable id by first mention, -1), kind (KIND_* flags), p (hRoPE p1, p2, p3).
-doc_start holds record offsets (n_records + 1), record_doc the document of each record.
+Writes data/<corpus>/{train,val,test}_<field>.npy (memory-mappable) and meta.json in the format
+data.py holds: token ids, record offsets (doc_start), each record's document (record_doc) and the
+per-token fields of data.FIELDS (pos, path, depth, within, ref_path, symbol, kind, p, ...).
 Nothing is downloaded: the tokeniser (tokenizer.py) is a byte-level BPE that rustbpe trains
 here on the training split and tiktoken runs.
 """
 import argparse
 import collections
-import contextlib
 import functools
 import glob
 import hashlib
@@ -27,6 +24,8 @@ import sys
 import sysconfig
 import time
 import zlib
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 from openpyxl.workbook.defined_name import DefinedName
@@ -34,110 +33,10 @@ from tqdm import tqdm
 
 import tokenizer
 import trees
-
-SPLITS = ("train", "val", "test")
-
-
-# ------------------------------------------------------------------------- atomic files ----
-@contextlib.contextmanager
-def replacing(path):
-    """Yield a temporary name beside `path`, then rename it over `path`: a kill never leaves a
-    half-written file, and readers see either the old file or the new one."""
-    root, ext = os.path.splitext(path)
-    tmp = f"{root}.tmp{os.getpid()}{ext}"        # keeps the extension: np.savez appends .npz
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+from data import SPLITS, token_coords, write_split
 
 
-def write_json(obj, path):
-    with replacing(path) as tmp, open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-
-
-# ---------------------------------------------------------------------- doc -> token coords ----
-def token_coords(doc, ids, tok_len):
-    """Per-token coordinates of one Doc. A token belongs to the node of its first byte that has
-    a node (for web text: its first non-space byte; sheets: separators belong to no node)."""
-    b = doc.text.encode("utf-8")
-    if len(b) == len(doc.text):
-        byte_char = np.arange(len(b))
-    else:                                          # map bytes to characters
-        byte_char = np.cumsum((np.frombuffer(b, np.uint8) & 0xC0) != 0x80) - 1
-    byte_node = doc.char_node[byte_char]
-    n = len(ids)
-    lens = tok_len[ids]
-    end = np.cumsum(lens)
-    start = end - lens
-    idx = np.where(byte_node >= 0, np.arange(len(b)), len(b))
-    nxt = np.minimum.accumulate(idx[::-1])[::-1]
-    first = nxt[start]
-    has = first < end
-    at = np.where(has, first, start)
-    node = np.where(has, byte_node[np.minimum(at, len(b) - 1)], -1)
-
-    depth_n, path_n = doc.node_coords()
-    out = {"pos": np.arange(n, dtype=np.int32)}
-    out["path"] = np.where(node[:, None] >= 0, path_n[node], -1)
-    out["depth"] = np.where(node >= 0, depth_n[node], 0).astype(np.int32)
-    # within-node index: how many earlier tokens the same node has (node -1: absent)
-    order = np.argsort(node, kind="stable")
-    sn = node[order]
-    group_start = np.r_[0, np.flatnonzero(sn[1:] != sn[:-1]) + 1]
-    cnt = np.arange(n) - np.repeat(group_start, np.diff(np.r_[group_start, n]))
-    within = np.empty(n, np.int64)
-    within[order] = cnt
-    out["within"] = np.where(node >= 0, within, -1).astype(np.int32)
-    kind = doc.char_kind[byte_char[np.minimum(at, len(b) - 1)]] if doc.char_kind is not None else None
-    out["kind"] = kind if kind is not None else np.zeros(n, np.uint8)
-    if doc.copied_from is not None:   # "copied from the cell above" counts only across >= 256 tokens
-        char_first_byte = np.searchsorted(byte_char, np.arange(len(doc.text)))
-        src = doc.copied_from[byte_char[np.minimum(at, len(b) - 1)]]
-        src_tok = np.searchsorted(end, char_first_byte[np.maximum(src, 0)], side="right")
-        near = (src >= 0) & (np.arange(n) - src_tok < trees.COPY_DISTANCE)
-        out["kind"] = np.where(near, out["kind"] & ~np.uint8(trees.KIND_COPIED), out["kind"]).astype(np.uint8)
-    if doc.ref is not None or doc.ref_path is not None:   # a workbook without references has one too
-        ref_path = np.full((n, trees.LEVELS), -1, np.int64)
-        if doc.ref is not None:
-            tgt = np.where(node >= 0, doc.ref[node], -1)
-            ref_path[tgt >= 0] = path_n[tgt[tgt >= 0]]
-        if doc.ref_path:                                  # sheets: explicit targets per node
-            table = np.full((len(doc.parent) + 1, trees.LEVELS), -1, np.int64)   # last row: no node
-            for nid, p in doc.ref_path.items():
-                table[nid, :len(p)] = p
-            has = np.zeros(len(doc.parent) + 1, bool)
-            has[list(doc.ref_path)] = True
-            ref_path = np.where(has[node][:, None], table[node], ref_path)
-        out["ref_path"] = ref_path
-    if doc.symbol is not None:
-        out["symbol"] = np.where(node >= 0, doc.symbol[node], -1).astype(np.int32)
-    if doc.source >= 0:
-        out["source"] = np.full(n, doc.source, np.int32)
-    if doc.label is not None:
-        out["label"] = np.where(node >= 0, doc.label[node], -1).astype(np.int32)
-    if doc.stmt is not None:   # the statement grid (this repository's reading of the paper's term):
-        s = np.where(node >= 0, doc.stmt[node], -1)   # row = statement ordinal, column = token in it
-        row = np.searchsorted(np.flatnonzero(doc.stmt == np.arange(len(doc.stmt))), s)
-        order = np.argsort(s, kind="stable")
-        ss = s[order]
-        starts = np.r_[0, np.flatnonzero(ss[1:] != ss[:-1]) + 1]
-        col = np.empty(n, np.int64)
-        col[order] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
-        out["grid"] = np.where((s >= 0)[:, None], np.stack([row, col], 1), -1).astype(np.int32)
-    if doc.char_p is not None:
-        p = doc.char_p[byte_char[np.minimum(at, len(b) - 1)]].astype(np.int64)
-        # p3: token index inside its sentence (restarts whenever p1 or p2 changes)
-        new = np.r_[True, (p[1:, :2] != p[:-1, :2]).any(1)]
-        starts = np.flatnonzero(new)
-        p[:, 2] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
-        out["p"] = p
-    out["node"] = node
-    return out
-
-
+# ------------------------------------------------------------------ token coords -> records ----
 def records(coords, max_len, long_docs, boundary, p1_cap=None, restart_level1=False):
     """Cut one document's token coordinates into training records of at most max_len tokens.
     long_docs: 'crop' keeps the first max_len tokens, 'drop' drops the document, 'split' cuts
@@ -645,26 +544,86 @@ def _build_web_sheets(item, render="values"):
     return name, doc, reason
 
 
-CORPORA = {
-    # corpus: (sources(args) -> ([(name, path)], dirs), build((name, path)) -> (name, Doc|None, reason))
-    "python": (python_sources, _build_python),
-    "web": (web_sources, _build_web),
-    "prose": (prose_sources, _build_prose),
-    "code": (python_sources, _build_code),
-    "sheets": (sheets_sources, _build_sheets),
-    "web_sheets": (web_sheets_sources, _build_web_sheets),
-    "programs": (programs_sources, _build_python),
-    "json": (json_sources, _build_json),
-    "xml": (xml_sources, _build_xml),
-    "markdown": (markdown_sources, _build_markdown),
-    "webtext": (webtext_sources, functools.partial(_build, builder=trees.webtext_doc)),
+# ------------------------------------------------------------------------------- corpora ----
+# Where a record may start when a long document is split (--long split): per token, from its
+# coordinates and its Doc.
+def statements(c, doc):        # Python: a top-level statement
+    return np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 1)
+
+
+def paragraphs(c, doc):        # prose, code: a new paragraph or block
+    return np.r_[True, c["p"][1:, 0] != c["p"][:-1, 0]]
+
+
+def rows(c, doc):              # sheets: a new row
+    return np.r_[True, (c["kind"][:-1] & trees.KIND_ROW_END) > 0]
+
+
+def text_blocks(c, doc):       # web: a new text block
+    return (c["kind"] & trees.KIND_NEW_BLOCK) > 0
+
+
+def children_of_root(c, doc):  # json, xml: a member, element or child of the top-level node
+    return np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 2)
+
+
+def rows_or_text_blocks(c, doc):
+    return rows(c, doc) if doc.source == 1 else text_blocks(c, doc)
+
+
+def blocks_p95(docs):
+    """Paper 004 App. C.1 on code: p1 truncated at the 95th percentile of blocks per file."""
+    return int(np.percentile([d.char_p[:, 0].max() + 1 for _, d in docs], 95)) - 1
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """One corpus: where its documents come from, how they become trees and records, and what
+    train.py and evaluate.py should do with it. The last three (defaults) go into meta.json, so
+    the scripts that read prepared data follow it without a table of their own."""
+    sources: Callable           # args -> ([(name, path or payload)], folders read)
+    build: Callable             # (name, source) -> (name, Doc or None, skip reason); runs in worker processes
+    starts: Callable            # record rule: (coords, Doc) -> bool per token, where a record may start
+    pattern: str = tokenizer.PAT   # the BPE's pre-split pattern
+    options: tuple = ()         # prepare.py flags that shape this corpus's data (kept in the settings)
+    p1_cap: Callable = None     # docs -> the largest p1 a record keeps, or None
+    root_ranks: bool = False    # the sibling-rank statistics count the roots' ranks (a sheet's index)
+    preset: str = "paper"       # train.py's model on CUDA (model.PRESETS; the CPU scale has its own)
+    recipe: str = "tree"        # train.py's recipe (train.RECIPES; hrope runs as hrope_cpu on CPU)
+    attention: tuple = ()       # evaluate.py --attention: the corpus's shares (evaluate.attention_stats)
+
+    def defaults(self):
+        """What prepare.py writes into meta.json for train.py and evaluate.py to read back."""
+        return {"preset": self.preset, "recipe": self.recipe, "attention": list(self.attention)}
+
+
+CORPORA = {   # a new corpus: one entry here and its builder in trees.py (README "Add a corpus")
+    "python": Corpus(python_sources, _build_python, statements, options=("units",), attention=("ancestor",),
+                     pattern=tokenizer.CODE_PAT),   # the serialisation's sigils need a pattern of their own
+    "web": Corpus(web_sources, _build_web, text_blocks, preset="paper_web", attention=("same_depth",)),
+    "prose": Corpus(prose_sources, _build_prose, paragraphs, preset="paper_hrope", recipe="hrope"),
+    "code": Corpus(python_sources, _build_code, paragraphs, p1_cap=blocks_p95, preset="paper_hrope", recipe="hrope"),
+    "sheets": Corpus(sheets_sources, _build_sheets, rows, options=("render",), root_ranks=True, preset="paper_sheets",
+                     attention=("cells",)),
+    "web_sheets": Corpus(web_sheets_sources, _build_web_sheets, rows_or_text_blocks, options=("render",),
+                         preset="paper_sheets"),
+    "programs": Corpus(programs_sources, _build_python, statements, options=("units",), attention=("ancestor",),
+                       pattern=tokenizer.CODE_PAT),
+    "webtext": Corpus(webtext_sources, functools.partial(_build, builder=trees.webtext_doc), paragraphs,
+                      preset="paper_hrope", recipe="hrope"),
+    # beyond the papers: any tree whose text determines it (sample.py serves these three)
+    "json": Corpus(json_sources, _build_json, children_of_root),
+    "xml": Corpus(xml_sources, _build_xml, children_of_root),
+    "markdown": Corpus(markdown_sources, _build_markdown, paragraphs),
 }
+# A named paper setting (prepare flags, preset, recipe, context: e.g. the whole-page web run) would be
+# one entry of a table beside this one; until it exists, README "Corpora" gives those flags.
 
 
 # ------------------------------------------------------------------------------- driver ----
 def build_docs(corpus, items, workers, render="values"):
-    build = CORPORA[corpus][1]
-    if corpus in ("sheets", "web_sheets"):
+    build = CORPORA[corpus].build
+    if "render" in CORPORA[corpus].options:
         build = functools.partial(build, render=render)
     docs, skipped = [], collections.Counter()
     with multiprocessing.Pool(workers) as pool:
@@ -675,26 +634,6 @@ def build_docs(corpus, items, workers, render="values"):
             else:
                 docs.append((name, doc))
     return docs, skipped
-
-
-def write_split(out_dir, split, recs):
-    fields = {k for r in recs for k in r if k not in ("node", "doc")} or {"tokens", "pos"}   # an empty split stays loadable
-    lens = np.array([len(r["pos"]) for r in recs], np.int64)
-    arrays = {"doc_start": np.r_[0, np.cumsum(lens)].astype(np.int64),
-              "record_doc": np.array([r["doc"] for r in recs], np.int64)}   # records of one document share it
-    for k in sorted(fields):   # a field some records lack (web pages beside workbooks) is absent there: -1
-        like = next((r[k] for r in recs if k in r), np.zeros(0, np.int64))
-        arrays[k] = np.concatenate([r[k] if k in r else np.full((len(r["pos"]),) + like.shape[1:], -1, like.dtype)
-                                    for r in recs]) if recs else like
-    if "path" in arrays:   # int16 keeps 22 levels x tokens small; wide sheets need int32
-        for k in ("path", "ref_path"):
-            if k in arrays:
-                big = arrays[k].max(initial=0) > np.iinfo(np.int16).max
-                arrays[k] = arrays[k].astype(np.int32 if big else np.int16)
-    arrays["tokens"] = arrays["tokens"].astype(np.uint16 if arrays["tokens"].max(initial=0) < 65536 else np.uint32)
-    for k, v in arrays.items():
-        np.save(os.path.join(out_dir, f"{split}_{k}.npy"), v)
-    return int(lens.sum())
 
 
 def main(argv=None):
@@ -724,14 +663,15 @@ def main(argv=None):
         ap.error(f"--vocab {args.vocab} is larger than this tokeniser supports (262,144)")
     long_docs = args.long or "split"
 
-    items, dirs = CORPORA[args.corpus][0](args)
+    entry = CORPORA[args.corpus]
+    items, dirs = entry.sources(args)
     out_dir = os.path.join(args.out, args.corpus)
-    pattern = tokenizer.CODE_PAT if args.corpus in ("python", "programs") else tokenizer.PAT   # the serialisation's sigils
+    pattern = entry.pattern
     settings = {"format": trees.FORMAT, "corpus": args.corpus, "sources": [os.path.abspath(d) for d in dirs],
                 "vocab": args.vocab,
                 "max_len": args.max_len, "long": long_docs, "bpe_bytes": args.bpe_bytes,
-                **({"render": args.render} if args.corpus == "sheets" else {}),
-                **({"units": args.units} if args.corpus in ("python", "programs") else {}),
+                **{k: getattr(args, k) for k in entry.options},
+                "defaults": entry.defaults(),
                 "files": hashlib.sha1("\n".join(f"{n}:{_size(p)}" for n, p in items).encode()).hexdigest()}
     meta_path = os.path.join(out_dir, "meta.json")
     if not args.force and os.path.exists(meta_path):
@@ -748,11 +688,7 @@ def main(argv=None):
     if not docs:
         sys.exit(f"error: no usable documents in {dirs} (skipped: {dict(skipped)})")
     t_trees = time.time() - t0
-    p1_cap = None
-    # App. C.1: p1 truncated at the 95th percentile of blocks per file, on code only (C.1 caps no
-    # other corpus; for OpenWebText it says so): prose and webtext keep every paragraph index
-    if args.corpus == "code":
-        p1_cap = int(np.percentile([d.char_p[:, 0].max() + 1 for _, d in docs], 95)) - 1
+    p1_cap = entry.p1_cap(docs) if entry.p1_cap else None
     split = {name: split_of(name) for name, _ in docs}
 
     t0 = time.time()
@@ -789,20 +725,8 @@ def main(argv=None):
         stats["tokens"] += len(ids)
         stats["deeper_than_levels"] += int((depth_n > trees.LEVELS).sum())
         depth_hist.update(depth_n.tolist())
-        rank_values.append(doc.rank[doc.parent >= 0] if args.corpus != "sheets" else doc.rank)
-        # records may start at a top-level statement (python), a new paragraph or block
-        # (prose, code) or a new text block (web)
-        if args.corpus in ("python", "programs"):
-            boundary = np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 1)
-        elif "p" in c:
-            boundary = np.r_[True, c["p"][1:, 0] != c["p"][:-1, 0]]
-        elif args.corpus in ("json", "xml"):   # a record may start at a child of the top-level node
-            boundary = np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 2)
-        elif args.corpus == "sheets" or doc.source == 1:   # a record may start at a new row
-            boundary = np.r_[True, (c["kind"][:-1] & trees.KIND_ROW_END) > 0]
-        else:
-            boundary = (c["kind"] & trees.KIND_NEW_BLOCK) > 0
-        rs = records(c, args.max_len, long_docs, boundary, p1_cap, args.units == "record")
+        rank_values.append(doc.rank if entry.root_ranks else doc.rank[doc.parent >= 0])
+        rs = records(c, args.max_len, long_docs, entry.starts(c, doc), p1_cap, args.units == "record")
         stats["records_dropped_long"] += not rs
         for r in rs:
             r["doc"] = di
@@ -841,7 +765,7 @@ def main(argv=None):
         notes.update(d.notes or {})
     if notes:
         meta["notes"] = dict(notes)
-    if args.corpus == "sheets":
+    if any(d.ref_path is not None for _, d in docs):   # explicit reference targets (workbooks)
         meta["references"] = sum(len(d.ref_path or {}) for _, d in docs)
     if "p" in (recs["train"][0] if recs["train"] else {}):
         meta.update(paragraph_stats(recs["train"]), p1_cap=p1_cap)
@@ -859,16 +783,6 @@ def main(argv=None):
                                            "sibling_rank_p99", "sibling_rank_max", "record_sibling_rank",
                                            "seconds")}, indent=1))
     return out_dir
-
-
-def load_split(data_dir, split):
-    """{field: memory-mapped array} for one split."""
-    out = {}
-    for p in glob.glob(os.path.join(data_dir, f"{split}_*.npy")):
-        out[os.path.basename(p)[len(split) + 1:-4]] = np.load(p, mmap_mode="r")
-    if not out:
-        sys.exit(f"error: no prepared data in {data_dir}; run `python prepare.py <corpus>` first")
-    return out
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-LEVELS = 22
+from data import LEVELS, coordinate
+
 FAST = math.sqrt(2 * (1 - 0.95))   # 0.316 rad per sibling: adjacent siblings have cosine 0.95
 
 
@@ -225,60 +226,6 @@ def build(name, head_dim, n_layer, corpus=None):
     layout = Layout(*[[c[i] for c in cols] for i in range(4)],
                     overlay=[c[4] for c in cols] if directed else None)
     return [layout], [0] * n_layer, rates, offsets
-
-
-# ------------------------------------------------------------------------------ coordinates ----
-DEPTH_READERS = {"depth", "rank", "owndepth", "shared1"}   # computed from batch["depth"]: what depth dropout hides
-
-
-def coordinate(batch, name, generator=None):
-    """One named coordinate, (B, T) int64, -1 where absent. `batch` holds the on-disk fields
-    (pos, path, depth, within, ref_path, symbol, p) as tensors, plus p1_density and p1_period
-    for the hRoPE controls."""
-    if name == "t":
-        return batch["pos"]
-    if name.startswith("path"):
-        return batch["path"][..., int(name[4:]) - 1]
-    if name in ("depth", "within", "symbol", "label"):
-        return batch[name]
-    if name.startswith(("shared", "ownsheet")) or name == "owndepth":   # web_sheets: two corpora, one model
-        web = batch["source"] == 0
-        k = int(name[-1]) if name != "owndepth" else 1
-        sheet = torch.where(web, -1, batch["path"][..., k - 1])          # sheet, row, column
-        depth = torch.where(web, batch["depth"], -1) if k == 1 else torch.full_like(sheet, -1)
-        if name.startswith("shared"):                                      # one group, two meanings
-            return torch.where(web, depth, sheet)
-        return depth if name == "owndepth" else sheet
-    if name in ("grid_row", "grid_col"):   # the statement grid on code: statement, token in it
-        return batch["grid"][..., int(name == "grid_col")]
-    if name == "rank":   # the node's rank among its parent's children = path at its own level
-        d = batch["depth"].clamp(1, LEVELS) - 1
-        r = batch["path"].gather(-1, d.unsqueeze(-1)).squeeze(-1)
-        return torch.where(batch["depth"] > 0, r, torch.full_like(r, -1))
-    if name.startswith("refpath"):   # reference rotation: the target's level where both have it;
-        k = int(name[7:]) - 1         # the use keeps its own path length (appendix §5)
-        tgt, own = batch["ref_path"][..., k], batch["path"][..., k]
-        return torch.where((tgt >= 0) & (own >= 0), tgt, own)
-    if name.startswith("refwhole"):  # whole-path overwrite: a reference takes the target's path
-        k = int(name[8:]) - 1
-        isref = batch["ref_path"][..., 0] >= 0
-        return torch.where(isref, batch["ref_path"][..., k], batch["path"][..., k])
-    if name.startswith("ref"):       # own plane group: only references rotate
-        return batch["ref_path"][..., int(name[3:]) - 1]
-    if name == "isref":
-        return torch.where(batch["ref_path"][..., 0] >= 0, 0, -1)
-    if name in ("p1", "period_p1", "rand_p1") and "p1_sub" in batch:
-        return batch["p1_sub"]       # a substituted p1 (evaluate.py): whatever the channel usually reads
-    if name in ("p1", "p2", "p3"):
-        return batch["p"][..., int(name[1]) - 1]
-    if name == "period_p1":          # mechanical grid floor(t/L), L = mean paragraph length
-        return torch.div(batch["pos"], batch["p1_period"], rounding_mode="floor")
-    if name == "rand_p1":            # density-matched random paragraph label, fresh each call
-        pos = batch["pos"]
-        starts = torch.rand(pos.shape, generator=generator, device=pos.device) < batch["p1_density"]
-        starts = starts & (pos > 0)
-        return torch.cumsum(starts.long(), -1) * (pos >= 0)
-    raise KeyError(f"unknown coordinate {name!r}")
 
 
 class Rotary(nn.Module):

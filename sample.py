@@ -29,8 +29,7 @@ import torch
 import tokenizer
 import trees
 from model import GPT, GPTConfig
-from prepare import token_coords
-from train import coords_for, corpus_stats
+from data import coords_for, corpus_stats, token_coords
 
 ONLINE = {"json": trees.json_coords, "xml": trees.xml_coords, "markdown": trees.markdown_coords}
 PROMPT = {"json": "{", "xml": "<", "markdown": "# "}   # how the corpus's documents begin

@@ -54,5 +54,5 @@ def load(data_dir):
 
 
 def token_lengths(enc):
-    """Bytes per token id: prepare.token_coords maps tokens onto characters with it."""
+    """Bytes per token id: data.token_coords maps tokens onto characters with it."""
     return np.array([len(enc.decode_single_token_bytes(i)) for i in range(enc.n_vocab)], np.int64)

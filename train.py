@@ -5,7 +5,8 @@
     python train.py --config seq_depth --depth_dropout=0.3 --name seq_depth_dropout   # its own folder
     torchrun --nproc_per_node=2 train.py --corpus python   # data parallel
 
-Recipe (depth-perception appendix §4; `--recipe tree`, the default for python/web/sheets):
+Recipe (depth-perception appendix §4; `--recipe tree`, the default for python/web/sheets; each
+corpus's default and its CUDA preset come from its entry in prepare.CORPORA, through meta.json):
 AdamW (0.9, 0.95), lr 1.2e-3, weight decay 0.1 on weight matrices only (rotary rates/offsets,
 LayerNorm excluded), clip 1.0, linear warmup over 2% of steps then cosine to 10% of peak, no
 dropout, no early stopping. `--recipe hrope` (paper 004 Table 11, the default for code/prose/webtext):
@@ -19,6 +20,7 @@ Writes out/<corpus>/<name or config>/seed<k>/: config.json, log.jsonl, ckpt.pt, 
 """
 import argparse
 import ast
+import contextlib
 import json
 import math
 import os
@@ -29,10 +31,11 @@ import time
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
+from data import SPLITS, Split, atomic_save, coords_for, corpus_stats, pack, replacing, write_json
 from model import GPT, GPTConfig, PRESETS
-from prepare import load_split, replacing, write_json
 import rotary
 
 DEFAULTS = dict(
@@ -53,15 +56,12 @@ RECIPES = {
     # rand_axial differ by 4e-5 nats (seed 0): too short a run for the p1 channel to matter.
     "hrope_cpu": dict(lr=1.2e-3, weight_decay=0.01, min_lr=0.01, dropout=0.1, patience=10),
 }
-RECIPE_OF = {"code": "hrope", "prose": "hrope", "webtext": "hrope"}   # the paragraph corpora take the hRoPE paper's
 # Settings a run may change when it resumes: they do not change what is computed. Precision is a
 # property of the machine, so a run resumed elsewhere takes that machine's (each milestone records it).
 RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out")
 # CPU preset: the paper's recipe at a scale that finishes in minutes on 2 cores
 CPU_RUN = dict(preset="cpu", steps=300, docs_per_step=16, val_docs=128, test_docs=256, mb_tokens=4096)
-GPU_RUN = dict(steps=5000, docs_per_step=64)   # preset: the paper's for the corpus (CUDA_PRESET)
-CUDA_PRESET = {"python": "paper", "web": "paper_web", "sheets": "paper_sheets", "web_sheets": "paper_sheets",
-               "code": "paper_hrope", "prose": "paper_hrope", "webtext": "paper_hrope"}
+GPU_RUN = dict(steps=5000, docs_per_step=64)   # preset: the paper's for the corpus (its prepare.CORPORA entry)
 
 
 def typed(key, text, default):
@@ -102,7 +102,9 @@ def parse(argv):
     if device.split(":")[0] not in ("cpu", "cuda", "mps"):
         sys.exit(f"error: unknown --device {device!r}; known: cpu, cuda, mps")
     cfg.update(GPU_RUN if device.startswith("cuda") else CPU_RUN)   # a laptop's GPU (mps) runs the CPU scale
-    recipe = args.recipe or RECIPE_OF.get(args.corpus or cfg["corpus"], "tree")
+    # the corpus's preset and recipe, as its prepare.CORPORA entry wrote them into meta.json
+    meta, _ = corpus_stats(os.path.join(args.data or cfg["data"], args.corpus or cfg["corpus"]))
+    recipe = args.recipe or meta["settings"]["defaults"]["recipe"]
     if recipe == "hrope" and not device.startswith("cuda") and args.recipe is None:
         recipe = "hrope_cpu"
     if recipe not in RECIPES:
@@ -118,7 +120,7 @@ def parse(argv):
     cfg["bf16"] = bf16 if cfg["bf16"] is None else cfg["bf16"]
     cfg["compile"] = compile_ if cfg["compile"] is None else cfg["compile"]
     if cfg["preset"] is None:
-        cfg["preset"] = CUDA_PRESET.get(cfg["corpus"], "paper")
+        cfg["preset"] = meta["settings"]["defaults"]["preset"]
     if not rotary.known(cfg["config"]):
         sys.exit(f"error: unknown --config {cfg['config']!r}; `python rotary.py` lists the configurations")
     if cfg["preset"] not in PRESETS:
@@ -177,63 +179,7 @@ def precision(device):
     return ok, ok, why
 
 
-# ----------------------------------------------------------------------------------- data ----
-class Split:
-    """Records of one split, memory-mapped; hands out padded micro-batches as tensors."""
-    FIELDS = ("pos", "path", "depth", "within", "ref_path", "symbol", "p", "kind", "label", "grid", "source")
-
-    def __init__(self, data_dir, split, max_len):
-        self.a = load_split(data_dir, split)
-        s = self.a["doc_start"]
-        self.start = np.asarray(s[:-1])
-        self.len = np.minimum(np.diff(s), max_len)
-        keep = self.len >= 2                               # a record needs a next token
-        self.start, self.len = self.start[keep], self.len[keep]
-
-    def __len__(self):
-        return len(self.len)
-
-    def batch(self, ids, device):
-        T = int(self.len[ids].max())
-        B = len(ids)
-        out = {"tokens": np.zeros((B, T), np.int64)}
-        for f in self.FIELDS:
-            if f in self.a:
-                shape = (B, T) + self.a[f].shape[1:]
-                out[f] = np.full(shape, -1 if f != "kind" else 0, np.int64)
-        for j, i in enumerate(ids):
-            s, n = int(self.start[i]), int(self.len[i])
-            out["tokens"][j, :n] = self.a["tokens"][s:s + n]
-            for f in self.FIELDS:
-                if f in self.a:
-                    out[f][j, :n] = self.a[f][s:s + n]
-        t = {k: torch.from_numpy(v).to(device) for k, v in out.items()}
-        targets = torch.full_like(t["tokens"], -1)
-        lens = torch.as_tensor(self.len[ids], device=device)
-        # next-token targets inside each record; padding and the last token carry no loss
-        targets[:, :-1] = torch.where(torch.arange(T - 1, device=device) < (lens - 1)[:, None],
-                                      t["tokens"][:, 1:], -1)
-        t["targets"] = targets
-        return t
-
-
-def pack(lengths, budget):
-    """Group records (sorted by length) into micro-batches of at most `budget` padded tokens.
-    Returns lists of positions into `lengths`; no record is split."""
-    order = np.argsort(lengths, kind="stable")
-    groups, cur, longest = [], [], 0
-    for i in order:
-        L = int(lengths[i])
-        if cur and max(longest, L) * (len(cur) + 1) > budget:
-            groups.append(cur)
-            cur, longest = [], 0
-        cur.append(int(i))
-        longest = max(longest, L)
-    if cur:
-        groups.append(cur)
-    return groups
-
-
+# ---------------------------------------------------------------------------- schedule ----
 def step_records(n_records, docs_per_step, step, seed):
     """The records of one step: a seeded permutation per pass, identical for every configuration."""
     per_pass = max(n_records // docs_per_step, 1)
@@ -262,26 +208,6 @@ def param_groups(model, weight_decay):
     for n, p in model.named_parameters():
         (decay if p.dim() >= 2 and not n.startswith("rotary") else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def corpus_stats(data_dir):
-    if not os.path.exists(os.path.join(data_dir, "meta.json")):
-        sys.exit(f"error: {data_dir} is not prepared; run `python prepare.py {os.path.basename(data_dir)}` first")
-    with open(os.path.join(data_dir, "meta.json")) as f:
-        meta = json.load(f)
-    return meta, {k: meta[k] for k in ("p_max", "p1_density", "p1_period") if k in meta}
-
-
-def coords_for(model, b, corpus, generator=None, depth_dropout=0.0):
-    """The coordinate matrix for a micro-batch, with the hRoPE control inputs and depth dropout."""
-    if "p1_density" in corpus:
-        b["p1_density"] = corpus["p1_density"]
-        b["p1_period"] = corpus["p1_period"]
-    # depth withheld on a random fraction of records; a configuration that reads no depth draws nothing
-    if depth_dropout > 0 and "depth" in b and rotary.DEPTH_READERS & set(model.rotary.names):
-        drop = torch.rand(b["depth"].shape[0], generator=generator, device=b["depth"].device) < depth_dropout
-        b["depth"] = torch.where(drop[:, None], torch.full_like(b["depth"], -1), b["depth"])
-    return model.rotary.coords(b, generator)
 
 
 @torch.no_grad()
@@ -323,21 +249,96 @@ def provenance(device):
     return {"commit": commit, "dirty": dirty, "torch": torch.__version__, "triton": triton_version, "device": name}
 
 
-def atomic_save(obj, path):
-    with replacing(path) as tmp:
-        torch.save(obj, tmp)
+# ------------------------------------------------------------------------------ the run ----
+def start_processes(cfg):
+    """(rank, world): under torchrun (WORLD_SIZE > 1) one process per device, gloo on CPU and nccl
+    on CUDA, as nanoGPT runs; otherwise the one process."""
+    if int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        return 0, 1
+    dist.init_process_group("nccl" if cfg["device"] == "cuda" else "gloo")
+    if cfg["device"] == "cuda":
+        cfg["device"] = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+        torch.cuda.set_device(cfg["device"])
+    return dist.get_rank(), dist.get_world_size()
+
+
+def load_splits(data_dir, max_len):
+    splits = [Split(data_dir, s, max_len) for s in SPLITS]
+    for name, split in zip(SPLITS, splits):
+        if not len(split):   # an empty split would score 0.0: a result that looks valid but is not
+            sys.exit(f"error: {data_dir} has no {name} records of 2+ tokens; prepare more documents "
+                     "(documents are split 90/5/5 by name)")
+    return splits
+
+
+def build_model(cfg, mcfg, batch, corpus, data_dir):
+    """The GPT at its seed's initial weights (identical in every configuration), checked against
+    the data: `batch` must hold every coordinate the configuration reads."""
+    torch.manual_seed(cfg["seed"])
+    try:
+        model = GPT(mcfg).to(cfg["device"])
+    except (ValueError, KeyError) as e:                             # e.g. more planes than the head has
+        sys.exit(f"error: {e.args[0]}")
+    try:
+        coords_for(model, batch, corpus, torch.Generator().manual_seed(0))
+    except KeyError as e:
+        sys.exit(f"error: --config {cfg['config']} reads {e.args[0]!r}, which {data_dir} does not hold "
+                 f"(another corpus, or a folder from an older prepare.py: rerun prepare.py {cfg['corpus']})")
+    return model
+
+
+def resume(cfg, mcfg, model, opt, out_dir):
+    """The step and log to continue from: the run's checkpoint loaded into model and opt, refused
+    when it was trained with other settings (RESUMABLE lists those a resume may change)."""
+    ck = torch.load(os.path.join(out_dir, "ckpt.pt"), map_location=cfg["device"], weights_only=False)
+    # a key the checkpoint lacks was added to train.py since; its default kept the old behaviour
+    differ = [k for k in DEFAULTS if k not in RESUMABLE and ck["run"].get(k, cfg[k]) != cfg[k]]
+    differ += [f"model.{k}" for k, v in vars(mcfg).items() if ck["config"].get(k, v) != v]
+    if differ:   # a mixed schedule or another model would be filed under this run's name
+        sys.exit(f"error: {out_dir} was trained with other settings ({', '.join(differ)}); "
+                 "pass --resume=0 to start it over, or choose another --out")
+    model.load_state_dict(ck["model"])
+    opt.load_state_dict(ck["opt"])
+    return ck["step"], ck["log"]
+
+
+def train_step(fwd, model, train, rec, cfg, corpus, gen, autocast, rank, world):
+    """Gradients of one step: its records packed into micro-batches, dealt round-robin to the
+    processes. DDP syncs gradients on each process's last backward only (no_sync before it) and
+    averages them, so each loss is scaled by `world`: the sum over micro-batches, as on one
+    process. A process dealt no micro-batch still joins that sync, at weight 0. Returns the step's
+    training loss (token mean over all its records) and its number of predicted tokens."""
+    groups = pack(train.len[rec], cfg["mb_tokens"])
+    n_tok = int((train.len[rec] - 1).sum())
+    mine = groups[rank::world]
+    step_loss = 0.0
+    for i, group in enumerate(mine or groups[:1]):
+        b = train.batch(rec[group], cfg["device"])
+        C = coords_for(model, b, corpus, gen, cfg["depth_dropout"])
+        sync = world == 1 or i == len(mine) - 1 or not mine
+        with contextlib.nullcontext() if sync else fwd.no_sync():
+            with autocast:
+                _, nll, _ = fwd(b["tokens"], C, b["targets"])
+            loss = nll.sum() / n_tok                               # token mean over the step
+            (loss * (world if mine else 0)).backward()
+        step_loss += loss.item() if mine else 0.0
+    if world > 1:   # every process sees the step's whole loss (the NaN stop must agree)
+        t = torch.tensor([step_loss], device=cfg["device"])
+        dist.all_reduce(t)
+        step_loss = t.item()
+    return step_loss, n_tok
+
+
+def save(out_dir, log, state):
+    """log.jsonl (the milestones), then the checkpoint; each replaced atomically."""
+    with replacing(os.path.join(out_dir, "log.jsonl")) as tmp, open(tmp, "w") as f:
+        f.writelines(json.dumps(e) + "\n" for e in log)
+    atomic_save(state, os.path.join(out_dir, "ckpt.pt"))
 
 
 def main(argv=None):
     cfg, model_over = parse(argv)
-    ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
-    rank, world = 0, 1
-    if ddp:
-        dist.init_process_group("nccl" if cfg["device"] == "cuda" else "gloo")
-        rank, world = dist.get_rank(), dist.get_world_size()
-        if cfg["device"] == "cuda":
-            cfg["device"] = f"cuda:{int(os.environ['LOCAL_RANK'])}"
-            torch.cuda.set_device(cfg["device"])
+    rank, world = start_processes(cfg)
     master = rank == 0
     available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
     if not available[cfg["device"].split(":")[0]]:
@@ -353,26 +354,13 @@ def main(argv=None):
     if meta["settings"]["max_len"] < mcfg.max_len and master:   # the model could read longer records
         print(f"note: {data_dir} holds records of at most {meta['settings']['max_len']:,} tokens; the "
               f"{cfg['preset']} context is {mcfg.max_len:,} (prepare.py {cfg['corpus']} --max_len {mcfg.max_len})")
-    train, val, test = (Split(data_dir, s, mcfg.max_len) for s in ("train", "val", "test"))
-    for name, split in (("train", train), ("val", val), ("test", test)):
-        if not len(split):   # an empty split would score 0.0: a result that looks valid but is not
-            sys.exit(f"error: {data_dir} has no {name} records of 2+ tokens; prepare more documents "
-                     "(documents are split 90/5/5 by name)")
+    train, val, test = load_splits(data_dir, mcfg.max_len)
     val_ids = np.arange(min(cfg["val_docs"], len(val)))             # the same fixed records
     test_ids = np.arange(len(test) if cfg["test_docs"] is None else min(cfg["test_docs"], len(test)))
     steps = cfg["steps"]
     every = max(1, steps // cfg["milestones"])
 
-    torch.manual_seed(cfg["seed"])                                  # identical init per seed
-    try:
-        model = GPT(mcfg).to(cfg["device"])
-    except (ValueError, KeyError) as e:                             # e.g. more planes than the head has
-        sys.exit(f"error: {e.args[0]}")
-    try:                                                            # the data must hold what the config reads
-        coords_for(model, val.batch(val_ids[:1], "cpu"), corpus, torch.Generator().manual_seed(0))
-    except KeyError as e:
-        sys.exit(f"error: --config {cfg['config']} reads {e.args[0]!r}, which {data_dir} does not hold "
-                 f"(another corpus, or a folder from an older prepare.py: rerun prepare.py {cfg['corpus']})")
+    model = build_model(cfg, mcfg, val.batch(val_ids[:1], "cpu"), corpus, data_dir)
     cuda = cfg["device"].startswith("cuda")
     opt = torch.optim.AdamW(param_groups(model, cfg["weight_decay"]), lr=cfg["lr"], betas=(0.9, 0.95),
                             fused=cuda)                             # one kernel for all parameters on CUDA
@@ -381,29 +369,21 @@ def main(argv=None):
         cfg["compile"] = False   # inductor writes C++ for the CPU: without a compiler, run eager
         if master:
             print("note: no C++ compiler found, so --compile is off")
-    fwd = torch.compile(model) if cfg["compile"] else model
-    start, log, tokens_total, elapsed_before = 0, [], 0, 0.0
-    ckpt_path = os.path.join(out_dir, "ckpt.pt")
+    start, log = 0, []
     if not cfg["resume"] and master and os.path.exists(out_dir):   # explicit: start this run over
         shutil.rmtree(out_dir)
         print(f"--resume=0: removed {out_dir}")
-    if ddp:
+    if world > 1:
         dist.barrier()
-    if cfg["resume"] and os.path.exists(ckpt_path):
-        ck = torch.load(ckpt_path, map_location=cfg["device"], weights_only=False)
-        # a key the checkpoint lacks was added to train.py since; its default kept the old behaviour
-        differ = [k for k in DEFAULTS if k not in RESUMABLE and ck["run"].get(k, cfg[k]) != cfg[k]]
-        differ += [f"model.{k}" for k, v in vars(mcfg).items() if ck["config"].get(k, v) != v]
-        if differ:   # a mixed schedule or another model would be filed under this run's name
-            sys.exit(f"error: {out_dir} was trained with other settings ({', '.join(differ)}); "
-                     "pass --resume=0 to start it over, or choose another --out")
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["opt"])
-        start, log = ck["step"], ck["log"]
-        tokens_total = log[-1]["tokens"] if log else 0
-        elapsed_before = log[-1]["elapsed"] if log else 0.0   # wall time counts the whole run, not this part
+    if cfg["resume"] and os.path.exists(os.path.join(out_dir, "ckpt.pt")):
+        start, log = resume(cfg, mcfg, model, opt, out_dir)
         if master:
             print(f"resuming {out_dir} from step {start}")
+    tokens_total = log[-1]["tokens"] if log else 0
+    elapsed_before = log[-1]["elapsed"] if log else 0.0   # wall time counts the whole run, not this part
+    fwd = torch.compile(model) if cfg["compile"] else model
+    if world > 1:
+        fwd = DDP(fwd, device_ids=[torch.cuda.current_device()] if cuda else None)
     if master:
         os.makedirs(out_dir, exist_ok=True)
         write_json({"run": cfg, "model": vars(mcfg), "data_meta_synthetic": meta.get("synthetic", False),
@@ -421,32 +401,12 @@ def main(argv=None):
         for g in opt.param_groups:
             g["lr"] = lr
         rec = step_records(len(train), cfg["docs_per_step"], step, cfg["seed"])
-        groups = pack(train.len[rec], cfg["mb_tokens"])
-        n_tok = int((train.len[rec] - 1).sum())
         gen = torch.Generator(device=cfg["device"]).manual_seed(cfg["seed"] * 1_000_003 + step)
-        step_loss = 0.0
-        for gi, group in enumerate(groups):
-            if gi % world != rank:
-                continue
-            b = train.batch(rec[group], cfg["device"])
-            C = coords_for(model, b, corpus, gen, cfg["depth_dropout"])
-            with autocast:
-                _, nll, _ = fwd(b["tokens"], C, b["targets"])
-            loss = nll.sum() / n_tok                               # token mean over the step
-            loss.backward()
-            step_loss += loss.item()
-        if ddp:
-            for p in model.parameters():
-                if p.grad is None:
-                    p.grad = torch.zeros_like(p)
-                dist.all_reduce(p.grad)
-            t = torch.tensor([step_loss], device=cfg["device"])
-            dist.all_reduce(t)
-            step_loss = t.item()
+        step_loss, n_tok = train_step(fwd, model, train, rec, cfg, corpus, gen, autocast, rank, world)
         if not math.isfinite(step_loss):
-            msg = f"loss is {step_loss} at step {step}: stopping; the last good checkpoint ({ckpt_path}) is kept"
             if master:
-                print(msg, file=sys.stderr)
+                print(f"loss is {step_loss} at step {step}: stopping; the last good checkpoint "
+                      f"({os.path.join(out_dir, 'ckpt.pt')}) is kept", file=sys.stderr)
             sys.exit(2)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -455,17 +415,15 @@ def main(argv=None):
         dt = time.time() - t0
         bar.set_postfix(loss=f"{step_loss:.3f}", tok_s=f"{tokens_seen / max(dt, 1e-9):.0f}")
         if (step + 1) % every == 0 or step + 1 == steps:           # a milestone
-            val_loss = evaluate(model, val, val_ids, cfg, corpus, autocast)
             entry = {"step": step + 1, "tokens": tokens_total + tokens_seen, "train_loss": step_loss,
-                     "val_loss": val_loss, "lr": lr, "elapsed": round(elapsed_before + dt, 2), "bf16": cfg["bf16"]}
+                     "val_loss": evaluate(model, val, val_ids, cfg, corpus, autocast), "lr": lr,
+                     "elapsed": round(elapsed_before + dt, 2), "bf16": cfg["bf16"]}
             if cuda:
                 entry["mfu"] = model.flops_per_token(mcfg.max_len) * tokens_seen / dt / 989e12
             log.append(entry)
             if master:
-                with replacing(os.path.join(out_dir, "log.jsonl")) as tmp, open(tmp, "w") as f:
-                    f.writelines(json.dumps(e) + "\n" for e in log)
-                atomic_save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1,
-                             "log": log, "config": vars(mcfg), "run": cfg}, ckpt_path)
+                save(out_dir, log, {"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1,
+                                    "log": log, "config": vars(mcfg), "run": cfg})
             if stalled([e["val_loss"] for e in log], cfg["patience"]):   # every rank sees the same losses
                 if master:
                     print(f"early stop at step {step + 1}: no better validation loss in {cfg['patience']} evaluations")
@@ -478,7 +436,7 @@ def main(argv=None):
                  "test_records": len(test_ids), "elapsed": round(elapsed_before + time.time() - t0, 1)}
         write_json(final, os.path.join(out_dir, "final.json"))     # written last: the run is done
         print(f"final: val {val_loss:.4f} nats/token, test {test_loss:.4f} ({out_dir})")
-    if ddp:
+    if world > 1:
         dist.destroy_process_group()
     return out_dir
 

@@ -6,6 +6,8 @@ import pytest
 from scipy import stats
 
 import analyze
+import boundaries
+import compression
 
 
 def test_sign_test_and_perplexity_match_the_paper():
@@ -56,15 +58,15 @@ def planted(n_docs=60, D=300, K=10, depth=-0.6, vertex=4.0, seed=0, per_cell=40)
 
 def test_estimator_recovers_a_planted_well():
     acc, _ = planted()
-    x, u, U = analyze.compression_depth(acc, gate=1000)
+    x, u, U = compression.compression_depth(acc, gate=1000)
     assert x == pytest.approx(4.0, abs=0.1) and u == pytest.approx(-0.6, abs=0.02)
     for w in ("ivar", "uniform"):
-        assert analyze.compression_depth(acc, 1000, weights=w)[1] == pytest.approx(-0.6, abs=0.03)
+        assert compression.compression_depth(acc, 1000, weights=w)[1] == pytest.approx(-0.6, abs=0.03)
 
 
 def test_monotonic_curve_has_no_interior_minimum():
     U = np.array([0, -0.1, -0.2, -0.3, -0.4, -0.5])
-    assert math.isnan(analyze.well(U, np.ones(6))[0])
+    assert math.isnan(compression.well(U, np.ones(6))[0])
 
 
 def test_binned_pooling_artifact_and_exact_distance():
@@ -79,19 +81,19 @@ def test_binned_pooling_artifact_and_exact_distance():
     N[129:, 1] = 5000
     mean = 0.01 * d[:, None] + np.array([0.0, -0.2, 0.0])[None]
     S = mean * N
-    pooled = analyze.binned_response(S, N, bins=[256])
+    pooled = compression.binned_response(S, N, bins=[256])
     assert pooled[1] > 0                                   # wrong sign
-    U, _ = analyze.response(S, S ** 2 / np.maximum(N, 1), N, gate=200)
+    U, _ = compression.response(S, S ** 2 / np.maximum(N, 1), N, gate=200)
     assert U[1] == pytest.approx(-0.2)                     # exact distance: right sign and size
 
 
 def test_paired_bootstrap_covers_planted_value():
     a, _ = planted(seed=1)
     b, _ = planted(seed=2, depth=-0.3)
-    ra, rb, gap = analyze.bootstrap_depth(a, b, draws=300, gate=1000)
-    lo, hi = analyze.ci(ra)
+    ra, rb, gap = compression.bootstrap_depth(a, b, draws=300, gate=1000)
+    lo, hi = compression.ci(ra)
     assert lo <= -0.6 <= hi
-    glo, ghi = analyze.ci(gap)
+    glo, ghi = compression.ci(gap)
     assert glo <= -0.3 <= ghi
 
 
@@ -160,7 +162,7 @@ def test_depth_report_says_not_identifiable(tmp_path):
     """A curve that only rises over Δp1 >= 1 has no well: no CI is printed for its U*."""
     acc, _ = planted(vertex=-6.0)
     np.savez(tmp_path / "a.npz", **acc)
-    out = analyze.depth_report(str(tmp_path / "a.npz"), draws=40, gates=(1000,))
+    out = compression.depth_report(str(tmp_path / "a.npz"), draws=40, gates=(1000,))
     assert "no interior minimum" in out and "not identifiable (40 of 40 draws" in out
 
 
@@ -212,7 +214,6 @@ def test_boundary_sums_by_hand():
     """Four tokens, p1 = 0 0 1 1, p2 = 0 1 0 0. Fake-merge joins the two paragraphs (p1 all 0);
     fake-split starts a paragraph at token 1 (p1 = 0 1 2 2). Pairs (i, j): (1,0) (2,0) (2,1)
     (3,0) (3,1) (3,2); log Ā(i, j) = -(i + j) in A, -10 in B and -20 in C."""
-    import evaluate
     n = 4
     ii, jj = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
     A = np.exp(-(ii + jj).astype(float))
@@ -221,7 +222,7 @@ def test_boundary_sums_by_hand():
     pB, pC = pA.copy(), pA.copy()
     pB[:, 0] = 0
     pC[:, 0] = [0, 1, 2, 2]
-    fit, sets, bounds = evaluate.boundary_sums(A, pA, B, pB, C, pC)
+    fit, sets, bounds = boundaries.boundary_sums(A, pA, B, pB, C, pC)
     # d over the six pairs: 1 2 1 3 2 1; y: -1 -2 -3 -3 -4 -5
     assert fit == pytest.approx([6, 10, 20, -18, -30])                # Σdy = -1-4-3-9-8-5
     within, para, sent, m_obs, m_unm, s_obs, s_unm = sets
@@ -243,7 +244,7 @@ def test_boundary_effect_by_hand():
     mean_set = [-1.0, -3.0, -1.5, -2.0, -3.0, -4.0, -1.5]
     sets = np.array([[[2.0, 3.0, 2 * m] for m in mean_set]])
     b_sums = np.array([[1.0, 1.0, -2.0], [2.0, 2.0, -6.0], [1.0, 5.0, -5.0]])
-    r = {k: float(v[0]) for k, v in analyze.boundary_effect(fit, sets, np.zeros(3, int), b_sums, np.ones((1, 1))).items()}
+    r = {k: float(v[0]) for k, v in boundaries.boundary_effect(fit, sets, np.zeros(3, int), b_sums, np.ones((1, 1))).items()}
     assert r["beta_B"] == pytest.approx(0.5) and r["delta_B"] == pytest.approx(-0.5) == r["paper_delta_B"]
     assert r["beta_C"] == pytest.approx(1.5) and r["delta_C"] == pytest.approx(1.25) == r["paper_delta_C"]
     assert r["beta_sent"] == pytest.approx(0.25) and r["C_pct"] == pytest.approx(200 / 3)
@@ -265,10 +266,10 @@ def test_boundary_bootstrap_covers_a_planted_beta_c_fast():
     b_sums = np.stack([np.full(3 * D, 5.0), np.zeros(3 * D), 5 * rng.normal(-3, 1, 3 * D)], 1)
     pooled = {"hrope_axial": (fit, sets, b_doc, b_sums)}
     t0 = time.time()
-    [row] = analyze.boundary_table(pooled, draws=4000)
+    [row] = boundaries.boundary_table(pooled, draws=4000)
     assert time.time() - t0 < 60
     assert row["beta_C_lo"] <= 1.4 <= row["beta_C_hi"] and row["beta_C_lo"] > 1
-    assert "rejected" in analyze.boundary_markdown([row], "t").splitlines()[-1].split("|")[-2]
+    assert "rejected" in boundaries.boundary_markdown([row], "t").splitlines()[-1].split("|")[-2]
 
 
 def test_table8_by_hand():
@@ -278,17 +279,17 @@ def test_table8_by_hand():
     probe = lambda *b: {"eval": {"probe": {"layers": [{"layer": i, "balanced_accuracy": v} for i, v in enumerate(b)]}}}
     runs = {("code", 4, 128, 2, 256, 10): {"hrope_axial": {0: probe(0.6, 0.9), 1: probe(0.6, 0.8)},
                                            "rand_axial": {0: probe(0.6, 0.7), 1: probe(0.7, 0.85)}}}
-    [t] = analyze.table8(runs)
+    [t] = boundaries.table8(runs)
     assert t["rows"]["hrope_axial"] == pytest.approx([0.6, 0.85]) and t["rows"]["rand_axial"] == pytest.approx([0.65, 0.775])
     assert [int(x) for x in t["higher"][0]] == [0, 1] and t["higher"][1] == 2
-    assert "| hrope_axial > rand_axial (seeds) | 0/2 | 1/2 |" in analyze.table8_markdown(t)
+    assert "| hrope_axial > rand_axial (seeds) | 0/2 | 1/2 |" in boundaries.table8_markdown(t)
 
 
 def test_wls_against_the_closed_form():
     """One predictor, x = 0 1 2 3, y = 1 3 2 5, w = 1 2 1 2. By hand: weighted means x̄ = 5/3, ȳ = 19/6;
     Sxx = 22/3, Sxy = 25/3, so b1 = 25/22, b0 = ȳ - b1 x̄ = 14/11; weighted SSE = 37/11 on 4 - 2 df;
     se(b1) = sqrt(SSE / 2 / Sxx) = sqrt(111) / 22; SST = 77/6, R² = 1 - (37/11) / (77/6) = 625/847."""
-    f = analyze.wls(np.array([[0.0], [1], [2], [3]]), np.array([1.0, 3, 2, 5]), np.array([1.0, 2, 1, 2]))
+    f = compression.wls(np.array([[0.0], [1], [2], [3]]), np.array([1.0, 3, 2, 5]), np.array([1.0, 2, 1, 2]))
     assert f["coef"] == pytest.approx([14 / 11, 25 / 22]) and f["df"] == 2
     assert f["se"][1] == pytest.approx(math.sqrt(111) / 22) and f["r2"] == pytest.approx(625 / 847)
     assert f["p"][1] == pytest.approx(2 * stats.t.sf((25 / 22) / (math.sqrt(111) / 22), 2))
@@ -297,7 +298,7 @@ def test_wls_against_the_closed_form():
     X, y, w = rng.normal(size=(30, 4)), rng.normal(size=30), rng.integers(1, 4, 30).astype(float)
     rep = np.repeat(np.arange(30), w.astype(int))
     ols = np.linalg.lstsq(np.c_[np.ones(len(rep)), X[rep]], y[rep], rcond=None)[0]
-    assert analyze.wls(X, y, w)["coef"] == pytest.approx(ols)
+    assert compression.wls(X, y, w)["coef"] == pytest.approx(ols)
 
 
 def test_paragraph_depth_recovers_planted_offsets(tmp_path):
@@ -316,7 +317,7 @@ def test_paragraph_depth_recovers_planted_offsets(tmp_path):
     for seed in (0, 1):
         paths.append(str(tmp_path / f"p{seed}.npz"))
         np.savez(paths[-1], base_sum=base_sum, base_n=base_n, max_len=8, **{k: np.array(v) for k, v in rows.items()})
-    got, cells = analyze.paragraph_depth(paths, gate=400)
+    got, cells = compression.paragraph_depth(paths, gate=400)
     assert cells == 3
     assert got["p1"].tolist() == [0, 1, 2] and got["record"].tolist() == [0, 0, 0]
     assert got["U"] == pytest.approx([-1.0, -1.25, -2.0]) and got["weight"].tolist() == [6, 8, 2]

@@ -13,6 +13,7 @@ import pytest
 from scipy import sparse
 
 import candidates
+import data
 import prepare
 
 
@@ -104,7 +105,7 @@ def test_paragraph_predictors_on_a_planted_corpus(tmp_path, monkeypatch):
     a, b = sorted(by_doc.values(), key=len)
     assert r["position"][a].tolist() == pytest.approx([0, 1 / 3, 2 / 3]) and not r["truncated"][a].any()
     assert r["ttr"][a[1]] < min(r["ttr"][a[0]], r["ttr"][a[2]]) and np.isfinite(r["coherence"][a]).all()
-    assert r["length"][a].sum() + r["length"][b].sum() == sum(prepare.load_split(d, "train")["doc_start"][-1:])
+    assert r["length"][a].sum() + r["length"][b].sum() == sum(data.load_split(d, "train")["doc_start"][-1:])
     mid = b[1:-1]                                                 # the long paragraph's pieces
     assert len(mid) >= 4 and r["truncated"][mid].all() and not r["truncated"][[b[0], b[-1]]].any()
     assert r["position"][b].tolist() == pytest.approx([0] + [1 / 3] * len(mid) + [2 / 3])

@@ -9,6 +9,9 @@ import pytest
 import torch
 
 import analyze
+import boundaries
+import compression
+import data
 import evaluate
 import prepare
 import train
@@ -21,7 +24,7 @@ def test_zero_structural_rates_make_shuffle_a_no_op(tiny_python):
     """seq_depth with its two learned depth rates (and offsets) at zero: depth turns no plane,
     so shuffling or removing it changes no score. With the paper's rates it does."""
     d = os.path.join(tiny_python, "python")
-    split = train.Split(d, "test", 64)
+    split = data.Split(d, "test", 64)
     ids = np.arange(4)
     cfg = {"mb_tokens": 512, "device": "cpu"}
     torch.manual_seed(0)
@@ -92,7 +95,7 @@ def test_ancestor_and_same_depth_shares_by_hand():
 def test_depth_cells_by_hand():
     att = torch.tensor([[1, 0, 0], [.25, .75, 0], [.5, .25, .25]])[None, None]
     p1 = torch.tensor([0, 1, 1])
-    S, Q, N = evaluate.depth_cells(att, p1, n_d=3, n_k=3)
+    S, Q, N = compression.depth_cells(att, p1, n_d=3, n_k=3)
     # pairs (i, j): (1, 0) d=1 Δp1=1; (2, 0) d=2 Δp1=1; (2, 1) d=1 Δp1=0
     assert N.tolist() == [[0, 0, 0], [1, 1, 0], [0, 1, 0]]
     assert S[1, 1] == pytest.approx(np.log(.25)) and S[2, 1] == pytest.approx(np.log(.5))
@@ -148,8 +151,8 @@ def test_cli_on_trained_runs(tiny_python, tmp_path):
                       "--n_head=2", *tiny])
     res = evaluate.main([run, "--max_docs", "6", "--attention", "--demo"])
     assert set(res["interventions"]) >= {"period", "rand", "const0", "fake_merge", "fake_split"}
-    acc = analyze.load_acc(os.path.join(run, "depth_test.npz"))
-    assert acc["count"].shape[1:] == (64, evaluate.K_MAX + 1) and acc["count"].sum() > 0
+    acc = compression.load_acc(os.path.join(run, "depth_test.npz"))
+    assert acc["count"].shape[1:] == (64, compression.K_MAX + 1) and acc["count"].sum() > 0
     demo = res["demo"]
     assert demo["real"]["to_first_sentence"] != demo["fake_split"]["to_first_sentence"]
 
@@ -218,8 +221,8 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
             res = evaluate.main([run, "--max_docs", "1", "--interventions", "none", "--demo"])   # eval_test.json
             change = res["demo"]["d_eff_change_across_boundary"]
             assert (change == 0.0) == (config != "hrope_axial")      # Fig. 3: zero for the p1-blind models
-    pooled = analyze.boundary_pool(str(tmp_path / "out"), "train")
-    rows = {r["config"]: r for r in analyze.boundary_table(pooled, draws=200)}
+    pooled = boundaries.boundary_pool(str(tmp_path / "out"), "train")
+    rows = {r["config"]: r for r in boundaries.boundary_table(pooled, draws=200)}
     for blind in ("flat", "sent_axial"):
         assert rows[blind]["delta_B"] == 0.0 and rows[blind]["delta_C"] == 0.0
         assert rows[blind]["delta_B_lo"] == rows[blind]["delta_B_hi"] == 0.0
@@ -233,10 +236,10 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
                                                                               "hrope_axial": False}
     assert out.count("holds exactly") == 2 and "| hrope_axial |" in out
     # Tables 5 and 9 from the two hrope_axial seeds (every baseline cell admitted at this size)
-    reg = analyze.paragraph_regression(os.path.join(str(tmp_path / "out"), "code", "hrope_axial"), "train", gate=1)
+    reg = compression.paragraph_regression(os.path.join(str(tmp_path / "out"), "code", "hrope_axial"), "train", gate=1)
     assert reg["runs"] == 2 and reg["paragraphs"] > 5 and reg["df"] == reg["paragraphs"] - 5
-    assert all(np.isfinite(reg[k]["b"]) and reg[k]["se"] > 0 for k in analyze.PREDICTORS)
-    assert "| Embedding coherence |" in analyze.paragraph_markdown([reg, reg]) and "STAND-IN" in reg["embedding"]
+    assert all(np.isfinite(reg[k]["b"]) and reg[k]["se"] > 0 for k in compression.PREDICTORS)
+    assert "| Embedding coherence |" in compression.paragraph_markdown([reg, reg]) and "STAND-IN" in reg["embedding"]
     # rand_axial: compression-depth cells binned by the true p1 and by the labels its channel read
     run = train.main(["--corpus", "code", "--config", "rand_axial", "--data", str(data), "--out", str(tmp_path / "out"),
                       *tiny])
@@ -248,12 +251,12 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     assert set(summary) == {"original", "hub", "freq", "random0", "random1", "random2", "pair_matched0",
                             "pair_matched1", "pair_matched2", "sweep25", "sweep50", "sweep75"}
     assert all(summary[f"pair_matched{k}"]["blocked_pairs"] >= summary["hub"]["blocked_pairs"] for k in range(3))
-    rows, sweep, draws = analyze.hub_table([hub_run], "train", gate=1, draws=50)
+    rows, sweep, draws = compression.hub_table([hub_run], "train", gate=1, draws=50)
     assert [r["condition"] for r in rows] == ["original", "hub", "freq", "random", "pair_matched"]
     assert [r["ci"] is None for r in rows] == [False, False, False, True, True]       # CIs where the paper brackets
     assert [s["percent"] for s in sweep] == [25, 50, 75, 100] and np.isfinite(rows[0]["U1"])
     assert np.array_equal([sweep[-1]["U"], sweep[-1]["U1"]], [rows[-1]["U"], rows[-1]["U1"]], equal_nan=True)
-    assert "mass sweep" in analyze.hub_markdown((rows, sweep, draws), "t")
+    assert "mass sweep" in compression.hub_markdown((rows, sweep, draws), "t")
     layers = res["probe"]["layers"]
     assert [l["layer"] for l in layers] == [0, 1] and all(0 <= l["auroc"] <= 1 for l in layers)
     assert 0 < res["probe"]["boundary_share"] < 0.5 and res["probe"]["test_documents"] >= 1
@@ -264,7 +267,7 @@ def test_substitutions_reach_every_p1_reading_channel():
     """p1_sub replaces what the p1 channel reads: the true p1 for hrope_axial, the grid
     floor(t/L) for period_axial, the random labels for rand_axial. Feeding period_axial its own
     grid changes nothing; feeding it the true p1 (the reverse substitution) does."""
-    from rotary import coordinate
+    from data import coordinate
     pos = torch.arange(8)[None]
     p = torch.tensor([[[0, 0, 0]] * 3 + [[1, 0, 0]] * 5])
     b = {"pos": pos, "p": p, "p1_period": 3, "p1_density": 0.25}
@@ -285,7 +288,7 @@ def test_paragraph_cells_by_hand():
     Δp1 = 0 pairs (query i, key j): (1,0) d1 b0, (2,0) d2 b1, (2,1) d1 b1, (4,3) d1 b2. Δp1 = 1
     pairs: (3,0) (3,1) (3,2) (4,0) (4,1) (4,2) with key paragraph 0, (5,3) (5,4) with key paragraph 1."""
     i, j = np.indices((6, 6))
-    base_sum, base_n, rows, sums, counts = evaluate.paragraph_cells((10.0 * i + j), np.array([0, 0, 0, 1, 1, 2]),
+    base_sum, base_n, rows, sums, counts = compression.paragraph_cells((10.0 * i + j), np.array([0, 0, 0, 1, 1, 2]),
                                                                    d_max=4, band=2)
     assert base_n.shape == (5, 3) and base_n.sum() == 4
     assert {(d, b): base_sum[d, b] for d, b in zip(*np.nonzero(base_n))} == {(1, 0): 10, (2, 1): 20, (1, 1): 21, (1, 2): 43}
@@ -293,7 +296,7 @@ def test_paragraph_cells_by_hand():
     assert got == {(0, 3, 1): (30, 1), (0, 2, 1): (31, 1), (0, 1, 1): (32, 1), (0, 4, 2): (40, 1), (0, 3, 2): (41, 1),
                    (0, 2, 2): (42, 1), (1, 2, 2): (53, 1), (1, 1, 2): (54, 1)}
     # d_max caps both: at d_max = 2 the pairs at d 3 and 4 are gone
-    _, base_n, rows, _, _ = evaluate.paragraph_cells((10.0 * i + j), np.array([0, 0, 0, 1, 1, 2]), d_max=2, band=2)
+    _, base_n, rows, _, _ = compression.paragraph_cells((10.0 * i + j), np.array([0, 0, 0, 1, 1, 2]), d_max=2, band=2)
     assert base_n.shape == (3, 3) and rows[:, 1].max() == 2 and len(rows) == 5
 
 
@@ -304,10 +307,10 @@ def test_probe_on_a_planted_signal():
     g = torch.Generator().manual_seed(0)
     X = torch.randn(4000, 8, generator=g)
     y = X[:, 3] > 1.65
-    good = evaluate.logistic_probe(X[:3000], y[:3000], X[3000:], y[3000:])
+    good = boundaries.logistic_probe(X[:3000], y[:3000], X[3000:], y[3000:])
     assert good["balanced_accuracy"] > 0.95 and good["auroc"] > 0.99 and good["macro_f1"] > 0.75   # balancing costs precision
     noise = torch.rand(4000, generator=g) < 0.05
-    bad = evaluate.logistic_probe(X[:3000], noise[:3000], X[3000:], noise[3000:])
+    bad = boundaries.logistic_probe(X[:3000], noise[:3000], X[3000:], noise[3000:])
     assert abs(bad["balanced_accuracy"] - 0.5) < 0.1 and abs(bad["auroc"] - 0.5) < 0.1
 
 
@@ -319,7 +322,7 @@ def test_hub_sets_by_hand():
     contrib = np.array([-5.0, -1, 3, -10, 0, 2])
     pairs = np.array([10.0, 5, 4, 20, 0, 1])
     freq = np.array([100, 5, 50, 30, 200, 1])
-    s = evaluate.hub_sets(contrib, pairs, freq, draws=3)
+    s = compression.hub_sets(contrib, pairs, freq, draws=3)
     assert s["hub"][0].tolist() == [3] and s["freq"][0].tolist() == [4]
     assert all(len(r) == 1 and r[0] in (0, 1, 2, 5) for r in s["random"])
     assert all(sorted(p.tolist()) == [0, 1, 2, 5] for p in s["pair_matched"])
@@ -336,7 +339,7 @@ def test_depth_cells_leave_out_blocked_pairs():
     p1 = torch.tensor([0, 0, 1])
     blocked = torch.zeros(3, 3, dtype=torch.bool)
     blocked[2, 0] = True
-    _, _, all_pairs = evaluate.depth_cells(att, p1, 4, 3)
-    _, _, kept = evaluate.depth_cells(att, p1, 4, 3, exclude=blocked)
+    _, _, all_pairs = compression.depth_cells(att, p1, 4, 3)
+    _, _, kept = compression.depth_cells(att, p1, 4, 3, exclude=blocked)
     assert all_pairs[2, 1] == 1 and kept[2, 1] == 0
     assert (np.delete(all_pairs.ravel(), 2 * 3 + 1) == np.delete(kept.ravel(), 2 * 3 + 1)).all()

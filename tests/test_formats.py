@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+import data
 import prepare
 import sample
 import tokenizer
@@ -178,7 +179,7 @@ def test_online_coordinates_equal_prepare_token_by_token(corpus, tiny):
         except trees.Skip:
             continue
         ids = enc.encode_ordinary(doc.text)
-        full = prepare.token_coords(doc, np.asarray(ids), tok_len)
+        full = data.token_coords(doc, np.asarray(ids), tok_len)
         for i in range(min(len(ids), 120)):
             step = sample.online_coords(corpus, ids[:i + 1], enc, tok_len)
             for k in step:
@@ -196,7 +197,7 @@ def test_a_character_cut_by_a_token_reads_as_content():
     assert len(ids) == 10
     assert sample.online_text(ids[:7], enc) == '{"k":"x'
     step = sample.online_coords("json", ids[:7], enc, tok_len)
-    full = prepare.token_coords(trees.json_doc('{"k":"é"}'.encode()), np.asarray(ids), tok_len)
+    full = data.token_coords(trees.json_doc('{"k":"é"}'.encode()), np.asarray(ids), tok_len)
     assert step["depth"] == full["depth"][6] == 3 and np.array_equal(step["path"], full["path"][6])
 
 

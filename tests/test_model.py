@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 import torch
 
+import compression
+import data
 import rotary
 import train
 from model import GPT, GPTConfig
@@ -63,10 +65,10 @@ def test_step_loss_is_the_mean_over_predicted_tokens(tiny_python, tmp_path):
                       "--docs_per_step=6", "--mb_tokens=512", "--val_docs=2", "--test_docs=2"])
     logged = json.loads(open(os.path.join(run, "log.jsonl")).readline())["train_loss"]
     cfg = json.load(open(os.path.join(run, "config.json")))
-    split = train.Split(os.path.join(tiny_python, "python"), "train", 256)
+    split = data.Split(os.path.join(tiny_python, "python"), "train", 256)
     rec = train.step_records(len(split), 6, 0, 5)   # seed 5: lengths 79 and 238 share a micro-batch
     lengths = split.len[rec]
-    assert len(set(lengths.tolist())) > 1 and len(train.pack(lengths, 512)) > 1   # the case that matters
+    assert len(set(lengths.tolist())) > 1 and len(data.pack(lengths, 512)) > 1   # the case that matters
     torch.manual_seed(5)
     m = GPT(GPTConfig(**cfg["model"]))                      # the same initial weights as step 0
     total = 0.0
@@ -80,7 +82,6 @@ def test_blocked_pairs_get_exactly_zero_attention_and_none_changes_nothing():
     """Hub masking (paper 004 App. E): cross-paragraph attention to chosen keys is blocked. A
     blocked pair receives exactly zero attention on both paths; an all-False mask and no mask give
     identical outputs; a token's attention to itself is never blocked."""
-    import evaluate
     torch.manual_seed(0)
     m = GPT(GPTConfig(vocab_size=64, n_layer=2, n_embd=128, n_head=2, max_len=T, rotary="hrope_axial", corpus=CORPUS)).eval()
     f = fields(3)
@@ -90,7 +91,7 @@ def test_blocked_pairs_get_exactly_zero_attention_and_none_changes_nothing():
     C = m.rotary.coords(batch)
     keys = torch.zeros(B, T, dtype=torch.bool)
     keys[:, [1, 4, 7]] = True                                  # masked keys
-    blocked = evaluate.cross_paragraph_block(p[..., 0], keys)
+    blocked = compression.cross_paragraph_block(p[..., 0], keys)
     assert blocked[0, 8, 4] and blocked[0, 9, 1] and not blocked[0, 5, 4] and not blocked[0, 9, 7]
     with torch.no_grad():
         logits, _, atts = m(f["tokens"], C, return_attn=True, blocked=blocked)

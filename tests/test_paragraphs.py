@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import candidates
+import data
 import prepare
 import trees
 from conftest import stdlib_files
@@ -17,7 +18,7 @@ RST = sorted(glob.glob("/usr/share/doc/python3*/html/_sources/library/*.rst.txt"
 def per_byte(doc):
     """token_coords with one token per byte (ASCII text): p per character."""
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)
-    return prepare.token_coords(doc, ids, np.ones(256, np.int64))
+    return data.token_coords(doc, ids, np.ones(256, np.int64))
 
 
 def test_three_paragraphs_hand_worked():
@@ -153,7 +154,7 @@ def test_prepare_code_and_wikitext(tmp_path):
                       "--workers", "1"])
     meta = json.load(open(os.path.join(d, "meta.json")))
     assert meta["skipped"] == {"fewer than 2 blocks": 1} and meta["p1_cap"] >= 1
-    a = prepare.load_split(d, "train")
+    a = data.load_split(d, "train")
     starts = a["doc_start"][:-1]
     first = np.r_[True, a["record_doc"][1:] != a["record_doc"][:-1]]
     assert (a["p"][starts[first], 0] == 0).all() and (a["p"][starts[~first], 0] > 0).any()   # p1 counted in the file
@@ -200,7 +201,7 @@ def test_p1_cap_and_m1_on_a_long_tailed_corpus(tmp_path):
         d = prepare.main([corpus, "--src", str(src), "--out", str(tmp_path / "data"), "--vocab", "300",
                           "--max_len", "64", "--workers", "1"])
         meta = json.load(open(os.path.join(d, "meta.json")))
-        a = prepare.load_split(d, "train")
+        a = data.load_split(d, "train")
         long_doc = np.flatnonzero(np.bincount(a["record_doc"]) > 1)        # the only file cut into records
         starts = a["doc_start"][:-1][np.isin(a["record_doc"], long_doc)]
         if corpus == "code":

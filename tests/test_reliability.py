@@ -20,6 +20,7 @@ import pytest
 from openpyxl.utils import get_column_letter
 
 import analyze
+import data
 import evaluate
 import prepare
 import train
@@ -56,7 +57,7 @@ def test_web_and_sheets_in_one_corpus(tmp_path):
     meta = json.load(open(os.path.join(d, "meta.json")))
     assert meta["documents"] == EXPECTED["web"][0] + EXPECTED["sheets"][0]
     assert meta["skipped"] == {**EXPECTED["web"][1], **EXPECTED["sheets"][1]}
-    a = prepare.load_split(d, "train")
+    a = data.load_split(d, "train")
     src = np.asarray(a["source"])
     assert set(src.tolist()) == {0, 1} and (a["ref_path"][src == 0] == -1).all()
     cell = (src == 1) & (a["path"][:, 0] >= 0)                  # workbook tokens with a node (not a tab or newline)
@@ -295,12 +296,12 @@ def test_analyze_names_a_damaged_log(tiny_python, tmp_path):
 
 def test_replacing_keeps_the_old_file_when_a_write_fails(tmp_path):
     path = str(tmp_path / "final.json")
-    prepare.write_json({"ok": 1}, path)
+    data.write_json({"ok": 1}, path)
     with pytest.raises(TypeError):
-        prepare.write_json({"bad": object()}, path)           # fails half-way through json.dump
+        data.write_json({"bad": object()}, path)           # fails half-way through json.dump
     assert json.load(open(path)) == {"ok": 1}
     assert os.listdir(tmp_path) == ["final.json"]             # no temporary left behind
     import numpy as np
-    with prepare.replacing(str(tmp_path / "a.npz")) as tmp:
+    with data.replacing(str(tmp_path / "a.npz")) as tmp:
         np.savez(tmp, x=np.arange(3))                         # np.savez keeps a name ending in .npz
     assert np.load(tmp_path / "a.npz")["x"].tolist() == [0, 1, 2]

@@ -4,6 +4,7 @@ import os
 import pytest
 import torch
 
+import data
 import rotary
 from rotary import FAST, Rotary
 
@@ -121,9 +122,9 @@ def test_reference_rotation_takes_target_levels():
     b["path"][0, 0, :4] = torch.tensor([1, 2, 3, 4])
     b["ref_path"][:] = -1
     b["ref_path"][0, 0, :2] = torch.tensor([7, 8])
-    part = rotary.coordinate(b, "refpath1"), rotary.coordinate(b, "refpath3")
+    part = data.coordinate(b, "refpath1"), data.coordinate(b, "refpath3")
     assert part[0].item() == 7 and part[1].item() == 3                # own path below the target's
-    assert rotary.coordinate(b, "refwhole3").item() == -1            # whole-path: target's only
+    assert data.coordinate(b, "refwhole3").item() == -1            # whole-path: target's only
 
 
 def test_reference_rotation_keeps_the_use_s_own_path_length():
@@ -136,9 +137,9 @@ def test_reference_rotation_keeps_the_use_s_own_path_length():
     b["ref_path"][0, 0, :2] = torch.tensor([0, 4])
     b["path"][0, 1, :2] = torch.tensor([0, 1])                       # shallower use, definition [0, 4, 5, 6]
     b["ref_path"][0, 1, :4] = torch.tensor([0, 4, 5, 6])
-    got = torch.stack([rotary.coordinate(b, f"refpath{k}") for k in range(1, 6)], -1)[0]
+    got = torch.stack([data.coordinate(b, f"refpath{k}") for k in range(1, 6)], -1)[0]
     assert got.tolist() == [[0, 4, 2, -1, -1], [0, 4, -1, -1, -1]]
-    whole = torch.stack([rotary.coordinate(b, f"refwhole{k}") for k in range(1, 6)], -1)[0]
+    whole = torch.stack([data.coordinate(b, f"refwhole{k}") for k in range(1, 6)], -1)[0]
     assert whole.tolist() == [[0, 4, -1, -1, -1], [0, 4, 5, 6, -1]]  # the variant that does change length
 
 
@@ -228,7 +229,7 @@ def test_two_corpus_coordinates_by_hand():
     b["path"][:] = -1
     b["path"][0, 0, :3] = torch.tensor([0, 1, 2])
     b["path"][0, 1, :5] = torch.tensor([0, 4, 6, 0, 1])
-    got = {n: rotary.coordinate(b, n)[0].tolist() for n in
+    got = {n: data.coordinate(b, n)[0].tolist() for n in
            ("shared1", "shared2", "shared3", "owndepth", "ownsheet1", "ownsheet2", "ownsheet3")}
     assert got == {"shared1": [3, 0], "shared2": [-1, 4], "shared3": [-1, 6], "owndepth": [3, -1],
                    "ownsheet1": [-1, 0], "ownsheet2": [-1, 4], "ownsheet3": [-1, 6]}

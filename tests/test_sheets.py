@@ -13,6 +13,7 @@ import pytest
 from openpyxl.formula.tokenizer import Tokenizer
 from openpyxl.workbook.defined_name import DefinedName
 
+import data
 import prepare
 import trees
 
@@ -96,7 +97,7 @@ def wide_book(columns):
 def test_copied_from_above_counts_only_across_256_tokens(columns, copied):
     doc = trees.sheet_doc(wide_book(columns))
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)     # one token per byte
-    c = prepare.token_coords(doc, ids, np.ones(256, np.int64))
+    c = data.token_coords(doc, ids, np.ones(256, np.int64))
     second_row = len(doc.text) // 2
     flagged = (c["kind"][second_row:] & trees.KIND_COPIED) > 0
     assert flagged.any() == copied
@@ -270,7 +271,7 @@ def test_prepare_sheets_synthetic(tmp_path, capsys):
     assert "SYNTHETIC" in capsys.readouterr().out
     meta = json.load(open(os.path.join(d, "meta.json")))
     assert meta["synthetic"] and meta["documents"] == 10 and meta["references"] > 0
-    a = prepare.load_split(d, "train")
+    a = data.load_split(d, "train")
     is_ref = (a["kind"] & trees.KIND_CELL_REF) > 0
     assert (a["ref_path"][is_ref, 0] >= 0).mean() > 0.9              # references carry their target
     assert (a["ref_path"][~is_ref, 0] < 0).all()

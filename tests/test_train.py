@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+import data
 import prepare
 import rotary
 import tokenizer
@@ -27,7 +28,7 @@ def test_prepared_data_on_disk(tiny_python):
     d = os.path.join(tiny_python, "python")
     meta = json.load(open(os.path.join(d, "meta.json")))
     assert meta["documents"] > 30 and not meta["synthetic"]
-    a = prepare.load_split(d, "train")
+    a = data.load_split(d, "train")
     n = len(a["tokens"])
     assert a["path"].shape == (n, 22) and a["ref_path"].shape == (n, 22)
     assert a["doc_start"][-1] == n and (np.diff(a["doc_start"]) <= 256).all()
@@ -69,7 +70,7 @@ def test_batches_identical_across_configurations_and_packing():
     assert (a == train.step_records(1000, 16, 7, seed=0)).all()
     assert not (a == train.step_records(1000, 16, 7, seed=1)).all()
     lengths = np.array([5, 300, 40, 41, 1000, 7, 99, 100])
-    groups = train.pack(lengths, 1024)
+    groups = data.pack(lengths, 1024)
     assert sorted(i for g in groups for i in g) == list(range(8))      # whole step covered
     for g in groups:
         assert max(lengths[g]) * len(g) <= 1024                         # within the budget
@@ -153,10 +154,12 @@ def test_nan_loss_stops_with_message(tiny_python, tmp_path, capsys):
 
 
 def test_data_parallel_two_cpu_processes(tiny_python, tmp_path):
-    """torchrun with 2 gloo processes: micro-batches are shared out, gradients all-reduced;
-    the result equals the single-process run to float tolerance."""
+    """torchrun with 2 gloo processes under DistributedDataParallel: three records a step, packed
+    into micro-batches of at most 64 padded tokens and dealt round-robin (one process may get more),
+    gradients synced once per step; the loss curve, training and validation, equals the
+    single-process run to float tolerance."""
     args = ["--corpus", "python", "--config", "seq_depth", "--data", tiny_python, "--steps=4", *TINY[:-2],
-            "--milestones=2", "--mb_tokens=64"]
+            "--milestones=2", "--mb_tokens=64", "--docs_per_step=3"]
     single = train.main(args + ["--out", str(tmp_path / "one")])
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517",
                         "train.py", *args, "--out", str(tmp_path / "two")],
@@ -167,6 +170,7 @@ def test_data_parallel_two_cpu_processes(tiny_python, tmp_path):
     two = [json.loads(l) for l in open(os.path.join(str(tmp_path / "two"), "python", "seq_depth", "seed0", "log.jsonl"))]
     assert [a["step"] for a in one] == [b["step"] for b in two] == [2, 4]
     for a, b in zip(one, two):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-4)
         assert a["val_loss"] == pytest.approx(b["val_loss"], abs=1e-4)
 
 
@@ -277,17 +281,39 @@ def test_sweep_runs_what_is_pending_and_resumes(tiny_python, tmp_path):
     assert os.path.exists(os.path.join(str(tmp_path), "python", "seq_only", "seed1", "final.json"))
 
 
-def test_cuda_presets_follow_the_paper_per_corpus():
+def as_if_cuda(monkeypatch):
+    """What parse() asks of CUDA, answered as a bf16 GPU would (the --device check refuses cuda
+    where torch has none, so the CUDA defaults are read on any machine this way)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+
+
+def prepared(root, *corpora):
+    """A data root whose meta.json files hold what prepare.py records of each corpus's entry: all
+    that parse() reads of the data. Returns ["--data", root]."""
+    for c in corpora:
+        os.makedirs(os.path.join(root, c), exist_ok=True)
+        with open(os.path.join(root, c, "meta.json"), "w") as f:
+            json.dump({"settings": {"defaults": prepare.CORPORA[c].defaults()}}, f)
+    return ["--data", str(root)]
+
+
+def test_cuda_presets_follow_the_paper_per_corpus(monkeypatch, tmp_path):
     """Appendix §4: the 4.7M model at context 1,024 (Python), 2,048 (web pages), 4,096
-    (spreadsheets); the larger web run 10 layers, d=512, 4 heads at 4,096."""
+    (spreadsheets); the larger web run 10 layers, d=512, 4 heads at 4,096. The corpus's entry in
+    prepare.CORPORA says which, through the prepared data's meta.json."""
     from model import PRESETS
-    ctx = {c: PRESETS[train.parse(["--corpus", c, "--device", "cuda"])[0]["preset"]]["max_len"]
+    data = prepared(tmp_path, "python", "web", "sheets")
+    assert train.parse(["--corpus", "web", "--device", "cpu", *data])[0]["preset"] == "cpu"   # CPU stays small
+    as_if_cuda(monkeypatch)
+    ctx = {c: PRESETS[train.parse(["--corpus", c, "--device", "cuda", *data])[0]["preset"]]["max_len"]
            for c in ("python", "web", "sheets")}
     assert ctx == {"python": 1024, "web": 2048, "sheets": 4096}
     assert PRESETS["paper_web_large"] == dict(n_layer=10, n_embd=512, n_head=4, max_len=4096)
-    assert train.parse(["--corpus", "web"])[0]["preset"] == "cpu"               # CPU stays small
-    assert train.parse(["--corpus", "web", "--device", "cuda", "--preset", "paper_web_large"])[0]["preset"] == \
+    assert train.parse(["--corpus", "web", "--device", "cuda", "--preset", "paper_web_large", *data])[0]["preset"] == \
         "paper_web_large"
+    with pytest.raises(SystemExit, match="not prepared"):
+        train.parse(["--corpus", "prose", *data])
 
 
 def test_record_units_restart_level1_ranks():
@@ -312,20 +338,22 @@ def test_record_units_restart_level1_ranks():
     assert prepare.record_rank_stats(record)["max"] == 1 and prepare.record_rank_stats(module)["max"] == 5
 
 
-def test_hrope_recipe_is_table_11():
+def test_hrope_recipe_is_table_11(monkeypatch, tmp_path):
     """Paper 004 Table 11 for code and prose: lr 3e-4, weight decay 0.01, cosine to 1% of lr,
     dropout 0.1, patience 10, 16 blocks per step on CUDA; the tree recipe elsewhere."""
-    h = train.parse(["--corpus", "prose", "--device", "cuda"])[0]
+    data = prepared(tmp_path, "prose", "python", "code")
+    as_if_cuda(monkeypatch)
+    h = train.parse(["--corpus", "prose", "--device", "cuda", *data])[0]
     assert (h["recipe"], h["lr"], h["weight_decay"], h["min_lr"], h["dropout"], h["patience"], h["docs_per_step"]) == \
         ("hrope", 3e-4, 0.01, 0.01, 0.1, 10, 16)
-    t = train.parse(["--corpus", "python"])[0]
+    t = train.parse(["--corpus", "python", *data])[0]
     assert (t["recipe"], t["lr"], t["weight_decay"], t["min_lr"], t["dropout"], t["patience"]) == \
         ("tree", 1.2e-3, 0.1, 0.1, 0.0, 0)
-    assert train.parse(["--corpus", "code", "--lr", "1e-3"])[0]["lr"] == 1e-3             # explicit beats recipe
-    c = train.parse(["--corpus", "code", "--device", "cpu"])[0]                         # CPU scale: only lr differs
+    assert train.parse(["--corpus", "code", "--lr", "1e-3", *data])[0]["lr"] == 1e-3             # explicit beats recipe
+    c = train.parse(["--corpus", "code", "--device", "cpu", *data])[0]                         # CPU scale: only lr differs
     same = ("weight_decay", "min_lr", "dropout", "patience")
     assert (c["recipe"], c["lr"]) == ("hrope_cpu", 1.2e-3) and [c[k] for k in same] == [h[k] for k in same]
-    assert train.parse(["--corpus", "code", "--device", "cpu", "--recipe", "hrope"])[0]["lr"] == 3e-4
+    assert train.parse(["--corpus", "code", "--device", "cpu", "--recipe", "hrope", *data])[0]["lr"] == 3e-4
     # the schedule at its boundaries, 5,000 steps: warmup ends at step 100 (the paper's 100),
     # the last step sits at 1% of the peak, half way through the cosine at 0.505 of it
     assert train.lr_at(0, 5000, 3e-4, 0.01) == pytest.approx(3e-4 / 100)
@@ -371,7 +399,7 @@ def test_depth_dropout_hides_depth_on_the_records_the_generator_picks():
     assert 0.27 < picked.float().mean() < 0.33
     for name in ("seq_depth", "seq_depth_rank", "seq_only", "seq_tree", "rand_axial"):
         m = GPT(GPTConfig(vocab_size=300, n_layer=1, n_embd=128, n_head=1, rotary=name))
-        C, C0 = (train.coords_for(m, dict(b), corpus, torch.Generator().manual_seed(7), p) for p in (0.3, 0.0))
+        C, C0 = (data.coords_for(m, dict(b), corpus, torch.Generator().manual_seed(7), p) for p in (0.3, 0.0))
         reads_depth = "depth" in name
         assert torch.equal((C != C0).flatten(1).any(1), picked if reads_depth else torch.zeros_like(picked)), name
         if reads_depth:
@@ -383,7 +411,7 @@ def test_depth_dropout_in_training_not_in_evaluation(tiny_python, tmp_path, monk
     """A seq_depth run with --depth_dropout=0.3: every training micro-batch loses depth on the
     records its step's generator picks (about 30% over the run), no evaluation batch on any."""
     lost = {True: [], False: []}                                  # model.training -> per record
-    coords_for = train.coords_for
+    coords_for = data.coords_for
 
     def spy(model, b, corpus, generator=None, depth_dropout=0.0):
         had = (b["depth"] >= 1).any(1)

@@ -4,6 +4,7 @@ import random
 import numpy as np
 import pytest
 
+import data
 import trees
 from conftest import stdlib_files
 
@@ -162,7 +163,7 @@ def test_label_and_statement_grid_by_hand():
     assert doc.label.tolist() == [0, 1, 2, 3, 4, 5, 6, 4, 7, 8, 4, 7]
     assert doc.stmt.tolist() == [0, 0, 0, 3, 3, 5, 5, 5, 5, 9, 9, 9]
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)   # one token per character
-    c = prepare.token_coords(doc, ids, np.ones(256, np.int64))
+    c = data.token_coords(doc, ids, np.ones(256, np.int64))
     at = {w: doc.text.index(w) for w in ("FunctionDef", " If", " Return", " Add", " Assign", " =2")}
     assert [c["grid"][at[w]].tolist() for w in at] == [[0, 0], [1, 0], [2, 0], [2, 7], [3, 0], [3, 10]]
     assert c["label"][at[" Add"]] == 6 and c["label"][at[" =2"]] == 7

@@ -1,0 +1,346 @@
+"""Paragraph boundaries, paper 004 Layer I: does attention follow where the model is told a
+paragraph begins? What evaluate.py and analyze.py run for it, in one place:
+
+    fake_merge, fake_split    the boundary interventions (§4.3), among evaluate.py's for every p1 model
+    evaluate.py RUN --boundary   per-document sums -> analyze.py --boundary: Table 1, the normalised
+                                 boundary effect (§3.2-3.3, App. A.1-A.2)
+    evaluate.py RUN --probe      the same-paragraph probe per layer (App. A.9) -> Table 8 in analyze.py
+    evaluate.py RUN --demo       Fig. 1 on one example -> analyze.py --figures draws it
+
+compression.py holds the rest of the paper: compression depth, hub masking, paragraph regression.
+"""
+import glob
+import json
+import os
+import warnings
+
+import numpy as np
+import torch
+
+import tokenizer
+import trees
+from data import coords_for, pack, record_docs, replacing, token_coords
+
+
+# ---------------------------------------------------------------------------- interventions ----
+def fake_merge(b, g):
+    """One real paragraph boundary per record removed: the paragraph after it takes the p1 of
+    the one before (later paragraphs move down by one)."""
+    _move_p1(b, g, lambda p1, p2: torch.nonzero(p1[1:] != p1[:-1]).flatten() + 1, -1)
+
+
+def fake_split(b, g):
+    """A new boundary inside one paragraph, at one of its sentence starts (or, in a record
+    without one, mid-paragraph): p1 grows by one from there on."""
+    def inside(p1, p2):
+        at = torch.nonzero((p1[1:] == p1[:-1]) & (p2[1:] != p2[:-1])).flatten() + 1
+        return at if len(at) else torch.nonzero(p1[1:] == p1[:-1]).flatten() + 1
+    _move_p1(b, g, inside, +1)
+
+
+def _move_p1(b, g, candidates, step):
+    b["p"] = b["p"].clone()
+    for j, n in enumerate(b["len"].tolist()):
+        p1, p2 = b["p"][j, :n, 0], b["p"][j, :n, 1]
+        at = candidates(p1, p2)
+        if len(at):
+            s = int(at[torch.randint(len(at), (1,), generator=g, device=g.device)])
+            b["p"][j, s:n, 0] += step
+
+
+# --------------------------------------------------------------- normalised boundary effect ----
+# Paper 004 §3.2-3.3, App. A.1-A.2, as this repository reads them:
+#  - Ā(i, j): attention averaged over layers and heads; y = log Ā on causal pairs j < i (d = i - j >= 1).
+#  - D_eff = y - b0 - b1 d, one line per model fitted by least squares on every causal pair of the
+#    unmanipulated condition (A: real p1) of the scored records.
+#  - anchors, from condition A: within = pairs in one paragraph (Δp1 = 0); para = pairs that straddle a
+#    real paragraph boundary (Δp1 >= 1); sent = pairs in one paragraph that straddle a sentence
+#    boundary (Δp2 >= 1), whose β is the paper's β_A^sent.
+#  - M, for fake-merge (B) and fake-split (C): exactly the pairs whose Δp1 the intervention changes
+#    (both move p1 from one position s on, so M = {j < s <= i}).
+#  - β(S) = (mean D_eff over S - anchor_within) / (anchor_para - anchor_within); for an intervention
+#    Δ = β_observed(M) - β_unmanipulated(M), both on the same pairs M: exactly 0 for a model that does
+#    not read p1 (H0(1) by construction); when M is the whole real-boundary set it is the paper's
+#    β_B - 1, and the paper's β_C - β_A^sent is printed beside it.
+#  - C_pct: the percentile of β_C among the real boundaries of condition A, each boundary b with
+#    β over its own pairs {j < b <= i}.
+# Everything is kept as per-document sums (count, Σd, Σy; Σd², Σdy for the fit), so analyze.py can
+# resample documents and recompute the fit, anchors and β in every bootstrap draw.
+BOUNDARY_SETS = ("within", "para", "sent", "merge_obs", "merge_unm", "split_obs", "split_unm")
+
+
+def _sums(y, d, mask):
+    return [float(mask.sum()), float(d[mask].sum()), float(y[mask].sum())]
+
+
+def boundary_sums(A, pA, B, pB, C, pC):
+    """One record: attentions (n, n) averaged over layers and heads under conditions A (real), B
+    (fake-merge), C (fake-split) and their (n, 3) coordinates -> (fit[5], sets[7, 3], boundaries[k, 3])."""
+    n = A.shape[0]
+    i, j = np.tril_indices(n, -1)
+    d = (i - j).astype(np.float64)
+    y = {c: np.log(np.maximum(M[i, j], 1e-30)) for c, M in (("A", A), ("B", B), ("C", C))}
+    dp = lambda p, k: np.abs(p[i, k] - p[j, k])
+    same = dp(pA, 0) == 0
+    merged, split = dp(pB, 0) != dp(pA, 0), dp(pC, 0) != dp(pA, 0)
+    fit = [float(len(d)), d.sum(), (d * d).sum(), y["A"].sum(), (d * y["A"]).sum()]
+    sets = [_sums(y["A"], d, same), _sums(y["A"], d, ~same), _sums(y["A"], d, same & (dp(pA, 1) > 0)),
+            _sums(y["B"], d, merged), _sums(y["A"], d, merged), _sums(y["C"], d, split), _sums(y["A"], d, split)]
+    starts = np.flatnonzero(pA[1:, 0] != pA[:-1, 0]) + 1                 # real paragraph boundaries
+    bounds = [_sums(y["A"], d, (j < s) & (i >= s)) for s in starts]
+    return fit, sets, bounds
+
+
+def write_boundary(score, split, ids, path):
+    """Score records under real, fake-merge and fake-split p1 (the same boundary choices as the
+    interventions), and save per-document boundary sums. score(change=, attention=): evaluate.score
+    on these records."""
+    if "p" not in split.a:
+        raise SystemExit("error: --boundary needs paragraph coordinates (prepare.py prose/code)")
+    seen = {}
+    for cond, change in (("A", None), ("B", fake_merge), ("C", fake_split)):
+        def keep(r, row, atts, cond=cond):
+            seen.setdefault(r, {})[cond] = (atts.mean((0, 1)).numpy(), row["p"].numpy())
+        score(change=change, attention=keep)
+    docs = record_docs(split, np.arange(len(split.len)))
+    uniq = np.unique(docs[ids])
+    fit = np.zeros((len(uniq), 5))
+    sets = np.zeros((len(uniq), len(BOUNDARY_SETS), 3))
+    b_doc, b_sums = [], []
+    for r, c in seen.items():
+        u = np.searchsorted(uniq, docs[r])
+        f, s, bs = boundary_sums(c["A"][0], c["A"][1], c["B"][0], c["B"][1], c["C"][0], c["C"][1])
+        fit[u] += f
+        sets[u] += s
+        b_doc += [u] * len(bs)
+        b_sums += bs
+    with replacing(path) as tmp:
+        np.savez_compressed(tmp, doc=uniq, fit=fit, sets=sets, b_doc=np.asarray(b_doc, np.int64),
+                            b_sums=np.asarray(b_sums, np.float64).reshape(-1, 3))
+
+
+# analyze.py --boundary: Table 1 from those sums
+def boundary_pool(root, split="test"):
+    """{config: (fit[D, 5], sets[D, 7, 3], b_doc[k], b_sums[k, 3])} from evaluate.py --boundary,
+    the seeds of a configuration pooled: sums added per document (the same test documents), the
+    real boundaries of every seed kept (App. A.2: three seeds pooled per corpus)."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(root, "**", f"boundary_{split}.npz"), recursive=True)):
+        with open(os.path.join(os.path.dirname(path), "config.json")) as f:
+            r = json.load(f)["run"]
+        z = np.load(path)
+        out.setdefault(r.get("name") or r["config"], []).append(z)
+    pooled = {}
+    for config, zs in out.items():
+        docs = np.unique(np.concatenate([z["doc"] for z in zs]))
+        fit, sets = np.zeros((len(docs), 5)), np.zeros((len(docs), zs[0]["sets"].shape[1], 3))
+        b_doc, b_sums = [], []
+        for z in zs:
+            u = np.searchsorted(docs, z["doc"])
+            np.add.at(fit, u, z["fit"])
+            np.add.at(sets, u, z["sets"])
+            b_doc.append(u[z["b_doc"]])
+            b_sums.append(z["b_sums"])
+        pooled[config] = (fit, sets, np.concatenate(b_doc), np.concatenate(b_sums))
+    return pooled
+
+
+def boundary_effect(fit, sets, b_doc, b_sums, W):
+    """The Table 1 quantities for each row of document weights W (R, D): the line, the anchors and
+    every mean recomputed from the same weighted documents (App. A.2). Returns {name: (R,)}."""
+    n, sd, sdd, sy, sdy = (W @ fit).T
+    b1 = (n * sdy - sd * sy) / (n * sdd - sd ** 2)
+    b0 = (sy - b1 * sd) / n
+    S = np.einsum("rd,dkc->rkc", W, sets)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (S[..., 2] - b0[:, None] * S[..., 0] - b1[:, None] * S[..., 1]) / S[..., 0]
+        within, para = mean[:, 0], mean[:, 1]
+        beta = (mean - within[:, None]) / (para - within)[:, None]
+        mb = (b_sums[:, 2] - b0[:, None] * b_sums[:, 0] - b1[:, None] * b_sums[:, 1]) / b_sums[:, 0]
+        beta_b = (mb - within[:, None]) / (para - within)[:, None]
+        wb = W[:, b_doc]
+        below = (beta_b < beta[:, 5:6]) + 0.5 * (beta_b == beta[:, 5:6])
+        c_pct = 100 * (wb * below).sum(1) / wb.sum(1)
+    return {"delta_B": beta[:, 3] - beta[:, 4], "delta_C": beta[:, 5] - beta[:, 6], "beta_B": beta[:, 3],
+            "beta_C": beta[:, 5], "beta_sent": beta[:, 2], "paper_delta_B": beta[:, 3] - 1,
+            "paper_delta_C": beta[:, 5] - beta[:, 2], "C_pct": c_pct}
+
+
+def boundary_table(pooled, draws=4000, seed=0):
+    """Point estimates and 95% document-cluster bootstrap CIs per configuration."""
+    rows = []
+    rng = np.random.default_rng(seed)
+    for config, (fit, sets, b_doc, b_sums) in sorted(pooled.items()):
+        D = len(fit)
+        point = {k: float(v[0]) for k, v in boundary_effect(fit, sets, b_doc, b_sums, np.ones((1, D))).items()}
+        boot = {k: [] for k in point}
+        for start in range(0, draws, 500):     # chunks keep the (draws x boundaries) matrix small
+            W = rng.multinomial(D, np.full(D, 1 / D), size=min(500, draws - start)).astype(np.float64)
+            for k, v in boundary_effect(fit, sets, b_doc, b_sums, W).items():
+                boot[k].append(v)
+        row = {"config": config, "documents": D, "boundaries": len(b_doc),
+               "estimable": bool(sets[:, 1, 0].sum() and sets[:, 3, 0].sum() and sets[:, 5, 0].sum())}
+        for k, v in point.items():
+            with warnings.catch_warnings():         # a draw without boundaries gives NaN: left out
+                warnings.simplefilter("ignore", RuntimeWarning)
+                lo, hi = np.nanpercentile(np.concatenate(boot[k]), [2.5, 97.5])
+            row[k], row[k + "_lo"], row[k + "_hi"] = v, float(lo), float(hi)
+        rows.append(row)
+    return rows
+
+
+def boundary_markdown(rows, title):
+    f = lambda r, k, fmt="+.3f": f"{r[k]:{fmt}} [{r[k + '_lo']:{fmt}}, {r[k + '_hi']:{fmt}}]"
+    lines = [f"### {title}", "",
+             "| model | docs | Δ_B | Δ_C | β_C | C_pct % | β_B − 1 (paper) | β_C − β_A^sent (paper) | H0(1) Δ=0 | H0(2) β_C=1 |",
+             "| --- | ---: | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if not r["estimable"]:
+            lines.append(f"| {r['config']} | {r['documents']} | not estimable: the scored records hold no real paragraph "
+                         "boundary or no intervened pair | | | | | | | |")
+            continue
+        exact = r["delta_B"] == 0 and r["delta_C"] == 0
+        h1 = "holds exactly" if exact else ("rejected" if not (r["delta_B_lo"] <= 0 <= r["delta_B_hi"]
+                                                             and r["delta_C_lo"] <= 0 <= r["delta_C_hi"]) else "not rejected")
+        h2 = "—" if exact else ("rejected" if not r["beta_C_lo"] <= 1 <= r["beta_C_hi"] else "not rejected")
+        lines.append(f"| {r['config']} | {r['documents']} | {f(r, 'delta_B')} | {f(r, 'delta_C')} | "
+                     f"{f(r, 'beta_C', '.3f')} | {f(r, 'C_pct', '.1f')} | {f(r, 'paper_delta_B')} | "
+                     f"{f(r, 'paper_delta_C')} | {h1} | {h2} |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------- same-paragraph probe ----
+def logistic_probe(Xtr, ytr, Xte, yte, l2=1e-3, steps=100):
+    """Paper 004 App. A.9: a logistic-regression probe on standardised features, classes
+    weighted to balance (the boundary class is rare), fitted by L-BFGS; scored on held-out
+    documents by balanced accuracy and macro-F1 at p = 0.5, and AUROC."""
+    mu, sd = Xtr.mean(0), Xtr.std(0) + 1e-6
+    Xtr, Xte = (Xtr - mu) / sd, (Xte - mu) / sd
+    w = torch.zeros(Xtr.shape[1], requires_grad=True)
+    b = torch.zeros(1, requires_grad=True)
+    pos = ytr.float().mean().clamp(1e-6, 1 - 1e-6)
+    weight = torch.where(ytr > 0, 0.5 / pos, 0.5 / (1 - pos))
+    opt = torch.optim.LBFGS([w, b], max_iter=steps, line_search_fn="strong_wolfe")
+
+    def loss():
+        opt.zero_grad()
+        out = (torch.nn.functional.binary_cross_entropy_with_logits(Xtr @ w + b, ytr.float(), weight=weight)
+               + l2 * (w * w).sum())
+        out.backward()
+        return out
+    opt.step(loss)
+    with torch.no_grad():
+        score = Xte @ w + b
+    pred, y = score > 0, yte > 0
+    tpr, tnr = (pred & y).sum() / max(y.sum(), 1), (~pred & ~y).sum() / max((~y).sum(), 1)
+    f1 = [2 * (pred == c)[y == c].sum() / max((pred == c).sum() + (y == c).sum(), 1) for c in (True, False)]
+    ranks = torch.empty(len(score))
+    ranks[score.argsort()] = torch.arange(1, len(score) + 1, dtype=torch.float32)
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    auroc = (ranks[y].sum() - n_pos * (n_pos + 1) / 2) / max(n_pos * n_neg, 1)
+    return {"balanced_accuracy": float((tpr + tnr) / 2), "macro_f1": float(sum(f1) / 2), "auroc": float(auroc)}
+
+
+@torch.no_grad()
+def probe(model, split, ids, cfg, corpus, test_share=0.3):
+    """Residual stream after each layer -> per-layer probe of 'token i starts a new paragraph'
+    (p1(i) != p1(i - 1)), train/test split by document (no document in both)."""
+    if "p" not in split.a:
+        raise SystemExit("error: --probe needs paragraph coordinates (prepare.py prose/code)")
+    hidden = []
+    hooks = [blk.register_forward_hook(lambda m, i, o: hidden.append(o[0])) for blk in model.blocks]
+    feats, labels, docs = [], [], []
+    all_docs = record_docs(split, np.arange(len(split.len)))
+    try:
+        for group in pack(split.len[ids], cfg["mb_tokens"]):
+            rec = ids[group]
+            b = split.batch(rec, cfg["device"])
+            hidden.clear()
+            model(b["tokens"], coords_for(model, b, corpus, torch.Generator(device=cfg["device"]).manual_seed(0)))
+            H = torch.stack(hidden, 1)                                    # (B, L, T, E)
+            for j, r in enumerate(rec):
+                n = int(split.len[r])
+                p1 = b["p"][j, :n, 0]
+                feats.append(H[j, :, 1:n].float().cpu())
+                labels.append((p1[1:] != p1[:-1]).cpu())
+                docs.append(np.full(n - 1, all_docs[r]))
+    finally:
+        for h in hooks:
+            h.remove()
+    X, y, docs = torch.cat(feats, 1), torch.cat(labels), np.concatenate(docs)
+    uniq = np.unique(docs)
+    test_docs = np.random.default_rng(0).permutation(uniq)[:max(1, int(round(test_share * len(uniq))))]
+    te = torch.from_numpy(np.isin(docs, test_docs))
+    if y[~te].sum() == 0 or y[te].sum() == 0:
+        raise SystemExit("error: --probe found no paragraph boundary in the training or test documents; "
+                         "score more records (--max_docs)")
+    layers = [{"layer": l, **logistic_probe(X[l][~te], y[~te], X[l][te], y[te])} for l in range(X.shape[0])]
+    return {"layers": layers, "boundary_share": float(y.float().mean()), "train_documents": len(uniq) - len(test_docs),
+            "test_documents": len(test_docs), "tokens": int(len(y))}
+
+
+def table8(runs):
+    """Paper 004 Table 8: the same-paragraph probe's balanced accuracy per layer, mean over seeds,
+    per model; and for hrope_axial against rand_axial, in how many shared seeds it is higher."""
+    out = []
+    for setting, configs in sorted(runs.items()):
+        probes = {c: {s: r["eval"]["probe"] for s, r in seeds.items() if "probe" in r.get("eval", {})}
+                  for c, seeds in configs.items()}
+        probes = {c: p for c, p in probes.items() if p}
+        if not probes:
+            continue
+        bacc = lambda p: np.array([l["balanced_accuracy"] for l in p["layers"]])
+        rows = {c: np.mean([bacc(p) for p in ps.values()], 0) for c, ps in sorted(probes.items())}
+        higher = None
+        if {"hrope_axial", "rand_axial"} <= set(probes):
+            common = sorted(set(probes["hrope_axial"]) & set(probes["rand_axial"]))
+            higher = (sum(bacc(probes["hrope_axial"][s]) > bacc(probes["rand_axial"][s]) for s in common), len(common))
+        out.append({"setting": setting, "rows": rows, "higher": higher})
+    return out
+
+
+def table8_markdown(t):
+    L = len(next(iter(t["rows"].values())))
+    lines = [f"### {t['setting'][0]}: same-paragraph probe, balanced accuracy by layer, mean over seeds "
+             "(paper 004 Table 8)", "", "| model | " + " | ".join(f"L{l}" for l in range(L)) + " |",
+             "| --- |" + " ---: |" * L]
+    lines += [f"| {c} | " + " | ".join(f"{v:.3f}" for v in vals) + " |" for c, vals in t["rows"].items()]
+    if t["higher"]:
+        k, n = t["higher"]
+        lines.append("| hrope_axial > rand_axial (seeds) | " + " | ".join(f"{int(x)}/{n}" for x in k) + " |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------- one example (Fig. 1) ----
+def demo(model, data_dir, corpus, text="This is what I love. You are the reason."):
+    """Paper 004 Fig. 1 and Fig. 3, one example: Cond. A (real: one paragraph) and Cond. B
+    (fake-split: the second sentence a paragraph of its own); tokens identical, only p1 changes.
+    Reports the attention from the second sentence's first token back to the first sentence,
+    and the change of D_eff across the boundary: the mean over the pairs that straddle it (query
+    in the second sentence, key in the first) of log Ā under B minus under A. One line serves both
+    conditions, so the line cancels (a raw change, as the paper says of its 3.105). The Ā maps
+    (mean over layers and heads) are kept for analyze.py's figure."""
+    enc = tokenizer.load(data_dir)
+    doc = trees.paragraphs_doc([text])
+    ids = np.asarray(enc.encode_ordinary(doc.text), np.int64)
+    c = token_coords(doc, ids, tokenizer.token_lengths(enc))
+    b = {k: torch.as_tensor(np.asarray(v, np.int64))[None] for k, v in c.items() if k in ("pos", "p", "path", "depth")}
+    b.update(corpus)
+    second = int(np.flatnonzero(c["p"][:, 1] == 1)[0])
+    out = {"tokens": [enc.decode([int(t)]) for t in ids], "query": second}
+    maps = {}
+    for cond in ("real", "fake_split"):
+        bb = dict(b)
+        if cond == "fake_split":
+            bb["p"] = b["p"].clone()
+            bb["p"][0, second:, 0] += 1
+        with torch.no_grad():
+            _, _, atts = model(torch.as_tensor(ids)[None], model.rotary.coords(bb), return_attn=True)
+        A = torch.stack([a[0] for a in atts]).mean((0, 1))       # Ā over layers and heads
+        maps[cond] = A
+        out[cond] = {"to_first_sentence": float(A[second, :second].sum()), "attention": A.tolist()}
+    n = len(ids)
+    straddle = (torch.arange(n)[:, None] >= second) & (torch.arange(n)[None, :] < second)
+    log = {k: v.clamp_min(1e-30).log() for k, v in maps.items()}
+    out["d_eff_change_across_boundary"] = float((log["fake_split"] - log["real"])[straddle].mean())
+    return out

@@ -1,0 +1,540 @@
+"""Compression depth, paper 004 Layers II-III: how much less attention crosses a paragraph boundary
+than the distance alone predicts, at which displacement Δp1 the compression is deepest (U*), and
+what carries it. What evaluate.py and analyze.py run for it, in one place:
+
+    evaluate.py RUN --attention   per-document (d, Δp1) cells of log attention (depth_<split>.npz)
+    analyze.py --depth A B        U* by the exact-distance estimator, paired document bootstrap
+                                  (§5.1, App. A.3, A.6)
+    evaluate.py RUN --hubs        the same cells with cross-paragraph attention to hub types masked
+    analyze.py --hubs RUN ...     -> Table 13 (App. E)
+    evaluate.py RUN --paragraphs  per-paragraph sums -> analyze.py --paragraphs: Tables 5 and 9, the
+                                  paragraph-level regression (§6.4, App. A.10; predictors: candidates.py)
+
+boundaries.py holds Layer I: the boundary interventions, Table 1, the probe and the demo.
+"""
+import glob
+import json
+import math
+import os
+from collections import defaultdict
+
+import numpy as np
+import torch
+from scipy import stats
+
+from data import record_docs, replacing, write_json
+
+
+# ------------------------------------------------------------------------------------ cells ----
+D_MAX, K_MAX = 1024, 32        # compression-depth cells: token distance d <= 1,024, Δp1 <= 32
+
+
+def depth_cells(att, p1, n_d=D_MAX + 1, n_k=K_MAX + 1, exclude=None):
+    """Per-record (d, Δp1) cells of log Ā, Ā = attention averaged over layers and heads
+    (paper 004 §3.2, §5.1): sums, sums of squares and pair counts of shape (n_d, n_k). Pairs in
+    `exclude` (n, n; blocked by hub masking, attention exactly 0) are left out."""
+    T = att.shape[-1]
+    logA = att.float().mean((0, 1)).clamp_min(1e-30).log()
+    i, j = torch.tril_indices(T, T, -1)                                  # key before query, d >= 1
+    d, k = (i - j), (p1[i] - p1[j])
+    keep = (d < n_d) & (k >= 0) & (k < n_k)
+    if exclude is not None:
+        keep &= ~exclude[i, j]
+    cell = (d * n_k + k)[keep]
+    v = logA[i, j][keep].double()
+    size = n_d * n_k
+    out = [torch.bincount(cell, v, size), torch.bincount(cell, v * v, size), torch.bincount(cell, minlength=size)]
+    return [x.reshape(n_d, n_k).numpy() for x in out]
+
+
+def document_cells(by_record, docs, uniq):
+    """Per-record (sum, sumsq, count) depth cells added up per document (bootstrap clusters):
+    {'sum', 'sumsq', 'count'} of shape (documents, n_d, n_k); docs[r] is record r's document."""
+    shape = next(iter(by_record.values()))[0].shape
+    acc = {k: np.zeros((len(uniq),) + shape) for k in ("sum", "sumsq", "count")}
+    for r, cells in by_record.items():
+        u = np.searchsorted(uniq, docs[r])
+        for k, v in zip(("sum", "sumsq", "count"), cells):
+            acc[k][u] += v
+    return acc
+
+
+# --------------------------------------------------------------------- compression depth U* ----
+# Input: per-document cell accumulators of log attention, each an array (n_docs, D + 1, K + 1)
+# over token distance d = 0..D and paragraph displacement Δp1 = 0..K: 'sum', 'sumsq', 'count'
+# (evaluate.py writes them; layers and heads pooled).
+def response(S, Q, N, gate=2000, weights="pairs", d_max=1024):
+    """Exact-distance response U(Δp1), Δp1 = 0..K, from pooled cells S, Q, N of shape
+    (..., D + 1, K + 1): for each d the contrast mean(d, Δp1) − mean(d, 0), kept where both
+    cells hold >= gate pairs, combined across d with pair-count ('pairs'), inverse-variance
+    ('ivar') or uniform weights. The linear distance term of D_eff cancels inside each d.
+    Returns (U, total weight per Δp1); U is NaN where no d survives the gate."""
+    S, Q, N = (a[..., 1:d_max + 1, :].astype(float) for a in (S, Q, N))   # d >= 1
+    mean = np.divide(S, N, out=np.zeros_like(S), where=N > 0)
+    var = np.divide(Q, N, out=np.zeros_like(Q), where=N > 0) - mean ** 2
+    contrast = mean - mean[..., :1]
+    keep = (N >= gate) & (N[..., :1] >= gate)
+    if weights == "pairs":
+        w = N
+    elif weights == "ivar":
+        se2 = np.divide(var, N, out=np.full_like(var, np.inf), where=N > 0) + \
+            np.divide(var[..., :1], N[..., :1], out=np.full_like(var[..., :1], np.inf), where=N[..., :1] > 0)
+        w = np.divide(1.0, se2, out=np.zeros_like(se2), where=se2 > 0)
+    else:
+        w = np.ones_like(N)
+    w = np.where(keep, w, 0.0)
+    tot = w.sum(-2)
+    U = np.divide((w * contrast).sum(-2), tot, out=np.full_like(tot, np.nan), where=tot > 0)
+    return U, tot
+
+
+def well(U, tot, degree=2):
+    """Weighted polynomial fit to U(Δp1) over Δp1 >= 1 with data; the interior minimum
+    (Δp1*, U*) or (nan, nan) when the fit is monotonic / has no minimum inside the range."""
+    k = np.arange(U.shape[-1], dtype=float)
+    ok = ~np.isnan(U) & (k >= 1) & (tot > 0)
+    if ok.sum() < degree + 1:
+        return float("nan"), float("nan")
+    c = np.polyfit(k[ok], U[ok], degree, w=np.sqrt(tot[ok] / tot[ok].max()))
+    lo, hi = k[ok].min(), k[ok].max()
+    roots = np.roots(np.polyder(c))
+    cands = [r.real for r in roots if abs(r.imag) < 1e-9 and lo < r.real < hi and np.polyval(np.polyder(c, 2), r.real) > 0]
+    if not cands:
+        return float("nan"), float("nan")
+    x = min(cands, key=lambda r: np.polyval(c, r))
+    return float(x), float(np.polyval(c, x))
+
+
+def _well2_batch(U, tot):
+    """Vectorised degree-2 `well` over a batch of curves (B, K + 1)."""
+    k = np.arange(U.shape[-1], dtype=float)
+    ok = ~np.isnan(U) & (k >= 1) & (tot > 0)
+    w = np.where(ok, tot / np.maximum(tot.max(-1, keepdims=True), 1e-12), 0.0)   # weights (sqrt^2)
+    X = np.stack([k ** 2, k, np.ones_like(k)], -1)                                 # (K+1, 3)
+    Uz = np.where(ok, U, 0.0)
+    A = np.einsum("bk,ki,kj->bij", w, X, X)
+    y = np.einsum("bk,ki,bk->bi", w, X, Uz)
+    good = ok.sum(-1) >= 3
+    A[~good] = np.eye(3)
+    c = np.linalg.solve(A, y[..., None])[..., 0]
+    a, b, c0 = c[:, 0], c[:, 1], c[:, 2]
+    x = -b / np.where(a != 0, 2 * a, np.nan)
+    lo = np.where(ok, k, np.inf).min(-1)
+    hi = np.where(ok, k, -np.inf).max(-1)
+    interior = good & (a > 0) & (x > lo) & (x < hi)
+    return np.where(interior, x, np.nan), np.where(interior, a * x ** 2 + b * x + c0, np.nan)
+
+
+def compression_depth(acc, gate=2000, weights="pairs", degree=2):
+    """(Δp1*, U*, U curve) pooled over all documents of one model's accumulators."""
+    S, Q, N = (acc[k].sum(0) for k in ("sum", "sumsq", "count"))
+    U, tot = response(S, Q, N, gate, weights)
+    x, u = well(U, tot, degree)
+    return x, u, U
+
+
+def resample_weights(rng, draws, n):
+    """(draws, n) multiplicities of n clusters resampled with replacement, one row per draw."""
+    W = np.zeros((draws, n))
+    np.add.at(W, (np.arange(draws)[:, None], rng.integers(0, n, size=(draws, n))), 1.0)
+    return W
+
+
+def bootstrap_depth(acc_a, acc_b=None, draws=2000, gate=2000, seed=0, chunk=100):
+    """Paired document-cluster bootstrap (App. A.3): each draw resamples documents with
+    replacement and applies the same draw to both models. Returns U* draws for A (and B, and
+    the gap A − B)."""
+    rng = np.random.default_rng(seed)
+    n_docs = acc_a["count"].shape[0]
+    shape = acc_a["count"].shape[1:]
+    flat = lambda acc, k: acc[k].reshape(n_docs, -1).astype(float)
+    mats = [[flat(a, k) for k in ("sum", "sumsq", "count")] for a in ([acc_a] + ([acc_b] if acc_b else []))]
+    out = [[] for _ in mats]
+    for start in range(0, draws, chunk):
+        m = min(chunk, draws - start)
+        W = resample_weights(rng, m, n_docs)
+        for j, (S, Q, N) in enumerate(mats):
+            Sb, Qb, Nb = ((W @ X).reshape(m, *shape) for X in (S, Q, N))
+            U, tot = response(Sb, Qb, Nb, gate)
+            out[j].append(_well2_batch(U, tot)[1])
+    res = [np.concatenate(o) for o in out]
+    if acc_b:
+        res.append(res[0] - res[1])
+    return res
+
+
+def ci(x, level=0.95):
+    x = x[~np.isnan(x)]
+    if not len(x):
+        return float("nan"), float("nan")
+    return tuple(np.percentile(x, [50 * (1 - level), 50 * (1 + level)]))
+
+
+def binned_response(S, N, bins):
+    """The superseded estimator (App. A.6): pool all pairs inside each distance bin, contrast
+    each Δp1 with the bin's own Δp1 = 0 mean, combine bins by pair count. Kept to show the
+    artifact: inside a wide bin the Δp1 groups sit at different typical distances."""
+    U = np.zeros(S.shape[-1])
+    tot = np.zeros(S.shape[-1])
+    lo = 1
+    for hi in bins:
+        s, n = S[lo:hi + 1].sum(0), N[lo:hi + 1].sum(0)
+        mean = np.divide(s, n, out=np.zeros_like(s, dtype=float), where=n > 0)
+        U += n * (mean - mean[0])
+        tot += n
+        lo = hi + 1
+    return np.divide(U, tot, out=np.full_like(U, np.nan), where=tot > 0)
+
+
+def load_acc(path):
+    """Cell accumulators of one model; 'a.npz,b.npz' pools seeds scored on the same documents."""
+    accs = [np.load(p) for p in path.split(",")]
+    return {k: sum(z[k] for z in accs) for k in ("sum", "sumsq", "count")}
+
+
+def _label(path):
+    """out/code/hrope_axial/seed0/depth_test.npz,... -> 'hrope_axial (3 files)'."""
+    parts = path.split(",")
+    name = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(parts[0])))) or parts[0]
+    return f"{name} ({len(parts)} file{'s' if len(parts) > 1 else ''})"
+
+
+def depth_report(path_a, path_b=None, draws=2000, gates=(200, 1000, 2000, 3000)):
+    a = load_acc(path_a)
+    b = load_acc(path_b) if path_b else None
+    lines = ["| model | gate | Δp1* (deg 2) | U* (deg 2) | Δp1* (deg 3) | U* (deg 3) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for name, acc in [(path_a, a)] + ([(path_b, b)] if b else []):
+        for g in gates:
+            x2, u2, _ = compression_depth(acc, g, degree=2)
+            x3, u3, _ = compression_depth(acc, g, degree=3)
+            fmt = lambda v: "no interior minimum" if math.isnan(v) else f"{v:.3f}"
+            lines.append(f"| {_label(name)} | {g} | {fmt(x2)} | {fmt(u2)} | {fmt(x3)} | {fmt(u3)} |")
+    res = bootstrap_depth(a, b, draws)
+    lines.append("")
+    lines.append(f"paired document-cluster bootstrap, {draws} draws, gate 2000:")
+    names = [_label(path_a)] + ([_label(path_b), "gap (first − second)"] if b else [])
+    for n, r in zip(names, res):
+        missing = int(np.isnan(r).sum())
+        if missing > draws / 2:   # a CI from the few draws that happen to curve would mislead
+            lines.append(f"  {n}: not identifiable ({missing} of {draws} draws without an interior minimum)")
+        else:
+            lo, hi = ci(r)
+            lines.append(f"  {n}: U* 95% CI [{lo:.3f}, {hi:.3f}] ({missing} draws without an interior minimum)")
+    lines.append("")
+    lines.append("response U(Δp1) at gate 2000, Δp1 = 1..8 (NaN: no cell passed the gate):")
+    for name, acc in [(path_a, a)] + ([(path_b, b)] if b else []):
+        U = compression_depth(acc, 2000)[2]
+        lines.append(f"  {_label(name)}: " + " ".join(f"{u:+.3f}" for u in U[1:9]))
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ hub masking ----
+# Paper 004 App. E as this repository reads it: a pair's contribution is log Ā(i, j) minus the
+# mean log Ā of same-paragraph pairs at the same distance d (pooled over the scored records);
+# a token TYPE's aggregate is the sum over the cross-paragraph pairs where it is the key; hubs are
+# the 5% of types (among those that are keys of a cross-paragraph pair) with the most negative
+# aggregate, i.e. those carrying the compression. Freq-matched: the 5% most frequent types.
+# Random (token-matched): as many random non-hub types. Pair-matched random: random non-hub
+# types added until they block at least as many cross-paragraph pairs as the hubs do. The mass
+# sweep (App. E "pair-matched mass sweep"): the same, one draw each, up to 25%, 50%, 75% of the
+# hubs' pairs (100% is Pair-matched random itself).
+HUB_SHARE, MASS_SWEEP = 0.05, (25, 50, 75)
+
+
+def cross_paragraph_block(p1, keys):
+    """Paper 004 App. E: block cross-paragraph attention to the `keys` tokens: (B, T, T) pairs
+    (i, j) with j a masked key and p1(i) != p1(j). p1, keys: (B, T)."""
+    return keys[:, None, :] & (p1[:, :, None] != p1[:, None, :])
+
+
+def hub_sets(contrib, pairs, freq, draws=3, seed=0, share=HUB_SHARE, sweep=MASS_SWEEP):
+    """{condition: [type arrays]} from per-type arrays: aggregate contribution, cross-paragraph
+    pairs as key, and frequency (types with no cross-paragraph pair are never chosen); `sweepNN`
+    blocks at least NN% of the hubs' pairs."""
+    rng = np.random.default_rng(seed)
+    present = np.flatnonzero(pairs > 0)
+    n = max(1, int(round(share * len(present))))
+    hub = present[np.argsort(contrib[present], kind="stable")[:n]]
+    others = np.setdiff1d(present, hub)
+    out = {"hub": [hub], "freq": [np.argsort(-freq, kind="stable")[:n]], "random": [], "pair_matched": []}
+    for _ in range(draws):
+        out["random"].append(rng.choice(others, min(n, len(others)), replace=False))
+        order = rng.permutation(others)
+        k = int(np.searchsorted(np.cumsum(pairs[order]), pairs[hub].sum())) + 1
+        out["pair_matched"].append(order[:k])
+    for pct in sweep:
+        order = rng.permutation(others)
+        k = int(np.searchsorted(np.cumsum(pairs[order]), pct / 100 * pairs[hub].sum())) + 1
+        out[f"sweep{pct}"] = [order[:k]]
+    return out
+
+
+def write_hubs(score, split, ids, V, run_dir, split_name, draws=3):
+    """Choose the hub sets from unmasked attention, then score every condition with cross-paragraph
+    attention to its key types blocked; per-document depth cells for each (hub_<cond>_<split>.npz).
+    score(attention=, block=): evaluate.score on these records; V: the vocabulary size."""
+    if "p" not in split.a:
+        raise SystemExit("error: --hubs needs paragraph coordinates (prepare.py prose/code)")
+    seen = {}
+    score(attention=lambda r, row, atts: seen.__setitem__(r, (atts.mean((0, 1)), row["p"][:, 0], row["tokens"])))
+    base_sum, base_n = np.zeros(D_MAX + 1), np.zeros(D_MAX + 1)
+    pairs = []
+    for A, p1, tok in seen.values():
+        i, j = np.tril_indices(len(p1), -1)
+        d, same = i - j, (p1[i] == p1[j]).numpy()
+        y = A[i, j].clamp_min(1e-30).log().numpy()
+        near = d <= D_MAX
+        np.add.at(base_sum, d[near & same], y[near & same])
+        np.add.at(base_n, d[near & same], 1)
+        pairs.append((d[near & ~same], y[near & ~same], tok.numpy()[j[near & ~same]]))
+    base = np.divide(base_sum, base_n, out=np.full_like(base_sum, np.nan), where=base_n > 0)
+    contrib, n_pairs = np.zeros(V), np.zeros(V)
+    for d, y, key in pairs:
+        ok = np.isfinite(base[d])
+        np.add.at(contrib, key[ok], y[ok] - base[d[ok]])
+        np.add.at(n_pairs, key[ok], 1)
+    freq = np.bincount(np.concatenate([t.numpy() for _, _, t in seen.values()]), minlength=V)
+    sets = {"original": [np.zeros(0, np.int64)], **hub_sets(contrib, n_pairs, freq, draws)}
+    docs = record_docs(split, np.arange(len(split.len)))
+    uniq = np.unique(docs[ids])
+    summary = {}
+    for cond, draws_of in sets.items():
+        for k, types in enumerate(draws_of):
+            keys = torch.zeros(V, dtype=torch.bool)
+            keys[torch.as_tensor(types, dtype=torch.long)] = True
+            cells = {}
+            score(block=lambda b: cross_paragraph_block(b["p"][..., 0], keys.to(b["tokens"].device)[b["tokens"]]),
+                  attention=lambda r, row, atts: cells.__setitem__(r, depth_cells(atts, row["p"][:, 0], exclude=row["blocked"])))
+            acc = document_cells(cells, docs, uniq)
+            name = cond if len(draws_of) == 1 else f"{cond}{k}"
+            with replacing(os.path.join(run_dir, f"hub_{name}_{split_name}.npz")) as tmp:
+                np.savez_compressed(tmp, **acc)
+            summary[name] = {"types": len(types), "blocked_pairs": int(n_pairs[types].sum())}
+    write_json(summary, os.path.join(run_dir, f"hub_{split_name}.json"))
+    return summary
+
+
+# analyze.py --hubs: Table 13 from those cells
+def hub_table(run_dirs, split="test", gate=2000, draws=1000):
+    """Paper 004 Table 13: U* (degree-2 vertex, exact-distance cells) under each masking
+    condition, the runs' documents pooled (each seed's documents count as clusters of their own);
+    random conditions as mean ± std over their draws; the share of the original well removed;
+    document-cluster bootstrap 95% CIs for Original, Hub-masked and Freq-matched (as the paper
+    brackets them), or how many draws had no well. Beside U*, the response at the shallowest
+    displacement U(Δp1 = 1) (a descriptive number that exists where no well is identifiable, as at
+    CPU scale). Then the pair-matched mass sweep: both against the share of the hubs' pairs removed
+    (Pair-matched random is the 100% point)."""
+    conds = defaultdict(list)
+    for d in run_dirs:
+        for path in sorted(glob.glob(os.path.join(d, f"hub_*_{split}.npz"))):
+            name = os.path.basename(path)[4:-len(f"_{split}.npz")]
+            conds[name].append(load_acc(path))
+    pooled = {c: {k: np.concatenate([a[k] for a in accs]) for k in accs[0]} for c, accs in conds.items()}
+    depth = {c: compression_depth(acc, gate) for c, acc in pooled.items()}
+    u = {c: v[1] for c, v in depth.items()}
+    u1 = {c: v[2][1] for c, v in depth.items()}
+    share = lambda m, ref: 1 - m / ref["original"] if "original" in ref and ref["original"] else float("nan")
+    rows = []
+    for cond in ("original", "hub", "freq", "random", "pair_matched"):
+        names = [c for c in u if c == cond or (c.startswith(cond) and c[len(cond):].isdigit())]
+        if not names:
+            continue
+        vals = np.array([u[c] for c in names])
+        m, m1 = float(np.mean(vals)), float(np.mean([u1[c] for c in names]))      # NaN where a draw has no well
+        row = {"condition": cond, "U": m, "std": float(vals.std()) if len(names) > 1 and np.isfinite(m) else None,
+               "removed": share(m, u), "U1": m1, "removed_U1": share(m1, u1), "ci": None}
+        if cond in pooled and cond in ("original", "hub", "freq"):
+            boot = bootstrap_depth(pooled[cond], draws=draws, gate=gate)[0]
+            row["ci"] = ci(boot) if np.isnan(boot).sum() <= draws / 2 else int(np.isnan(boot).sum())
+        rows.append(row)
+    sweep = sorted((int(c[5:]), u[c], u1[c]) for c in u if c.startswith("sweep"))
+    if sweep and rows and rows[-1]["condition"] == "pair_matched":
+        sweep.append((100, rows[-1]["U"], rows[-1]["U1"]))
+    return rows, [{"percent": p, "U": v, "removed": share(v, u), "U1": v1, "removed_U1": share(v1, u1)}
+                  for p, v, v1 in sweep], draws
+
+
+def hub_markdown(table, title):
+    rows, sweep, draws = table
+    fmt = lambda x: "no interior minimum" if math.isnan(x) else f"{x:+.3f}"
+    pct = lambda x: "—" if math.isnan(x) else f"{100 * x:.0f}%"
+    lines = [f"### {title}", "", "| condition | U* | 95% CI | share of the well removed | U(Δp1 = 1) | share of U(1) removed |",
+             "| --- | ---: | --- | ---: | ---: | ---: |"]
+    for r in rows:
+        u = fmt(r["U"]) + (f" ± {r['std']:.3f}" if r["std"] is not None and not math.isnan(r["std"]) else "")
+        band = ("—" if r["ci"] is None else f"not identifiable ({r['ci']} of {draws} draws without a well)"
+                if isinstance(r["ci"], int) else f"[{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]")
+        first = r["condition"] == "original"
+        lines.append(f"| {r['condition']} | {u} | {band} | {'—' if first else pct(r['removed'])} | {r['U1']:+.3f} | "
+                     f"{'—' if first else pct(r['removed_U1'])} |")
+    if sweep:
+        lines += ["", "Pair-matched mass sweep (one draw per point; 100% is Pair-matched random, mean over its draws):", "",
+                  "| hubs' cross-paragraph pairs removed | U* | share of the well removed | U(Δp1 = 1) | share of U(1) removed |",
+                  "| ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {s['percent']}% | {fmt(s['U'])} | {pct(s['removed'])} | {s['U1']:+.3f} | {pct(s['removed_U1'])} |"
+                  for s in sweep]
+    return "\n".join(lines)
+
+
+# -------------------------------------------------------------- paragraph-level compression ----
+# Paper 004 §6.4 / App. A.10: a Δp1 = 1 pair is scored against the same-paragraph pairs at the same
+# token distance d and the same query-context band b(i). The paper does not give the band's width;
+# this repository's reading: b(i) = i // P_BAND, the query's position in its window in bands of 32
+# tokens (8 bands at the CPU context of 256). d <= 256 as in A.10.
+P_BAND, P_DMAX = 32, 256
+
+
+def paragraph_cells(logA, p1, d_max=P_DMAX, band=P_BAND):
+    """One record's App. A.10 sums from log Ā (n, n) and p1 (n,): the Δp1 = 0 baseline per
+    (d, b(i)) as (sum, count) arrays of shape (d_max + 1, bands), and the Δp1 = 1 pairs as rows
+    (key paragraph p1(j), d, b(i), sum, count). The query's paragraph is p1(j) + 1."""
+    n = logA.shape[0]
+    i, j = np.tril_indices(n, -1)
+    d, b, k = i - j, i // band, p1[i] - p1[j]
+    y = logA[i, j]
+    bands = -(-n // band)
+    base = (d <= d_max) & (k == 0)
+    cell = d[base] * bands + b[base]
+    shape = (d_max + 1, bands)
+    base_sum = np.bincount(cell, y[base], shape[0] * shape[1]).reshape(shape)
+    base_n = np.bincount(cell, minlength=shape[0] * shape[1]).reshape(shape)
+    one = (d <= d_max) & (k == 1)
+    if not one.any():
+        return base_sum, base_n, np.zeros((0, 3), np.int64), np.zeros(0), np.zeros(0, np.int64)
+    key = np.stack([p1[j[one]], d[one], b[one]], 1)
+    rows, inv = np.unique(key, axis=0, return_inverse=True)
+    sums = np.bincount(inv.ravel(), y[one], len(rows))
+    return base_sum, base_n, rows, sums, np.bincount(inv.ravel(), minlength=len(rows))
+
+
+def write_paragraphs(score, split, max_len, path):
+    """Every scored record's A.10 sums (paragraph_cells), saved for analyze.py --paragraphs.
+    score(attention=): evaluate.score on the records; max_len: the model's context."""
+    if "p" not in split.a:
+        raise SystemExit("error: --paragraphs needs paragraph coordinates (prepare.py prose/code)")
+    bands = -(-max_len // P_BAND)
+    base_sum, base_n = np.zeros((P_DMAX + 1, bands)), np.zeros((P_DMAX + 1, bands), np.int64)
+    rows = []
+
+    def keep(r, row, atts):
+        logA = atts.mean((0, 1)).clamp_min(1e-30).log().double().numpy()
+        s, c, key, sums, counts = paragraph_cells(logA, row["p"][:, 0].numpy())
+        base_sum[:, :s.shape[1]] += s
+        base_n[:, :c.shape[1]] += c
+        rows.append(np.c_[np.full(len(key), r), key, sums, counts])
+
+    score(attention=keep)
+    rows = np.concatenate(rows) if rows else np.zeros((0, 6))
+    with replacing(path) as tmp:
+        np.savez_compressed(tmp, base_sum=base_sum, base_n=base_n, record=rows[:, 0].astype(np.int64),
+                            p1=rows[:, 1].astype(np.int64), d=rows[:, 2].astype(np.int64),
+                            band=rows[:, 3].astype(np.int64), sum=rows[:, 4], count=rows[:, 5].astype(np.int64),
+                            max_len=max_len)
+
+
+# analyze.py --paragraphs: Tables 5 and 9 from those sums
+PREDICTORS = ("length", "ttr", "coherence", "position")
+
+
+PREDICTOR_NAMES = {"length": "Length", "ttr": "Type–token ratio", "coherence": "Embedding coherence",
+                   "position": "Position (control)"}
+
+
+def paragraph_depth(paths, gate=400):
+    """Per-paragraph depth U_p (paper 004 Eqs. A.2-A.3), the runs (seeds) pooled: base(d, b) is the
+    mean log Ā of the Δp1 = 0 pairs in its (d, band) cell, used only where the cell holds at least
+    `gate` pairs over all runs; a Δp1 = 1 pair scores D_eff,1 = log Ā - base(d, b(i)); U_p is the
+    mean over the pairs incident to paragraph p (reading: as the key's paragraph or as the query's),
+    its weight the number of those pairs. Returns {record, p1, U, weight} and the usable cells."""
+    zs = [np.load(p) for p in paths]
+    base_n = sum(z["base_n"] for z in zs)
+    base = np.where(base_n >= gate, sum(z["base_sum"] for z in zs) / np.maximum(base_n, 1), np.nan)
+    rec, p1, d, b, s, c = (np.concatenate([z[k] for z in zs]) for k in ("record", "p1", "d", "band", "sum", "count"))
+    ok = np.isfinite(base[d, b])
+    excess = s[ok] - c[ok] * base[d[ok], b[ok]]
+    width = int(p1.max(initial=0)) + 2
+    key = np.r_[rec[ok], rec[ok]] * width + np.r_[p1[ok], p1[ok] + 1]    # the key's and the query's paragraph
+    uniq, inv = np.unique(key, return_inverse=True)
+    weight = np.bincount(inv, np.r_[c[ok], c[ok]])
+    U = np.bincount(inv, np.r_[excess, excess]) / weight
+    return {"record": uniq // width, "p1": uniq % width, "U": U, "weight": weight}, int((base_n >= gate).sum())
+
+
+def wls(X, y, w):
+    """Weighted least squares of y on X with an intercept (App. A.10): coefficients, classical
+    standard errors (residual variance from the weighted residuals on N - k - 1 df), two-sided t
+    p-values, weighted R². Row 0 of each array is the intercept."""
+    X1 = np.c_[np.ones(len(y)), X]
+    XtW = X1.T * w
+    cov = np.linalg.inv(XtW @ X1)
+    coef = cov @ (XtW @ y)
+    e = y - X1 @ coef
+    df = len(y) - X1.shape[1]
+    s2 = (w * e * e).sum() / df
+    se = np.sqrt(np.diag(cov) * s2)
+    ybar = (w * y).sum() / w.sum()
+    return {"coef": coef, "se": se, "p": 2 * stats.t.sf(np.abs(coef / se), df), "df": df,
+            "r2": 1 - (w * e * e).sum() / (w * (y - ybar) ** 2).sum()}
+
+
+def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
+    """Tables 5 and 9 for one corpus: U_p of the pooled seeds of `config_dir` (out/<corpus>/
+    hrope_axial) regressed on the paragraph's predictors (candidates.paragraph_predictors), WLS
+    weighted by incident pair count; paragraphs truncated by the window or without a usable pair
+    are dropped."""
+    import candidates
+    paths = sorted(glob.glob(os.path.join(config_dir, "seed*", f"paragraph_{split}.npz")))
+    if not paths:
+        raise SystemExit(f"error: no seed*/paragraph_{split}.npz under {config_dir}; run evaluate.py RUN --paragraphs first")
+    with open(os.path.join(os.path.dirname(paths[0]), "config.json")) as f:
+        cfg = json.load(f)["run"]
+    depth, cells = paragraph_depth(paths, gate)
+    pred = candidates.paragraph_predictors(os.path.join(cfg["data"], cfg["corpus"]), split,
+                                           int(np.load(paths[0])["max_len"]), embedder)
+    width = int(max(pred["p1"].max(), depth["p1"].max(initial=0))) + 1
+    at = {k: i for i, k in enumerate(pred["record"] * width + pred["p1"])}
+    idx = np.array([at.get(k, -1) for k in depth["record"] * width + depth["p1"]], np.int64)
+    X = np.stack([pred[k][idx] for k in PREDICTORS], 1)
+    keep = (idx >= 0) & ~pred["truncated"][idx] & np.isfinite(X).all(1) & (depth["weight"] > 0)
+    X, y, w = X[keep], depth["U"][keep], depth["weight"][keep]
+    if len(y) <= len(PREDICTORS) + 1:
+        raise SystemExit(f"error: {config_dir}: {len(y)} paragraphs left after the gates; evaluate more records "
+                         f"(--max_docs) or lower --gate")
+    fit = wls(X, y, w)
+    sd = X.std(0)
+    return {"corpus": cfg["corpus"], "runs": len(paths), "cells": cells, "paragraphs": len(y),
+            "embedding": candidates.embedding_label(embedder),
+            "mean_weight": float(w.mean()), "mean_coherence": float(X[:, 2].mean()), "r2": float(fit["r2"]), "df": fit["df"],
+            **{k: {"b": float(fit["coef"][i + 1]), "se": float(fit["se"][i + 1]), "p": float(fit["p"][i + 1]),
+                   "std": float(fit["coef"][i + 1] * sd[i])} for i, k in enumerate(PREDICTORS)}}
+
+
+def paragraph_markdown(results):
+    """Table 5 (standardized coefficients, pairwise |z| of raw slopes with the Bonferroni threshold
+    over predictors x corpus pairs) and Table 9 (raw slopes with standard errors)."""
+    names = [r["corpus"] for r in results]
+    pairs = [(a, b) for a in range(len(results)) for b in range(a + 1, len(results))]
+    star = lambda p: "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
+    row = lambda cells: "| " + " | ".join(cells) + " |"
+    lines = ["### Paragraph-level compression regression of U_p, WLS within each corpus (paper 004 Table 5)", "",
+             row(["predictor"] + names + [f"{names[a]}–{names[b]} \\|z\\|" for a, b in pairs]),
+             row(["---"] + ["---:"] * (len(names) + len(pairs)))]
+    for k in PREDICTORS:
+        z = [abs(results[a][k]["b"] - results[b][k]["b"]) / math.hypot(results[a][k]["se"], results[b][k]["se"])
+             for a, b in pairs]
+        lines.append(row([PREDICTOR_NAMES[k]] + [f"{r[k]['std']:+.3f}{star(r[k]['p'])}" for r in results]
+                         + [f"{x:.2f}" for x in z]))
+    lines.append(row(["N paragraphs"] + [f"{r['paragraphs']:,}" for r in results] + [""] * len(pairs)))
+    lines.append(row(["weighted R²"] + [f"{r['r2']:.3f}" for r in results] + [""] * len(pairs)))
+    m = len(PREDICTORS) * len(pairs)
+    lines += ["", "Standardized coefficient = raw slope × the corpus's SD of the predictor; * p < 0.05, ** < 0.01, "
+              "*** < 0.001 (t on N − 5 df). "
+              + (f"|z| > {stats.norm.isf(0.05 / (2 * m)):.2f} is significant after Bonferroni over {m} comparisons "
+                 f"(paper, 12 comparisons: 2.87). " if pairs else "One corpus: no slope comparison. ")
+              + f"Coherence embedding: {results[0]['embedding']}. Seeds pooled: "
+              + "; ".join(f"{r['corpus']} {r['runs']} run(s), {r['cells']} usable (d, band) cells, mean weight "
+                          f"{r['mean_weight']:,.0f} pairs" for r in results) + ".", "",
+              "### Raw slopes, classical WLS standard errors in parentheses (paper 004 Table 9)", "",
+              row(["corpus"] + [PREDICTOR_NAMES[k] for k in PREDICTORS]), row(["---"] + ["---:"] * len(PREDICTORS))]
+    lines += [row([r["corpus"]] + [f"{r[k]['b']:+.3g} ({r[k]['se']:.2g})" for k in PREDICTORS]) for r in results]
+    return "\n".join(lines)

@@ -1,0 +1,373 @@
+"""The data layer: what prepare.py writes and train.py, evaluate.py and analyze.py read.
+
+data/<corpus>/ holds, per split, {split}_{field}.npy (memory-mappable): tokens, doc_start (record
+offsets, n_records + 1), record_doc (the document of each record) and the per-token fields of
+FIELDS; and meta.json (counts, skips and their reasons, the tokenizer, the corpus's defaults).
+Here: that format and its table of fields, the Doc -> per-token fields step, atomic writes,
+Split and packing into micro-batches, and the named coordinates a position configuration reads.
+
+    python data.py data/web             # what a prepared folder holds, field by field
+"""
+import contextlib
+import glob
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+import trees
+from trees import LEVELS
+
+SPLITS = ("train", "val", "test")
+
+# Per-token fields beside the token ids, -1 where absent. Structural fields place a token in its
+# document's structure: evaluate.py's shuffle and remove move or erase exactly these, so a new
+# coordinate is structural here or those interventions silently leave it alone.
+FIELDS = {   # name: (structural, what it holds)
+    "pos": (False, "index in its record: the sequence coordinate t"),
+    "path": (True, f"({LEVELS},) sibling ranks from the root down"),
+    "depth": (True, "levels below the root (children of the root: 1; 0: no node)"),
+    "within": (True, "index inside its node"),
+    "ref_path": (True, f"({LEVELS},) path of the node a reference names"),
+    "symbol": (True, "variable id by order of first mention"),
+    "p": (True, "(3,) hRoPE paragraph p1, sentence (code: line) p2, token in its sentence p3"),
+    "kind": (False, "trees.KIND_* flags (0: none), evaluate.py's per-kind scores"),
+    "label": (True, "the node's type, numbered by first appearance in the document"),
+    "grid": (True, "(2,) Python statement grid: statement ordinal, token inside it"),
+    "source": (False, "web_sheets: 0 a web page, 1 a workbook"),
+}
+STRUCTURAL = tuple(f for f, (structural, _) in FIELDS.items() if structural)
+
+
+# ------------------------------------------------------------------------- atomic files ----
+@contextlib.contextmanager
+def replacing(path):
+    """Yield a temporary name beside `path`, then rename it over `path`: a kill never leaves a
+    half-written file, and readers see either the old file or the new one."""
+    root, ext = os.path.splitext(path)
+    tmp = f"{root}.tmp{os.getpid()}{ext}"        # keeps the extension: np.savez appends .npz
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_json(obj, path):
+    with replacing(path) as tmp, open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+
+
+def atomic_save(obj, path):
+    with replacing(path) as tmp:
+        torch.save(obj, tmp)
+
+
+# ---------------------------------------------------------------------- doc -> token fields ----
+def token_coords(doc, ids, tok_len):
+    """Per-token coordinates of one Doc. A token belongs to the node of its first byte that has
+    a node (for web text: its first non-space byte; sheets: separators belong to no node)."""
+    b = doc.text.encode("utf-8")
+    if len(b) == len(doc.text):
+        byte_char = np.arange(len(b))
+    else:                                          # map bytes to characters
+        byte_char = np.cumsum((np.frombuffer(b, np.uint8) & 0xC0) != 0x80) - 1
+    byte_node = doc.char_node[byte_char]
+    n = len(ids)
+    lens = tok_len[ids]
+    end = np.cumsum(lens)
+    start = end - lens
+    idx = np.where(byte_node >= 0, np.arange(len(b)), len(b))
+    nxt = np.minimum.accumulate(idx[::-1])[::-1]
+    first = nxt[start]
+    has = first < end
+    at = np.where(has, first, start)
+    node = np.where(has, byte_node[np.minimum(at, len(b) - 1)], -1)
+
+    depth_n, path_n = doc.node_coords()
+    out = {"pos": np.arange(n, dtype=np.int32)}
+    out["path"] = np.where(node[:, None] >= 0, path_n[node], -1)
+    out["depth"] = np.where(node >= 0, depth_n[node], 0).astype(np.int32)
+    # within-node index: how many earlier tokens the same node has (node -1: absent)
+    order = np.argsort(node, kind="stable")
+    sn = node[order]
+    group_start = np.r_[0, np.flatnonzero(sn[1:] != sn[:-1]) + 1]
+    cnt = np.arange(n) - np.repeat(group_start, np.diff(np.r_[group_start, n]))
+    within = np.empty(n, np.int64)
+    within[order] = cnt
+    out["within"] = np.where(node >= 0, within, -1).astype(np.int32)
+    kind = doc.char_kind[byte_char[np.minimum(at, len(b) - 1)]] if doc.char_kind is not None else None
+    out["kind"] = kind if kind is not None else np.zeros(n, np.uint8)
+    if doc.copied_from is not None:   # "copied from the cell above" counts only across >= 256 tokens
+        char_first_byte = np.searchsorted(byte_char, np.arange(len(doc.text)))
+        src = doc.copied_from[byte_char[np.minimum(at, len(b) - 1)]]
+        src_tok = np.searchsorted(end, char_first_byte[np.maximum(src, 0)], side="right")
+        near = (src >= 0) & (np.arange(n) - src_tok < trees.COPY_DISTANCE)
+        out["kind"] = np.where(near, out["kind"] & ~np.uint8(trees.KIND_COPIED), out["kind"]).astype(np.uint8)
+    if doc.ref is not None or doc.ref_path is not None:   # a workbook without references has one too
+        ref_path = np.full((n, LEVELS), -1, np.int64)
+        if doc.ref is not None:
+            tgt = np.where(node >= 0, doc.ref[node], -1)
+            ref_path[tgt >= 0] = path_n[tgt[tgt >= 0]]
+        if doc.ref_path:                                  # sheets: explicit targets per node
+            table = np.full((len(doc.parent) + 1, LEVELS), -1, np.int64)   # last row: no node
+            for nid, p in doc.ref_path.items():
+                table[nid, :len(p)] = p
+            has = np.zeros(len(doc.parent) + 1, bool)
+            has[list(doc.ref_path)] = True
+            ref_path = np.where(has[node][:, None], table[node], ref_path)
+        out["ref_path"] = ref_path
+    if doc.symbol is not None:
+        out["symbol"] = np.where(node >= 0, doc.symbol[node], -1).astype(np.int32)
+    if doc.source >= 0:
+        out["source"] = np.full(n, doc.source, np.int32)
+    if doc.label is not None:
+        out["label"] = np.where(node >= 0, doc.label[node], -1).astype(np.int32)
+    if doc.stmt is not None:   # the statement grid (this repository's reading of the paper's term):
+        s = np.where(node >= 0, doc.stmt[node], -1)   # row = statement ordinal, column = token in it
+        row = np.searchsorted(np.flatnonzero(doc.stmt == np.arange(len(doc.stmt))), s)
+        order = np.argsort(s, kind="stable")
+        ss = s[order]
+        starts = np.r_[0, np.flatnonzero(ss[1:] != ss[:-1]) + 1]
+        col = np.empty(n, np.int64)
+        col[order] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+        out["grid"] = np.where((s >= 0)[:, None], np.stack([row, col], 1), -1).astype(np.int32)
+    if doc.char_p is not None:
+        p = doc.char_p[byte_char[np.minimum(at, len(b) - 1)]].astype(np.int64)
+        # p3: token index inside its sentence (restarts whenever p1 or p2 changes)
+        new = np.r_[True, (p[1:, :2] != p[:-1, :2]).any(1)]
+        starts = np.flatnonzero(new)
+        p[:, 2] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+        out["p"] = p
+    out["node"] = node
+    return out
+
+
+# ------------------------------------------------------------------------------- on disk ----
+def write_split(out_dir, split, recs):
+    fields = {k for r in recs for k in r if k not in ("node", "doc")} or {"tokens", "pos"}   # an empty split stays loadable
+    lens = np.array([len(r["pos"]) for r in recs], np.int64)
+    arrays = {"doc_start": np.r_[0, np.cumsum(lens)].astype(np.int64),
+              "record_doc": np.array([r["doc"] for r in recs], np.int64)}   # records of one document share it
+    for k in sorted(fields):   # a field some records lack (web pages beside workbooks) is absent there: -1
+        like = next((r[k] for r in recs if k in r), np.zeros(0, np.int64))
+        arrays[k] = np.concatenate([r[k] if k in r else np.full((len(r["pos"]),) + like.shape[1:], -1, like.dtype)
+                                    for r in recs]) if recs else like
+    if "path" in arrays:   # int16 keeps 22 levels x tokens small; wide sheets need int32
+        for k in ("path", "ref_path"):
+            if k in arrays:
+                big = arrays[k].max(initial=0) > np.iinfo(np.int16).max
+                arrays[k] = arrays[k].astype(np.int32 if big else np.int16)
+    arrays["tokens"] = arrays["tokens"].astype(np.uint16 if arrays["tokens"].max(initial=0) < 65536 else np.uint32)
+    for k, v in arrays.items():
+        np.save(os.path.join(out_dir, f"{split}_{k}.npy"), v)
+    return int(lens.sum())
+
+
+def load_split(data_dir, split):
+    """{field: memory-mapped array} for one split."""
+    out = {}
+    for p in glob.glob(os.path.join(data_dir, f"{split}_*.npy")):
+        out[os.path.basename(p)[len(split) + 1:-4]] = np.load(p, mmap_mode="r")
+    if not out:
+        sys.exit(f"error: no prepared data in {data_dir}; run `python prepare.py <corpus>` first")
+    return out
+
+
+def corpus_stats(data_dir):
+    """(meta.json, the corpus figures the hRoPE configurations calibrate on: p_max, p1_density,
+    p1_period). meta["settings"]["defaults"]: what the corpus's entry in prepare.CORPORA asks of
+    train.py (preset on CUDA, recipe) and evaluate.py (attention shares)."""
+    if not os.path.exists(os.path.join(data_dir, "meta.json")):
+        sys.exit(f"error: {data_dir} is not prepared; run `python prepare.py {os.path.basename(data_dir)}` first")
+    with open(os.path.join(data_dir, "meta.json")) as f:
+        meta = json.load(f)
+    if "defaults" not in meta["settings"]:   # prepare.py's corpus entry: preset, recipe, attention shares
+        sys.exit(f"error: {data_dir} was prepared by an older prepare.py (meta.json holds no run defaults); "
+                 f"rerun `python prepare.py {os.path.basename(data_dir)}`: the arrays come out the same")
+    return meta, {k: meta[k] for k in ("p_max", "p1_density", "p1_period") if k in meta}
+
+
+# ------------------------------------------------------------------------------- batches ----
+class Split:
+    """Records of one split, memory-mapped; hands out padded micro-batches as tensors."""
+
+    def __init__(self, data_dir, split, max_len):
+        self.a = load_split(data_dir, split)
+        s = self.a["doc_start"]
+        self.start = np.asarray(s[:-1])
+        self.len = np.minimum(np.diff(s), max_len)
+        keep = self.len >= 2                               # a record needs a next token
+        self.start, self.len = self.start[keep], self.len[keep]
+
+    def __len__(self):
+        return len(self.len)
+
+    def batch(self, ids, device):
+        T = int(self.len[ids].max())
+        B = len(ids)
+        out = {"tokens": np.zeros((B, T), np.int64)}
+        for f in FIELDS:
+            if f in self.a:
+                shape = (B, T) + self.a[f].shape[1:]
+                out[f] = np.full(shape, -1 if f != "kind" else 0, np.int64)
+        for j, i in enumerate(ids):
+            s, n = int(self.start[i]), int(self.len[i])
+            out["tokens"][j, :n] = self.a["tokens"][s:s + n]
+            for f in FIELDS:
+                if f in self.a:
+                    out[f][j, :n] = self.a[f][s:s + n]
+        t = {k: torch.from_numpy(v).to(device) for k, v in out.items()}
+        targets = torch.full_like(t["tokens"], -1)
+        lens = torch.as_tensor(self.len[ids], device=device)
+        # next-token targets inside each record; padding and the last token carry no loss
+        targets[:, :-1] = torch.where(torch.arange(T - 1, device=device) < (lens - 1)[:, None],
+                                      t["tokens"][:, 1:], -1)
+        t["targets"] = targets
+        return t
+
+
+def record_docs(split, ids):
+    """The document each record came from (records of one document share it); the record
+    itself where the data predates that field."""
+    if "record_doc" in split.a:
+        kept = np.diff(np.asarray(split.a["doc_start"])) >= 2            # as Split keeps them
+        return np.asarray(split.a["record_doc"])[kept][ids]
+    return np.asarray(ids)
+
+
+def pack(lengths, budget):
+    """Group records (sorted by length) into micro-batches of at most `budget` padded tokens.
+    Returns lists of positions into `lengths`; no record is split."""
+    order = np.argsort(lengths, kind="stable")
+    groups, cur, longest = [], [], 0
+    for i in order:
+        L = int(lengths[i])
+        if cur and max(longest, L) * (len(cur) + 1) > budget:
+            groups.append(cur)
+            cur, longest = [], 0
+        cur.append(int(i))
+        longest = max(longest, L)
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+DEPTH_READERS = {"depth", "rank", "owndepth", "shared1"}   # computed from batch["depth"]: what depth dropout hides
+
+
+def coords_for(model, b, corpus, generator=None, depth_dropout=0.0):
+    """The coordinate matrix for a micro-batch, with the hRoPE control inputs and depth dropout."""
+    if "p1_density" in corpus:
+        b["p1_density"] = corpus["p1_density"]
+        b["p1_period"] = corpus["p1_period"]
+    # depth withheld on a random fraction of records; a configuration that reads no depth draws nothing
+    if depth_dropout > 0 and "depth" in b and DEPTH_READERS & set(model.rotary.names):
+        drop = torch.rand(b["depth"].shape[0], generator=generator, device=b["depth"].device) < depth_dropout
+        b["depth"] = torch.where(drop[:, None], torch.full_like(b["depth"], -1), b["depth"])
+    return model.rotary.coords(b, generator)
+
+
+# --------------------------------------------------------------------------- coordinates ----
+# A position configuration names the coordinates its planes read (rotary.CONFIGS); each name has
+# one reader here: (batch of on-disk fields as tensors, generator) -> (B, T) int64, -1 where absent.
+def _field(name, level=None):
+    """An on-disk field as it is, or its `level`-th column (1-based)."""
+    return (lambda b, g: b[name]) if level is None else (lambda b, g: b[name][..., level - 1])
+
+
+def _rank(b, g):
+    """The node's rank among its parent's children = path at its own level."""
+    d = b["depth"].clamp(1, LEVELS) - 1
+    r = b["path"].gather(-1, d.unsqueeze(-1)).squeeze(-1)
+    return torch.where(b["depth"] > 0, r, torch.full_like(r, -1))
+
+
+def _refpath(level):
+    """Reference rotation: the target's level where both have it; the use keeps its own path
+    length (appendix §5)."""
+    def read(b, g):
+        tgt, own = b["ref_path"][..., level - 1], b["path"][..., level - 1]
+        return torch.where((tgt >= 0) & (own >= 0), tgt, own)
+    return read
+
+
+def _refwhole(level):
+    """Whole-path overwrite: a reference takes the target's path."""
+    def read(b, g):
+        isref = b["ref_path"][..., 0] >= 0
+        return torch.where(isref, b["ref_path"][..., level - 1], b["path"][..., level - 1])
+    return read
+
+
+def _isref(b, g):
+    return torch.where(b["ref_path"][..., 0] >= 0, 0, -1)
+
+
+def _two_corpora(role, level=1):
+    """web_sheets, two corpora in one model: a web page's depth ('depth'), a workbook's sheet,
+    row or column ('sheet', level 1-3), or one group with both meanings ('shared')."""
+    def read(b, g):
+        web = b["source"] == 0
+        depth = torch.where(web, b["depth"], -1) if level == 1 else torch.full_like(b["depth"], -1)
+        sheet = torch.where(web, -1, b["path"][..., level - 1])
+        return {"depth": depth, "sheet": sheet, "shared": torch.where(web, depth, sheet)}[role]
+    return read
+
+
+def _period_p1(b, g):
+    """Mechanical grid floor(t/L), L = mean paragraph length."""
+    return torch.div(b["pos"], b["p1_period"], rounding_mode="floor")
+
+
+def _rand_p1(b, g):
+    """Density-matched random paragraph label, fresh each call."""
+    pos = b["pos"]
+    starts = torch.rand(pos.shape, generator=g, device=pos.device) < b["p1_density"]
+    starts = starts & (pos > 0)
+    return torch.cumsum(starts.long(), -1) * (pos >= 0)
+
+
+def _p1(read):
+    """A p1 channel: a substituted p1 (evaluate.py, b['p1_sub']) replaces whatever it reads."""
+    return lambda b, g: b["p1_sub"] if "p1_sub" in b else read(b, g)
+
+
+COORDINATES = {
+    "t": _field("pos"), "depth": _field("depth"), "within": _field("within"), "symbol": _field("symbol"),
+    "label": _field("label"), "rank": _rank, "isref": _isref,
+    "grid_row": _field("grid", 1), "grid_col": _field("grid", 2),          # the statement grid on code
+    **{f"path{k}": _field("path", k) for k in range(1, LEVELS + 1)},
+    **{f"ref{k}": _field("ref_path", k) for k in range(1, LEVELS + 1)},    # own group: only references rotate
+    **{f"refpath{k}": _refpath(k) for k in range(1, LEVELS + 1)},
+    **{f"refwhole{k}": _refwhole(k) for k in range(1, LEVELS + 1)},
+    "owndepth": _two_corpora("depth"),
+    **{f"ownsheet{k}": _two_corpora("sheet", k) for k in (1, 2, 3)},
+    **{f"shared{k}": _two_corpora("shared", k) for k in (1, 2, 3)},
+    "p1": _p1(_field("p", 1)), "p2": _field("p", 2), "p3": _field("p", 3),
+    "period_p1": _p1(_period_p1), "rand_p1": _p1(_rand_p1),
+}
+
+
+def coordinate(batch, name, generator=None):
+    """One named coordinate, (B, T) int64, -1 where absent. `batch` holds the on-disk fields
+    as tensors, plus p1_density and p1_period for the hRoPE controls."""
+    if name not in COORDINATES:
+        raise KeyError(f"unknown coordinate {name!r}")
+    return COORDINATES[name](batch, generator)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python data.py data/<corpus>")
+    meta, _ = corpus_stats(sys.argv[1])
+    print(f"{sys.argv[1]}: {meta['tokens']:,} tokens in {meta['documents']:,} documents"
+          f"{' (SYNTHETIC)' if meta.get('synthetic') else ''}; "
+          + ", ".join(f"{s} {v['records']:,} records" for s, v in meta['splits'].items()))
+    a = load_split(sys.argv[1], "train")
+    for f, (structural, what) in FIELDS.items():
+        if f in a:
+            print(f"  {f:9s} {str(a[f].dtype):6s} {'structural' if structural else '          '}  {what}")
