@@ -169,8 +169,8 @@ def tiny(tmp_path_factory):
 def test_online_coordinates_equal_prepare_token_by_token(corpus, tiny):
     """The no-look-ahead rule in practice: feed whole documents token by token as sample.py does;
     each token's coordinates, recorded at its own step, equal prepare.py's on the whole text."""
-    data, src = tiny(corpus)
-    enc = tokenizer.load(os.path.join(data, corpus))
+    root, src = tiny(corpus)
+    enc = tokenizer.load(os.path.join(root, corpus))
     tok_len = tokenizer.token_lengths(enc)
     checked = 0
     for name in sorted(os.listdir(src))[:8]:
@@ -202,8 +202,8 @@ def test_a_character_cut_by_a_token_reads_as_content():
 
 
 def test_sample_py_end_to_end(tiny, tmp_path, capsys):
-    data, _ = tiny("json")
-    run = train.main(["--corpus", "json", "--config", "seq_depth", "--data", data, "--out", str(tmp_path),
+    root, _ = tiny("json")
+    run = train.main(["--corpus", "json", "--config", "seq_depth", "--data", root, "--out", str(tmp_path),
                       "--steps=3", "--preset=cpu", "--n_layer=1", "--n_embd=64", "--n_head=1", "--max_len=128",
                       "--docs_per_step=4", "--val_docs=4", "--test_docs=4", "--milestones=1", "--mb_tokens=512"])
     texts = sample.main([run, "--num_samples", "2", "--max_new_tokens", "20", "--seed", "1"])

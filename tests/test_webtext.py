@@ -122,7 +122,7 @@ def test_prepare_webtext_end_to_end(tmp_path):
     starts = a["doc_start"][:-1]
     assert (a["p"][starts, 1:] == 0).all() and (a["p"][starts, 0] > 0).any()   # records mid-page keep p1
     # hRoPE trains on it with paper 004's recipe, its p1 spectrum calibrated on this M_1
-    assert (train.RECIPE_OF["webtext"], train.CUDA_PRESET["webtext"]) == ("hrope", "paper_hrope")
+    assert meta["settings"]["defaults"]["recipe"] == "hrope" and meta["settings"]["defaults"]["preset"] == "paper_hrope"
     train.main(["--corpus", "webtext", "--data", str(out), "--out", str(tmp_path / "out"), "--config", "hrope_axial",
                 "--steps", "1", "--docs_per_step", "2", "--val_docs", "2", "--test_docs", "2", "--milestones", "1"])
     run = json.load(open(tmp_path / "out" / "webtext" / "hrope_axial" / "seed0" / "config.json"))
