@@ -329,6 +329,27 @@ def train_step(fwd, model, train, rec, cfg, corpus, gen, autocast, rank, world):
     return step_loss, n_tok
 
 
+def record_run(cfg, mcfg, model, meta, out_dir):
+    """config.json: the settings, the model, and what made the run (provenance); then its first line."""
+    os.makedirs(out_dir, exist_ok=True)
+    write_json({"run": cfg, "model": vars(mcfg), "data_meta_synthetic": meta.get("synthetic", False),
+                "non_embedding_params": model.non_embedding_params(), "provenance": provenance(cfg["device"])},
+               os.path.join(out_dir, "config.json"))
+    where = "CUDA: the paper's setting" if cfg["device"].startswith("cuda") else "CPU: the 'cpu' preset (minutes on 2 cores)"
+    print(f"{cfg['corpus']} / {cfg['config']} / seed {cfg['seed']} on {where}; preset {cfg['preset']}, "
+          f"{model.non_embedding_params() / 1e6:.2f}M non-embedding params, {cfg['steps']} steps x "
+          f"{cfg['docs_per_step']} records{' (SYNTHETIC data)' if meta.get('synthetic') else ''}")
+
+
+def finish(out_dir, log, steps, val_loss, test_loss, val_records, test_records, elapsed):
+    """final.json, written last: the run is done (a run without it is resumed by sweep.sh)."""
+    final = {"step": log[-1]["step"] if log else steps, "stopped_early": bool(log) and log[-1]["step"] < steps,
+             "val_loss": val_loss, "test_loss": test_loss, "val_records": val_records,
+             "test_records": test_records, "elapsed": elapsed}
+    write_json(final, os.path.join(out_dir, "final.json"))
+    print(f"final: val {val_loss:.4f} nats/token, test {test_loss:.4f} ({out_dir})")
+
+
 def save(out_dir, log, state):
     """log.jsonl (the milestones), then the checkpoint; each replaced atomically."""
     with replacing(os.path.join(out_dir, "log.jsonl")) as tmp, open(tmp, "w") as f:
@@ -385,14 +406,7 @@ def main(argv=None):
     if world > 1:
         fwd = DDP(fwd, device_ids=[torch.cuda.current_device()] if cuda else None)
     if master:
-        os.makedirs(out_dir, exist_ok=True)
-        write_json({"run": cfg, "model": vars(mcfg), "data_meta_synthetic": meta.get("synthetic", False),
-                    "non_embedding_params": model.non_embedding_params(), "provenance": provenance(cfg["device"])},
-                   os.path.join(out_dir, "config.json"))
-        where = "CUDA: the paper's setting" if cuda else "CPU: the 'cpu' preset (minutes on 2 cores)"
-        print(f"{cfg['corpus']} / {cfg['config']} / seed {cfg['seed']} on {where}; preset {cfg['preset']}, "
-              f"{model.non_embedding_params() / 1e6:.2f}M non-embedding params, {steps} steps x "
-              f"{cfg['docs_per_step']} records{' (SYNTHETIC data)' if meta.get('synthetic') else ''}")
+        record_run(cfg, mcfg, model, meta, out_dir)
 
     t0, tokens_seen = time.time(), 0
     bar = tqdm(range(start, steps), initial=start, total=steps, disable=not master, desc=cfg["config"])
@@ -430,12 +444,8 @@ def main(argv=None):
                 break
     if master:
         val_loss = log[-1]["val_loss"] if log else evaluate(model, val, val_ids, cfg, corpus, autocast)
-        test_loss = evaluate(model, test, test_ids, cfg, corpus, autocast)
-        final = {"step": log[-1]["step"] if log else steps, "stopped_early": bool(log) and log[-1]["step"] < steps,
-                 "val_loss": val_loss, "test_loss": test_loss, "val_records": len(val_ids),
-                 "test_records": len(test_ids), "elapsed": round(elapsed_before + time.time() - t0, 1)}
-        write_json(final, os.path.join(out_dir, "final.json"))     # written last: the run is done
-        print(f"final: val {val_loss:.4f} nats/token, test {test_loss:.4f} ({out_dir})")
+        finish(out_dir, log, steps, val_loss, evaluate(model, test, test_ids, cfg, corpus, autocast), len(val_ids),
+               len(test_ids), round(elapsed_before + time.time() - t0, 1))
     if world > 1:
         dist.destroy_process_group()
     return out_dir
