@@ -334,8 +334,9 @@ def demo(model, data_dir, corpus, text="This is what I love. You are the reason.
         if cond == "fake_split":
             bb["p"] = b["p"].clone()
             bb["p"][0, second:, 0] += 1
-        with torch.no_grad():
-            _, _, atts = model(torch.as_tensor(ids)[None], model.rotary.coords(bb), return_attn=True)
+        with torch.no_grad():   # seeded, the same in A and B: rand_axial's labels then differ by nothing
+            C = model.rotary.coords(bb, torch.Generator().manual_seed(0))
+            _, _, atts = model(torch.as_tensor(ids)[None], C, return_attn=True)
         A = torch.stack([a[0] for a in atts]).mean((0, 1))       # Ā over layers and heads
         maps[cond] = A
         out[cond] = {"to_first_sentence": float(A[second, :second].sum()), "attention": A.tolist()}

@@ -17,6 +17,7 @@ import prepare
 import train
 import trees
 from conftest import stdlib_files
+from data import corpus_stats
 from model import GPT, GPTConfig
 
 
@@ -221,6 +222,12 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
             res = evaluate.main([run, "--max_docs", "1", "--interventions", "none", "--demo"])   # eval_test.json
             change = res["demo"]["d_eff_change_across_boundary"]
             assert (change == 0.0) == (config != "hrope_axial")      # Fig. 3: zero for the p1-blind models
+    meta, corpus = corpus_stats(os.path.join(str(data), "code"))   # rand_axial reads random labels: the
+    torch.manual_seed(0)                                          # same ones in both conditions, every time
+    rand = GPT(GPTConfig(vocab_size=meta["tokenizer"]["vocab"], n_layer=1, n_embd=128, n_head=2, max_len=128,
+                         rotary="rand_axial", corpus=corpus))
+    demos = [boundaries.demo(rand.eval(), os.path.join(str(data), "code"), corpus) for _ in range(2)]
+    assert demos[0] == demos[1] and demos[0]["d_eff_change_across_boundary"] == 0.0
     pooled = boundaries.boundary_pool(str(tmp_path / "out"), "train")
     rows = {r["config"]: r for r in boundaries.boundary_table(pooled, draws=200)}
     for blind in ("flat", "sent_axial"):
