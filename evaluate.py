@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 import boundaries
 import compression
+import tokenizer
 import trees
 from boundaries import fake_merge, fake_split
 from compression import D_MAX, depth_cells
@@ -352,6 +353,7 @@ def main(argv=None):
     cfg["device"] = "cpu" if not torch.cuda.is_available() else cfg["device"]
     model.to(cfg["device"])
     data_dir = os.path.join(args.data or cfg["data"], cfg["corpus"])
+    tokenizer.check(data_dir, cfg.get("tokenizer"))
     meta, corpus = corpus_stats(data_dir)
     split = Split(data_dir, args.split, model.cfg.max_len)
     n = len(split) if args.max_docs is None else min(args.max_docs, len(split))

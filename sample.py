@@ -70,7 +70,7 @@ def online_coords(corpus, ids, enc, tok_len):
     return {k: v[-1] for k, v in c.items() if k != "node"}
 
 
-def load(run_dir, device):
+def load(run_dir, device, data=None):
     with open(os.path.join(run_dir, "config.json")) as f:
         cfg = json.load(f)
     run, mcfg = cfg["run"], GPTConfig(**cfg["model"])
@@ -80,7 +80,9 @@ def load(run_dir, device):
     model = GPT(mcfg)
     ck = torch.load(os.path.join(run_dir, "ckpt.pt"), map_location=device, weights_only=False)
     model.load_state_dict(ck["model"])
-    return model.to(device).eval(), run, os.path.join(run["data"], run["corpus"])
+    data_dir = os.path.join(data or run["data"], run["corpus"])
+    tokenizer.check(data_dir, run.get("tokenizer"))
+    return model.to(device).eval(), run, data_dir
 
 
 @torch.no_grad()
@@ -114,10 +116,11 @@ def main(argv=None):
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--top_k", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--data", default=None, help="the data root the run trained on (default: the one it recorded)")
     args = ap.parse_args(argv)
     if not os.path.exists(os.path.join(args.run, "ckpt.pt")):
         sys.exit(f"error: {args.run} holds no ckpt.pt (train it first)")
-    model, run, data_dir = load(args.run, "cpu")
+    model, run, data_dir = load(args.run, "cpu", args.data)
     enc = tokenizer.load(data_dir)
     stats = corpus_stats(data_dir)[1]        # the hRoPE controls' densities, where the corpus has them
     tok_len = tokenizer.token_lengths(enc)

@@ -4,8 +4,10 @@ Nothing is downloaded. `train` learns merges from the training split's text with
 below; the ranks are saved as data/<corpus>/tokenizer.json (a list of byte strings, in rank
 order) and every later step encodes with tiktoken built from them.
 """
+import hashlib
 import json
 import os
+import sys
 
 import numpy as np
 import rustbpe
@@ -51,6 +53,22 @@ def load(data_dir):
     if isinstance(saved, list):           # written before the pattern was saved with the ranks
         saved = {"pattern": PAT, "ranks": saved}
     return encoding({bytes(t): i for i, t in enumerate(saved["ranks"])}, saved["pattern"])
+
+
+def fingerprint(data_dir):
+    """A short hash of the saved ranks and pattern: train.py writes it into config.json, and
+    sample.py and evaluate.py refuse a run whose data folder was since re-prepared with another
+    tokeniser (its token ids would decode to other text: fluent garbage, not an error)."""
+    with open(os.path.join(data_dir, "tokenizer.json"), "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def check(data_dir, trained_with):
+    """Exit with one line if data_dir's tokeniser is not the one the run trained with (None: a run
+    written before the fingerprint was kept, not checked)."""
+    if trained_with is not None and fingerprint(data_dir) != trained_with:
+        sys.exit(f"error: {data_dir} was prepared again after this run trained (its tokeniser differs); "
+                 f"evaluate or sample with the data it trained on (--data), or retrain")
 
 
 def token_lengths(enc):

@@ -37,6 +37,7 @@ from tqdm import tqdm
 from data import SPLITS, Split, atomic_save, coords_for, corpus_stats, pack, replacing, write_json
 from model import GPT, GPTConfig, PRESETS
 import rotary
+import tokenizer
 
 DEFAULTS = dict(
     corpus="web", config="seq_only", name=None, seed=0, preset=None, recipe=None, data="data", out="out",
@@ -294,6 +295,7 @@ def resume(cfg, mcfg, model, opt, out_dir):
     # a key the checkpoint lacks was added to train.py since; its default kept the old behaviour
     differ = [k for k in DEFAULTS if k not in RESUMABLE and ck["run"].get(k, cfg[k]) != cfg[k]]
     differ += [f"model.{k}" for k, v in vars(mcfg).items() if ck["config"].get(k, v) != v]
+    differ += ["the tokeniser (data prepared again)"] * (ck["run"].get("tokenizer", cfg["tokenizer"]) != cfg["tokenizer"])
     if differ:   # a mixed schedule or another model would be filed under this run's name
         sys.exit(f"error: {out_dir} was trained with other settings ({', '.join(differ)}); "
                  "pass --resume=0 to start it over, or choose another --out")
@@ -369,6 +371,7 @@ def main(argv=None):
               f"({cfg['precision']})")
     data_dir = os.path.join(cfg["data"], cfg["corpus"])
     meta, corpus = corpus_stats(data_dir)
+    cfg["tokenizer"] = tokenizer.fingerprint(data_dir)     # sample.py and evaluate.py check it
     mcfg = GPTConfig(**{**PRESETS[cfg["preset"]], "vocab_size": meta["tokenizer"]["vocab"],
                         "rotary": cfg["config"], "corpus": corpus, "dropout": cfg["dropout"], **model_over})
     out_dir = os.path.join(cfg["out"], cfg["corpus"], cfg["name"] or cfg["config"], f"seed{cfg['seed']}")

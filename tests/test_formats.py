@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import data
+import evaluate
 import prepare
 import sample
 import tokenizer
@@ -215,3 +216,22 @@ def test_sample_py_end_to_end(tiny, tmp_path, capsys):
     json.dump(cfg, open(os.path.join(run, "config.json"), "w"))
     with pytest.raises(SystemExit, match="cannot serve"):
         sample.load(run, "cpu")
+
+
+def test_a_run_refuses_data_prepared_again(tiny, tmp_path):
+    """sample.py on data re-prepared after training decoded fluent garbage (the ids meant other
+    tokens); the tokeniser's fingerprint, kept in config.json, now stops it and evaluate.py."""
+    root, _ = tiny("json")
+    data_root = tmp_path / "data"
+    shutil.copytree(root, data_root)
+    run = train.main(["--corpus", "json", "--config", "seq_only", "--data", str(data_root), "--out", str(tmp_path),
+                      "--steps=1", "--preset=cpu", "--n_layer=1", "--n_embd=32", "--n_head=1", "--max_len=128",
+                      "--docs_per_step=2", "--val_docs=2", "--test_docs=2", "--milestones=1", "--mb_tokens=512"])
+    sample.load(run, "cpu")                       # the data it trained on: accepted
+    ranks = json.load(open(data_root / "json" / "tokenizer.json"))
+    ranks["ranks"][300], ranks["ranks"][301] = ranks["ranks"][301], ranks["ranks"][300]
+    json.dump(ranks, open(data_root / "json" / "tokenizer.json", "w"))
+    with pytest.raises(SystemExit, match="prepared again"):
+        sample.load(run, "cpu")
+    with pytest.raises(SystemExit, match="prepared again"):
+        evaluate.main([run, "--max_docs", "2"])
