@@ -8,10 +8,37 @@
 #      tokens per step) for 1, 2, 8 and 16 runs at once through sweep.sh (goal: 8 or 16 at once
 #      >= 3x the aggregate of two side by side).
 #   bash reproduce_gpu.sh [steps per run, default 150]    (JOBS="1 2 8 16" to change the counts)
+#   bash reproduce_gpu.sh studies      the CPU-scale studies on the GPU (below)
 # The paper-size 2,500-step seq_only / seq_depth comparison of the first study (RESULTS.md)
 # ran from an earlier version of this script: `bash sweep.sh python "seq_only seq_depth" 0 2 --steps 2500`.
 set -uo pipefail
 cd "$(dirname "$0")"
+
+# The CPU-scale studies of reproduce_cpu.sh (ten seeds: programs, JSON, XML, Markdown; the
+# spreadsheet rows at three), all at once on one GPU: every run keeps the CPU scale's settings
+# (model, steps, batch, recipe) and fp32, so only the device differs; many small runs share the card.
+#   bash reproduce_gpu.sh studies        (prepared data under data/; outputs under $OUT10, default out10)
+if [ "${1:-}" = studies ]; then
+  export OMP_NUM_THREADS=1 OUT=${OUT10:-out10} PYTHONUNBUFFERED=1
+  SEEDS=${SEEDS10:-0 1 2 3 4 5 6 7 8 9} J=${JOBS:-4}
+  CPU="--device cuda --preset cpu --steps 200 --docs_per_step 16 --val_docs 128 --test_docs 256 --mb_tokens 4096
+       --bf16 0 --compile 0 --milestones 10 --recipe tree"
+  # shellcheck disable=SC2086
+  {
+    bash sweep.sh programs "seq_only tree_only tree_within seq_depth" "$SEEDS" $((2 * J)) $CPU &
+    bash sweep.sh json "seq_only seq_depth" "$SEEDS" "$J" $CPU &
+    bash sweep.sh xml "seq_only seq_depth" "$SEEDS" "$J" $CPU &
+    bash sweep.sh markdown "flat hrope_axial" "$SEEDS" "$J" ${CPU/--preset cpu/--preset cpu_hrope} &
+    bash sweep.sh sheets "seq_only seq_grid seq_tree" "0 1 2" "$J" ${CPU/--steps 200/--steps 120} &
+    wait
+  }
+  for d in "$OUT"/{programs,json,xml,markdown}/*/seed* "$OUT"/sheets/*/seed*; do
+    [ -f "$d/final.json" ] && [ ! -f "$d/eval_test.json" ] || continue
+    case $d in */sheets/*) echo "$d --attention --max_docs 128" ;; *) echo "$d --max_docs 256" ;; esac
+  done | xargs -r -P $((3 * J)) -L 1 sh -c 'python evaluate.py "$0" "$@" > "$0/eval.log" 2>&1 || echo "failed: $0"'
+  for c in programs json xml markdown sheets; do python analyze.py "$OUT/$c" --finished > "$OUT/$c/analysis.md"; done
+  exit
+fi
 STEPS=${1:-150}
 R=${OUT:-out}/gpu
 mkdir -p "$R"
