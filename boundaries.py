@@ -23,95 +23,132 @@ from data import coords_for, pack, record_docs, replacing, token_coords
 
 
 # ---------------------------------------------------------------------------- interventions ----
+# Layer I's sites (this repository's reading where §4.3 is silent, REFERENCE.md): fake-merge at a
+# real paragraph boundary, fake-split at a sentence start inside a paragraph, both only where p1 is
+# under the C.1 cap (past it, clipped paragraphs share one p1 and a "sentence start" may be a real
+# paragraph boundary the model cannot see).
+def merge_sites(p, cap):
+    """Real paragraph boundaries b of one record's (n, 3) coordinates with p1(b) < cap."""
+    p1 = p[:, 0]
+    return torch.nonzero((p1[1:] != p1[:-1]) & (p1[1:] < cap)).flatten() + 1
+
+
+def split_sites(p, cap):
+    """Sentence starts s inside a paragraph with p1(s) < cap (so p1 + 1 stays <= cap)."""
+    p1, p2 = p[:, 0], p[:, 1]
+    return torch.nonzero((p1[1:] == p1[:-1]) & (p2[1:] != p2[:-1]) & (p1[1:] < cap)).flatten() + 1
+
+
 def fake_merge(b, g):
-    """One real paragraph boundary per record removed: the paragraph after it takes the p1 of
-    the one before (later paragraphs move down by one)."""
-    _move_p1(b, g, lambda p1, p2: torch.nonzero(p1[1:] != p1[:-1]).flatten() + 1, -1)
+    """One real paragraph boundary per record removed: from it on, p1 - 1 (the paragraph after it
+    takes the p1 of the one before; later paragraphs move down by one)."""
+    _move_p1(b, g, merge_sites, -1)
 
 
 def fake_split(b, g):
-    """A new boundary inside one paragraph, at one of its sentence starts (or, in a record
-    without one, mid-paragraph): p1 grows by one from there on."""
-    def inside(p1, p2):
-        at = torch.nonzero((p1[1:] == p1[:-1]) & (p2[1:] != p2[:-1])).flatten() + 1
-        return at if len(at) else torch.nonzero(p1[1:] == p1[:-1]).flatten() + 1
-    _move_p1(b, g, inside, +1)
+    """A new boundary at one sentence start inside a paragraph: p1 + 1 from there on."""
+    _move_p1(b, g, split_sites, +1)
 
 
-def _move_p1(b, g, candidates, step):
+def _move_p1(b, g, sites, step):
     b["p"] = b["p"].clone()
+    cap = b.get("p_max", [torch.iinfo(torch.int64).max])[0]
     for j, n in enumerate(b["len"].tolist()):
-        p1, p2 = b["p"][j, :n, 0], b["p"][j, :n, 1]
-        at = candidates(p1, p2)
+        at = sites(b["p"][j, :n], cap)
         if len(at):
             s = int(at[torch.randint(len(at), (1,), generator=g, device=g.device)])
             b["p"][j, s:n, 0] += step
 
 
 # --------------------------------------------------------------- normalised boundary effect ----
-# Paper 004 §3.2-3.3, App. A.1-A.2, as this repository reads them:
-#  - Ā(i, j): attention averaged over layers and heads; y = log Ā on causal pairs j < i (d = i - j >= 1).
-#  - D_eff = y - b0 - b1 d, one line per model fitted by least squares on every causal pair of the
-#    unmanipulated condition (A: real p1) of the scored records.
-#  - anchors, from condition A: within = pairs in one paragraph (Δp1 = 0); para = pairs that straddle a
-#    real paragraph boundary (Δp1 >= 1); sent = pairs in one paragraph that straddle a sentence
-#    boundary (Δp2 >= 1), whose β is the paper's β_A^sent.
-#  - M, for fake-merge (B) and fake-split (C): exactly the pairs whose Δp1 the intervention changes
-#    (both move p1 from one position s on, so M = {j < s <= i}).
-#  - β(S) = (mean D_eff over S - anchor_within) / (anchor_para - anchor_within); for an intervention
-#    Δ = β_observed(M) - β_unmanipulated(M), both on the same pairs M: exactly 0 for a model that does
-#    not read p1 (H0(1) by construction); when M is the whole real-boundary set it is the paper's
-#    β_B - 1, and the paper's β_C - β_A^sent is printed beside it.
-#  - C_pct: the percentile of β_C among the real boundaries of condition A, each boundary b with
-#    β over its own pairs {j < b <= i}.
+# Paper 004 §3.2-3.3, App. A.1-A.2, in the one reading where all of the paper's identities hold:
+#  - Ā(i, j): attention averaged over layers and heads; y = log Ā on causal pairs j < i (d = i - j).
+#  - D_eff = y - b0 - b1 d: one line per model fitted by least squares on every causal pair of the
+#    unmanipulated condition A (real p1) of the scored records.
+#  - M_B(b): pairs with the key in the paragraph ending at the site b and the query in the one
+#    starting there; M_C(s): the same for the sentences around s. Each site is intervened on alone
+#    (its own forward pass), and its observed y is read on its own pairs.
+#  - anchors from condition A: within = every Δp1 = 0 pair; para = ∪ M_B (so β_A^para ≡ 1 in every
+#    resample, A.2); β_A^sent = β(∪ M_C).
+#  - β(S) = (mean D_eff over S - within) / (para - within). Δ = β_observed - β_unmanipulated (§3.3)
+#    on the same pairs is then Δ_B = β_B - 1 and Δ_C = β_C - β_A^sent (A.2), β_observed = 1 + Δ_B
+#    (§4.2), and exactly 0 for a model that does not read p1 (H0(1)).
+#  - C_pct: β_C's percentile among the real boundaries, each with β_A over its own M_B(b).
 # Everything is kept as per-document sums (count, Σd, Σy; Σd², Σdy for the fit), so analyze.py can
 # resample documents and recompute the fit, anchors and β in every bootstrap draw.
-BOUNDARY_SETS = ("within", "para", "sent", "merge_obs", "merge_unm", "split_obs", "split_unm")
+BOUNDARY_SETS = ("within", "para", "sent", "merge_obs", "split_obs")
 
 
-def _sums(y, d, mask):
-    return [float(mask.sum()), float(d[mask].sum()), float(y[mask].sum())]
+def site_pairs(p, s, level):
+    """(a, s, e): the paragraph (level 1) or sentence (level 2) ending at s is [a, s), the one
+    starting at s is [s, e), in one record's (n, 3) coordinates (numpy)."""
+    key = p[:, :level]
+    cuts = np.r_[0, np.flatnonzero((key[1:] != key[:-1]).any(1)) + 1, len(p)]
+    k = np.searchsorted(cuts, s)
+    return int(cuts[k - 1]), int(s), int(cuts[k + 1])
 
 
-def boundary_sums(A, pA, B, pB, C, pC):
-    """One record: attentions (n, n) averaged over layers and heads under conditions A (real), B
-    (fake-merge), C (fake-split) and their (n, 3) coordinates -> (fit[5], sets[7, 3], boundaries[k, 3])."""
+def _block(att, a, s, e):
+    """(count, Σd, Σy) over keys [a, s) and queries [s, e) of one (n, n) attention."""
+    y = np.log(np.maximum(att[s:e, a:s], 1e-30))
+    d = np.arange(s, e)[:, None] - np.arange(a, s)[None, :]
+    return np.array([y.size, d.sum(), y.sum()], np.float64)
+
+
+def boundary_sums(A, p, merged, split, cap):
+    """One record: condition A's attention (n, n), its coordinates (n, 3), and the attention
+    observed after each site's own intervention ({b: (n, n)} fake-merge, {s: (n, n)} fake-split)
+    -> (fit[5], sets[5, 3] in BOUNDARY_SETS order, boundaries[k, 3]: A over each M_B(b))."""
     n = A.shape[0]
     i, j = np.tril_indices(n, -1)
     d = (i - j).astype(np.float64)
-    y = {c: np.log(np.maximum(M[i, j], 1e-30)) for c, M in (("A", A), ("B", B), ("C", C))}
-    dp = lambda p, k: np.abs(p[i, k] - p[j, k])
-    same = dp(pA, 0) == 0
-    merged, split = dp(pB, 0) != dp(pA, 0), dp(pC, 0) != dp(pA, 0)
-    fit = [float(len(d)), d.sum(), (d * d).sum(), y["A"].sum(), (d * y["A"]).sum()]
-    sets = [_sums(y["A"], d, same), _sums(y["A"], d, ~same), _sums(y["A"], d, same & (dp(pA, 1) > 0)),
-            _sums(y["B"], d, merged), _sums(y["A"], d, merged), _sums(y["C"], d, split), _sums(y["A"], d, split)]
-    starts = np.flatnonzero(pA[1:, 0] != pA[:-1, 0]) + 1                 # real paragraph boundaries
-    bounds = [_sums(y["A"], d, (j < s) & (i >= s)) for s in starts]
-    return fit, sets, bounds
+    y = np.log(np.maximum(A[i, j], 1e-30))
+    same = p[i, 0] == p[j, 0]
+    fit = [float(len(d)), d.sum(), (d * d).sum(), y.sum(), (d * y).sum()]
+    tp = torch.as_tensor(p)
+    mb = [site_pairs(p, int(s), 1) for s in merge_sites(tp, cap)]
+    mc = [site_pairs(p, int(s), 2) for s in split_sites(tp, cap)]
+    bounds = [_block(A, *m) for m in mb]
+    total = lambda blocks: np.sum(blocks, 0) if blocks else np.zeros(3)
+    sets = [[same.sum(), d[same].sum(), y[same].sum()], total(bounds), total([_block(A, *m) for m in mc]),
+            total([_block(merged[m[1]], *m) for m in mb]), total([_block(split[m[1]], *m) for m in mc])]
+    return fit, np.asarray(sets, np.float64), bounds
 
 
-def write_boundary(score, split, ids, path):
-    """Score records under real, fake-merge and fake-split p1 (the same boundary choices as the
-    interventions), and save per-document boundary sums. score(change=, attention=): evaluate.score
-    on these records."""
+def write_boundary(score, split, ids, cap, path):
+    """Score records under real p1, then every site under its own intervention (fake-merge at each
+    real boundary, fake-split at each sentence start), and save per-document boundary sums.
+    score(ids, change=, attention=): evaluate.score on these records; cap: the C.1 cap (p_max[0])."""
     if "p" not in split.a:
-        raise SystemExit("error: --boundary needs paragraph coordinates (prepare.py prose/code)")
+        raise SystemExit("error: --boundary needs paragraph coordinates (prepare.py prose/code/webtext)")
     seen = {}
-    for cond, change in (("A", None), ("B", fake_merge), ("C", fake_split)):
-        def keep(r, row, atts, cond=cond):
-            seen.setdefault(r, {})[cond] = (atts.mean((0, 1)).numpy(), row["p"].numpy())
-        score(change=change, attention=keep)
+    score(ids, attention=lambda r, row, atts: seen.__setitem__(r, (atts.mean((0, 1)).numpy(), row["p"].numpy())))
     docs = record_docs(split, np.arange(len(split.len)))
     uniq = np.unique(docs[ids])
     fit = np.zeros((len(uniq), 5))
     sets = np.zeros((len(uniq), len(BOUNDARY_SETS), 3))
     b_doc, b_sums = [], []
-    for r, c in seen.items():
+    for r, (A, p) in seen.items():
+        tp = torch.as_tensor(p)
+        todo = [(-1, int(s)) for s in merge_sites(tp, cap)] + [(+1, int(s)) for s in split_sites(tp, cap)]
+        observed = {-1: {}, +1: {}}
+
+        def change(b, g):      # each copy of the record moves p1 from its own site on
+            b["p"] = b["p"].clone()
+            for k in range(len(b["rec"])):
+                step, s = todo.pop()
+                b["p"][k, s:, 0] += step
+
+        def keep(_, row, atts):
+            moved = row["p"][:, 0] - tp[:, 0]
+            s = int(torch.nonzero(moved)[0])
+            observed[int(moved[s])][s] = atts.mean((0, 1)).numpy()
+        if todo:
+            score(np.full(len(todo), r), change=change, attention=keep)
+        f, st, bs = boundary_sums(A, p, observed[-1], observed[+1], cap)
         u = np.searchsorted(uniq, docs[r])
-        f, s, bs = boundary_sums(c["A"][0], c["A"][1], c["B"][0], c["B"][1], c["C"][0], c["C"][1])
         fit[u] += f
-        sets[u] += s
+        sets[u] += st
         b_doc += [u] * len(bs)
         b_sums += bs
     with replacing(path) as tmp:
@@ -147,7 +184,8 @@ def boundary_pool(root, split="test"):
 
 def boundary_effect(fit, sets, b_doc, b_sums, W):
     """The Table 1 quantities for each row of document weights W (R, D): the line, the anchors and
-    every mean recomputed from the same weighted documents (App. A.2). Returns {name: (R,)}."""
+    every mean recomputed from the same weighted documents (App. A.2). Returns {name: (R,)};
+    beta_para is β_unm(M_B), 1 by construction (kept so a test can see it stay 1)."""
     n, sd, sdd, sy, sdy = (W @ fit).T
     b1 = (n * sdy - sd * sy) / (n * sdd - sd ** 2)
     b0 = (sy - b1 * sd) / n
@@ -159,15 +197,16 @@ def boundary_effect(fit, sets, b_doc, b_sums, W):
         mb = (b_sums[:, 2] - b0[:, None] * b_sums[:, 0] - b1[:, None] * b_sums[:, 1]) / b_sums[:, 0]
         beta_b = (mb - within[:, None]) / (para - within)[:, None]
         wb = W[:, b_doc]
-        below = (beta_b < beta[:, 5:6]) + 0.5 * (beta_b == beta[:, 5:6])
+        below = (beta_b < beta[:, 4:5]) + 0.5 * (beta_b == beta[:, 4:5])
         c_pct = 100 * (wb * below).sum(1) / wb.sum(1)
-    return {"delta_B": beta[:, 3] - beta[:, 4], "delta_C": beta[:, 5] - beta[:, 6], "beta_B": beta[:, 3],
-            "beta_C": beta[:, 5], "beta_sent": beta[:, 2], "paper_delta_B": beta[:, 3] - 1,
-            "paper_delta_C": beta[:, 5] - beta[:, 2], "C_pct": c_pct}
+    return {"delta_B": beta[:, 3] - beta[:, 1], "delta_C": beta[:, 4] - beta[:, 2], "beta_B": beta[:, 3],
+            "beta_C": beta[:, 4], "beta_sent": beta[:, 2], "beta_para": beta[:, 1], "C_pct": c_pct}
 
 
 def boundary_table(pooled, draws=4000, seed=0):
-    """Point estimates and 95% document-cluster bootstrap CIs per configuration."""
+    """Point estimates and 95% document-cluster bootstrap CIs per configuration. Δ_C's CI is
+    A.2's [lo(β_C) - hi(β_A^sent), hi(β_C) - lo(β_A^sent)]; the percentile interval of the
+    per-draw Δ_C is kept beside it (delta_C_draw_lo/hi)."""
     rows = []
     rng = np.random.default_rng(seed)
     for config, (fit, sets, b_doc, b_sums) in sorted(pooled.items()):
@@ -179,12 +218,16 @@ def boundary_table(pooled, draws=4000, seed=0):
             for k, v in boundary_effect(fit, sets, b_doc, b_sums, W).items():
                 boot[k].append(v)
         row = {"config": config, "documents": D, "boundaries": len(b_doc),
-               "estimable": bool(sets[:, 1, 0].sum() and sets[:, 3, 0].sum() and sets[:, 5, 0].sum())}
+               "sentence_sites_pairs": int(sets[:, 2, 0].sum()),
+               "estimable": bool(sets[:, 1, 0].sum() and sets[:, 2, 0].sum())}
         for k, v in point.items():
             with warnings.catch_warnings():         # a draw without boundaries gives NaN: left out
                 warnings.simplefilter("ignore", RuntimeWarning)
                 lo, hi = np.nanpercentile(np.concatenate(boot[k]), [2.5, 97.5])
             row[k], row[k + "_lo"], row[k + "_hi"] = v, float(lo), float(hi)
+        row["delta_C_draw_lo"], row["delta_C_draw_hi"] = row["delta_C_lo"], row["delta_C_hi"]
+        row["delta_C_lo"] = row["beta_C_lo"] - row["beta_sent_hi"]
+        row["delta_C_hi"] = row["beta_C_hi"] - row["beta_sent_lo"]
         rows.append(row)
     return rows
 
@@ -192,20 +235,21 @@ def boundary_table(pooled, draws=4000, seed=0):
 def boundary_markdown(rows, title):
     f = lambda r, k, fmt="+.3f": f"{r[k]:{fmt}} [{r[k + '_lo']:{fmt}}, {r[k + '_hi']:{fmt}}]"
     lines = [f"### {title}", "",
-             "| model | docs | Δ_B | Δ_C | β_C | C_pct % | β_B − 1 (paper) | β_C − β_A^sent (paper) | H0(1) Δ=0 | H0(2) β_C=1 |",
-             "| --- | ---: | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| model | docs | boundaries | Δ_B = β_B − 1 | Δ_C = β_C − β_A^sent (A.2 CI) | Δ_C per-draw CI | β_A^sent | "
+             "β_C | C_pct % | H0(1) Δ=0 | H0(2) β_C=1 |",
+             "| --- | ---: | ---: | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if not r["estimable"]:
-            lines.append(f"| {r['config']} | {r['documents']} | not estimable: the scored records hold no real paragraph "
-                         "boundary or no intervened pair | | | | | | | |")
+            lines.append(f"| {r['config']} | {r['documents']} | {r['boundaries']} | not estimable: the scored records "
+                         "hold no real paragraph boundary or no sentence start inside a paragraph | | | | | | | |")
             continue
         exact = r["delta_B"] == 0 and r["delta_C"] == 0
         h1 = "holds exactly" if exact else ("rejected" if not (r["delta_B_lo"] <= 0 <= r["delta_B_hi"]
                                                              and r["delta_C_lo"] <= 0 <= r["delta_C_hi"]) else "not rejected")
         h2 = "—" if exact else ("rejected" if not r["beta_C_lo"] <= 1 <= r["beta_C_hi"] else "not rejected")
-        lines.append(f"| {r['config']} | {r['documents']} | {f(r, 'delta_B')} | {f(r, 'delta_C')} | "
-                     f"{f(r, 'beta_C', '.3f')} | {f(r, 'C_pct', '.1f')} | {f(r, 'paper_delta_B')} | "
-                     f"{f(r, 'paper_delta_C')} | {h1} | {h2} |")
+        lines.append(f"| {r['config']} | {r['documents']} | {r['boundaries']} | {f(r, 'delta_B')} | {f(r, 'delta_C')} | "
+                     f"[{r['delta_C_draw_lo']:+.3f}, {r['delta_C_draw_hi']:+.3f}] | {f(r, 'beta_sent')} | "
+                     f"{f(r, 'beta_C', '.3f')} | {f(r, 'C_pct', '.1f')} | {h1} | {h2} |")
     return "\n".join(lines)
 
 

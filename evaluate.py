@@ -210,6 +210,7 @@ def score(model, split, ids, cfg, corpus, change=None, attention=None, seed=0, b
         rec = ids[group]
         b = split.batch(rec, cfg["device"])
         b["len"] = torch.as_tensor(split.len[rec])
+        b["rec"] = torch.as_tensor(rec)
         b.update(corpus)
         if change is not None:
             change(b, g)
@@ -333,7 +334,8 @@ def paragraph_measures(args, model, split, ids, cfg, corpus, data_dir):
                                                       for k, v in hubs.items()))
     if args.boundary:
         path = os.path.join(args.run, f"boundary_{args.split}.npz")
-        boundaries.write_boundary(run, split, ids, path)
+        boundaries.write_boundary(lambda rec, **kw: score(model, split, rec, cfg, corpus, **kw), split, ids,
+                                  corpus.get("p_max", [np.iinfo(np.int64).max])[0], path)
         print(f"  boundary-effect sums: {len(np.unique(record_docs(split, ids)))} documents -> {path}")
     if args.paragraphs:
         path = os.path.join(args.run, f"paragraph_{args.split}.npz")

@@ -3,6 +3,7 @@ import os
 
 import numpy as np
 import pytest
+import torch
 from scipy import stats
 
 import analyze
@@ -210,43 +211,84 @@ def test_table12_by_hand(tmp_path, capsys):
     assert "rand_axial vs hrope_axial | 3 | 3/3 | +0.1067 | yes | 0.125" in capsys.readouterr().out
 
 
-def test_boundary_sums_by_hand():
-    """Four tokens, p1 = 0 0 1 1, p2 = 0 1 0 0. Fake-merge joins the two paragraphs (p1 all 0);
-    fake-split starts a paragraph at token 1 (p1 = 0 1 2 2). Pairs (i, j): (1,0) (2,0) (2,1)
-    (3,0) (3,1) (3,2); log Ā(i, j) = -(i + j) in A, -10 in B and -20 in C."""
-    n = 4
-    ii, jj = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-    A = np.exp(-(ii + jj).astype(float))
-    B, C = np.full((n, n), np.exp(-10.0)), np.full((n, n), np.exp(-20.0))
-    pA = np.array([[0, 0, 0], [0, 1, 0], [1, 0, 0], [1, 0, 1]])
-    pB, pC = pA.copy(), pA.copy()
-    pB[:, 0] = 0
-    pC[:, 0] = [0, 1, 2, 2]
-    fit, sets, bounds = boundaries.boundary_sums(A, pA, B, pB, C, pC)
-    # d over the six pairs: 1 2 1 3 2 1; y: -1 -2 -3 -3 -4 -5
-    assert fit == pytest.approx([6, 10, 20, -18, -30])                # Σdy = -1-4-3-9-8-5
-    within, para, sent, m_obs, m_unm, s_obs, s_unm = sets
-    assert within == pytest.approx([2, 2, -6])                       # (1,0) (3,2)
-    assert para == pytest.approx([4, 8, -12])                        # (2,0) (2,1) (3,0) (3,1)
-    assert sent == pytest.approx([1, 1, -1])                         # (1,0): p2 differs, p1 does not
-    assert m_obs == pytest.approx([4, 8, -40]) and m_unm == pytest.approx(para)   # merge: every straddling pair
-    assert s_obs == pytest.approx([3, 6, -60])                       # split at 1: (1,0) (2,0) (3,0)
-    assert s_unm == pytest.approx([3, 6, -6])
-    assert bounds == [pytest.approx([4, 8, -12])]                    # the one real boundary, at token 2
+def layer1_record(cap_at=None):
+    """4 paragraphs x 10 tokens, each 2 sentences x 5 tokens; p1 clipped at cap_at if given."""
+    t = np.arange(40)
+    p = np.stack([t // 10, (t % 10) // 5, t % 5], 1)
+    if cap_at is not None:
+        p[:, 0] = np.minimum(p[:, 0], cap_at)
+    return p
+
+
+def test_layer1_sites_and_pair_sets_by_hand():
+    """The sets M_B(b) and M_C(s) (REFERENCE.md, Layer I): the paragraphs (sentences) on either
+    side of the site only. Merging at the first boundary changes Δp1 for 300 pairs, but only the
+    100 joining the two merged paragraphs are M_B; a split changes 175, of which 25 are M_C."""
+    p = layer1_record()
+    tp = torch.as_tensor(p)
+    assert boundaries.merge_sites(tp, 99).tolist() == [10, 20, 30]
+    assert boundaries.split_sites(tp, 99).tolist() == [5, 15, 25, 35]
+    assert boundaries.site_pairs(p, 10, 1) == (0, 10, 20) and boundaries.site_pairs(p, 30, 1) == (20, 30, 40)
+    assert boundaries.site_pairs(p, 5, 2) == (0, 5, 10) and boundaries.site_pairs(p, 35, 2) == (30, 35, 40)
+    # under the C.1 cap only: p1 = 3 is the cap, so neither the boundary into it nor its sentences
+    assert boundaries.merge_sites(tp, 3).tolist() == [10, 20] and boundaries.split_sites(tp, 3).tolist() == [5, 15, 25]
+    # past the cap the last two paragraphs share p1 = 2: their boundary (p2 resets) is no sentence site
+    clipped = torch.as_tensor(layer1_record(cap_at=2))
+    assert boundaries.split_sites(clipped, 2).tolist() == [5, 15]
+    # planted attention: e^-1 in A, e^-2 after every merge, e^-3 after every split
+    A = np.full((40, 40), np.exp(-1.0))
+    merged = {b: np.full((40, 40), np.exp(-2.0)) for b in (10, 20, 30)}
+    split = {s: np.full((40, 40), np.exp(-3.0)) for s in (5, 15, 25, 35)}
+    fit, sets, bounds = boundaries.boundary_sums(A, p, merged, split, 99)
+    within, para, sent, m_obs, s_obs = sets
+    # Σd over one M_B: queries 10..19, keys 0..9 -> 10 * 145 - 10 * 45 = 1,000; one M_C: 5 * 35 - 5 * 10 = 125
+    assert within.tolist() == pytest.approx([180, within[1], -180])            # 4 x C(10, 2) pairs
+    assert para.tolist() == pytest.approx([300, 3000, -300])
+    assert sent.tolist() == pytest.approx([100, 500, -100])
+    assert m_obs.tolist() == pytest.approx([300, 3000, -600])
+    assert s_obs.tolist() == pytest.approx([100, 500, -300])
+    assert [b.tolist() for b in bounds] == [pytest.approx([100, 1000, -100])] * 3
+    assert fit[0] == 40 * 39 / 2
+
+
+def test_layer1_identities_hold_in_every_resample():
+    """β_unm(M_B), computed from M_B's own condition-A sums, is the para anchor, so 1 in every
+    bootstrap draw; for a model that does not read p1 (every intervention leaves attention as
+    it was) Δ_B = β_B - 1 and Δ_C = β_C - β_A^sent are exactly 0 in every draw (§3.3, A.2)."""
+    rng = np.random.default_rng(0)
+    docs = []
+    for _ in range(6):
+        p = layer1_record()
+        A = rng.random((40, 40)) + 0.01
+        same = lambda sites: {int(s): A for s in sites}
+        docs.append(boundaries.boundary_sums(A, p, same((10, 20, 30)), same((5, 15, 25, 35)), 99))
+    fit = np.array([d[0] for d in docs])
+    sets = np.array([d[1] for d in docs])
+    b_doc = np.repeat(np.arange(6), 3)
+    b_sums = np.concatenate([d[2] for d in docs])
+    W = rng.multinomial(6, np.full(6, 1 / 6), size=50).astype(float)
+    r = boundaries.boundary_effect(fit, sets, b_doc, b_sums, W)
+    assert np.allclose(r["beta_para"], 1.0, atol=1e-12)
+    assert np.allclose(r["delta_B"], 0, atol=1e-12) and np.allclose(r["delta_C"], 0, atol=1e-12)
+    assert np.allclose(r["beta_C"], r["beta_sent"]) and not np.allclose(r["beta_sent"], 1)
+    [row] = boundaries.boundary_table({"flat": (fit, sets, b_doc, b_sums)}, draws=200)
+    assert row["delta_C_lo"] == pytest.approx(row["beta_C_lo"] - row["beta_sent_hi"])     # A.2's interval
+    assert row["delta_C_hi"] == pytest.approx(row["beta_C_hi"] - row["beta_sent_lo"])
+    assert abs(row["delta_C_draw_lo"]) < 1e-9 and "holds exactly" in boundaries.boundary_markdown([row], "t")
 
 
 def test_boundary_effect_by_hand():
-    """One document whose line fit is flat (b0 = b1 = 0): anchors within -1, para -3; merge pairs
-    -2 after, -3 before; split pairs -4 after, -1.5 before; sentence pairs -1.5; real boundaries
-    -2, -3, -5. By hand: β_B = 0.5, Δ_B = -0.5; β_C = 1.5, Δ_C = 1.25 (= β_C - β_A^sent here,
-    β_A^sent = 0.25); C_pct: β_C = 1.5 lies above 0.5 and 1 and below 2 -> 66.7%."""
+    """One document whose line fit is flat (b0 = b1 = 0): anchors within -1, para -3; sentence
+    pairs -1.5; merge pairs observed -2; split pairs observed -4; real boundaries -2, -3, -5. By
+    hand: β_B = 0.5, Δ_B = -0.5; β_A^sent = 0.25, β_C = 1.5, Δ_C = 1.25; C_pct: β_C = 1.5 lies
+    above 0.5 and 1 and below 2 -> 66.7%."""
     fit = np.array([[4.0, 0.0, 2.0, 0.0, 0.0]])                     # Σy = Σdy = 0: b1 = 0, b0 = 0
-    mean_set = [-1.0, -3.0, -1.5, -2.0, -3.0, -4.0, -1.5]
+    mean_set = [-1.0, -3.0, -1.5, -2.0, -4.0]
     sets = np.array([[[2.0, 3.0, 2 * m] for m in mean_set]])
     b_sums = np.array([[1.0, 1.0, -2.0], [2.0, 2.0, -6.0], [1.0, 5.0, -5.0]])
     r = {k: float(v[0]) for k, v in boundaries.boundary_effect(fit, sets, np.zeros(3, int), b_sums, np.ones((1, 1))).items()}
-    assert r["beta_B"] == pytest.approx(0.5) and r["delta_B"] == pytest.approx(-0.5) == r["paper_delta_B"]
-    assert r["beta_C"] == pytest.approx(1.5) and r["delta_C"] == pytest.approx(1.25) == r["paper_delta_C"]
+    assert r["beta_B"] == pytest.approx(0.5) and r["delta_B"] == pytest.approx(-0.5)
+    assert r["beta_C"] == pytest.approx(1.5) and r["delta_C"] == pytest.approx(1.25)
     assert r["beta_sent"] == pytest.approx(0.25) and r["C_pct"] == pytest.approx(200 / 3)
 
 
@@ -257,8 +299,8 @@ def test_boundary_bootstrap_covers_a_planted_beta_c_fast():
     rng = np.random.default_rng(0)
     D = 100
     fit = np.tile([50.0, 100.0, 300.0, 0.0, 0.0], (D, 1))
-    sets = np.zeros((D, 7, 3))
-    level = {0: -1.0, 1: -3.0, 2: -1.5, 3: -2.0, 4: -3.0, 5: -1 - 2 * 1.4, 6: -1.5}
+    sets = np.zeros((D, 5, 3))
+    level = {0: -1.0, 1: -3.0, 2: -1.5, 3: -2.0, 4: -1 - 2 * 1.4}
     for k, m in level.items():
         sets[:, k, 0] = 10
         sets[:, k, 2] = 10 * (m + rng.normal(0, 0.3, D))
