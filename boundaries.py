@@ -122,13 +122,14 @@ def write_boundary(score, split, ids, cap, path):
     if "p" not in split.a:
         raise SystemExit("error: --boundary needs paragraph coordinates (prepare.py prose/code/webtext)")
     seen = {}
-    score(ids, attention=lambda r, row, atts: seen.__setitem__(r, (atts.mean((0, 1)).numpy(), row["p"].numpy())))
+    score(ids, attention=lambda r, row, atts: seen.__setitem__(r, (atts.mean((0, 1)).numpy(), row["p"].numpy(),
+                                                                    row.get("p1_read"))))
     docs = record_docs(split, np.arange(len(split.len)))
     uniq = np.unique(docs[ids])
     fit = np.zeros((len(uniq), 5))
     sets = np.zeros((len(uniq), len(BOUNDARY_SETS), 3))
     b_doc, b_sums = [], []
-    for r, (A, p) in seen.items():
+    for r, (A, p, read) in seen.items():
         tp = torch.as_tensor(p)
         todo = [(-1, int(s)) for s in merge_sites(tp, cap)] + [(+1, int(s)) for s in split_sites(tp, cap)]
         observed = {-1: {}, +1: {}}
@@ -138,6 +139,9 @@ def write_boundary(score, split, ids, cap, path):
             for k in range(len(b["rec"])):
                 step, s = todo.pop()
                 b["p"][k, s:, 0] += step
+            if read is not None:   # rand/period_axial read their own labels, as in condition A, not p1
+                b["p1_sub"] = torch.full_like(b["pos"], -1)
+                b["p1_sub"][:, :len(read)] = read.to(b["pos"].device)
 
         def keep(_, row, atts):
             moved = row["p"][:, 0] - tp[:, 0]

@@ -39,6 +39,39 @@ if [ "${1:-}" = studies ]; then
   for c in programs json xml markdown sheets; do python analyze.py "$OUT/$c" --finished > "$OUT/$c/analysis.md"; done
   exit
 fi
+# Paper 004 at the CPU scale (reproduce_cpu.sh ten_hrope, seeds 0-2) on code, prose and webtext:
+# five models each, then every table's evaluation.   bash reproduce_gpu.sh hrope
+if [ "${1:-}" = hrope ]; then
+  export OMP_NUM_THREADS=1 OUT=${OUT10:-out10} PYTHONUNBUFFERED=1
+  J=${JOBS:-4}
+  CPU="--device cuda --preset cpu_hrope --steps 200 --docs_per_step 16 --val_docs 128 --test_docs 256 --mb_tokens 4096
+       --bf16 0 --compile 0 --milestones 10 --recipe hrope_cpu"
+  for c in code prose webtext; do
+    # shellcheck disable=SC2086
+    bash sweep.sh $c "flat sent_axial hrope_axial rand_axial period_axial" "0 1 2" "$J" $CPU &
+  done
+  wait
+  for d in "$OUT"/{code,prose,webtext}/*/seed[012]; do
+    [ -f "$d/final.json" ] && [ ! -f "$d/eval_test.json" ] || continue
+    case $d in
+      */flat/*) echo "$d --boundary --demo --probe" ;;
+      */sent_axial/*) echo "$d --boundary --demo" ;;
+      */hrope_axial/*) echo "$d --boundary --demo --probe --attention --paragraphs --hubs" ;;
+      */rand_axial/*) echo "$d --boundary --probe --attention" ;;
+      *) echo "$d" ;;
+    esac
+  done | xargs -r -P $((3 * J)) -L 1 sh -c 'python evaluate.py "$0" --max_docs 128 "$@" > "$0/eval.log" 2>&1 || echo "failed: $0"'
+  for c in code prose webtext; do
+    python analyze.py "$OUT/$c" --finished > "$OUT/$c/analysis.md"
+    python analyze.py "$OUT/$c" --finished --baseline rand_axial > "$OUT/$c/analysis_vs_rand.md"
+    python analyze.py --boundary "$OUT/$c" > "$OUT/$c/boundary.md"
+    python analyze.py --hubs "$OUT"/$c/hrope_axial/seed[012] > "$OUT/$c/hubs.md"
+    python analyze.py --depth "$(ls "$OUT"/$c/hrope_axial/seed[012]/depth_test.npz | paste -sd,)" \
+      "$(ls "$OUT"/$c/rand_axial/seed[012]/depth_test.npz | paste -sd,)" > "$OUT/$c/depth.md"
+  done
+  python analyze.py --paragraphs "$OUT"/{prose,code,webtext}/hrope_axial > "$OUT/paragraphs.md"
+  exit
+fi
 STEPS=${1:-150}
 R=${OUT:-out}/gpu
 mkdir -p "$R"

@@ -207,13 +207,13 @@ def test_spread_covers_documents_round_robin():
 
 
 def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, capsys):
-    """evaluate.py --boundary on tiny code runs, analyze.py --boundary prints Table 1: flat and
-    sent_axial do not read p1, so falsifying it changes no input and Δ_B = Δ_C = 0 exactly;
-    hrope_axial reads it."""
+    """evaluate.py --boundary on tiny code runs, analyze.py --boundary prints Table 1: flat,
+    sent_axial and rand_axial do not read p1, so falsifying it changes no input and Δ_B = Δ_C = 0
+    exactly; hrope_axial reads it."""
     data = code_corpus(tmp_path, 128)
     tiny = ["--n_layer=2", "--n_embd=128", "--max_len=128", "--docs_per_step=4", "--val_docs=4", "--test_docs=4",
             "--milestones=1", "--mb_tokens=512", "--steps=2", "--n_head=2", "--compile=0", "--bf16=0"]
-    for config in ("flat", "sent_axial", "hrope_axial"):
+    for config in ("flat", "sent_axial", "hrope_axial", "rand_axial"):
         for seed in (0, 1):
             run = train.main(["--corpus", "code", "--config", config, "--seed", str(seed), "--data", str(data),
                               "--out", str(tmp_path / "out"), *tiny])
@@ -230,7 +230,7 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     assert demos[0] == demos[1] and demos[0]["d_eff_change_across_boundary"] == 0.0
     pooled = boundaries.boundary_pool(str(tmp_path / "out"), "train")
     rows = {r["config"]: r for r in boundaries.boundary_table(pooled, draws=200)}
-    for blind in ("flat", "sent_axial"):
+    for blind in ("flat", "sent_axial", "rand_axial"):   # rand_axial: its labels, as in condition A
         assert rows[blind]["delta_B"] == 0.0 and rows[blind]["delta_C"] == 0.0
         assert rows[blind]["delta_B_lo"] == rows[blind]["delta_B_hi"] == 0.0
     assert rows["hrope_axial"]["delta_C"] != 0.0 and rows["hrope_axial"]["boundaries"] > 0
@@ -238,10 +238,10 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     out = capsys.readouterr().out
     analyze.figure_demo(analyze.load_runs(str(tmp_path / "out")), str(tmp_path))
     rows = open(tmp_path / "fig3_demo.csv").read().splitlines()[1:]
-    assert (tmp_path / "fig3_demo.png").exists() and len(rows) == 3
+    assert (tmp_path / "fig3_demo.png").exists() and len(rows) == 4
     assert {r.split(",")[0]: float(r.split(",")[2]) == 0.0 for r in rows} == {"flat": True, "sent_axial": True,
-                                                                              "hrope_axial": False}
-    assert out.count("holds exactly") == 2 and "| hrope_axial |" in out
+                                                                              "hrope_axial": False, "rand_axial": True}
+    assert out.count("holds exactly") == 3 and "| hrope_axial |" in out
     # Tables 5 and 9 from the two hrope_axial seeds (every baseline cell admitted at this size)
     reg = compression.paragraph_regression(os.path.join(str(tmp_path / "out"), "code", "hrope_axial"), "train", gate=1)
     assert reg["runs"] == 2 and reg["paragraphs"] > 5 and reg["df"] == reg["paragraphs"] - 5
