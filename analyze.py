@@ -550,7 +550,8 @@ def parse(argv):
     ap.add_argument("--baseline", default=None, help="default: seq_only (flat for hRoPE runs)")
     ap.add_argument("--figures", default=None, help="write PNG figures + their numbers here")
     ap.add_argument("--finished", action="store_true", help="only finished runs (final.json): for a study still running")
-    ap.add_argument("--depth", nargs="+", metavar="NPZ", help="cell accumulators: model [control]")
+    ap.add_argument("--depth", nargs="+", metavar="NPZ", help="cell accumulators depth_<split>.npz: model [control]; "
+                    "Table 3 reads the depth_read_<split>.npz beside each where there is one")
     ap.add_argument("--tokens", nargs=2, metavar="RUN", help="pair two runs token by token (evaluate.py npz)")
     ap.add_argument("--draws", type=int, default=2000)
     ap.add_argument("--boundary", metavar="ROOT", help="paper 004 Table 1 from evaluate.py --boundary sums under ROOT")

@@ -4,7 +4,8 @@ what carries it. What evaluate.py and analyze.py run for it, in one place:
 
     evaluate.py RUN --attention   per-document (d, Δp1) cells of log attention (depth_<split>.npz)
     analyze.py --depth A B        U* by the exact-distance estimator, paired document bootstrap
-                                  (§5.1, App. A.3, A.6)
+                                  (§5.1, App. A.3, A.6), Δp1 by the labels each model reads
+                                  (depth_read_<split>.npz where it has one), the true p1 beside
     evaluate.py RUN --hubs        the same cells with cross-paragraph attention to hub types masked
     analyze.py --hubs RUN ...     -> Table 13 (App. E)
     evaluate.py RUN --paragraphs  per-paragraph sums -> analyze.py --paragraphs: Tables 5 and 9, the
@@ -199,20 +200,61 @@ def _label(path):
     return f"{name} ({len(parts)} file{'s' if len(parts) > 1 else ''})"
 
 
+def read_paths(path):
+    """The cells of a model's depth_<split>.npz files (Δp1 by the true p1) binned by the labels its
+    p1 channel read instead: the depth_read_<split>.npz beside each, which evaluate.py writes for
+    period_axial and rand_axial. Without one the model reads the true p1 (or no p1) and the two
+    binnings coincide: the file itself."""
+    out = []
+    for p in path.split(","):
+        head, name = os.path.split(p)
+        read = os.path.join(head, name.replace("depth_", "depth_read_", 1))
+        out.append(read if name.startswith("depth_") and os.path.exists(read) else p)
+    if len({"depth_read_" in os.path.basename(p) for p in out}) > 1:
+        raise SystemExit(f"error: some of {path} have labels-read cells (depth_read_*.npz) and some not; evaluate them alike")
+    return ",".join(out)
+
+
+def _binning(path):
+    """How a model's cells bin Δp1, for the table's heading."""
+    if "depth_read_" not in path:
+        return "true p1 (the labels it reads, if any)"
+    k = sorted({int(z["label_draws"]) if "label_draws" in z.files else 1 for z in map(np.load, path.split(","))})
+    return f"labels read, mean over {'/'.join(map(str, k))} draw{'s' if k[-1] > 1 else ''} of them"
+
+
 def depth_report(path_a, path_b=None, draws=2000, gates=(200, 1000, 2000, 3000)):
-    a = load_acc(path_a)
-    b = load_acc(path_b) if path_b else None
+    """Table 3 (§5.2): U* of one model, or two paired on the same documents. Δp1 is binned by the
+    labels each model's p1 channel reads, this repository's reading (REFERENCE.md): the paper does
+    not say which Δp1 bins rand_axial, and §5.2's "any systematic response can only reflect a
+    generic reaction to a density-matched axial coordinate" is a response to the coordinate it
+    reads. The true-p1 binning follows, where it differs, as a secondary table."""
+    true = [p for p in (path_a, path_b) if p]
+    read = [read_paths(p) for p in true]
+    lines = ["Table 3, Δp1 binned by the labels each model reads (this repository's reading):"]
+    lines += [f"  {_label(p)}: {_binning(p)}" for p in read] + [""]
+    lines += _depth_table(read, draws, gates)
+    if read == true:
+        lines += ["", "every model reads the true p1 (or none): binned by the true p1 the table is the same"]
+    else:
+        lines += ["", "secondary, Δp1 binned by the true p1 (the same attention):", ""] + _depth_table(true, draws, gates)
+    return "\n".join(lines)
+
+
+def _depth_table(paths, draws, gates):
+    """Gate-robustness table, paired bootstrap CIs and response curves of one or two models."""
+    accs = [load_acc(p) for p in paths]
     lines = ["| model | gate | Δp1* (deg 2) | U* (deg 2) | Δp1* (deg 3) | U* (deg 3) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for name, acc in [(path_a, a)] + ([(path_b, b)] if b else []):
+    for name, acc in zip(paths, accs):
         for g in gates:
             x2, u2, _ = compression_depth(acc, g, degree=2)
             x3, u3, _ = compression_depth(acc, g, degree=3)
             fmt = lambda v: "no interior minimum" if math.isnan(v) else f"{v:.3f}"
             lines.append(f"| {_label(name)} | {g} | {fmt(x2)} | {fmt(u2)} | {fmt(x3)} | {fmt(u3)} |")
-    res = bootstrap_depth(a, b, draws)
+    res = bootstrap_depth(*accs, draws=draws)
     lines.append("")
     lines.append(f"paired document-cluster bootstrap, {draws} draws, gate 2000:")
-    names = [_label(path_a)] + ([_label(path_b), "gap (first − second)"] if b else [])
+    names = [_label(p) for p in paths] + (["gap (first − second)"] if len(paths) > 1 else [])
     for n, r in zip(names, res):
         missing = int(np.isnan(r).sum())
         if missing > draws / 2:   # a CI from the few draws that happen to curve would mislead
@@ -222,10 +264,10 @@ def depth_report(path_a, path_b=None, draws=2000, gates=(200, 1000, 2000, 3000))
             lines.append(f"  {n}: U* 95% CI [{lo:.3f}, {hi:.3f}] ({missing} draws without an interior minimum)")
     lines.append("")
     lines.append("response U(Δp1) at gate 2000, Δp1 = 1..8 (NaN: no cell passed the gate):")
-    for name, acc in [(path_a, a)] + ([(path_b, b)] if b else []):
+    for name, acc in zip(paths, accs):
         U = compression_depth(acc, 2000)[2]
         lines.append(f"  {_label(name)}: " + " ".join(f"{u:+.3f}" for u in U[1:9]))
-    return "\n".join(lines)
+    return lines
 
 
 # ------------------------------------------------------------------------------ hub masking ----

@@ -18,8 +18,10 @@ structure is used"; paragraph-boundaries paper §3.2, §4.3):
 Outputs, next to the checkpoint: eval_<split>.json (nats/token overall, per kind, per
 intervention), eval_<split>_tokens.npz (per-token NLL, record, document, kind: analyze.py pairs
 runs token by token), attention_<split>.json, and for hRoPE depth_<split>.npz (per-document
-(d, Δp1) cells of log attention that analyze.py --depth reads); with --boundary, --hubs and
---paragraphs the sums analyze.py's Tables 1, 13 and 5/9 read (boundary_, hub_*_, paragraph_<split>.npz).
+(d, Δp1) cells of log attention that analyze.py --depth reads; for period_axial and rand_axial
+depth_read_<split>.npz bins them by the labels read, rand_axial's averaged over --label_draws
+draws); with --boundary, --hubs and --paragraphs the sums analyze.py's Tables 1, 13 and 5/9 read
+(boundary_, hub_*_, paragraph_<split>.npz).
 Those paper 004 measures live in boundaries.py (Layer I) and compression.py (Layers II-III).
 """
 import argparse
@@ -143,12 +145,21 @@ def share(att, mask, query):
 
 
 def attention_stats(shares, context):
-    """A collector for `score(attention=...)` and a function giving its summary. `shares`: the
-    corpus's statistics, named by its prepare.CORPORA entry (ancestor: Python; same_depth: web
-    pages; cells: spreadsheets). Shares are over strictly earlier keys, averaged over queries that
-    have at least one such key; paragraph data also gets compression-depth cells."""
+    """Collectors for `score(attention=...)`, every statistic or the depth cells alone (for further
+    label draws), and a function giving the summary. `shares`: the corpus's statistics, named by
+    its prepare.CORPORA entry (ancestor: Python; same_depth: web pages; cells: spreadsheets).
+    Shares are over strictly earlier keys, averaged over queries that have at least one such key;
+    paragraph data also gets compression-depth cells."""
     acc = {"sum": {}, "queries": {}}
-    cells, cells_read = {}, {}
+    cells = {"": {}, "_read": {}}    # per record, summed over the passes (label draws) that call collect_cells
+
+    def collect_cells(r, b, att):
+        """Compression-depth cells binned by the true p1 and, where the p1 channel reads generated
+        labels (period_p1, rand_p1), by the labels it read: Table 3 bins Δp1 by these (REFERENCE.md)."""
+        for suffix, p1 in (("", b["p"][:, 0]), ("_read", b.get("p1_read"))):
+            if p1 is not None:
+                new = depth_cells(att, p1.cpu(), min(D_MAX + 1, context))
+                cells[suffix][r] = [x + y for x, y in zip(cells[suffix][r], new)] if r in cells[suffix] else new
 
     def collect(r, b, att):
         path, depth = b.get("path"), b.get("depth")
@@ -168,10 +179,8 @@ def attention_stats(shares, context):
             s, q = share(att, m, cell & earlier.any(-1) if name in bins else m.any(-1))
             acc["sum"][name] = acc["sum"].get(name, 0) + s
             acc["queries"][name] = acc["queries"].get(name, 0) + q
-        if "p" in b:                 # binned by the true p1; and by the labels read, where they differ
-            cells[r] = depth_cells(att, b["p"][:, 0].cpu(), min(D_MAX + 1, context))
-            if "p1_read" in b:
-                cells_read[r] = depth_cells(att, b["p1_read"].cpu(), min(D_MAX + 1, context))
+        if "p" in b:
+            collect_cells(r, b, att)
 
     def summary():
         out = {}
@@ -184,8 +193,8 @@ def attention_stats(shares, context):
             if keys[0] in out:
                 out[region + "_by_column_offset"] = {"offsets": list(range(-COL_OFFSETS, COL_OFFSETS + 1)),
                                                      "mean_over_heads": [out.pop(k)["mean_over_heads"] for k in keys]}
-        return out, {"": cells, "_read": cells_read}
-    return collect, summary
+        return out, cells
+    return collect, collect_cells, summary
 
 
 # --------------------------------------------------------------------------------- scoring ----
@@ -270,8 +279,13 @@ def parse(argv):
                     help="paper 004 App. A.10: per-paragraph sums for the paragraph-level regression (analyze.py --paragraphs)")
     ap.add_argument("--boundary", action="store_true",
                     help="paper 004 Table 1: per-document sums for the normalised boundary effect (analyze.py --boundary)")
+    ap.add_argument("--label_draws", type=int, default=5,
+                    help="with --attention on rand_axial: draws of its random labels the depth cells average over (Table 3)")
     ap.add_argument("--data", default=None, help="data root (default: the run's)")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if args.label_draws < 1:
+        ap.error("--label_draws must be at least 1")
+    return args
 
 
 def chosen_interventions(arg, names, split):
@@ -297,9 +311,16 @@ def print_scores(result, todo):
         print(line)
 
 
-def write_attention(summary, split, ids, run, split_name):
+def label_draws(names, k):
+    """How many draws of the labels a p1 channel reads the depth cells average over: k where they
+    are random (rand_p1), one where they are fixed (period_p1's grid, the true p1)."""
+    return k if "rand_p1" in names else 1
+
+
+def write_attention(summary, split, ids, run, split_name, draws=1):
     """attention_<split>.json, and for paragraph data the compression-depth cells: depth_<split>.npz
-    binned by the true p1, depth_read_<split>.npz by the labels the model read."""
+    binned by the true p1, depth_read_<split>.npz by the labels the model read, each the mean over
+    `draws` label draws (recorded as label_draws)."""
     stats, cells = summary()
     write_json(stats, os.path.join(run, f"attention_{split_name}.json"))
     for name, v in stats.items():
@@ -315,8 +336,9 @@ def write_attention(summary, split, ids, run, split_name):
         uniq = np.unique(docs[ids])
         path = os.path.join(run, f"depth{suffix}_{split_name}.npz")
         with replacing(path) as tmp:
-            np.savez_compressed(tmp, **compression.document_cells(by_record, docs, uniq))
-        print(f"  compression-depth cells: {len(uniq)} documents -> {path}")
+            mean = {k: v / draws for k, v in compression.document_cells(by_record, docs, uniq).items()}
+            np.savez_compressed(tmp, **mean, label_draws=draws)
+        print(f"  compression-depth cells: {len(uniq)} documents, {draws} label draw(s) -> {path}")
 
 
 def paragraph_measures(args, model, split, ids, cfg, corpus, data_dir):
@@ -366,7 +388,7 @@ def main(argv=None):
     todo = chosen_interventions(args.interventions, model.rotary.names, split)
 
     shares = meta["settings"]["defaults"]["attention"]
-    collect, summary = attention_stats(shares, model.cfg.max_len) if args.attention else (None, None)
+    collect, collect_cells, summary = attention_stats(shares, model.cfg.max_len) if args.attention else (None,) * 3
     per = score(model, split, ids, cfg, corpus, attention=collect)
     result["kinds"], nll, kind = by_kind(per, split, ids)
     rec = np.concatenate([np.full(len(per[int(r)]), r, np.int32) for r in ids])
@@ -376,7 +398,13 @@ def main(argv=None):
                                for t in tqdm(todo, desc="interventions")}
     print_scores(result, todo)
     if args.attention:
-        write_attention(summary, split, ids, args.run, args.split)
+        # Table 3 bins rand_axial by the labels it reads, and one draw of them carries its own
+        # noise: draws 1..k-1 (score's seed) add their cells to draw 0's, written as the mean per
+        # draw so that a cell's count, and the gate, keep one pass's scale (our reading, REFERENCE.md)
+        draws = label_draws(model.rotary.names, args.label_draws) if "p" in split.a else 1
+        for seed in range(1, draws):
+            score(model, split, ids, cfg, corpus, attention=collect_cells, seed=seed)
+        write_attention(summary, split, ids, args.run, args.split, draws)
     result.update(paragraph_measures(args, model, split, ids, cfg, corpus, data_dir))
     write_json(result, os.path.join(args.run, f"eval_{args.split}.json"))   # written last: evaluation done
     return result

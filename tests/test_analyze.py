@@ -167,6 +167,31 @@ def test_depth_report_says_not_identifiable(tmp_path):
     assert "no interior minimum" in out and "not identifiable (40 of 40 draws" in out
 
 
+def test_table3_reads_the_label_bins(tmp_path, capsys):
+    """Table 3 reading the label bins: analyze.py --depth given each model's depth_test.npz bins
+    rand_axial by the labels it read (depth_read_test.npz beside it, a planted well at Δp1 = 4,
+    U* = −0.3) and prints its true-p1 binning (a planted curve that only rises: no well) as the
+    secondary table; hrope_axial reads the true p1, so its rows are the same in both tables."""
+    paths = []
+    for config, files in (("hrope_axial", {"depth_test": planted(depth=-0.9, seed=1)[0]}),
+                          ("rand_axial", {"depth_test": planted(vertex=-6.0, seed=2)[0],
+                                          "depth_read_test": {**planted(depth=-0.3, seed=3)[0], "label_draws": 5}})):
+        run = tmp_path / "code" / config / "seed0"
+        os.makedirs(run)
+        for name, acc in files.items():
+            np.savez(run / f"{name}.npz", **acc)
+        paths.append(str(run / "depth_test.npz"))
+    analyze.main(["--depth", *paths, "--draws", "40"])
+    head, true = capsys.readouterr().out.split("secondary, Δp1 binned by the true p1")
+    assert "hrope_axial (1 file): true p1" in head and "rand_axial (1 file): labels read, mean over 5 draws" in head
+    row = lambda text, model: next(l for l in text.splitlines() if l.startswith(f"| {model} (1 file) | 2000 |"))
+    x, u = (float(v) for v in row(head, "rand_axial").split("|")[3:5])
+    assert x == pytest.approx(4.0, abs=0.2) and u == pytest.approx(-0.3, abs=0.02)
+    assert row(true, "rand_axial").split("|")[4].strip() == "no interior minimum"
+    assert row(head, "hrope_axial") == row(true, "hrope_axial")
+    assert "rand_axial (1 file): U* 95% CI" in head and "rand_axial (1 file): not identifiable" in true
+
+
 def test_token_pairing_by_hand(tmp_path):
     """Two runs on the same tokens: Δ per token averaged per kind; the bootstrap resamples
     documents. A run scored on other tokens is refused."""

@@ -103,6 +103,27 @@ def test_depth_cells_by_hand():
     assert Q[1, 0] == pytest.approx(np.log(.25) ** 2)
 
 
+def test_depth_cells_bin_by_the_labels_read_by_hand():
+    """Table 3 reading the label bins. Four tokens, true p1 0 0 1 1, labels read 0 1 1 2. Pairs
+    (query, key): (1,0) d1 true Δ0 read Δ1; (2,1) d1 1/0; (3,2) d1 0/1; (2,0) d2 1/1; (3,1) d2
+    1/1; (3,0) d3 1/2. A second label draw 0 0 0 1 on the same record adds its pairs: (1,0) (2,1)
+    d1 Δ0, (3,2) d1 Δ1, (2,0) d2 Δ0, (3,1) d2 Δ1, (3,0) d3 Δ1; the true binning counts twice."""
+    att = torch.tensor([[1, 0, 0, 0], [.5, .5, 0, 0], [.2, .3, .5, 0], [.1, .2, .3, .4]])[None, None]
+    p = torch.tensor([[0, 0, 0], [0, 0, 1], [1, 0, 0], [1, 0, 1]])
+    _, collect_cells, summary = evaluate.attention_stats([], 4)
+    collect_cells(7, {"p": p, "p1_read": torch.tensor([0, 1, 1, 2])}, att)
+    true, read = (summary()[1][s][7] for s in ("", "_read"))          # (sum, sumsq, count), (d, Δp1 <= 32)
+    assert true[2].shape == (4, 33) and true[2][:, 3:].sum() == read[2][:, 3:].sum() == 0
+    assert true[2][:, :3].tolist() == [[0, 0, 0], [2, 1, 0], [0, 2, 0], [0, 1, 0]]
+    assert read[2][:, :3].tolist() == [[0, 0, 0], [1, 2, 0], [0, 2, 0], [0, 0, 1]]
+    assert read[0][1, 0] == pytest.approx(np.log(.3)) and read[0][1, 1] == pytest.approx(np.log(.5) + np.log(.3))
+    assert true[0][1, 0] == pytest.approx(np.log(.5) + np.log(.3))
+    collect_cells(7, {"p": p, "p1_read": torch.tensor([0, 0, 0, 1])}, att)     # a second label draw
+    true, read = (summary()[1][s][7] for s in ("", "_read"))
+    assert true[2][:, :3].tolist() == [[0, 0, 0], [4, 2, 0], [0, 4, 0], [0, 2, 0]]
+    assert read[2][:, :3].tolist() == [[0, 0, 0], [3, 3, 0], [1, 3, 0], [0, 1, 1]]
+
+
 def test_per_kind_scores_follow_hand_marked_tokens():
     """A kind belongs to the token being predicted: NLL at position i scores token i + 1."""
     kind = np.array([0, 0, trees.KIND_AFTER_CLOSE, 0, trees.KIND_AFTER_CLOSE, 0], np.uint8)
@@ -156,6 +177,45 @@ def test_cli_on_trained_runs(tiny_python, tmp_path):
     assert acc["count"].shape[1:] == (64, compression.K_MAX + 1) and acc["count"].sum() > 0
     demo = res["demo"]
     assert demo["real"]["to_first_sentence"] != demo["fake_split"]["to_first_sentence"]
+
+
+def test_table3_cells_average_label_draws(tmp_path):
+    """Table 3's depth cells over --label_draws: rand_axial's labels drawn afresh for each draw
+    (2 x the 2-draw mean − the 1-draw cells is draw 1 alone: whole pair counts, one per pair,
+    not draw 0 again); period_axial's grid floor(t/L) is fixed, so it is scored once, and at d = 1
+    it moves by one label at every multiple of L: floor((n − 1)/L) pairs in a record of n tokens;
+    hrope_axial reads the true p1, so no second binning is written."""
+    prepared = os.path.join(str(code_corpus(tmp_path, 64)), "code")
+    with open(os.path.join(prepared, "meta.json")) as f:     # paragraph starts inside 64-token records are rare
+        meta = json.load(f)                                     # here (density 0.0004): plant 0.1, a few per record
+    with open(os.path.join(prepared, "meta.json"), "w") as f:
+        json.dump({**meta, "p1_density": 0.1}, f)
+    tiny = ["--n_layer=1", "--n_embd=128", "--max_len=64", "--docs_per_step=4", "--val_docs=4", "--test_docs=4",
+            "--milestones=1", "--mb_tokens=512", "--steps=2", "--n_head=2", "--compile=0", "--bf16=0"]
+    split = data.Split(prepared, "train", 64)
+    lens = split.len[evaluate.spread(split, 8)]
+    L = corpus_stats(prepared)[1]["p1_period"]
+    cells = {}
+    for config in ("rand_axial", "period_axial", "hrope_axial"):
+        run = train.main(["--corpus", "code", "--config", config, "--data", os.path.dirname(prepared), "--out", str(tmp_path / "out"), *tiny])
+        for k in (1, 2):
+            evaluate.main([run, "--split", "train", "--max_docs", "8", "--interventions", "none", "--attention",
+                           "--label_draws", str(k)])
+            cells[config, k] = {s: dict(np.load(os.path.join(run, f"depth{s}_train.npz")))
+                                for s in ("", "_read") if os.path.exists(os.path.join(run, f"depth{s}_train.npz"))}
+    r1, r2 = cells["rand_axial", 1], cells["rand_axial", 2]
+    assert r1["_read"]["label_draws"] == r1[""]["label_draws"] == 1 and r2["_read"]["label_draws"] == 2
+    draw1 = 2 * r2["_read"]["count"] - r1["_read"]["count"]
+    assert np.array_equal(draw1, np.round(draw1)) and draw1.min() == 0
+    assert draw1[:, 1].sum() == r1["_read"]["count"][:, 1].sum() == (lens - 1).sum()       # every d = 1 pair once
+    assert not np.array_equal(draw1, r1["_read"]["count"])                                 # another draw of labels
+    assert np.array_equal(r2[""]["count"], r1[""]["count"])             # the true binning: the same pairs ...
+    assert not np.allclose(r2[""]["sum"], r1[""]["sum"])                # ... under draw 1's attention too
+    p1, p2 = cells["period_axial", 1], cells["period_axial", 2]
+    assert p2["_read"]["label_draws"] == 1 and all(np.array_equal(p1["_read"][k], p2["_read"][k]) for k in p1["_read"])
+    assert p1["_read"]["count"][:, 1, 1].sum() == ((lens - 1) // L).sum()
+    assert p1["_read"]["count"][:, 1, 0].sum() == (lens - 1).sum() - ((lens - 1) // L).sum()
+    assert set(cells["hrope_axial", 2]) == {""} and cells["hrope_axial", 2][""]["label_draws"] == 1
 
 
 def test_sheet_column_offset_histogram_and_reference_share_by_hand():
