@@ -4,7 +4,7 @@
     python analyze.py out/python --baseline seq_tree --figures figs
     python analyze.py --tokens RUN_A RUN_B             # two runs paired token by token
     python analyze.py --depth hrope.npz rand.npz       # compression depth U*, paired bootstrap (compression.py)
-    python analyze.py --hubs RUN [RUN ...]             # paper 004 Table 13 (compression.py)
+    python analyze.py --hubs out/code/hrope_axial/seed[012]   # paper 004 Table 13 (compression.py)
     python analyze.py --paragraphs out/prose/hrope_axial out/code/hrope_axial   # Tables 5, 9 (compression.py)
     python analyze.py --boundary out/code              # paper 004 Table 1 (boundaries.py)
     python analyze.py --candidates data/prose data/code  # paper 004 Table 4 (corpus only: candidates.py)
@@ -556,7 +556,8 @@ def parse(argv):
     ap.add_argument("--draws", type=int, default=2000)
     ap.add_argument("--boundary", metavar="ROOT", help="paper 004 Table 1 from evaluate.py --boundary sums under ROOT")
     ap.add_argument("--split", default="test", help="with --boundary: the split evaluate.py scored")
-    ap.add_argument("--hubs", nargs="+", metavar="RUN", help="paper 004 Table 13 from evaluate.py --hubs (runs pooled)")
+    ap.add_argument("--hubs", nargs="+", metavar="RUN", help="paper 004 Table 13 from evaluate.py --hubs: the "
+                    "seeds of one configuration, each document's cells summed over them")
     ap.add_argument("--paragraphs", nargs="+", metavar="CONFIG_DIR", help="paper 004 Tables 5 and 9 from "
                     "evaluate.py --paragraphs: one out/<corpus>/hrope_axial per corpus, its seeds pooled")
     ap.add_argument("--gate", type=int, default=400, help="with --paragraphs: pairs a baseline cell needs (A.10: 400)")
@@ -570,7 +571,8 @@ def parse(argv):
 # ------------------------------------------------------------------------------------ modes ----
 def hub_mode(args):
     print(compression.hub_markdown(compression.hub_table(args.hubs, args.split, draws=args.draws),
-                                   f"compression depth under hub masking, {len(args.hubs)} run(s) pooled (paper 004 Table 13)"))
+                                   f"compression depth under hub masking, {len(args.hubs)} seed(s) pooled by document "
+                                   f"(paper 004 Table 13)"))
 
 
 def paragraphs_mode(args):

@@ -6,8 +6,10 @@ what carries it. What evaluate.py and analyze.py run for it, in one place:
     analyze.py --depth A B        U* by the exact-distance estimator, paired document bootstrap
                                   (§5.1, App. A.3, A.6), Δp1 by the labels each model reads
                                   (depth_read_<split>.npz where it has one), the true p1 beside
-    evaluate.py RUN --hubs        the same cells with cross-paragraph attention to hub types masked
-    analyze.py --hubs RUN ...     -> Table 13 (App. E)
+    evaluate.py RUN --hub_contributions   per-type contributions, every seed of a configuration first
+    evaluate.py RUN --hubs        then, per seed, the same cells with cross-paragraph attention to hub
+                                  types masked, the types chosen on the seeds' contributions pooled
+    analyze.py --hubs RUN ...     -> Table 13 (App. E), each document one cluster over the seeds
     evaluate.py RUN --paragraphs  per-paragraph sums -> analyze.py --paragraphs: Tables 5 and 9, the
                                   paragraph-level regression (§6.4, App. A.10; predictors: candidates.py)
 
@@ -17,13 +19,12 @@ import glob
 import json
 import math
 import os
-from collections import defaultdict
 
 import numpy as np
 import torch
 from scipy import stats
 
-from data import record_docs, replacing, write_json
+from data import load_split, record_docs, replacing, write_json
 
 
 # ------------------------------------------------------------------------------------ cells ----
@@ -271,15 +272,23 @@ def _depth_table(paths, draws, gates):
 
 
 # ------------------------------------------------------------------------------ hub masking ----
-# Paper 004 App. E as this repository reads it: a pair's contribution is log Ā(i, j) minus the
-# mean log Ā of same-paragraph pairs at the same distance d (pooled over the scored records);
-# a token TYPE's aggregate is the sum over the cross-paragraph pairs where it is the key; hubs are
-# the 5% of types (among those that are keys of a cross-paragraph pair) with the most negative
-# aggregate, i.e. those carrying the compression. Freq-matched: the 5% most frequent types.
-# Random (token-matched): as many random non-hub types. Pair-matched random: random non-hub
-# types added until they block at least as many cross-paragraph pairs as the hubs do. The mass
-# sweep (App. E "pair-matched mass sweep"): the same, one draw each, up to 25%, 50%, 75% of the
-# hubs' pairs (100% is Pair-matched random itself).
+# Paper 004 App. E, Table 13 (three seeds pooled per corpus). A cross-paragraph pair's contribution
+# is log Ā(i, j) minus the mean log Ā of same-paragraph pairs at the same distance d (over the
+# scored records); a token TYPE's aggregate is the sum over the cross-paragraph pairs it keys. Two
+# passes, so that every seed is masked with the same sets (our reading of "three seeds pooled": one
+# choice per corpus, from the aggregates summed over the seeds):
+#   evaluate.py RUN --hub_contributions   pass 1, every seed: aggregates and pair counts per type
+#   evaluate.py RUN --hubs                pass 2, every seed: the choice from the pooled pass-1 files
+#                                         of RUN's sibling seeds, then the masked depth cells
+#   analyze.py --hubs RUN ...             Table 13, each document one cluster over the seeds
+# Hubs: the 5% of types (among those keying a cross-paragraph pair) with the most negative pooled
+# aggregate, i.e. carrying the compression (reading: the paper says "top 5% by aggregate
+# contribution"). Freq-matched: the 5% most frequent types of the training split (reading of "raw
+# corpus frequency": the corpus the model learnt, not the scored records). Random (token-matched):
+# as many random non-hub types. Pair-matched random: random non-hub types blocking exactly the hubs'
+# cross-paragraph pairs (pooled over the seeds), the nearest achievable count where no subset hits it
+# (the difference is recorded). The mass sweep (App. E): the same, one draw each, at 25%, 50%, 75% of
+# the hubs' pairs (the points are our reading; 100% is Pair-matched random itself).
 HUB_SHARE, MASS_SWEEP = 0.05, (25, 50, 75)
 
 
@@ -289,34 +298,70 @@ def cross_paragraph_block(p1, keys):
     return keys[:, None, :] & (p1[:, :, None] != p1[:, None, :])
 
 
+def subset_sum(c, target):
+    """Positions into the counts `c` (ints >= 1) of a subset summing to `target` exactly when one
+    does, else to the nearest achievable sum (ties: the smaller). A 0/1 subset sum over the counts in
+    their order, stopped once `target` is reachable; first[s] is the count whose addition first
+    reached s, so walking back from the answer uses each count once. No sum above 2 * target is
+    nearer than the empty set."""
+    top = 2 * target
+    reach = np.zeros(top + 1, bool)
+    reach[0] = True
+    first = np.full(top + 1, -1, np.int32)
+    for k, ck in enumerate(c):
+        if reach[target]:
+            break
+        if ck <= top:
+            new = reach[:top + 1 - ck] & ~reach[ck:]
+            first[ck:][new] = k
+            reach[ck:] |= new
+    sums = np.flatnonzero(reach)
+    s = int(sums[np.argmin(np.abs(sums - target))])
+    picked = []
+    while s:
+        picked.append(first[s])
+        s -= c[first[s]]
+    return np.array(picked, np.int64)
+
+
+def match_pairs(order, pairs, target):
+    """Types from `order` (a random order of the candidates) whose pair counts sum to `target`, or
+    to the nearest achievable sum. Greedy while far below it (types taken in order while the sum
+    stays at least the largest usable count short of the target: cheap), the last stretch solved
+    exactly by subset_sum over the types left, in counts divided by their common divisor (pooled over seeds
+    that scored the same records, every count is a multiple of the number of seeds). Reading: the
+    greedy start can, in rare cases, rule out an exact subset that exists; the difference is then
+    recorded, as for an unreachable target."""
+    c = pairs[order].astype(np.int64)
+    g = max(int(np.gcd.reduce(c)), 1)                    # 0 when there are no candidates
+    c, t = c // g, int(round(target / g))
+    k = int(np.searchsorted(np.cumsum(c), t - int(np.minimum(c, t).max(initial=0)), side="right"))
+    return np.r_[order[:k], order[k:][subset_sum(c[k:], t - int(c[:k].sum()))]].astype(np.int64)
+
+
 def hub_sets(contrib, pairs, freq, draws=3, seed=0, share=HUB_SHARE, sweep=MASS_SWEEP):
-    """{condition: [type arrays]} from per-type arrays: aggregate contribution, cross-paragraph
-    pairs as key, and frequency (types with no cross-paragraph pair are never chosen); `sweepNN`
-    blocks at least NN% of the hubs' pairs."""
+    """({condition: [type arrays]}, {matched condition: its target pair count}) from per-type
+    arrays: aggregate contribution, cross-paragraph pairs as key, and frequency (types with no
+    cross-paragraph pair are never chosen); `sweepNN` blocks NN% of the hubs' pairs."""
     rng = np.random.default_rng(seed)
     present = np.flatnonzero(pairs > 0)
     n = max(1, int(round(share * len(present))))
     hub = present[np.argsort(contrib[present], kind="stable")[:n]]
     others = np.setdiff1d(present, hub)
+    target = int(pairs[hub].sum())
+    targets = {"pair_matched": target, **{f"sweep{p}": int(round(p / 100 * target)) for p in sweep}}
     out = {"hub": [hub], "freq": [np.argsort(-freq, kind="stable")[:n]], "random": [], "pair_matched": []}
     for _ in range(draws):
         out["random"].append(rng.choice(others, min(n, len(others)), replace=False))
-        order = rng.permutation(others)
-        k = int(np.searchsorted(np.cumsum(pairs[order]), pairs[hub].sum())) + 1
-        out["pair_matched"].append(order[:k])
+        out["pair_matched"].append(match_pairs(rng.permutation(others), pairs, target))
     for pct in sweep:
-        order = rng.permutation(others)
-        k = int(np.searchsorted(np.cumsum(pairs[order]), pct / 100 * pairs[hub].sum())) + 1
-        out[f"sweep{pct}"] = [order[:k]]
-    return out
+        out[f"sweep{pct}"] = [match_pairs(rng.permutation(others), pairs, targets[f"sweep{pct}"])]
+    return out, targets
 
 
-def write_hubs(score, split, ids, V, run_dir, split_name, draws=3):
-    """Choose the hub sets from unmasked attention, then score every condition with cross-paragraph
-    attention to its key types blocked; per-document depth cells for each (hub_<cond>_<split>.npz).
-    score(attention=, block=): evaluate.score on these records; V: the vocabulary size."""
-    if "p" not in split.a:
-        raise SystemExit("error: --hubs needs paragraph coordinates (prepare.py prose/code)")
+def hub_contributions(score, V):
+    """Per type (V,): the summed contribution of the cross-paragraph pairs it keys, and their
+    number, from unmasked attention. score(attention=): evaluate.score on the scored records."""
     seen = {}
     score(attention=lambda r, row, atts: seen.__setitem__(r, (atts.mean((0, 1)), row["p"][:, 0], row["tokens"])))
     base_sum, base_n = np.zeros(D_MAX + 1), np.zeros(D_MAX + 1)
@@ -335,47 +380,112 @@ def write_hubs(score, split, ids, V, run_dir, split_name, draws=3):
         ok = np.isfinite(base[d])
         np.add.at(contrib, key[ok], y[ok] - base[d[ok]])
         np.add.at(n_pairs, key[ok], 1)
-    freq = np.bincount(np.concatenate([t.numpy() for _, _, t in seen.values()]), minlength=V)
-    sets = {"original": [np.zeros(0, np.int64)], **hub_sets(contrib, n_pairs, freq, draws)}
+    return contrib, n_pairs
+
+
+def write_contributions(score, split, ids, V, run_dir, split_name):
+    """Pass 1: this run's hub_contributions -> hub_contrib_<split>.npz (with the records scored)."""
+    if "p" not in split.a:
+        raise SystemExit("error: --hubs needs paragraph coordinates (prepare.py prose/code)")
+    contrib, pairs = hub_contributions(score, V)
+    path = os.path.join(run_dir, f"hub_contrib_{split_name}.npz")
+    with replacing(path) as tmp:
+        np.savez_compressed(tmp, contrib=contrib, pairs=pairs, records=ids)
+    return path
+
+
+def choose_hubs(run_dir, split_name, data_dir, V, draws=3):
+    """The sets of pass 2, the same for every seed of a configuration: hub_sets on the aggregates
+    and pair counts summed over the seeds beside run_dir that ran pass 1 (run_dir/../seed*/), the
+    frequency counted on the training split's tokens. Returns (sets, targets, pairs, seeds)."""
+    paths = sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(run_dir)), "seed*",
+                                          f"hub_contrib_{split_name}.npz")))
+    zs = [np.load(p) for p in paths]
+    contrib, pairs = sum(z["contrib"] for z in zs), sum(z["pairs"] for z in zs)
+    freq = np.bincount(np.asarray(load_split(data_dir, "train")["tokens"]), minlength=V)
+    sets, targets = hub_sets(contrib, pairs, freq, draws)
+    return sets, targets, pairs, [os.path.basename(os.path.dirname(p)) for p in paths]
+
+
+def write_hubs(score, split, ids, V, run_dir, split_name, data_dir, draws=3):
+    """Pass 2: this run's pass 1 if it has none for these records, the pooled choice (choose_hubs),
+    then every condition scored with cross-paragraph attention to its key types blocked: per-document
+    depth cells with their document ids (hub_<cond>_<split>.npz) and the choice (hub_<split>.json).
+    score(attention=, block=): evaluate.score on these records; V: the vocabulary size."""
+    if "p" not in split.a:
+        raise SystemExit("error: --hubs needs paragraph coordinates (prepare.py prose/code)")
+    own = os.path.join(run_dir, f"hub_contrib_{split_name}.npz")
+    if not os.path.exists(own) or not np.array_equal(np.load(own)["records"], ids):
+        write_contributions(score, split, ids, V, run_dir, split_name)
+    sets, targets, pairs, seeds = choose_hubs(run_dir, split_name, data_dir, V, draws)
     docs = record_docs(split, np.arange(len(split.len)))
     uniq = np.unique(docs[ids])
-    summary = {}
-    for cond, draws_of in sets.items():
+    summary = {"pooled_from": seeds, "conditions": {}}
+    for cond, draws_of in {"original": [np.zeros(0, np.int64)], **sets}.items():
         for k, types in enumerate(draws_of):
             keys = torch.zeros(V, dtype=torch.bool)
             keys[torch.as_tensor(types, dtype=torch.long)] = True
             cells = {}
             score(block=lambda b: cross_paragraph_block(b["p"][..., 0], keys.to(b["tokens"].device)[b["tokens"]]),
                   attention=lambda r, row, atts: cells.__setitem__(r, depth_cells(atts, row["p"][:, 0], exclude=row["blocked"])))
-            acc = document_cells(cells, docs, uniq)
             name = cond if len(draws_of) == 1 else f"{cond}{k}"
             with replacing(os.path.join(run_dir, f"hub_{name}_{split_name}.npz")) as tmp:
-                np.savez_compressed(tmp, **acc)
-            summary[name] = {"types": len(types), "blocked_pairs": int(n_pairs[types].sum())}
+                np.savez_compressed(tmp, docs=uniq, **document_cells(cells, docs, uniq))
+            c = summary["conditions"][name] = {"types": sorted(types.tolist()), "blocked_pairs": int(pairs[types].sum())}
+            if cond in targets:
+                c.update(target_pairs=targets[cond], difference=c["blocked_pairs"] - targets[cond])
     write_json(summary, os.path.join(run_dir, f"hub_{split_name}.json"))
     return summary
 
 
 # analyze.py --hubs: Table 13 from those cells
+def hub_choice(run_dirs, split):
+    """The choice the runs share (hub_<split>.json); runs masked with other sets are refused (a seed
+    whose pass 2 ran before every seed's pass 1)."""
+    choices = []
+    for d in run_dirs:
+        with open(os.path.join(d, f"hub_{split}.json")) as f:
+            choices.append(json.load(f))
+        if "conditions" not in choices[-1]:
+            raise SystemExit(f"error: {d} holds hub cells chosen per seed; rerun evaluate.py --hubs (pass 1 on every seed first)")
+        if choices[-1]["conditions"] != choices[0]["conditions"]:
+            raise SystemExit(f"error: {d} was masked with other sets than {run_dirs[0]} (pooled from "
+                             f"{choices[-1]['pooled_from']}, against {choices[0]['pooled_from']}): run "
+                             f"evaluate.py --hub_contributions on every seed, then --hubs on each")
+    return choices[0]
+
+
+def pool_documents(paths):
+    """Cell accumulators of several runs summed per document id: a document that three seeds scored
+    is one bootstrap cluster, not three (the seeds' errors on it are not independent)."""
+    zs = [np.load(p) for p in paths]
+    docs = np.unique(np.concatenate([z["docs"] for z in zs]))
+    acc = {k: np.zeros((len(docs),) + zs[0][k].shape[1:]) for k in ("sum", "sumsq", "count")}
+    for z in zs:
+        at = np.searchsorted(docs, z["docs"])
+        for k in acc:
+            acc[k][at] += z[k]
+    return acc
+
+
 def hub_table(run_dirs, split="test", gate=2000, draws=1000):
     """Paper 004 Table 13: U* (degree-2 vertex, exact-distance cells) under each masking
-    condition, the runs' documents pooled (each seed's documents count as clusters of their own);
+    condition, the runs' cells summed per document (the clusters: documents, not seed × document);
     random conditions as mean ± std over their draws; the share of the original well removed;
     document-cluster bootstrap 95% CIs for Original, Hub-masked and Freq-matched (as the paper
     brackets them), or how many draws had no well. Beside U*, the response at the shallowest
     displacement U(Δp1 = 1) (a descriptive number that exists where no well is identifiable, as at
-    CPU scale). Then the pair-matched mass sweep: both against the share of the hubs' pairs removed
-    (Pair-matched random is the 100% point)."""
-    conds = defaultdict(list)
-    for d in run_dirs:
-        for path in sorted(glob.glob(os.path.join(d, f"hub_*_{split}.npz"))):
-            name = os.path.basename(path)[4:-len(f"_{split}.npz")]
-            conds[name].append(load_acc(path))
-    pooled = {c: {k: np.concatenate([a[k] for a in accs]) for k in accs[0]} for c, accs in conds.items()}
+    CPU scale), and the cross-paragraph pairs blocked (pooled over the runs) with a matched set's
+    difference from its target. Then the pair-matched mass sweep: both against the share of the
+    hubs' pairs removed (Pair-matched random is the 100% point)."""
+    choice = hub_choice(run_dirs, split)["conditions"]
+    pooled = {c: pool_documents([os.path.join(d, f"hub_{c}_{split}.npz") for d in run_dirs]) for c in choice}
     depth = {c: compression_depth(acc, gate) for c, acc in pooled.items()}
     u = {c: v[1] for c, v in depth.items()}
     u1 = {c: v[2][1] for c, v in depth.items()}
     share = lambda m, ref: 1 - m / ref["original"] if "original" in ref and ref["original"] else float("nan")
+    blocked = lambda names: (float(np.mean([choice[c]["blocked_pairs"] for c in names])),
+                             [choice[c]["difference"] for c in names if "difference" in choice[c]])
     rows = []
     for cond in ("original", "hub", "freq", "random", "pair_matched"):
         names = [c for c in u if c == cond or (c.startswith(cond) and c[len(cond):].isdigit())]
@@ -385,36 +495,41 @@ def hub_table(run_dirs, split="test", gate=2000, draws=1000):
         m, m1 = float(np.mean(vals)), float(np.mean([u1[c] for c in names]))      # NaN where a draw has no well
         row = {"condition": cond, "U": m, "std": float(vals.std()) if len(names) > 1 and np.isfinite(m) else None,
                "removed": share(m, u), "U1": m1, "removed_U1": share(m1, u1), "ci": None}
+        row["pairs"], row["difference"] = blocked(names)
         if cond in pooled and cond in ("original", "hub", "freq"):
             boot = bootstrap_depth(pooled[cond], draws=draws, gate=gate)[0]
             row["ci"] = ci(boot) if np.isnan(boot).sum() <= draws / 2 else int(np.isnan(boot).sum())
         rows.append(row)
-    sweep = sorted((int(c[5:]), u[c], u1[c]) for c in u if c.startswith("sweep"))
+    sweep = [dict(zip(("percent", "U", "removed", "U1", "removed_U1", "pairs", "difference"),
+                      (int(c[5:]), u[c], share(u[c], u), u1[c], share(u1[c], u1), *blocked([c])))) for c in u if c.startswith("sweep")]
     if sweep and rows and rows[-1]["condition"] == "pair_matched":
-        sweep.append((100, rows[-1]["U"], rows[-1]["U1"]))
-    return rows, [{"percent": p, "U": v, "removed": share(v, u), "U1": v1, "removed_U1": share(v1, u1)}
-                  for p, v, v1 in sweep], draws
+        sweep.append({"percent": 100, **{k: rows[-1][k] for k in ("U", "removed", "U1", "removed_U1", "pairs", "difference")}})
+    return rows, sorted(sweep, key=lambda s: s["percent"]), draws
 
 
 def hub_markdown(table, title):
     rows, sweep, draws = table
     fmt = lambda x: "no interior minimum" if math.isnan(x) else f"{x:+.3f}"
     pct = lambda x: "—" if math.isnan(x) else f"{100 * x:.0f}%"
-    lines = [f"### {title}", "", "| condition | U* | 95% CI | share of the well removed | U(Δp1 = 1) | share of U(1) removed |",
-             "| --- | ---: | --- | ---: | ---: | ---: |"]
+    pairs = lambda r: f"{r['pairs']:,.0f}" + (f" ({', '.join(f'{d:+d}' for d in r['difference'])})" if r["difference"] else "")
+    lines = [f"### {title}", "", "| condition | U* | 95% CI | share of the well removed | U(Δp1 = 1) | share of U(1) removed "
+             "| cross-paragraph pairs blocked (matched − target) |", "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
     for r in rows:
         u = fmt(r["U"]) + (f" ± {r['std']:.3f}" if r["std"] is not None and not math.isnan(r["std"]) else "")
         band = ("—" if r["ci"] is None else f"not identifiable ({r['ci']} of {draws} draws without a well)"
                 if isinstance(r["ci"], int) else f"[{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]")
         first = r["condition"] == "original"
         lines.append(f"| {r['condition']} | {u} | {band} | {'—' if first else pct(r['removed'])} | {r['U1']:+.3f} | "
-                     f"{'—' if first else pct(r['removed_U1'])} |")
+                     f"{'—' if first else pct(r['removed_U1'])} | {pairs(r)} |")
+    lines += ["", "Clusters are documents: each document's cells summed over the seeds. Pairs are counted over the "
+              "seeds pooled; pair-matched sets block the hubs' count exactly where a subset of non-hub types can "
+              "(matched − target per draw in brackets)."]
     if sweep:
         lines += ["", "Pair-matched mass sweep (one draw per point; 100% is Pair-matched random, mean over its draws):", "",
-                  "| hubs' cross-paragraph pairs removed | U* | share of the well removed | U(Δp1 = 1) | share of U(1) removed |",
-                  "| ---: | ---: | ---: | ---: | ---: |"]
-        lines += [f"| {s['percent']}% | {fmt(s['U'])} | {pct(s['removed'])} | {s['U1']:+.3f} | {pct(s['removed_U1'])} |"
-                  for s in sweep]
+                  "| hubs' cross-paragraph pairs removed | U* | share of the well removed | U(Δp1 = 1) | share of U(1) removed "
+                  "| pairs blocked (matched − target) |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {s['percent']}% | {fmt(s['U'])} | {pct(s['removed'])} | {s['U1']:+.3f} | {pct(s['removed_U1'])} "
+                  f"| {pairs(s)} |" for s in sweep]
     return "\n".join(lines)
 
 

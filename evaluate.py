@@ -8,6 +8,8 @@ read its attention.
     python evaluate.py out/code/hrope_axial/seed0 --boundary      # sums for Table 1 (analyze.py --boundary)
     python evaluate.py out/code/hrope_axial/seed0 --probe         # same-paragraph probe (Table 8)
     python evaluate.py out/code/hrope_axial/seed0 --paragraphs    # sums for Tables 5, 9 (analyze.py --paragraphs)
+    for s in 0 1 2; do python evaluate.py out/code/hrope_axial/seed$s --hub_contributions; done   # Table 13,
+    for s in 0 1 2; do python evaluate.py out/code/hrope_axial/seed$s --hubs; done   # pass 1 on every seed first
 
 Interventions change coordinates only, never tokens (depth-perception appendix §2 "How the
 structure is used"; paragraph-boundaries paper §3.2, §4.3):
@@ -21,7 +23,8 @@ runs token by token), attention_<split>.json, and for hRoPE depth_<split>.npz (p
 (d, Δp1) cells of log attention that analyze.py --depth reads; for period_axial and rand_axial
 depth_read_<split>.npz bins them by the labels read, rand_axial's averaged over --label_draws
 draws); with --boundary, --hubs and --paragraphs the sums analyze.py's Tables 1, 13 and 5/9 read
-(boundary_, hub_*_, paragraph_<split>.npz).
+(boundary_, hub_*_, paragraph_<split>.npz; --hub_contributions writes hub_contrib_<split>.npz alone,
+the pass that --hubs pools over the seeds).
 Those paper 004 measures live in boundaries.py (Layer I) and compression.py (Layers II-III).
 """
 import argparse
@@ -274,7 +277,10 @@ def parse(argv):
     ap.add_argument("--attention", action="store_true", help="attention statistics (explicit path)")
     ap.add_argument("--demo", action="store_true", help="paper 004 Fig. 1 single example")
     ap.add_argument("--probe", action="store_true", help="paper 004 App. A.9: same-paragraph probe per layer")
-    ap.add_argument("--hubs", action="store_true", help="paper 004 App. E: hub masking, depth cells per condition")
+    ap.add_argument("--hub_contributions", action="store_true",
+                    help="paper 004 App. E, pass 1: this run's per-type contributions only (run it on every seed, then --hubs)")
+    ap.add_argument("--hubs", action="store_true", help="paper 004 App. E, pass 2: hub sets chosen on the contributions "
+                    "pooled over the sibling seeds (out/<corpus>/<config>/seed*), depth cells per condition")
     ap.add_argument("--paragraphs", action="store_true",
                     help="paper 004 App. A.10: per-paragraph sums for the paragraph-level regression (analyze.py --paragraphs)")
     ap.add_argument("--boundary", action="store_true",
@@ -351,9 +357,10 @@ def paragraph_measures(args, model, split, ids, cfg, corpus, data_dir):
         print("  same-paragraph probe, balanced accuracy by layer: "
               + " ".join(f"L{r['layer']} {r['balanced_accuracy']:.3f}" for r in out["probe"]["layers"]))
     if args.hubs:
-        hubs = compression.write_hubs(run, split, ids, model.cfg.vocab_size, args.run, args.split)
-        print("  hub masking (App. E): " + ", ".join(f"{k} {v['types']} types / {v['blocked_pairs']} pairs"
-                                                      for k, v in hubs.items()))
+        hubs = compression.write_hubs(run, split, ids, model.cfg.vocab_size, args.run, args.split, data_dir)
+        off = lambda v: f" ({v['difference']:+d} from the target)" if "difference" in v else ""
+        print(f"  hub masking (App. E), sets chosen over {', '.join(hubs['pooled_from'])}: " + ", ".join(
+            f"{k} {len(v['types'])} types / {v['blocked_pairs']} pairs{off(v)}" for k, v in hubs["conditions"].items()))
     if args.boundary:
         path = os.path.join(args.run, f"boundary_{args.split}.npz")
         boundaries.write_boundary(lambda rec, **kw: score(model, split, rec, cfg, corpus, **kw), split, ids,
@@ -384,6 +391,11 @@ def main(argv=None):
     if n == 0:
         raise SystemExit(f"error: the {args.split} split of {data_dir} has no records")
     ids = spread(split, n)
+    if args.hub_contributions:   # Table 13's pass 1 (compression.py): nothing else is scored or written
+        path = compression.write_contributions(functools.partial(score, model, split, ids, cfg, corpus), split, ids,
+                                               model.cfg.vocab_size, args.run, args.split)
+        print(f"  hub contributions (App. E, pass 1): {n} records -> {path}")
+        return {"hub_contributions": path}
     result = {"run": args.run, "split": args.split, "records": n}
     todo = chosen_interventions(args.interventions, model.rotary.names, split)
 

@@ -15,6 +15,10 @@ ev() {  # run [evaluate.py options]: a finished run not yet evaluated
   [ -f "$1/final.json" ] && [ ! -f "$1/eval_test.json" ] || return 0
   python evaluate.py "$@" > /dev/null
 }
+hub_pass1() {  # run: Table 13's per-type contributions (evaluate.py --hub_contributions), once
+  [ -f "$1/final.json" ] && [ ! -f "$1/hub_contrib_test.npz" ] || return 0
+  python evaluate.py "$1" --max_docs 128 --hub_contributions > /dev/null
+}
 run() {  # corpus config seed [extra train.py options]
   local c=$1 k=$2 s=$3; shift 3
   [ -f "$OUT/$c/$k/seed$s/final.json" ] || python train.py --corpus "$c" --config "$k" --seed "$s" \
@@ -126,6 +130,12 @@ if [ "$stage" = ten_hrope ] || [ "$stage" = ten_hrope_train ]; then
   done
 fi
 if [ "$stage" = ten_hrope ] || [ "$stage" = ten_hrope_eval ]; then
+  # Table 13 masks every seed with one hub choice, made on seeds 0-2's contributions pooled
+  # (compression.py): each of those seeds' pass 1 before any seed's --hubs below
+  for s in $SEEDS10; do
+    [ "$s" -lt 3 ] || continue
+    for c in prose code; do hub_pass1 $OUT10/$c/hrope_axial/seed$s; done
+  done
   # every run: test loss and the p1 interventions; seeds 0-2 also what each table reads
   for s in $SEEDS10; do
     for c in prose code; do

@@ -1,5 +1,6 @@
 """evaluate.py: interventions, per-kind scores and attention statistics, where the expected
 effect is known by construction."""
+import itertools
 import json
 import os
 from types import SimpleNamespace
@@ -312,13 +313,20 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
                       *tiny])
     res = evaluate.main([run, "--split", "train", "--max_docs", "8", "--interventions", "none", "--attention", "--probe"])
     true, read = (np.load(os.path.join(run, f"depth{s}_train.npz"))["count"] for s in ("", "_read"))
-    hub_run = os.path.join(str(tmp_path / "out"), "code", "hrope_axial", "seed0")
-    evaluate.main([hub_run, "--split", "train", "--max_docs", "8", "--interventions", "none", "--hubs"])
-    summary = json.load(open(os.path.join(hub_run, "hub_train.json")))
-    assert set(summary) == {"original", "hub", "freq", "random0", "random1", "random2", "pair_matched0",
-                            "pair_matched1", "pair_matched2", "sweep25", "sweep50", "sweep75"}
-    assert all(summary[f"pair_matched{k}"]["blocked_pairs"] >= summary["hub"]["blocked_pairs"] for k in range(3))
-    rows, sweep, draws = compression.hub_table([hub_run], "train", gate=1, draws=50)
+    # Table 13 in its two passes: seed 1's pass 1 alone, then pass 2 on both (seed 0 runs its own
+    # pass 1 first): one choice pooled over the two seeds, the pair-matched sets at their targets
+    hub_runs = [os.path.join(str(tmp_path / "out"), "code", "hrope_axial", f"seed{s}") for s in (0, 1)]
+    evaluate.main([hub_runs[1], "--split", "train", "--max_docs", "8", "--hub_contributions"])
+    for r in hub_runs:
+        evaluate.main([r, "--split", "train", "--max_docs", "8", "--interventions", "none", "--hubs"])
+    summary = json.load(open(os.path.join(hub_runs[0], "hub_train.json")))
+    conds = summary["conditions"]
+    assert summary["pooled_from"] == ["seed0", "seed1"] and set(conds) == {
+        "original", "hub", "freq", "random0", "random1", "random2", "pair_matched0", "pair_matched1", "pair_matched2",
+        "sweep25", "sweep50", "sweep75"}
+    assert all(conds[f"pair_matched{k}"]["target_pairs"] == conds["hub"]["blocked_pairs"] for k in range(3))
+    assert all(c["difference"] == c["blocked_pairs"] - c["target_pairs"] for c in conds.values() if "target_pairs" in c)
+    rows, sweep, draws = compression.hub_table(hub_runs, "train", gate=1, draws=50)
     assert [r["condition"] for r in rows] == ["original", "hub", "freq", "random", "pair_matched"]
     assert [r["ci"] is None for r in rows] == [False, False, False, True, True]       # CIs where the paper brackets
     assert [s["percent"] for s in sweep] == [25, 50, 75, 100] and np.isfinite(rows[0]["U1"])
@@ -384,19 +392,110 @@ def test_probe_on_a_planted_signal():
 def test_hub_sets_by_hand():
     """Six token types. Types with cross-paragraph pairs: 0 1 2 3 5, so 5% of them rounds to one
     type. Hub: the most negative aggregate (type 3, -10, 20 pairs); freq-matched: the most frequent
-    type (4) whatever its pairs; random: one non-hub type; pair-matched: non-hub types until they
-    block >= 20 pairs: here all four others (10 + 5 + 4 + 1)."""
+    type (4) whatever its pairs; random: one non-hub type; pair-matched: non-hub types blocking
+    exactly 20 pairs: here all four others (10 + 5 + 4 + 1)."""
     contrib = np.array([-5.0, -1, 3, -10, 0, 2])
     pairs = np.array([10.0, 5, 4, 20, 0, 1])
     freq = np.array([100, 5, 50, 30, 200, 1])
-    s = compression.hub_sets(contrib, pairs, freq, draws=3)
+    s, targets = compression.hub_sets(contrib, pairs, freq, draws=3)
     assert s["hub"][0].tolist() == [3] and s["freq"][0].tolist() == [4]
     assert all(len(r) == 1 and r[0] in (0, 1, 2, 5) for r in s["random"])
     assert all(sorted(p.tolist()) == [0, 1, 2, 5] for p in s["pair_matched"])
-    # the mass sweep: non-hub types until >= 25/50/75% of the hubs' 20 pairs, and no type more
+    # the mass sweep: non-hub types blocking exactly 25/50/75% of the hubs' 20 pairs (5: 5 or 4 + 1;
+    # 10: 10 or 5 + 4 + 1; 15: 10 + 5 or 10 + 4 + 1)
+    assert targets == {"pair_matched": 20, "sweep25": 5, "sweep50": 10, "sweep75": 15}
     for pct in (25, 50, 75):
         (t,) = s[f"sweep{pct}"]
-        assert 3 not in t and pairs[t].sum() >= pct / 100 * 20 > pairs[t[:-1]].sum()
+        assert 3 not in t and pairs[t].sum() == pct / 100 * 20
+
+
+def test_pair_matched_sets_match_exactly_or_the_nearest():
+    """Hubs' pairs 10, the other types' 7, 5, 3, 2: in every one of the 24 random orders the set
+    blocks exactly 10 (7 + 3 or 5 + 3 + 2; filling until at least 10 gives 12 after 7, 5 or 5, 7
+    and 14 after 2, 5, 7). Others 4, 4, 9 can make 0, 4, 8, 9, 13, 17: against 7 the nearest is 8
+    (4 + 4, difference +1), against 6 it is 4 or 8, the smaller kept (-2)."""
+    pairs = np.array([10, 7, 5, 3, 2])
+    for order in itertools.permutations([1, 2, 3, 4]):
+        t = compression.match_pairs(np.array(order), pairs, 10)
+        assert pairs[t].sum() == 10 and len(set(t.tolist())) == len(t) and 0 not in t
+    pairs = np.array([0, 4, 4, 9])
+    for order in itertools.permutations([1, 2, 3]):
+        assert sorted(compression.match_pairs(np.array(order), pairs, 7).tolist()) == [1, 2]
+        assert pairs[compression.match_pairs(np.array(order), pairs, 6)].sum() == 4
+    # counts pooled over 3 seeds are multiples of 3: a target of 10 is met as nearly as 9 or 12 allow
+    pairs = np.array([0, 3, 6, 9])
+    assert pairs[compression.match_pairs(np.array([3, 2, 1]), pairs, 10)].sum() == 9
+
+
+def plant_contributions(root, seed, contrib, pairs, records=(0,)):
+    """Pass 1's file for root/hrope_axial/seed<k>; returns the run folder."""
+    run = os.path.join(root, "hrope_axial", f"seed{seed}")
+    os.makedirs(run, exist_ok=True)
+    np.savez(os.path.join(run, "hub_contrib_test.npz"), contrib=np.array(contrib, float), pairs=np.array(pairs, float),
+             records=np.array(records))
+    return run
+
+
+def plant_tokens(data_dir, train, test):
+    os.makedirs(data_dir, exist_ok=True)
+    np.save(os.path.join(data_dir, "train_tokens.npy"), np.array(train, np.int64))
+    np.save(os.path.join(data_dir, "test_tokens.npy"), np.array(test, np.int64))
+
+
+def test_hubs_chosen_on_contributions_pooled_over_seeds(tmp_path):
+    """Four types, one pair each, so one hub. Seed 0's aggregates -5 -4 0 2 pick type 0, seed 1's
+    3 -1 -2 0 pick type 2; pooled, -2 -5 -2 2 picks type 1, for both seeds."""
+    plant_tokens(str(tmp_path / "data"), [0, 1, 2, 3], [0, 1, 2, 3])
+    runs = [plant_contributions(str(tmp_path), 0, [-5, -4, 0, 2], [1, 1, 1, 1]),
+            plant_contributions(str(tmp_path), 1, [3, -1, -2, 0], [1, 1, 1, 1])]
+    for run in runs:
+        sets, targets, pairs, seeds = compression.choose_hubs(run, "test", str(tmp_path / "data"), 4)
+        assert sets["hub"][0].tolist() == [1] and seeds == ["seed0", "seed1"]
+        assert pairs.tolist() == [2, 2, 2, 2] and targets["pair_matched"] == 2
+
+
+def test_freq_matched_counts_the_training_split(tmp_path):
+    """Freq-matched is the most frequent type of the training split (type 2: 3 of 6 tokens), not of
+    the scored test records (type 0: 3 of 6)."""
+    plant_tokens(str(tmp_path / "data"), [2, 2, 2, 1, 0, 3], [0, 0, 0, 1, 2, 3])
+    run = plant_contributions(str(tmp_path), 0, [-1, 0, 0, 0], [1, 1, 1, 1])
+    sets = compression.choose_hubs(run, "test", str(tmp_path / "data"), 4)[0]
+    assert sets["freq"][0].tolist() == [2] and sets["hub"][0].tolist() == [0]
+
+
+def plant_cells(run, cond, docs, scale, seeds=("seed0",)):
+    """hub_<cond>_test.npz: per document a well U(Δp1) = s ((Δp1 - 3)^2 - 9) / 10 at d = 1, 2
+    (one pair a cell, value 0 at Δp1 = 0), s the document's scale."""
+    k = np.arange(6)
+    v = np.array(scale, float)[:, None, None] * ((k - 3.0) ** 2 - 9)[None, None, :] / 10 * np.ones((1, 3, 1))
+    n = np.ones_like(v)
+    np.savez(os.path.join(run, f"hub_{cond}_test.npz"), docs=np.array(docs), sum=v, sumsq=v * v, count=n)
+
+
+def test_hub_table_clusters_are_documents(tmp_path):
+    """Two seeds that scored the same six documents with identical cells: the document-cluster
+    bootstrap resamples six documents, as for one seed, so the 95% CI is the same (were each seed's
+    documents clusters of their own, twelve clusters would narrow it). A seed masked with other
+    sets is refused."""
+    runs = [str(tmp_path / f"seed{s}") for s in (0, 1)]
+    choice = {"pooled_from": ["seed0", "seed1"],
+              "conditions": {"original": {"types": [], "blocked_pairs": 0},
+                             "pair_matched0": {"types": [4, 7], "blocked_pairs": 11, "target_pairs": 10, "difference": 1}}}
+    for run in runs:
+        os.makedirs(run)
+        for cond in ("original", "pair_matched0"):
+            plant_cells(run, cond, [3, 5, 8, 13, 21, 34], [1, 2, 3, 4, 5, 6])
+        json.dump(choice, open(os.path.join(run, "hub_test.json"), "w"))
+    one = compression.hub_table(runs[:1], gate=1, draws=400)
+    two = compression.hub_table(runs, gate=1, draws=400)
+    lo, hi = one[0][0]["ci"]
+    assert hi - lo > 0.1 and two[0][0]["ci"] == pytest.approx((lo, hi))
+    assert two[0][0]["U"] == pytest.approx(-0.9 * 3.5)                     # the mean scale's vertex
+    assert two[0][1]["difference"] == [1] and "| 11 (+1) |" in compression.hub_markdown(two, "t")
+    choice["conditions"]["pair_matched0"]["types"] = [4, 8]
+    json.dump(choice, open(os.path.join(runs[1], "hub_test.json"), "w"))
+    with pytest.raises(SystemExit, match="other sets"):
+        compression.hub_table(runs, gate=1, draws=10)
 
 
 def test_depth_cells_leave_out_blocked_pairs():
