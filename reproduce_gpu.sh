@@ -51,6 +51,9 @@ if [ "${1:-}" = hrope ]; then
     bash sweep.sh $c "flat sent_axial hrope_axial rand_axial period_axial" "0 1 2" "$J" $CPU &
   done
   wait
+  # Table 13's hubs are chosen on every seed's contributions pooled: that pass first (compression.py)
+  ls -d "$OUT"/{code,prose,webtext}/hrope_axial/seed[012] | xargs -r -P $((3 * J)) -I{} sh -c \
+    '[ -f {}/hub_contrib_test.npz ] || python evaluate.py {} --max_docs 128 --hub_contributions > {}/hub.log 2>&1'
   for d in "$OUT"/{code,prose,webtext}/*/seed[012]; do
     [ -f "$d/final.json" ] && [ ! -f "$d/eval_test.json" ] || continue
     case $d in

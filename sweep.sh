@@ -26,8 +26,8 @@ one() {  # config seed: one run, its output in its own folder; a failure is name
 }
 export -f one
 
-for k in $configs; do
-  for s in $seeds; do
+for s in $seeds; do   # seeds outer: a sweep stopped early still pairs every configuration at the seeds it reached
+  for k in $configs; do
     [ -f "$OUT/$CORPUS/${NAME:-$k}/seed$s/final.json" ] || echo "$k $s"
   done
 done | xargs -r -P "$jobs" -n 2 bash -c 'one "$@"' _
