@@ -116,40 +116,39 @@ def boundary_sums(A, p, merged, split, cap):
 
 
 def write_boundary(score, split, ids, cap, path):
-    """Score records under real p1, then every site under its own intervention (fake-merge at each
-    real boundary, fake-split at each sentence start), and save per-document boundary sums.
-    score(ids, change=, attention=): evaluate.score on these records; cap: the C.1 cap (p_max[0])."""
+    """Score each record under real p1 and under every site's own intervention (fake-merge at each
+    real boundary, fake-split at each sentence start), as copies in one batch, so a model that does
+    not read p1 computes every copy identically (H0(1) exact, not to rounding); save per-document
+    boundary sums. score(ids, change=, attention=): evaluate.score; cap: the C.1 cap (p_max[0])."""
     if "p" not in split.a:
         raise SystemExit("error: --boundary needs paragraph coordinates (prepare.py prose/code/webtext)")
-    seen = {}
-    score(ids, attention=lambda r, row, atts: seen.__setitem__(r, (atts.mean((0, 1)).numpy(), row["p"].numpy(),
-                                                                    row.get("p1_read"))))
+    seen = {}     # a first pass for each record's coordinates and the labels a rand/period model reads
+    score(ids, attention=lambda r, row, atts: seen.__setitem__(r, (row["p"].numpy(), row.get("p1_read"))))
     docs = record_docs(split, np.arange(len(split.len)))
     uniq = np.unique(docs[ids])
     fit = np.zeros((len(uniq), 5))
     sets = np.zeros((len(uniq), len(BOUNDARY_SETS), 3))
     b_doc, b_sums = [], []
-    for r, (A, p, read) in seen.items():
+    for r, (p, read) in seen.items():
         tp = torch.as_tensor(p)
-        todo = [(-1, int(s)) for s in merge_sites(tp, cap)] + [(+1, int(s)) for s in split_sites(tp, cap)]
-        observed = {-1: {}, +1: {}}
+        todo = [(0, 0)] + [(-1, int(s)) for s in merge_sites(tp, cap)] + [(+1, int(s)) for s in split_sites(tp, cap)]
+        observed = {0: {}, -1: {}, +1: {}}
 
-        def change(b, g):      # each copy of the record moves p1 from its own site on
+        def change(b, g):      # copy k moves p1 from its own site on (the first copy: condition A)
             b["p"] = b["p"].clone()
             for k in range(len(b["rec"])):
                 step, s = todo.pop()
                 b["p"][k, s:, 0] += step
-            if read is not None:   # rand/period_axial read their own labels, as in condition A, not p1
+            if read is not None:   # rand/period_axial read their own labels, the same in every copy
                 b["p1_sub"] = torch.full_like(b["pos"], -1)
                 b["p1_sub"][:, :len(read)] = read.to(b["pos"].device)
 
         def keep(_, row, atts):
-            moved = row["p"][:, 0] - tp[:, 0]
-            s = int(torch.nonzero(moved)[0])
-            observed[int(moved[s])][s] = atts.mean((0, 1)).numpy()
-        if todo:
-            score(np.full(len(todo), r), change=change, attention=keep)
-        f, st, bs = boundary_sums(A, p, observed[-1], observed[+1], cap)
+            moved = torch.nonzero(row["p"][:, 0] - tp[:, 0]).flatten()
+            s = int(moved[0]) if len(moved) else 0
+            observed[int(row["p"][s, 0] - tp[s, 0])][s] = atts.mean((0, 1)).numpy()
+        score(np.full(len(todo), r), change=change, attention=keep)
+        f, st, bs = boundary_sums(observed[0][0], p, observed[-1], observed[+1], cap)
         u = np.searchsorted(uniq, docs[r])
         fit[u] += f
         sets[u] += st
