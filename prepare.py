@@ -3,6 +3,7 @@
     python prepare.py python            # CPython standard library (real code)
     python prepare.py web               # real HTML documentation found on this machine
     python prepare.py python --src DIR  # any folder(s) of .py files
+    python prepare.py --setting web_pages   # a paper's setting by name (settings.py): its corpus and flags
 
 Writes data/<corpus>/{train,val,test}_<field>.npy (memory-mappable) and meta.json in the format
 data.py holds: token ids, record offsets (doc_start), each record's document (record_doc) and the
@@ -34,6 +35,7 @@ from tqdm import tqdm
 import tokenizer
 import trees
 from data import SPLITS, token_coords, write_split
+from settings import PREPARE, SETTINGS
 
 
 # ------------------------------------------------------------------ token coords -> records ----
@@ -119,6 +121,14 @@ def split_of(name):
     name = name.split("::")[0]                     # a small program goes where its module goes
     h = int(hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest(), 16) % 100
     return "train" if h < 90 else "val" if h < 95 else "test"
+
+
+def contiguous_split(names):
+    """Appendix §2 on Python: "The splits are contiguous record ranges over an unshuffled corpus":
+    the documents in the order their sources list them, the first 90% train, then 5% val, 5% test
+    (the paper gives no proportions; ours)."""
+    n = len(names)
+    return {name: "train" if i < 0.9 * n else "val" if i < 0.95 * n else "test" for i, name in enumerate(names)}
 
 
 def find_files(dirs, exts):
@@ -616,8 +626,8 @@ CORPORA = {   # a new corpus: one entry here and its builder in trees.py (README
     "xml": Corpus(xml_sources, _build_xml, children_of_root),
     "markdown": Corpus(markdown_sources, _build_markdown, paragraphs),
 }
-# A named paper setting (prepare flags, preset, recipe, context: e.g. the whole-page web run) would be
-# one entry of a table beside this one; until it exists, README "Corpora" gives those flags.
+# A paper's setting (its flags here, its model, recipe and length in train.py) is one entry of
+# settings.SETTINGS: `prepare.py --setting NAME`.
 
 
 # ------------------------------------------------------------------------------- driver ----
@@ -638,30 +648,51 @@ def build_docs(corpus, items, workers, render="values"):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("corpus", choices=sorted(CORPORA))
+    ap.add_argument("corpus", nargs="?", choices=sorted(CORPORA), help="implied by --setting")
+    ap.add_argument("--setting", choices=list(SETTINGS), help="a paper's setting: its corpus and the flags "
+                    "below; flags given override them (meta.json then records no setting)")
     ap.add_argument("--src", action="append", help="source folder or file (repeatable)")
     ap.add_argument("--out", default="data")
-    ap.add_argument("--vocab", type=int, default=4096, help="BPE entries (paper: 32,768; CPU default 4,096)")
-    ap.add_argument("--max_len", type=int, default=1024, help="longest record in tokens (the context)")
-    ap.add_argument("--long", choices=("split", "crop", "drop"), default=None,
+    # the flags that shape the data default to None here: settings.PREPARE, or the setting's, fill them
+    ap.add_argument("--vocab", type=int, help="BPE entries (paper: 32,768; CPU default 4,096)")
+    ap.add_argument("--max_len", type=int, help="longest record in tokens (the context; default 1,024)")
+    ap.add_argument("--long", choices=("split", "crop", "drop"),
                     help="longer documents: split at statement/text-block boundaries (default), "
                          "crop (the larger web run) or drop (the small web setting)")
+    ap.add_argument("--split", choices=("hash", "contiguous"),
+                    help="documents to train/val/test 90/5/5: by a hash of the name (default), or as "
+                         "contiguous ranges in source order (the paper's Python)")
     ap.add_argument("--bpe_bytes", type=int, default=30_000_000, help="training text the BPE sees")
     ap.add_argument("--workers", type=int, default=os.cpu_count())
     ap.add_argument("--force", action="store_true", help="rebuild even if the data is up to date")
-    ap.add_argument("--render", choices=("values", "addressed"), default="values",
+    ap.add_argument("--render", choices=("values", "addressed"),
                     help="sheets: write each cell's content, or 'G4:=E4+F4'")
     ap.add_argument("--workbooks", type=int, default=600, help="sheets without --src: synthetic workbooks")
-    ap.add_argument("--units", choices=("module", "record"), default="module",
+    ap.add_argument("--units", choices=("module", "record"),
                     help="python: level-1 sibling ranks count over the whole module (default), or restart "
                          "at each record (closer to the paper's small programs)")
     args = ap.parse_args(argv)
+    setting = args.setting
+    if setting and args.corpus not in (None, SETTINGS[setting]["corpus"]):
+        ap.error(f"--setting {setting} prepares the {SETTINGS[setting]['corpus']} corpus, not {args.corpus}")
+    args.corpus = args.corpus or setting and SETTINGS[setting]["corpus"]
+    if not args.corpus:
+        ap.error("name a corpus or a --setting")
+    given = {k: getattr(args, k) for k in PREPARE if getattr(args, k) is not None}
+    shape = {**PREPARE, **(SETTINGS[setting]["prepare"] if setting else {})}
+    departs = [f"--{k} {v}" for k, v in given.items() if v != shape[k]]
+    for k, v in {**shape, **given}.items():
+        setattr(args, k, v)
+    if setting:   # recorded only when the data is exactly the setting's
+        shown = ("vocab", "max_len", "long", "split", *CORPORA[args.corpus].options)
+        print(f"setting {setting}: {args.corpus}, " + " ".join(f"--{k} {getattr(args, k)}" for k in shown)
+              + (f"; {', '.join(departs)} given, so meta.json records no setting" if departs else ""))
+        setting = None if departs else setting
     for flag, low in (("max_len", 2), ("vocab", 256), ("bpe_bytes", 1), ("workers", 1), ("workbooks", 1)):
         if getattr(args, flag) < low:   # max_len: a record needs a next token; vocab: 256 byte tokens first
             ap.error(f"--{flag} must be at least {low} (got {getattr(args, flag)})")
     if args.vocab > 65536 * 4:
         ap.error(f"--vocab {args.vocab} is larger than this tokeniser supports (262,144)")
-    long_docs = args.long or "split"
 
     entry = CORPORA[args.corpus]
     items, dirs = entry.sources(args)
@@ -669,8 +700,10 @@ def main(argv=None):
     pattern = entry.pattern
     settings = {"format": trees.FORMAT, "corpus": args.corpus, "sources": [os.path.abspath(d) for d in dirs],
                 "vocab": args.vocab,
-                "max_len": args.max_len, "long": long_docs, "bpe_bytes": args.bpe_bytes,
+                "max_len": args.max_len, "long": args.long, "bpe_bytes": args.bpe_bytes,
                 **{k: getattr(args, k) for k in entry.options},
+                **({"split": args.split} if args.split != PREPARE["split"] else {}),   # older data: hash
+                **({"setting": setting} if setting else {}),
                 "defaults": entry.defaults(),
                 "files": hashlib.sha1("\n".join(f"{n}:{_size(p)}" for n, p in items).encode()).hexdigest()}
     meta_path = os.path.join(out_dir, "meta.json")
@@ -689,7 +722,8 @@ def main(argv=None):
         sys.exit(f"error: no usable documents in {dirs} (skipped: {dict(skipped)})")
     t_trees = time.time() - t0
     p1_cap = entry.p1_cap(docs) if entry.p1_cap else None
-    split = {name: split_of(name) for name, _ in docs}
+    split = contiguous_split([n for n, _ in docs]) if args.split == "contiguous" else \
+        {name: split_of(name) for name, _ in docs}
 
     t0 = time.time()
     ranks = tokenizer.train((d.text for n, d in docs if split[n] == "train"), args.vocab, args.bpe_bytes, pattern)
@@ -727,7 +761,7 @@ def main(argv=None):
         stats["deeper_than_levels"] += int((depth_n > trees.LEVELS).sum())
         depth_hist.update(depth_n.tolist())
         rank_values.append(doc.rank if entry.root_ranks else doc.rank[doc.parent >= 0])
-        rs = records(c, args.max_len, long_docs, entry.starts(c, doc), p1_cap, args.units == "record")
+        rs = records(c, args.max_len, args.long, entry.starts(c, doc), p1_cap, args.units == "record")
         stats["records_dropped_long"] += not rs
         for r in rs:
             r["doc"] = di

@@ -4,6 +4,9 @@
 #   for c in code prose sheets; do python prepare.py $c --max_len 256; done
 #   bash reproduce_cpu.sh            # all stages;  bash reproduce_cpu.sh train  # one stage
 # A finished run (final.json present) is not re-run, so an interrupted study resumes where it stopped.
+# The runs are settings.py's CPU settings (cpu_python, cpu_web, cpu_programs, cpu_sheets, cpu_prose,
+# cpu_code; `python train.py --setting cpu_web --config seq_depth` is a run of `ten`), except where
+# a stage changes them: the first study's hRoPE runs (tree recipe, 120 steps), ten_long, ten_vocab.
 set -euo pipefail
 SEEDS="0 1 2"
 STEPS=200          # x 16 records of <= 256 tokens: ~0.8 M tokens per run

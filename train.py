@@ -3,6 +3,8 @@
     python train.py --config seq_depth                     # web corpus, CPU preset on CPU
     python train.py --corpus python --config seq_tree --seed 3 --steps=400
     python train.py --config seq_depth --depth_dropout=0.3 --name seq_depth_dropout   # its own folder
+    python train.py --setting web_pages --config seq_depth  # a paper's setting by name (settings.py)
+    python train.py --setting python --lr_sweep=1          # its lr sweep, and the rate it picks
     torchrun --nproc_per_node=2 train.py --corpus python   # data parallel
 
 Recipe (depth-perception appendix §4; `--recipe tree`, the default for python/web/sheets; each
@@ -16,7 +18,10 @@ lr 1.2e-3 (RECIPES says why). In both: every step trains a fixed number of whole
 into micro-batches of at most `mb_tokens` padded tokens; validation on a fixed set of records
 every 5% of steps (a milestone); the test split once at the end; no checkpoint is chosen by
 its score. Same seed => identical initial weights and identical batches in every configuration.
-Writes out/<corpus>/<name or config>/seed<k>/: config.json, log.jsonl, ckpt.pt, final.json (last).
+`--setting NAME` (settings.py) trains one of the papers' runs on any device: its preset, recipe and
+lr, its length (in passes over the prepared train split, or steps) and its reporting rule; flags
+given override it. Writes out/<corpus>/<name or config>/seed<k>/: config.json, log.jsonl, ckpt.pt,
+final.json (last; `reported`: the validation loss under the run's reporting rule).
 """
 import argparse
 import ast
@@ -37,13 +42,14 @@ from tqdm import tqdm
 from data import SPLITS, Split, atomic_save, coords_for, corpus_stats, pack, replacing, write_json
 from model import GPT, GPTConfig, PRESETS
 import rotary
+from settings import SETTINGS, refusal
 import tokenizer
 
 DEFAULTS = dict(
     corpus="web", config="seq_only", name=None, seed=0, preset=None, recipe=None, data="data", out="out",
     steps=None, docs_per_step=None, lr=None, weight_decay=None, min_lr=None, dropout=None, patience=None,
     mb_tokens=8192, val_docs=1024, test_docs=None, milestones=20, depth_dropout=0.0, compile=None, bf16=None,
-    device=None, resume=True,
+    device=None, resume=True, setting=None, passes=None, report="final", lr_sweep=False,
 )
 AUTO = ("compile", "bf16")   # None: chosen from the device by precision(); --bf16=0/1, --compile=0/1 override
 # The two papers' recipes. Both warm up over 2% of the steps (hRoPE: 100 of 5,000), then decay
@@ -81,7 +87,7 @@ def typed(key, text, default):
 def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for k, v in DEFAULTS.items():
-        v = {**RECIPES["tree"], **CPU_RUN}.get(k, v)
+        v = {**RECIPES["tree"], **CPU_RUN, "passes": 1.0}.get(k, v)
         typ = (lambda s: s.lower() in ("1", "true", "yes")) if isinstance(v, bool) or k in AUTO else \
             type(v) if v is not None else str
         ap.add_argument(f"--{k}", default=None, type=typ)
@@ -103,17 +109,35 @@ def parse(argv):
     if device.split(":")[0] not in ("cpu", "cuda", "mps"):
         sys.exit(f"error: unknown --device {device!r}; known: cpu, cuda, mps")
     cfg.update(GPU_RUN if device.startswith("cuda") else CPU_RUN)   # a laptop's GPU (mps) runs the CPU scale
+    setting = SETTINGS.get(args.setting) if args.setting else {}
+    if args.setting and not setting:
+        sys.exit(f"error: unknown --setting {args.setting!r}; known: {', '.join(SETTINGS)}")
+    if setting and args.corpus not in (None, setting["corpus"]):
+        sys.exit(f"error: --setting {args.setting} trains the {setting['corpus']} corpus, not {args.corpus}")
+    corpus = setting.get("corpus") or args.corpus or cfg["corpus"]
     # the corpus's preset and recipe, as its prepare.CORPORA entry wrote them into meta.json
-    meta, _ = corpus_stats(os.path.join(args.data or cfg["data"], args.corpus or cfg["corpus"]))
-    recipe = args.recipe or meta["settings"]["defaults"]["recipe"]
-    if recipe == "hrope" and not device.startswith("cuda") and args.recipe is None:
+    data_dir = os.path.join(args.data or cfg["data"], corpus)
+    meta, _ = corpus_stats(data_dir)
+    why = setting and refusal(args.setting, meta["settings"])
+    if why:
+        sys.exit(f"error: {data_dir} cannot train setting {args.setting}: {why}; "
+                 f"run `python prepare.py --setting {args.setting}`, or pass --data to data prepared for it")
+    recipe = args.recipe or setting.get("recipe") or meta["settings"]["defaults"]["recipe"]
+    if recipe == "hrope" and not device.startswith("cuda") and args.recipe is None and not setting:
         recipe = "hrope_cpu"
     if recipe not in RECIPES:
         sys.exit(f"error: unknown --recipe {recipe!r}; known: {', '.join(RECIPES)}")
     cfg.update(RECIPES[recipe], recipe=recipe)
     if recipe == "hrope" and device.startswith("cuda"):
         cfg["docs_per_step"] = 16                 # Table 11: batches of 16 blocks of 1,024 tokens
-    cfg.update({k: v for k, v in vars(args).items() if v is not None})
+    if setting:   # the setting's values on any device, then its configuration's where the paper differs
+        cfg.update({k: v for k, v in setting.items() if k in DEFAULTS})
+        cfg.update(setting["per_config"].get(args.config or cfg["config"], {}))
+    explicit = {k: v for k, v in vars(args).items() if v is not None}
+    cfg.update(explicit)                            # explicit flags override the setting
+    if "steps" in explicit or "passes" in explicit:   # one length: the one given
+        cfg["passes" if "steps" in explicit else "steps"] = None
+    cfg["given"] = sorted(explicit)                 # config.json keeps which values were given
     cfg["device"] = device
     bf16, compile_, why = precision(device)
     given = [f"--{k}={int(cfg[k])}" for k in AUTO if cfg[k] is not None]
@@ -132,6 +156,13 @@ def parse(argv):
             sys.exit(f"error: --{k} must be at least 1")
     if not (0 <= cfg["depth_dropout"] <= 1 and 0 <= cfg["dropout"] < 1 and 0 <= cfg["min_lr"] <= 1) or cfg["lr"] <= 0:
         sys.exit("error: --depth_dropout and --min_lr must lie in [0, 1], --dropout in [0, 1), --lr be positive")
+    if cfg["passes"] is not None and cfg["passes"] <= 0:
+        sys.exit("error: --passes must be positive")
+    if cfg["report"] not in ("final", "best_milestone"):
+        sys.exit(f"error: unknown --report {cfg['report']!r}; known: final, best_milestone")
+    if cfg["lr_sweep"] and not setting.get("sweep"):
+        sys.exit(f"error: --lr_sweep needs a --setting whose paper swept its lr; swept: "
+                 f"{', '.join(k for k, v in SETTINGS.items() if v['sweep'])}")
     return cfg, model_over
 
 
@@ -337,19 +368,49 @@ def record_run(cfg, mcfg, model, meta, out_dir):
     write_json({"run": cfg, "model": vars(mcfg), "data_meta_synthetic": meta.get("synthetic", False),
                 "non_embedding_params": model.non_embedding_params(), "provenance": provenance(cfg["device"])},
                os.path.join(out_dir, "config.json"))
-    where = "CUDA: the paper's setting" if cfg["device"].startswith("cuda") else "CPU: the 'cpu' preset (minutes on 2 cores)"
+    where = cfg["device"].split(":")[0].upper() + (f", setting {cfg['setting']}" if cfg["setting"] else "")
     print(f"{cfg['corpus']} / {cfg['config']} / seed {cfg['seed']} on {where}; preset {cfg['preset']}, "
           f"{model.non_embedding_params() / 1e6:.2f}M non-embedding params, {cfg['steps']} steps x "
           f"{cfg['docs_per_step']} records{' (SYNTHETIC data)' if meta.get('synthetic') else ''}")
 
 
-def finish(out_dir, log, steps, val_loss, test_loss, val_records, test_records, elapsed):
-    """final.json, written last: the run is done (a run without it is resumed by sweep.sh)."""
+def setting_line(cfg, mcfg, model_over):
+    """The line naming the setting a run trains, with the values it runs and the flags that changed them."""
+    s = SETTINGS[cfg["setting"]]
+    known = {*RECIPES[s["recipe"]], *(k for k in s if k in DEFAULTS)}
+    over = [f"--{k}" for k in cfg["given"] if k in known] + [f"--{k}" for k in model_over]
+    length = f"{cfg['passes']:.3g} passes = " if cfg["passes"] is not None else ""
+    return (f"setting {cfg['setting']}: {cfg['corpus']}, preset {cfg['preset']} ({mcfg.n_layer} layers, "
+            f"d={mcfg.n_embd}, {mcfg.n_head} head{'s' * (mcfg.n_head > 1)}, context {mcfg.max_len:,}), recipe "
+            f"{cfg['recipe']}, lr {cfg['lr']:g}, {length}{cfg['steps']:,} steps x {cfg['docs_per_step']} records, "
+            f"reported at its {'best milestone' if cfg['report'] == 'best_milestone' else 'final step'} ({s['source']})"
+            + (f"; given: {' '.join(over)}" if over else ""))
+
+
+def reported(log, rule):
+    """(validation loss, step) a run reports. Appendix §4 "Evaluation": "Results use the final step:
+    no checkpoint is selected by its score. The single exception is the larger web run tree-only
+    run, which diverged and is reported at its best milestone, labelled as such" (rule best_milestone)."""
+    if not log:
+        return None, None
+    finite = lambda e: e["val_loss"] if math.isfinite(e["val_loss"]) else math.inf
+    e = min(log, key=finite) if rule == "best_milestone" else log[-1]
+    return e["val_loss"], e["step"]
+
+
+def finish(out_dir, log, steps, val_loss, test_loss, val_records, test_records, elapsed, report, diverged=None):
+    """final.json, written last: the run is done (a run without it is resumed by sweep.sh). `reported`
+    is the validation loss under the run's reporting rule; diverged_at: the step whose loss was not finite."""
+    value, step = reported(log, report)
     final = {"step": log[-1]["step"] if log else steps, "stopped_early": bool(log) and log[-1]["step"] < steps,
              "val_loss": val_loss, "test_loss": test_loss, "val_records": val_records,
-             "test_records": test_records, "elapsed": elapsed}
+             "test_records": test_records, "elapsed": elapsed,
+             "report": report, "reported": {"val_loss": value, "step": step}, "diverged_at": diverged}
     write_json(final, os.path.join(out_dir, "final.json"))
     print(f"final: val {val_loss:.4f} nats/token, test {test_loss:.4f} ({out_dir})")
+    if report == "best_milestone" and step is not None:
+        print(f"reported at its best milestone: val {value:.4f} at step {step}"
+              + (f" (diverged at step {diverged})" if diverged is not None else ""))
 
 
 def save(out_dir, log, state):
@@ -359,8 +420,55 @@ def save(out_dir, log, state):
     atomic_save(state, os.path.join(out_dir, "ckpt.pt"))
 
 
+def pick_lr(losses):
+    """The sweep's rate: the lowest mean final validation loss over the swept configurations (our
+    reading of "All four were best at 0.0012"; with one configuration, its best). losses: {(config, lr): loss}."""
+    rates = sorted({r for _, r in losses})
+    mean = {r: np.mean([v for (_, q), v in losses.items() if q == r]) for r in rates}
+    return min(rates, key=lambda r: mean[r])
+
+
+def lr_sweep(cfg, argv):
+    """Appendix §4 "Learning rates": the setting's swept configurations at each of its rates, each a
+    run of the sweep's steps (--steps overrides) with its own schedule, one after another under
+    <out>/lr_sweep; a finished run is read back, a diverged one (non-finite loss) counts as infinite.
+    Prints the final validation losses and the rate picked; writes lr_sweep.json; returns the rate."""
+    sweep = SETTINGS[cfg["setting"]]["sweep"]
+    steps = cfg["steps"] if "steps" in cfg["given"] else sweep["steps"]
+    out = os.path.join(cfg["out"], "lr_sweep")
+    losses = {}
+    for config in sweep["configs"]:
+        for lr in sweep["rates"]:
+            run = [f"--config={config}", f"--lr={lr}", f"--steps={steps}", f"--name={config}_lr{lr:g}", f"--out={out}"]
+            final = os.path.join(out, cfg["corpus"], f"{config}_lr{lr:g}", f"seed{cfg['seed']}", "final.json")
+            if not os.path.exists(final):
+                try:
+                    main([*argv, "--lr_sweep=0", *run])
+                except SystemExit as e:
+                    if e.code != 2:                 # 2: stopped on a non-finite loss
+                        raise
+            losses[config, lr] = math.inf
+            if os.path.exists(final):
+                with open(final) as f:
+                    losses[config, lr] = json.load(f)["val_loss"]
+    best = pick_lr(losses)
+    print(f"\nlr sweep, setting {cfg['setting']}: {len(sweep['rates'])} rates x {steps} steps, seed {cfg['seed']}; "
+          "final validation loss (inf: diverged)\n| config | " + " | ".join(f"{r:g}" for r in sweep["rates"]) + " |")
+    for config in sweep["configs"]:
+        print(f"| {config} | " + " | ".join(f"{losses[config, r]:.4f}" for r in sweep["rates"]) + " |")
+    print(f"picked lr {best:g}: the lowest mean final validation loss over {len(sweep['configs'])} configuration(s) "
+          f"(the setting's lr: {SETTINGS[cfg['setting']]['lr']:g})")
+    write_json({"setting": cfg["setting"], "steps": steps, "seed": cfg["seed"], "picked": best,
+                "losses": [{"config": c, "lr": r, "val_loss": v} for (c, r), v in losses.items()]},
+               os.path.join(out, cfg["corpus"], "lr_sweep.json"))
+    return best
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
     cfg, model_over = parse(argv)
+    if cfg["lr_sweep"]:
+        return lr_sweep(cfg, argv)
     rank, world = start_processes(cfg)
     master = rank == 0
     available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
@@ -381,6 +489,10 @@ def main(argv=None):
     train, val, test = load_splits(data_dir, mcfg.max_len)
     val_ids = np.arange(min(cfg["val_docs"], len(val)))             # the same fixed records
     test_ids = np.arange(len(test) if cfg["test_docs"] is None else min(cfg["test_docs"], len(test)))
+    if cfg["passes"] is not None:   # a pass: "the number of steps it takes to show the model every training
+        cfg["steps"] = max(1, round(cfg["passes"] * max(len(train) // cfg["docs_per_step"], 1)))   # record once"
+    if cfg["setting"] and master:
+        print(setting_line(cfg, mcfg, model_over))
     steps = cfg["steps"]
     every = max(1, steps // cfg["milestones"])
 
@@ -411,7 +523,7 @@ def main(argv=None):
     if master:
         record_run(cfg, mcfg, model, meta, out_dir)
 
-    t0, tokens_seen = time.time(), 0
+    t0, tokens_seen, diverged = time.time(), 0, None
     bar = tqdm(range(start, steps), initial=start, total=steps, disable=not master, desc=cfg["config"])
     for step in bar:
         lr = lr_at(step, steps, cfg["lr"], cfg["min_lr"])
@@ -424,7 +536,10 @@ def main(argv=None):
             if master:
                 print(f"loss is {step_loss} at step {step}: stopping; the last good checkpoint "
                       f"({os.path.join(out_dir, 'ckpt.pt')}) is kept", file=sys.stderr)
-            sys.exit(2)
+            if cfg["report"] != "best_milestone":
+                sys.exit(2)
+            diverged = step                 # a run reported at its best milestone ends here, reported
+            break
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -448,7 +563,7 @@ def main(argv=None):
     if master:
         val_loss = log[-1]["val_loss"] if log else evaluate(model, val, val_ids, cfg, corpus, autocast)
         finish(out_dir, log, steps, val_loss, evaluate(model, test, test_ids, cfg, corpus, autocast), len(val_ids),
-               len(test_ids), round(elapsed_before + time.time() - t0, 1))
+               len(test_ids), round(elapsed_before + time.time() - t0, 1), cfg["report"], diverged)
     if world > 1:
         dist.destroy_process_group()
     return out_dir
