@@ -117,6 +117,14 @@ if [ "$stage" = beyond ]; then
   for c in programs json xml markdown; do python analyze.py $OUT10/$c --finished > $OUT10/$c/analysis.md; done
 fi
 
+# Paper 004 Table 1 under the Layer I reading of issue 22 (boundaries.py), on code at seeds 0-2:
+# hrope_axial and flat (flat: H0(1) exact); the other variants' Δ are 0 by construction (tests).
+if [ "$stage" = table1 ]; then
+  OUT=$OUT10 bash sweep.sh code "hrope_axial flat" "0 1 2" 1 --steps 200 --preset cpu_hrope --milestones 10
+  for s in 0 1 2; do for k in hrope_axial flat; do ev $OUT10/code/$k/seed$s --max_docs 128 --boundary --demo; done; done
+  python analyze.py --boundary $OUT10/code > $OUT10/code/boundary.md
+fi
+
 # hRoPE under paper 004's recipe at CPU scale (train.py picks hrope_cpu for code and prose on CPU):
 # prose flat / hrope_axial / rand_axial at ten seeds (issue 17); at seeds 0-2 also prose sent_axial
 # and period_axial, and code with all five (Tables 1, 2, 3, 5, 8, 9, 12, 13, the reverse substitution).
