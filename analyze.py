@@ -4,6 +4,7 @@
     python analyze.py out/python --baseline seq_tree --figures figs
     python analyze.py --tokens RUN_A RUN_B             # two runs paired token by token
     python analyze.py --depth hrope.npz rand.npz       # compression depth U*, paired bootstrap (compression.py)
+    python analyze.py --depth hrope.npz rand.npz --figures figs   # and Fig. 2, the App. A.6 heatmaps
     python analyze.py --hubs out/code/hrope_axial/seed[012]   # paper 004 Table 13 (compression.py)
     python analyze.py --paragraphs out/prose/hrope_axial out/code/hrope_axial   # Tables 5, 9 (compression.py)
     python analyze.py --boundary out/code              # paper 004 Table 1 (boundaries.py)
@@ -265,16 +266,60 @@ def substitution(rows):
     return out
 
 
-def substitution_order(runs, setting, config):
-    """Seeds in which real < period < rand < const0 (paper 004 §4.3)."""
-    ok = 0
-    seeds = runs[setting][config]
-    for s in seeds.values():
-        e = s.get("eval")
-        if e and all(k in e["interventions"] for k in ("period", "rand", "const0")):
-            v = [e["kinds"]["all"]["nll"]] + [e["interventions"][k]["all"]["nll"] for k in ("period", "rand", "const0")]
-            ok += all(a < b for a, b in zip(v, v[1:]))
-    return ok, sum("eval" in s for s in seeds.values())
+SUBSTITUTES = ("real", "period", "rand", "const0")     # paper 004 §4.3's order, best first
+
+
+def substitution_seeds(runs, setting, config):
+    """(conditions, seeds) test nats/token on all tokens under each of SUBSTITUTES, one column
+    per seed scored under all four."""
+    evals = [s["eval"] for s in runs[setting][config].values()
+             if "eval" in s and all(k in s["eval"]["interventions"] for k in SUBSTITUTES[1:])]
+    return np.array([[e["kinds"]["all"]["nll"] for e in evals]] +
+                    [[e["interventions"][k]["all"]["nll"] for e in evals] for k in SUBSTITUTES[1:]]).reshape(4, len(evals))
+
+
+def substitution_order(v):
+    """Seeds in which real < period < rand < const0 (paper 004 §4.3), of how many."""
+    return int((np.diff(v, axis=0) > 0).all(0).sum()), v.shape[1]
+
+
+def substitution_overlap(v):
+    """Paper 004 §4.3's check beside Table 2, "each adjacent comparison has non-overlapping seed
+    ranges with consistent sign across corpora": per adjacent pair (a, b) of the order, the seed
+    ranges [min, max] of a and of b, whether they are disjoint, and the mean of b − a (+: the
+    order's direction), whose sign is compared across corpora."""
+    return [{"a": SUBSTITUTES[i], "b": SUBSTITUTES[i + 1], "range_a": (v[i].min(), v[i].max()),
+             "range_b": (v[i + 1].min(), v[i + 1].max()), "mean": float((v[i + 1] - v[i]).mean()),
+             "disjoint": bool(v[i].max() < v[i + 1].min() or v[i + 1].max() < v[i].min())} for i in range(3)]
+
+
+def table2_markdown(r, v):
+    """Table 2 for one corpus (means over seeds), the seeds holding the order, and §4.3's
+    non-overlap check of each adjacent comparison."""
+    ok, n = substitution_order(v)
+    lines = [f"### {r['setting'][0]}: p1 substitution on {r['config']} (paper 004 Table 2), test nats/token", "",
+             "| real | period | rand | const0 | real < period < rand < const0 |", "| ---: | ---: | ---: | ---: | ---: |",
+             f"| {r['real']:.4f} | {r['period']:.4f} | {r['rand']:.4f} | {r['const0']:.4f} | {ok}/{n} seeds |", "",
+             "| adjacent comparison a < b | a: seed range | b: seed range | mean b − a | seed ranges non-overlapping |",
+             "| --- | --- | --- | ---: | --- |"]
+    lines += [f"| {c['a']} < {c['b']} | [{c['range_a'][0]:.4f}, {c['range_a'][1]:.4f}] | [{c['range_b'][0]:.4f}, "
+              f"{c['range_b'][1]:.4f}] | {c['mean']:+.4f} | {'yes' if c['disjoint'] else 'no'} |"
+              for c in substitution_overlap(v)]
+    return "\n".join(lines)
+
+
+def table2_signs_markdown(config, per):
+    """§4.3's "consistent sign across corpora": mean b − a of each adjacent comparison per corpus,
+    consistent where every corpus gives the same nonzero sign. per: [(corpus, substitution_overlap)]."""
+    lines = [f"### p1 substitution on {config} across corpora: mean b − a (paper 004 §4.3)", "",
+             "| comparison | " + " | ".join(c for c, _ in per) + " | same sign in every corpus |",
+             "| --- |" + " ---: |" * len(per) + " --- |"]
+    for i, c in enumerate(per[0][1]):
+        means = [checks[i]["mean"] for _, checks in per]
+        same = len({np.sign(m) for m in means}) == 1 and means[0] != 0
+        lines.append(f"| {c['a']} < {c['b']} | " + " | ".join(f"{m:+.4f}" for m in means)
+                     + f" | {'yes' if same else 'no'} |")
+    return "\n".join(lines)
 
 
 def compare_attention(runs, baseline):
@@ -506,6 +551,92 @@ def figure_demo(runs, out_dir):
            [[k, d["d_eff_change_across_boundary"], float(np.abs(diff[k]).max())] for k, d in demos.items()])
 
 
+def figure_response(paths, out_dir, draws, gate=2000):
+    """Paper 004 Fig. 2: each model's U(Δp1) at the reference gate (points), the fitted degree-2
+    curve over the range it was fitted on, and U* at its vertex with the document-cluster
+    bootstrap 95% CI (seed 0: the table's draws), or "no interior minimum" in the legend. The
+    numbers go to fig2_response.csv (the points and the curve) and fig2_depth.csv (U*, its CI)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    points, depths = [], []
+    for i, path in enumerate(paths):
+        acc = compression.load_acc(path)
+        U, tot = compression.response(*(acc[k].sum(0) for k in ("sum", "sumsq", "count")), gate)
+        f = compression.fit(U, tot)
+        x, u = compression.well(U, tot)
+        k = np.arange(len(U))
+        ok = (k >= 1) & ~np.isnan(U)
+        name = compression.run_label(path)
+        if not ok.any():
+            legend = f"{name}: no cell passes n ≥ {gate:,}"
+        elif math.isnan(u):
+            legend = f"{name}: no interior minimum"
+        else:
+            boot = compression.bootstrap_depth(acc, draws=draws, gate=gate)[0]
+            missing = int(np.isnan(boot).sum())
+            lo, hi = ci(boot) if missing <= draws / 2 else (float("nan"), float("nan"))
+            band = f"[{lo:+.3f}, {hi:+.3f}]" if not math.isnan(lo) else f"CI not identifiable ({missing}/{draws} draws)"
+            legend = f"{name}: U* = {u:+.3f} {band} at Δp1* = {x:.2f}"
+            ax.plot([x], [u], "*", ms=12, color=f"C{i}")
+            ax.vlines(x, lo, hi, color=f"C{i}", lw=2.5, alpha=0.6)    # a percentile CI need not hold u: a bar, not ± errors
+            depths.append((name, x, u, lo, hi, missing, draws))
+        ax.plot(k[ok], U[ok], "o", color=f"C{i}", label=legend)
+        if f is not None:
+            grid = np.linspace(f[1], f[2], 200)
+            ax.plot(grid, np.polyval(f[0], grid), "-", color=f"C{i}", lw=1)
+        points += [(name, int(j), U[j], tot[j], np.polyval(f[0], j) if f is not None and f[1] <= j <= f[2] else "")
+                   for j in k[ok]]
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xlabel("paragraph displacement Δp1")
+    ax.set_ylabel("U(Δp1)  (< 0: compression)")
+    ax.set_title(f"compression response, exact-distance estimator, n ≥ {gate:,} (paper 004 Fig. 2)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    save_figure(fig, os.path.join(out_dir, "fig2_response.png"))
+    plt.close(fig)
+    _table(os.path.join(out_dir, "fig2_response.csv"), ["model", "delta_p1", "U", "pair_weight", "fitted_deg2"], points)
+    _table(os.path.join(out_dir, "fig2_depth.csv"), ["model", "delta_p1_star", "U_star", "ci_lo", "ci_hi",
+                                                     "draws_without_minimum", "draws"], depths)
+
+
+def figure_cells(paths, out_dir, gate=200):
+    """Paper 004 App. A.6's (d, Δp1) heatmaps, one row per model (seeds pooled): pair count, mean
+    log Ā, and the cell contrast with the same-d Δp1 = 0 cell where both pass `gate` (the lowest
+    gate, where the spurious band would show). Numbers: figA6_cells.csv, cells holding pairs."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(len(paths), 3, figsize=(11, 3.6 * len(paths)), squeeze=False)
+    table = []
+    for row, path in zip(axes, paths):
+        acc = compression.load_acc(path)
+        n, mean, _, contrast, keep = compression.cell_contrast(*(acc[k].sum(0) for k in ("sum", "sumsq", "count")), gate)
+        K = int(np.flatnonzero(n.sum(0)).max(initial=0)) + 1          # Δp1 columns holding pairs
+        lim = np.nanmax(np.abs(np.where(keep, contrast, np.nan)[:, 1:K]), initial=0) or 1.0
+        name = compression.run_label(path)
+        for ax, (title, m, cmap, kw) in zip(row, (
+                ("pairs (log10)", np.log10(np.where(n > 0, n, np.nan)), "viridis", {}),
+                ("mean log Ā", np.where(n > 0, mean, np.nan), "viridis", {}),
+                (f"contrast with Δp1 = 0, n ≥ {gate:,}", np.where(keep, contrast, np.nan), "coolwarm",
+                 {"vmin": -lim, "vmax": lim}))):
+            im = ax.imshow(m[:, :K], aspect="auto", origin="lower", interpolation="nearest", cmap=cmap,
+                           extent=(-0.5, K - 0.5, 0.5, len(m) + 0.5), **kw)          # row i is d = i + 1
+            ax.set_title(f"{name}: {title}", fontsize=8)
+            ax.set_xlabel("Δp1")
+            ax.set_ylabel("token distance d")
+            fig.colorbar(im, ax=ax)
+        d, k = np.nonzero(n)
+        table += [(name, di + 1, ki, int(n[di, ki]), mean[di, ki], contrast[di, ki] if keep[di, ki] else "")
+                  for di, ki in zip(d, k)]
+    fig.tight_layout()
+    save_figure(fig, os.path.join(out_dir, "figA6_cells.png"))
+    plt.close(fig)
+    _table(os.path.join(out_dir, "figA6_cells.csv"), ["model", "d", "delta_p1", "pairs", "mean_log_attention",
+                                                      f"contrast_gate{gate}"], table)
+
+
 def save_figure(fig, path):
     with replacing(path) as tmp:
         fig.savefig(tmp, dpi=120)
@@ -551,7 +682,8 @@ def parse(argv):
     ap.add_argument("--figures", default=None, help="write PNG figures + their numbers here")
     ap.add_argument("--finished", action="store_true", help="only finished runs (final.json): for a study still running")
     ap.add_argument("--depth", nargs="+", metavar="NPZ", help="cell accumulators depth_<split>.npz: model [control]; "
-                    "Table 3 reads the depth_read_<split>.npz beside each where there is one")
+                    "Table 3 reads the depth_read_<split>.npz beside each where there is one; then the App. A.6/A.7 "
+                    "diagnostics, and with --figures Fig. 2 and the A.6 heatmaps")
     ap.add_argument("--tokens", nargs=2, metavar="RUN", help="pair two runs token by token (evaluate.py npz)")
     ap.add_argument("--draws", type=int, default=2000)
     ap.add_argument("--boundary", metavar="ROOT", help="paper 004 Table 1 from evaluate.py --boundary sums under ROOT")
@@ -602,7 +734,17 @@ def tokens_mode(args):
 
 
 def depth_mode(args):
+    """Table 3, then the A.6/A.7 diagnostics of the headline binning; with --figures, Fig. 2 and
+    the A.6 heatmaps."""
     print(compression.depth_report(args.depth[0], args.depth[1] if len(args.depth) > 1 else None, args.draws))
+    read = [compression.read_paths(p) for p in args.depth[:2]]
+    for p in read:
+        print("\n" + compression.diagnostics_report(p))
+    if args.figures:
+        os.makedirs(args.figures, exist_ok=True)
+        figure_response(read, args.figures, args.draws)
+        figure_cells(read, args.figures)
+        print(f"\nfigures written to {args.figures}")
 
 
 # analyze.py --flag ...: each flag one mode, the first given wins; without one, a study's tables
@@ -647,11 +789,14 @@ def print_interventions(runs):
         print(interventions_markdown([r for r in inter if r["setting"] == setting and r["kind"] in ("all",) + KEY_KINDS],
                                      f"{setting[0]}: coordinate interventions on the test split (mean over seeds)"))
         print()
+    across = defaultdict(list)      # configuration -> [(corpus, its adjacent comparisons)]
     for r in substitution(inter):
-        ok, n = substitution_order(runs, r["setting"], r["config"])
-        print(f"### {r['setting'][0]}: p1 substitution on {r['config']} (paper 004 Table 2), test nats/token\n\n"
-              f"| real | period | rand | const0 | real < period < rand < const0 |\n| ---: | ---: | ---: | ---: | ---: |\n"
-              f"| {r['real']:.4f} | {r['period']:.4f} | {r['rand']:.4f} | {r['const0']:.4f} | {ok}/{n} seeds |\n")
+        v = substitution_seeds(runs, r["setting"], r["config"])
+        across[r["config"]].append((r["setting"][0], substitution_overlap(v)))
+        print(table2_markdown(r, v) + "\n")
+    for config, per in across.items():
+        if len(per) > 1:
+            print(table2_signs_markdown(config, per) + "\n")
     for r in inter:    # the reverse substitution: true p1 fed to a model trained on generated labels
         if r["intervention"] == "real" and r["kind"] == "all":
             print(f"### {r['setting'][0]}: true p1 fed to {r['config']} (paper 004 §4.3 reverse substitution; "

@@ -5,7 +5,9 @@ what carries it. What evaluate.py and analyze.py run for it, in one place:
     evaluate.py RUN --attention   per-document (d, Δp1) cells of log attention (depth_<split>.npz)
     analyze.py --depth A B        U* by the exact-distance estimator, paired document bootstrap
                                   (§5.1, App. A.3, A.6), Δp1 by the labels each model reads
-                                  (depth_read_<split>.npz where it has one), the true p1 beside
+                                  (depth_read_<split>.npz where it has one), the true p1 beside;
+                                  then App. A.6/A.7's diagnostics, with --figures Fig. 2 and the
+                                  A.6 heatmaps (analyze.py draws them)
     evaluate.py RUN --hub_contributions   per-type contributions, every seed of a configuration first
     evaluate.py RUN --hubs        then, per seed, the same cells with cross-paragraph attention to hub
                                   types masked, the types chosen on the seeds' contributions pooled
@@ -65,17 +67,23 @@ def document_cells(by_record, docs, uniq):
 # Input: per-document cell accumulators of log attention, each an array (n_docs, D + 1, K + 1)
 # over token distance d = 0..D and paragraph displacement Δp1 = 0..K: 'sum', 'sumsq', 'count'
 # (evaluate.py writes them; layers and heads pooled).
+def cell_contrast(S, Q, N, gate=2000, d_max=1024):
+    """The exact-distance estimator cell by cell (App. A.6), arrays (..., d_max, K + 1) over
+    d = 1..d_max: pair counts, mean and variance of log Ā, the contrast mean(d, Δp1) − mean(d, 0)
+    with the same-d baseline, and whether both cells hold >= gate pairs."""
+    S, Q, N = (a[..., 1:d_max + 1, :].astype(float) for a in (S, Q, N))   # d >= 1
+    mean = np.divide(S, N, out=np.zeros_like(S), where=N > 0)
+    var = np.divide(Q, N, out=np.zeros_like(Q), where=N > 0) - mean ** 2
+    return N, mean, var, mean - mean[..., :1], (N >= gate) & (N[..., :1] >= gate)
+
+
 def response(S, Q, N, gate=2000, weights="pairs", d_max=1024):
     """Exact-distance response U(Δp1), Δp1 = 0..K, from pooled cells S, Q, N of shape
     (..., D + 1, K + 1): for each d the contrast mean(d, Δp1) − mean(d, 0), kept where both
     cells hold >= gate pairs, combined across d with pair-count ('pairs'), inverse-variance
     ('ivar') or uniform weights. The linear distance term of D_eff cancels inside each d.
     Returns (U, total weight per Δp1); U is NaN where no d survives the gate."""
-    S, Q, N = (a[..., 1:d_max + 1, :].astype(float) for a in (S, Q, N))   # d >= 1
-    mean = np.divide(S, N, out=np.zeros_like(S), where=N > 0)
-    var = np.divide(Q, N, out=np.zeros_like(Q), where=N > 0) - mean ** 2
-    contrast = mean - mean[..., :1]
-    keep = (N >= gate) & (N[..., :1] >= gate)
+    N, mean, var, contrast, keep = cell_contrast(S, Q, N, gate, d_max)
     if weights == "pairs":
         w = N
     elif weights == "ivar":
@@ -90,15 +98,23 @@ def response(S, Q, N, gate=2000, weights="pairs", d_max=1024):
     return U, tot
 
 
-def well(U, tot, degree=2):
-    """Weighted polynomial fit to U(Δp1) over Δp1 >= 1 with data; the interior minimum
-    (Δp1*, U*) or (nan, nan) when the fit is monotonic / has no minimum inside the range."""
+def fit(U, tot, degree=2):
+    """Weighted polynomial fit to U(Δp1) over Δp1 >= 1 with data (App. A.3): coefficients,
+    highest power first, and the Δp1 range fitted; None with fewer points than coefficients."""
     k = np.arange(U.shape[-1], dtype=float)
     ok = ~np.isnan(U) & (k >= 1) & (tot > 0)
     if ok.sum() < degree + 1:
+        return None
+    return np.polyfit(k[ok], U[ok], degree, w=np.sqrt(tot[ok] / tot[ok].max())), k[ok].min(), k[ok].max()
+
+
+def well(U, tot, degree=2):
+    """The interior minimum (Δp1*, U*) of the fitted curve, or (nan, nan) when the fit is
+    monotonic / has no minimum inside the range."""
+    f = fit(U, tot, degree)
+    if f is None:
         return float("nan"), float("nan")
-    c = np.polyfit(k[ok], U[ok], degree, w=np.sqrt(tot[ok] / tot[ok].max()))
-    lo, hi = k[ok].min(), k[ok].max()
+    c, lo, hi = f
     roots = np.roots(np.polyder(c))
     cands = [r.real for r in roots if abs(r.imag) < 1e-9 and lo < r.real < hi and np.polyval(np.polyder(c, 2), r.real) > 0]
     if not cands:
@@ -194,7 +210,7 @@ def load_acc(path):
     return {k: sum(z[k] for z in accs) for k in ("sum", "sumsq", "count")}
 
 
-def _label(path):
+def run_label(path):
     """out/code/hrope_axial/seed0/depth_test.npz,... -> 'hrope_axial (3 files)'."""
     parts = path.split(",")
     name = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(parts[0])))) or parts[0]
@@ -224,7 +240,11 @@ def _binning(path):
     return f"labels read, mean over {'/'.join(map(str, k))} draw{'s' if k[-1] > 1 else ''} of them"
 
 
-def depth_report(path_a, path_b=None, draws=2000, gates=(200, 1000, 2000, 3000)):
+# Table 7's gates, and 1,500, at which A.6/A.7 also report WikiText-2's Δp1* (2.70)
+GATES = (200, 1000, 1500, 2000, 3000)
+
+
+def depth_report(path_a, path_b=None, draws=2000, gates=GATES):
     """Table 3 (§5.2): U* of one model, or two paired on the same documents. Δp1 is binned by the
     labels each model's p1 channel reads, this repository's reading (REFERENCE.md): the paper does
     not say which Δp1 bins rand_axial, and §5.2's "any systematic response can only reflect a
@@ -233,7 +253,7 @@ def depth_report(path_a, path_b=None, draws=2000, gates=(200, 1000, 2000, 3000))
     true = [p for p in (path_a, path_b) if p]
     read = [read_paths(p) for p in true]
     lines = ["Table 3, Δp1 binned by the labels each model reads (this repository's reading):"]
-    lines += [f"  {_label(p)}: {_binning(p)}" for p in read] + [""]
+    lines += [f"  {run_label(p)}: {_binning(p)}" for p in read] + [""]
     lines += _depth_table(read, draws, gates)
     if read == true:
         lines += ["", "every model reads the true p1 (or none): binned by the true p1 the table is the same"]
@@ -251,11 +271,11 @@ def _depth_table(paths, draws, gates):
             x2, u2, _ = compression_depth(acc, g, degree=2)
             x3, u3, _ = compression_depth(acc, g, degree=3)
             fmt = lambda v: "no interior minimum" if math.isnan(v) else f"{v:.3f}"
-            lines.append(f"| {_label(name)} | {g} | {fmt(x2)} | {fmt(u2)} | {fmt(x3)} | {fmt(u3)} |")
+            lines.append(f"| {run_label(name)} | {g} | {fmt(x2)} | {fmt(u2)} | {fmt(x3)} | {fmt(u3)} |")
     res = bootstrap_depth(*accs, draws=draws)
     lines.append("")
     lines.append(f"paired document-cluster bootstrap, {draws} draws, gate 2000:")
-    names = [_label(p) for p in paths] + (["gap (first − second)"] if len(paths) > 1 else [])
+    names = [run_label(p) for p in paths] + (["gap (first − second)"] if len(paths) > 1 else [])
     for n, r in zip(names, res):
         missing = int(np.isnan(r).sum())
         if missing > draws / 2:   # a CI from the few draws that happen to curve would mislead
@@ -267,8 +287,105 @@ def _depth_table(paths, draws, gates):
     lines.append("response U(Δp1) at gate 2000, Δp1 = 1..8 (NaN: no cell passed the gate):")
     for name, acc in zip(paths, accs):
         U = compression_depth(acc, 2000)[2]
-        lines.append(f"  {_label(name)}: " + " ".join(f"{u:+.3f}" for u in U[1:9]))
+        lines.append(f"  {run_label(name)}: " + " ".join(f"{u:+.3f}" for u in U[1:9]))
     return lines
+
+
+# ------------------------------------------------- the estimator's diagnostics (A.6, A.7) ----
+# App. A.6's superseded distance bins "d <= 64, d <= 128, d <= 256", read as disjoint (1-64, 65-128,
+# 129-256): WikiText-2's mean d of 167.0 and 184.5 in the d <= 256 bin fit only its upper half
+A6_BINS = (64, 128, 256)
+FAR_D = 400                # A.7 counts the Δp1 = 0 pairs past d = 400 (WikiText-2: 4,673)
+
+
+def baseline_counts(N, gates=GATES, bins=A6_BINS, far=FAR_D):
+    """The Δp1 = 0 pair counts behind A.7's account of the drift: the baseline cells a higher gate
+    keeps are confined to smaller d. From pooled counts N (D + 1, K + 1): pairs in all, per
+    distance range, past d = `far`, the largest d holding one, and per gate the baseline cells
+    (one per d) passing it and the largest d among them (0: none)."""
+    n = N[:, 0]
+    d = np.arange(len(n))
+    edges = [1] + [b + 1 for b in bins if b + 1 < len(n)] + [len(n)]
+    return {"total": int(n.sum()), "ranges": [(lo, hi - 1, int(n[lo:hi].sum())) for lo, hi in zip(edges, edges[1:])],
+            "far": int(n[far + 1:].sum()), "largest": int(d[n > 0].max(initial=0)),
+            "gates": {g: (int((n[1:] >= g).sum()), int(d[1:][n[1:] >= g].max(initial=0))) for g in gates}}
+
+
+def spurious_cells(S, Q, N, gate):
+    """App. A.6's spurious cells at one gate. The paper counts "spurious positive-U cells" in the
+    (d, Δp1) heatmap (Code: 32 at n >= 200, 12 at 1,000, 0 at 2,000) in corpora that compress at
+    every Δp1; our reading: a cell (d, Δp1 >= 1) passing the gate whose contrast is positive at a
+    Δp1 where the pooled U(Δp1) is negative. Returns (spurious cells, gated cells at those Δp1,
+    the share of those cells' pair-count weight the spurious ones carry)."""
+    n, _, _, contrast, keep = cell_contrast(S, Q, N, gate)
+    U = response(S, Q, N, gate)[0]
+    at = keep & (np.nan_to_num(U) < 0)
+    bad = at & (contrast > 0)
+    w = n[at].sum()
+    return int(bad.sum()), int(at.sum()), float(n[bad].sum() / w) if w else float("nan")
+
+
+def mean_d_mismatch(S, Q, N, bins=A6_BINS, ks=(1, 2, 3), gate=2000):
+    """App. A.6's artifact measured: inside each distance bin, the mean d of the Δp1 = k pairs
+    against that of the Δp1 = 0 pairs (WikiText-2, d <= 256, Δp1 = 1: 184.5 against 167.0), the
+    contrast of the two groups pooled inside the bin (the superseded estimator), and the
+    exact-distance U over the same distances. Rows (lo, hi, k, mean d at Δp1 = 0, mean d at k,
+    bin-pooled U, exact U); NaN where a group is empty or no cell passes the gate."""
+    d = np.arange(N.shape[0], dtype=float)
+    rows, lo = [], 1
+    for hi in bins:
+        hi = min(hi, N.shape[0] - 1)
+        if lo > hi:
+            break
+        n, s = N[lo:hi + 1].sum(0), S[lo:hi + 1].sum(0)
+        mean_d = np.divide(d[lo:hi + 1] @ N[lo:hi + 1], n, out=np.full(len(n), np.nan), where=n > 0)
+        mean = np.divide(s, n, out=np.full(len(n), np.nan), where=n > 0)
+        inside = N.copy()
+        inside[:lo] = 0                              # response() reads d = 1..d_max: keep lo..hi
+        exact = response(S, Q, inside, gate, d_max=hi)[0]
+        rows += [(lo, hi, k, mean_d[0], mean_d[k], mean[k] - mean[0], exact[k]) for k in ks if k < len(n)]
+        lo = hi + 1
+    return rows
+
+
+def weighting_schemes(acc, gates=GATES):
+    """App. A.6's comparison of the weights combining the per-d contrasts: U* (degree-2 vertex)
+    under scheme A (pair count), B (inverse variance), C (uniform in d), per gate."""
+    return {g: [compression_depth(acc, g, w)[1] for w in ("pairs", "ivar", "uniform")] for g in gates}
+
+
+def diagnostics_report(path, gates=GATES, reference=2000):
+    """The A.6/A.7 diagnostics of one model's cells (seeds pooled), as printed text."""
+    acc = load_acc(path)
+    S, Q, N = (acc[k].sum(0) for k in ("sum", "sumsq", "count"))
+    num = lambda v, f="+.3f": "—" if math.isnan(v) else format(v, f)
+    c = baseline_counts(N, gates)
+    schemes = weighting_schemes(acc, gates)
+    lines = [f"App. A.6/A.7 diagnostics, {run_label(path)}, Δp1 binned by {_binning(path)}:", "",
+             f"Δp1 = 0 pairs (A.7): {c['total']:,} in all; "
+             + ", ".join(f"d {lo}–{hi}: {n:,}" for lo, hi, n in c["ranges"])
+             + f"; d > {FAR_D}: {c['far']:,} (paper, WikiText-2: 4,673); largest d with one: {c['largest']}", "",
+             "| gate | Δp1 = 0 cells passing | their largest d | spurious cells (A.6) | their weight share "
+             "| U* A (pairs) | U* B (inverse variance) | U* C (uniform) |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for g in gates:
+        bad, cells, share = spurious_cells(S, Q, N, g)
+        pct = "—" if math.isnan(share) else f"{100 * share:.1f}%"
+        lines.append(f"| {g} | {c['gates'][g][0]} | {c['gates'][g][1] or '—'} | {bad} of {cells} | {pct} | "
+                     + " | ".join(num(u) for u in schemes[g]) + " |")
+    if reference in schemes:
+        a, b, cc = schemes[reference]
+        lines += ["", f"weighting schemes at gate {reference}: |B − A| {num(abs(b - a), '.3f')}, |C − A| "
+                      f"{num(abs(cc - a), '.3f')} (paper: within ≈ 0.03 in every corpus; — where a scheme has no well)"]
+    lines += ["", "Spurious cell (our reading): passes the gate, contrast > 0 at a Δp1 whose pooled U < 0 (paper, Code: "
+                  "32 / 12 / 0 at gates 200 / 1,000 / 2,000).", "",
+              f"mean-d mismatch inside the superseded distance bins (A.6; paper, WikiText-2, d <= 256, Δp1 = 1: 184.5 "
+              f"against 167.0), the bin-pooled contrast beside the exact-distance U (gate {reference}):", "",
+              "| d bin | Δp1 | mean d, Δp1 = 0 | mean d, Δp1 | mismatch | bin-pooled U | exact-distance U |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines += [f"| {lo}–{hi} | {k} | {num(m0, '.1f')} | {num(mk, '.1f')} | {num(mk - m0, '+.1f')} | {num(ub)} | {num(ue)} |"
+              for lo, hi, k, m0, mk, ub, ue in mean_d_mismatch(S, Q, N, gate=reference)]
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------ hub masking ----
