@@ -9,6 +9,8 @@
     python analyze.py --paragraphs out/prose/hrope_axial out/code/hrope_axial   # Tables 5, 9 (compression.py)
     python analyze.py --boundary out/code              # paper 004 Table 1 (boundaries.py)
     python analyze.py --candidates data/prose data/code  # paper 004 Table 4 (corpus only: candidates.py)
+    python analyze.py --replicates out/web/seq_depth/seed0 out/web/seq_depth_rep1/seed0 out/web/seq_depth_rep2/seed0
+    python analyze.py --references data/python data/sheets   # reference statistics (corpus only)
 
 Runs are paired by seed within a setting (corpus + model size + context + steps) and compared
 only at milestones both reached (depth-perception appendix §1).
@@ -29,7 +31,7 @@ import candidates
 import compression
 import trees
 from compression import ci, resample_weights
-from data import replacing
+from data import reference_stats, replacing
 from rotary import Rotary
 
 
@@ -116,6 +118,12 @@ def table12_markdown(t):
 
 
 # ---------------------------------------------------------------------------------- runs ----
+def setting_of(c):
+    """A run's setting from its config.json: corpus, model size, context and steps (appendix §1)."""
+    m, r = c["model"], c["run"]
+    return r["corpus"], m["n_layer"], m["n_embd"], m["n_head"], m["max_len"], r["steps"]
+
+
 def load_runs(root, finished=False):
     """{setting: {config: {seed: run}}} from out/<corpus>/<config>/seed<k>/; with `finished`, only
     runs that wrote final.json (a seed still training would hold every pair to its milestone)."""
@@ -141,14 +149,14 @@ def load_runs(root, finished=False):
                 final = json.load(f)
         if finished and final is None:
             continue
-        m, r = c["model"], c["run"]
-        setting = (r["corpus"], m["n_layer"], m["n_embd"], m["n_head"], m["max_len"], r["steps"])
+        r = c["run"]
         run = {"log": {e["step"]: e for e in log}, "final": final, "dir": d}
-        for key, name in (("eval", "eval_test.json"), ("attention", "attention_test.json")):
+        for key, name in (("eval", "eval_test.json"), ("attention", "attention_test.json"),
+                          ("attention_off", "attention_test_rotation_off.json")):
             if os.path.exists(os.path.join(d, name)):   # written by evaluate.py
                 with open(os.path.join(d, name)) as f:
                     run[key] = json.load(f)
-        runs[setting][r.get("name") or r["config"]][r["seed"]] = run   # --name: a variant of a config
+        runs[setting_of(c)][r.get("name") or r["config"]][r["seed"]] = run   # --name: a variant of a config
     return runs
 
 
@@ -339,6 +347,104 @@ def compare_attention(runs, baseline):
     return _with_bh(rows)
 
 
+def head_shifts(runs, baseline):
+    """Individual heads (appendix §2: "Individual heads move 15–37 points in either direction"): per
+    share, each head's paired shift (configuration − baseline at one seed, points). At one seed both
+    start from identical weights (§5), so head (layer, h) of one is head (layer, h) of the other;
+    across seeds heads share no role, so a head's shifts are not averaged over seeds (our reading)."""
+    rows = []
+    for setting, name, seeds, base, common in evaluated_pairs(runs, baseline, "attention"):
+        for key, v in seeds[common[0]]["attention"].items():
+            if "per_layer_head" not in v:
+                continue
+            head = lambda r, s: 100 * np.asarray(r[s]["attention"][key]["per_layer_head"], float)   # (L, H)
+            d = np.stack([head(seeds, s) - head(base, s) for s in common])                     # (seeds, L, H)
+            where = lambda i: "seed {} L{}H{}".format(common[i[0]], i[1], i[2])
+            rows.append({"setting": setting, "config": name, "share": key, "n": len(common), "heads": d[0].size,
+                         "mean": float(d.mean()), "largest_lo": float(np.abs(d).max((1, 2)).min()),
+                         "largest_hi": float(np.abs(d).max((1, 2)).max()),    # per seed, its head that moved most
+                         "rise": float(d.max()), "rise_at": where(np.unravel_index(d.argmax(), d.shape)),
+                         "fall": float(d.min()), "fall_at": where(np.unravel_index(d.argmin(), d.shape)),
+                         "top_base": float(np.mean([head(base, s).max() for s in common])),
+                         "top": float(np.mean([head(seeds, s).max() for s in common]))})
+    return rows
+
+
+def rotation_off(runs, baseline):
+    """What switching the rotation off does to the attention (appendix §2; evaluate.py --rotation_off):
+    per share, the mean over seeds with the configuration's structural rotation on and off, the paired
+    change off − on in points and in how many seeds the share fell; the baseline's share beside them."""
+    rows = []
+    for setting, configs in sorted(runs.items()):
+        for name, seeds in sorted(configs.items()):
+            have = [s for s in sorted(seeds) if "attention_off" in seeds[s] and "attention" in seeds[s]]
+            for key, v in (seeds[have[0]]["attention_off"].items() if have else ()):
+                if not isinstance(v.get("mean_over_heads"), float):
+                    continue
+                on, off = (np.array([100 * seeds[s][f][key]["mean_over_heads"] for s in have])
+                           for f in ("attention", "attention_off"))
+                base = [100 * r["attention"][key]["mean_over_heads"] for s, r in configs.get(baseline, {}).items()
+                        if s in have and "attention" in r]
+                rows.append({"setting": setting, "config": name, "share": key, "n": len(have),
+                             "base": float(np.mean(base)) if base else float("nan"), "on": float(on.mean()),
+                             "off": float(off.mean()), "points": float((off - on).mean()), "fell": int((off < on).sum())})
+    return rows
+
+
+def seed_spread(runs, baseline):
+    """Why everything is paired (appendix §1): at the last milestone every pair reached, the seed-to-seed
+    SD of the baseline's and of the configuration's validation loss, the SD of their paired differences,
+    and the SD an unpaired difference of the two would have, √(SD_baseline² + SD_configuration²)."""
+    rows = []
+    for r in compare(runs, baseline, "val"):
+        configs = runs[r["setting"]]
+        common = sorted(set(configs[r["config"]]) & set(configs[baseline]))
+        b, c = (np.array([configs[k][s]["log"][r["step"]]["val_loss"] for s in common]) for k in (baseline, r["config"]))
+        if len(common) > 1:
+            sb, sc, sd = b.std(ddof=1), c.std(ddof=1), (c - b).std(ddof=1)
+            rows.append({"setting": r["setting"], "config": r["config"], "step": r["step"], "n": len(common),
+                         "sd_base": sb, "sd_config": sc, "sd_paired": sd, "sd_unpaired": math.hypot(sb, sc),
+                         "ratio": sd / math.hypot(sb, sc) if sb or sc else float("nan")})
+    return rows
+
+
+# What replicates may differ in: the name, the flags given, and what train.py may change on resuming
+# (its RESUMABLE: none of it changes what is computed).
+REPLICATE_FREE = ("name", "given", "resume", "device", "compile", "bf16", "precision", "data", "out")
+
+
+def noise_floor(dirs, baseline):
+    """The noise floor (appendix §2 "Run-to-run noise"): replicate runs of one configuration at one seed
+    (train.py --name), the first the published run, against the spread of that configuration's
+    published seeds (out/<corpus>/<its name>/seed*) and against its mean paired Δ to `baseline`, all
+    at the final step. The paper: 0.0023 nats across three replicates, 0.0109 across ten seeds (21%),
+    11% of the depth effect. Spread: the SD over runs (our reading; the range is printed beside it)."""
+    configs = []
+    for d in dirs:
+        if not os.path.exists(os.path.join(d, "final.json")):
+            raise SystemExit(f"error: {d} has no final.json; a replicate is compared at its final step")
+        with open(os.path.join(d, "config.json")) as f:
+            configs.append(json.load(f))
+    run = lambda c: {k: v for k, v in c["run"].items() if k not in REPLICATE_FREE}
+    first = run(configs[0])
+    differ = sorted({k for c in configs for k in set(run(c)) | set(first) if run(c).get(k) != first.get(k)}
+                    | {"model" for c in configs if c["model"] != configs[0]["model"]})
+    if len(dirs) < 2 or differ:
+        raise SystemExit(f"error: give two or more replicates of one run (these differ in: {', '.join(differ) or 'nothing'})")
+    reps = np.array([final_val(r) for d in dirs for s in load_runs(d, True).values() for c in s.values() for r in c.values()])
+    name = configs[0]["run"].get("name") or configs[0]["run"]["config"]
+    published = load_runs(os.path.dirname(os.path.dirname(os.path.abspath(dirs[0]))), True)[setting_of(configs[0])]
+    seeds = np.array([final_val(r) for r in published.get(name, {}).values()])
+    common = sorted(set(published.get(name, {})) & set(published.get(baseline, {})))
+    delta = np.mean([final_val(published[name][s]) - final_val(published[baseline][s]) for s in common]) if common else float("nan")
+    sd_rep = reps.std(ddof=1)
+    sd_seeds = seeds.std(ddof=1) if len(seeds) > 1 else float("nan")
+    return {"config": name, "seed": configs[0]["run"]["seed"], "replicates": len(reps), "sd": sd_rep,
+            "range": float(np.ptp(reps)), "seeds": len(seeds), "sd_seeds": sd_seeds, "baseline": baseline,
+            "paired_seeds": len(common), "delta": delta, "of_seeds": sd_rep / sd_seeds if sd_seeds else float("nan"),
+            "of_effect": sd_rep / abs(delta) if delta else float("nan")}
+
+
 def _md(title, header, rows, cell):
     """A markdown table: header '| a | b |' with right-aligned numbers (names left)."""
     cols = header.count("|") - 1
@@ -363,6 +469,35 @@ def attention_markdown(rows, title):
     return _md(title, "| configuration: attention share | baseline % | configuration % | Δ points | higher | sign p | q |",
                rows, lambda r: f"| {r['config']}: {r['share']} | {r['base']:.2f} | {r['value']:.2f} | "
                                f"{r['points']:+.2f} | {r['higher']}/{r['n']} | {r['sign_p']:.3g} | {r['q']:.3g} |")
+
+
+def heads_markdown(rows, title):
+    return _md(title, "| configuration: attention share | seeds × heads | Δ points, mean over heads | largest head move "
+               "per seed | largest rise | largest fall | top head, baseline % | top head, configuration % |", rows,
+               lambda r: f"| {r['config']}: {r['share']} | {r['n']} × {r['heads']} | {r['mean']:+.2f} | "
+                         f"{r['largest_lo']:.1f}–{r['largest_hi']:.1f} | {r['rise']:+.1f} ({r['rise_at']}) | "
+                         f"{r['fall']:+.1f} ({r['fall_at']}) | {r['top_base']:.1f} | {r['top']:.1f} |")
+
+
+def rotation_off_markdown(rows, title):
+    return _md(title, "| configuration: attention share | baseline % | rotation on % | rotation off % | off − on points | fell |",
+               rows, lambda r: f"| {r['config']}: {r['share']} | {r['base']:.2f} | {r['on']:.2f} | {r['off']:.2f} | "
+                               f"{r['points']:+.2f} | {r['fell']}/{r['n']} |")
+
+
+def spread_markdown(rows, title):
+    return _md(title, "| configuration | seeds | SD baseline | SD configuration | SD paired Δ | SD unpaired Δ | paired / unpaired |",
+               rows, lambda r: f"| {r['config']} | {r['n']} | {r['sd_base']:.4f} | {r['sd_config']:.4f} | {r['sd_paired']:.4f} | "
+                               f"{r['sd_unpaired']:.4f} | {r['ratio']:.2f} |")
+
+
+def noise_markdown(r):
+    return _md(f"noise floor: {r['config']} at seed {r['seed']}, final validation loss (appendix §2; paper, web pages: "
+               f"0.0023 over 3 replicates, 0.0109 over 10 seeds = 21%, 11% of the depth effect)",
+               "| replicates | SD | range | seeds | SD over seeds | replicate SD / seed SD | paired Δ vs baseline | replicate SD / abs(Δ) |",
+               [r], lambda r: f"| {r['replicates']} | {r['sd']:.4f} | {r['range']:.4f} | {r['seeds']} | {r['sd_seeds']:.4f} | "
+                              f"{100 * r['of_seeds']:.0f}% | {r['delta']:+.4f} vs {r['baseline']} ({r['paired_seeds']} seeds) | "
+                              f"{100 * r['of_effect']:.0f}% |")
 
 
 KEY_KINDS = ("after_close", "after_leaf", "new_block", "row_end", "copied_above", "cell_ref")
@@ -649,6 +784,20 @@ def _table(path, header, rows):
         w.writerows(rows)
 
 
+def references_markdown(data_dir, r):
+    pct = lambda k, of: f"{100 * r[k] / max(r[of], 1):.2f}%"
+    meta = os.path.join(data_dir, "meta.json")
+    synthetic = os.path.exists(meta) and json.load(open(meta)).get("synthetic")
+    return _md(f"references in {data_dir}{' (SYNTHETIC)' if synthetic else ''}, all splits (appendix §5; paper: 17.25% of "
+               f"spreadsheet references name another sheet; Python 20.6% of tokens affected, 91.7% of whole-path overwrites "
+               f"shorter, by 3.13 levels)",
+               "| tokens | reference tokens | tokens affected | references | target under another level-1 node (sheet) | "
+               "whole path shorter | levels lost, shorter ones / all |", [r],
+               lambda r: f"| {r['tokens']:,} | {pct('reference_tokens', 'tokens')} | {pct('affected', 'tokens')} | "
+                         f"{r['references']:,} | {pct('other_level1', 'references')} | {pct('shorter', 'references')} | "
+                         f"{r['lost_shorter'] / max(r['shorter'], 1):.2f} / {r['lost'] / max(r['references'], 1):.2f} |")
+
+
 # ---------------------------------------------------------------------- two runs, token by token ----
 def token_gap(run_a, run_b, draws=2000, seed=0, split="test"):
     """Two runs scored on the same tokens (evaluate.py's eval_<split>_tokens.npz), paired token
@@ -697,6 +846,10 @@ def parse(argv):
                     "model folder (default: the stand-in embedding)")
     ap.add_argument("--candidates", nargs="+", metavar="DATA", help="paper 004 Table 4 for prepared paragraph "
                     "corpora (candidates.py; no model)")
+    ap.add_argument("--replicates", nargs="+", metavar="RUN", help="the noise floor: replicate runs of one configuration "
+                    "at one seed (train.py --name), the published run first")
+    ap.add_argument("--references", nargs="+", metavar="DATA", help="reference statistics of prepared corpora "
+                    "(data/python, data/sheets; no model)")
     return ap, ap.parse_args(argv)
 
 
@@ -733,6 +886,14 @@ def tokens_mode(args):
         print(f"| {k} | {r['tokens']} | {r['documents']} | {r['delta']:+.4f} | [{r['ci_lo']:+.4f}, {r['ci_hi']:+.4f}] |")
 
 
+def replicates_mode(args):
+    print(noise_markdown(noise_floor(args.replicates, args.baseline or "seq_only")))
+
+
+def references_mode(args):
+    print("\n\n".join(references_markdown(d, reference_stats(d)) for d in args.references))
+
+
 def depth_mode(args):
     """Table 3, then the A.6/A.7 diagnostics of the headline binning; with --figures, Fig. 2 and
     the A.6 heatmaps."""
@@ -749,7 +910,8 @@ def depth_mode(args):
 
 # analyze.py --flag ...: each flag one mode, the first given wins; without one, a study's tables
 MODES = (("hubs", hub_mode), ("paragraphs", paragraphs_mode), ("candidates", candidates_mode),
-         ("boundary", boundary_mode), ("tokens", tokens_mode), ("depth", depth_mode))
+         ("boundary", boundary_mode), ("tokens", tokens_mode), ("depth", depth_mode),
+         ("replicates", replicates_mode), ("references", references_mode))
 
 
 def print_deltas(runs, baseline, figures):
@@ -769,6 +931,11 @@ def print_deltas(runs, baseline, figures):
             print()
         if figures:
             write_csv(rows, os.path.join(figures, f"table_{metric}.csv"))
+    spread = seed_spread(runs, baseline)
+    for setting in sorted({r["setting"] for r in spread}):
+        print(spread_markdown([r for r in spread if r["setting"] == setting],
+                              f"{setting[0]}: seed-to-seed SD of validation loss, paired and unpaired (appendix §1)"))
+        print()
     kinds = compare_kinds(runs, baseline)
     for setting in sorted({r["setting"] for r in kinds}):
         print(kinds_markdown([r for r in kinds if r["setting"] == setting],
@@ -818,6 +985,16 @@ def print_variants_and_attention(runs, baseline):
     for setting in sorted({r["setting"] for r in att}):
         print(attention_markdown([r for r in att if r["setting"] == setting],
                                  f"{setting[0]}: attention shares vs {baseline}, mean over heads (test)"))
+        print()
+    heads = head_shifts(runs, baseline)
+    for setting in sorted({r["setting"] for r in heads}):
+        print(heads_markdown([r for r in heads if r["setting"] == setting],
+                             f"{setting[0]}: attention shares vs {baseline}, head by head, paired at each seed (test)"))
+        print()
+    off = rotation_off(runs, baseline)
+    for setting in sorted({r["setting"] for r in off}):
+        print(rotation_off_markdown([r for r in off if r["setting"] == setting],
+                                    f"{setting[0]}: attention shares with the structural rotation switched off, mean over heads (test)"))
         print()
 
 

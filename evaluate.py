@@ -3,6 +3,7 @@ read its attention.
 
     python evaluate.py out/python/seq_depth/seed0                 # test split, auto interventions
     python evaluate.py out/web/seq_depth/seed0 --attention --max_docs 64
+    python evaluate.py out/sheets/seq_grid/seed0 --rotation_off   # + the shares with its structural rotation off
     python evaluate.py out/code/hrope_axial/seed0 --attention     # + compression-depth cells
     python evaluate.py out/prose/hrope_axial/seed0 --demo         # paper 004 Fig. 1, one example
     python evaluate.py out/code/hrope_axial/seed0 --boundary      # sums for Table 1 (analyze.py --boundary)
@@ -19,7 +20,8 @@ structure is used"; paragraph-boundaries paper §3.2, §4.3):
   fake_merge   two adjacent paragraphs share one p1;  fake_split  a new p1 boundary inside one
 Outputs, next to the checkpoint: eval_<split>.json (nats/token overall, per kind, per
 intervention), eval_<split>_tokens.npz (per-token NLL, record, document, kind: analyze.py pairs
-runs token by token), attention_<split>.json, and for hRoPE depth_<split>.npz (per-document
+runs token by token), attention_<split>.json (with --rotation_off also
+attention_<split>_rotation_off.json), and for hRoPE depth_<split>.npz (per-document
 (d, Δp1) cells of log attention that analyze.py --depth reads; for period_axial and rand_axial
 depth_read_<split>.npz bins them by the labels read, rand_axial's averaged over --label_draws
 draws); with --boundary, --hubs and --paragraphs the sums analyze.py's Tables 1, 13 and 5/9 read
@@ -275,6 +277,8 @@ def parse(argv):
                     help="score N records, taken round-robin across documents (each one's first record, then its second, ...)")
     ap.add_argument("--interventions", default="auto", help="comma list, 'auto' or 'none'")
     ap.add_argument("--attention", action="store_true", help="attention statistics (explicit path)")
+    ap.add_argument("--rotation_off", action="store_true", help="--attention, and the same statistics with the "
+                    "configuration's structural rotation switched off (appendix §2)")
     ap.add_argument("--demo", action="store_true", help="paper 004 Fig. 1 single example")
     ap.add_argument("--probe", action="store_true", help="paper 004 App. A.9: same-paragraph probe per layer")
     ap.add_argument("--hub_contributions", action="store_true",
@@ -291,6 +295,7 @@ def parse(argv):
     args = ap.parse_args(argv)
     if args.label_draws < 1:
         ap.error("--label_draws must be at least 1")
+    args.attention |= args.rotation_off
     return args
 
 
@@ -345,6 +350,21 @@ def write_attention(summary, split, ids, run, split_name, draws=1):
             mean = {k: v / draws for k, v in compression.document_cells(by_record, docs, uniq).items()}
             np.savez_compressed(tmp, **mean, label_draws=draws)
         print(f"  compression-depth cells: {len(uniq)} documents, {draws} label draw(s) -> {path}")
+
+
+def write_rotation_off(model, split, ids, cfg, corpus, shares, run, split_name):
+    """What switching the rotation off does to the attention (appendix §2, "Full tables, and what
+    switching the rotation off does to the attention scores"): the shares again with the
+    configuration's structural planes at angle 0 (`remove`; sequence planes keep turning, our
+    reading), each key still classed by the record's true coordinates -> attention_<split>_rotation_off.json."""
+    collect, _, summary = attention_stats(shares, model.cfg.max_len)
+    true = lambda r: {k: v[0] for k, v in split.batch(np.array([r]), "cpu").items()}
+    score(model, split, ids, cfg, corpus, change=remove, attention=lambda r, row, att: collect(r, {**row, **true(r)}, att))
+    stats = summary()[0]
+    write_json(stats, os.path.join(run, f"attention_{split_name}_rotation_off.json"))
+    for name, v in stats.items():
+        if "offsets" not in v:
+            print(f"  attention share on {name}, structural rotation off: {100 * v['mean_over_heads']:.2f}%")
 
 
 def paragraph_measures(args, model, split, ids, cfg, corpus, data_dir):
@@ -417,6 +437,8 @@ def main(argv=None):
         for seed in range(1, draws):
             score(model, split, ids, cfg, corpus, attention=collect_cells, seed=seed)
         write_attention(summary, split, ids, args.run, args.split, draws)
+    if args.rotation_off:
+        write_rotation_off(model, split, ids, cfg, corpus, shares, args.run, args.split)
     result.update(paragraph_measures(args, model, split, ids, cfg, corpus, data_dir))
     write_json(result, os.path.join(args.run, f"eval_{args.split}.json"))   # written last: evaluation done
     return result

@@ -427,3 +427,79 @@ def test_finished_leaves_out_a_seed_still_training(tmp_path, capsys):
     analyze.main([str(tmp_path / "web"), "--finished"])
     out = capsys.readouterr().out
     assert "at step 30" in out and "| 2/2 |" in out
+
+
+def write_run(root, corpus, folder, seed, val, config=None, **run):
+    """A finished run in root/corpus/folder/seed<k>: config.json, log.jsonl and final.json (validation
+    loss `val` at step 30); its configuration `config` (default: the folder's name)."""
+    import json
+    d = root / corpus / folder / f"seed{seed}"
+    os.makedirs(d)
+    (d / "config.json").write_text(json.dumps({"run": {"corpus": corpus, "config": config or folder, "seed": seed, "steps": 30,
+                                                       **run}, "model": {"n_layer": 2, "n_embd": 128, "n_head": 2, "max_len": 256}}))
+    (d / "log.jsonl").write_text(json.dumps({"step": 30, "val_loss": val}) + "\n")
+    (d / "final.json").write_text(json.dumps({"val_loss": val, "test_loss": val}))
+    return d
+
+
+def test_seed_spreads_head_shifts_and_rotation_off_by_hand(tmp_path, capsys):
+    """Appendix §1 and §2. Validation loss: seq_only 2.00 2.02 2.04 (SD 0.02), seq_grid 1.99 1.99
+    2.02 (SD √0.0003 = 0.0173), paired Δ −0.01 −0.03 −0.02 (SD 0.01), unpaired √(0.0004 + 0.0003)
+    = 0.0265. Share on same_column_above per (layer, head), seeds 0 and 1 (seed 2 not evaluated):
+    seq_only [[.10 .20] [.30 .40]], [[.10 .10] [.10 .50]]; seq_grid [[.35 .20] [.30 .22]],
+    [[.10 .25] [.10 .50]]. Head shifts (points): seed 0 +25 0 0 −18, seed 1 0 +15 0 0: mean 22/8
+    = +2.75, largest move per seed 25 and 15, top heads 40, 50 (mean 45) and 35, 50 (42.5).
+    seq_grid with its rotation off: .20 and .25 against .2675 and .2375 on: −6.75 and +1.25 points,
+    mean −2.75, fell in 1 of 2; seq_only's share with the rotation on: 25 and 20, mean 22.5."""
+    import json
+    heads = {"seq_only": [[[.10, .20], [.30, .40]], [[.10, .10], [.10, .50]]],
+             "seq_grid": [[[.35, .20], [.30, .22]], [[.10, .25], [.10, .50]]]}
+    for name, vals in (("seq_only", (2.00, 2.02, 2.04)), ("seq_grid", (1.99, 1.99, 2.02))):
+        for seed, v in enumerate(vals):
+            d = write_run(tmp_path, "sheets", name, seed, v)
+            if seed < 2:
+                h = heads[name][seed]
+                (d / "attention_test.json").write_text(json.dumps({"same_column_above": {
+                    "mean_over_heads": float(np.mean(h)), "per_layer_head": h}}))
+            if seed < 2 and name == "seq_grid":
+                (d / "attention_test_rotation_off.json").write_text(json.dumps({"same_column_above": {
+                    "mean_over_heads": (.20, .25)[seed], "per_layer_head": [[0.0] * 2] * 2}}))
+    runs = analyze.load_runs(str(tmp_path / "sheets"))
+    (s,) = analyze.seed_spread(runs, "seq_only")
+    assert (s["n"], s["sd_base"], s["sd_config"], s["sd_paired"], s["sd_unpaired"]) == pytest.approx(
+        (3, 0.02, math.sqrt(0.0003), 0.01, math.sqrt(0.0007)))
+    (h,) = analyze.head_shifts(runs, "seq_only")
+    assert (h["n"], h["heads"], h["mean"], h["largest_lo"], h["largest_hi"]) == pytest.approx((2, 4, 2.75, 15, 25))
+    assert (h["rise"], h["rise_at"], h["fall"], h["fall_at"]) == (pytest.approx(25), "seed 0 L0H0", pytest.approx(-18), "seed 0 L1H1")
+    assert (h["top_base"], h["top"]) == pytest.approx((45, 42.5))
+    (o,) = analyze.rotation_off(runs, "seq_only")
+    assert (o["base"], o["on"], o["off"], o["points"], o["fell"], o["n"]) == pytest.approx((22.5, 25.25, 22.5, -2.75, 1, 2))
+    analyze.main([str(tmp_path / "sheets")])
+    out = capsys.readouterr().out
+    assert "| seq_grid | 3 | 0.0200 | 0.0173 | 0.0100 | 0.0265 | 0.38 |" in out
+    assert "| seq_grid: same_column_above | 2 × 4 | +2.75 | 15.0–25.0 | +25.0 (seed 0 L0H0) | -18.0 (seed 0 L1H1) | 45.0 | 42.5 |" in out
+    assert "| seq_grid: same_column_above | 22.50 | 25.25 | 22.50 | -2.75 | 1/2 |" in out
+
+
+def test_noise_floor_by_hand(tmp_path, capsys):
+    """Appendix §2 "Run-to-run noise". seq_depth at seeds 0-2: 3.000 3.010 3.020 (SD 0.01);
+    replicates of seed 0 (--name): 3.002, 3.004, so 3.000 3.002 3.004 (SD 0.002, range 0.004 =
+    20% of the seed SD); seq_only 3.020 3.030 3.040, Δ −0.02 at every seed: the replicate SD is
+    10% of the effect. A run at another seed, or with depth dropout, is no replicate."""
+    for seed, v in enumerate((3.000, 3.010, 3.020)):
+        write_run(tmp_path, "web", "seq_depth", seed, v, given=["config"])
+        write_run(tmp_path, "web", "seq_only", seed, v + 0.02)
+    first = tmp_path / "web" / "seq_depth" / "seed0"
+    reps = [write_run(tmp_path, "web", f"seq_depth_rep{k}", 0, 3.000 + 0.002 * k, "seq_depth", name=f"seq_depth_rep{k}",
+                      given=["config", "name"], device="cuda:1") for k in (1, 2)]
+    r = analyze.noise_floor([str(first)] + [str(d) for d in reps], "seq_only")
+    assert (r["replicates"], r["seeds"], r["paired_seeds"]) == (3, 3, 3)
+    assert (r["sd"], r["range"], r["sd_seeds"], r["delta"]) == pytest.approx((0.002, 0.004, 0.01, -0.02))
+    assert (r["of_seeds"], r["of_effect"]) == pytest.approx((0.2, 0.1))
+    analyze.main(["--replicates", str(first)] + [str(d) for d in reps])
+    assert "| 3 | 0.0020 | 0.0040 | 3 | 0.0100 | 20% | -0.0200 vs seq_only (3 seeds) | 10% |" in capsys.readouterr().out
+    other = [write_run(tmp_path, "web", "seq_depth", 3, 3.0),
+             write_run(tmp_path, "web", "seq_depth_dropout", 0, 3.0, "seq_depth", depth_dropout=0.3)]
+    for d in other:
+        with pytest.raises(SystemExit, match="seed|depth_dropout"):
+            analyze.noise_floor([str(first), str(d)], "seq_only")

@@ -248,14 +248,42 @@ def test_cli_on_a_sheets_run(tmp_path):
     run = train.main(["--compile=0", "--bf16=0", "--corpus", "sheets", "--config", "seq_grid", "--data", str(data), "--out", str(tmp_path),
                       "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4", "--val_docs=4",
                       "--test_docs=4", "--milestones=1", "--mb_tokens=256", "--steps=2"])
-    res = evaluate.main([run, "--split", "train", "--max_docs", "40", "--attention"])
+    res = evaluate.main([run, "--split", "train", "--max_docs", "40", "--rotation_off"])     # implies --attention
     assert {"row_end", "cell_ref"} <= set(res["kinds"]) and {"shuffle", "remove"} == set(res["interventions"])
     att = json.load(open(os.path.join(run, "attention_train.json")))
+    off = json.load(open(os.path.join(run, "attention_train_rotation_off.json")))
+    assert set(off) == set(att) and off["same_column_above"]["queries"] == att["same_column_above"]["queries"] > 0
     row, above = att["same_row_by_column_offset"], att["rows_above_by_column_offset"]
     assert row["offsets"] == above["offsets"] == list(range(-8, 9))
     assert 0 < sum(row["mean_over_heads"]) + sum(above["mean_over_heads"]) <= 1
     assert sum(row["mean_over_heads"][9:]) == 0                    # later columns of one row come later
     assert 0 <= att["same_column_above"]["mean_over_heads"] <= 1
+
+
+def test_rotation_off_classes_keys_by_the_true_coordinates(tiny_python, tmp_path):
+    """evaluate.py --rotation_off (appendix §2): the shares again with the structural planes at angle
+    0. With seq_depth's depth rates and offsets at zero, depth turns no plane, so switching it off
+    changes no attention: every head's share on ancestors is the one with the rotation on, over the
+    same queries (classed by the removed coordinates instead, no key would be an ancestor). With the
+    paper's rates it changes."""
+    split = data.Split(os.path.join(tiny_python, "python"), "test", 64)
+    ids, cfg = np.arange(4), {"mb_tokens": 512, "device": "cpu"}
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=64, rotary="seq_depth")).eval()
+
+    def on_off():
+        collect, _, summary = evaluate.attention_stats(("ancestor",), 64)
+        evaluate.score(model, split, ids, cfg, {}, attention=collect)
+        evaluate.write_attention(summary, split, ids, str(tmp_path), "test")
+        evaluate.write_rotation_off(model, split, ids, cfg, {}, ("ancestor",), str(tmp_path), "test")
+        return [json.load(open(tmp_path / f"attention_test{s}.json"))["ancestor"] for s in ("", "_rotation_off")]
+    on, off = on_off()
+    assert off["queries"] == on["queries"] > 0 and not np.allclose(off["per_layer_head"], on["per_layer_head"])
+    with torch.no_grad():
+        model.rotary.rates.zero_()
+        model.rotary.offsets.zero_()
+    on, off = on_off()
+    assert off["queries"] == on["queries"] and np.allclose(off["per_layer_head"], on["per_layer_head"], atol=1e-6)
 
 
 def test_spread_covers_documents_round_robin():

@@ -277,6 +277,8 @@ def test_prepare_sheets_synthetic(tmp_path, capsys):
     assert (a["ref_path"][is_ref, 0] >= 0).mean() > 0.9              # references carry their target
     assert (a["ref_path"][~is_ref, 0] < 0).all()
     assert (a["depth"][a["path"][:, 0] >= 0] >= 3).all()             # every cell token sits under sheet/row/col
+    refs = data.reference_stats(d)                   # a reference merged into a token of its neighbour is lost
+    assert 0 < refs["references"] <= meta["references"] and 0 < refs["other_level1"] < refs["references"]
 
 
 def test_an_array_formula_is_written_as_its_formula():
@@ -294,3 +296,32 @@ def test_an_array_formula_is_written_as_its_formula():
     assert d.text == "1\t=SUM(A1:A2*2)\n2\n"
     depth = d.node_coords()[0]
     assert depth[d.char_node[d.text.index("SUM(")]] == 4 and depth[d.char_node[d.text.index("A1:A2")]] == 5
+
+
+def test_reference_statistics_on_a_planted_workbook(tmp_path, capsys):
+    """analyze.py --references (appendix §5: 17.25% of references name another sheet), one byte a
+    token. Sheet A: A1 1, B1 =A1+2, C1 =C1 (a reference to its own cell), A2 =SUM(A1:B1); sheet B:
+    A1 =A!A1*2, B1 =A1. Five references, one to another sheet (20%); their tokens A1 C1 A1:B1 A!A1
+    A1 are 2 + 2 + 5 + 4 + 2 = 15 of the 37 characters; C1's rotation changes no level (its target
+    is its own sheet, row and column), so 13 are affected. A reference sits at depth 4 (5 inside
+    SUM) and its target at 3: whole-path overwrite shortens all five, by 1 + 1 + 2 + 1 + 1 = 6 levels."""
+    import analyze
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "A"
+    ws["A1"], ws["B1"], ws["C1"], ws["A2"] = 1, "=A1+2", "=C1", "=SUM(A1:B1)"
+    s2 = wb.create_sheet("B")
+    s2["A1"], s2["B1"] = "=A!A1*2", "=A1"
+    doc = trees.sheet_doc(xlsx(wb))
+    assert doc.text == "1\t=A1+2\t=C1\n=SUM(A1:B1)\n\n=A!A1*2\t=A1\n"
+    ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)
+    rec = {**data.token_coords(doc, ids, np.ones(256, np.int64)), "tokens": ids, "doc": 0}
+    data.write_split(str(tmp_path), "train", [rec])
+    assert data.reference_stats(str(tmp_path)) == {"tokens": 37, "reference_tokens": 15, "affected": 13, "references": 5,
+                                                   "other_level1": 1, "shorter": 5, "lost_shorter": 6, "lost": 6}
+    analyze.main(["--references", str(tmp_path)])
+    assert "| 37 | 40.54% | 35.14% | 5 | 20.00% | 100.00% | 1.20 / 1.20 |" in capsys.readouterr().out
+    # two records cut between the two B1 tokens of A2's range: the reference counts once in each
+    rec2 = [{k: v[s:e] for k, v in rec.items() if k != "doc"} | {"doc": 0} for s, e in ((0, 20), (20, 37))]
+    data.write_split(str(tmp_path), "train", rec2)
+    assert data.reference_stats(str(tmp_path))["references"] == data.reference_stats(str(tmp_path), chunk=1)["references"] == 6
