@@ -37,6 +37,7 @@ FIELDS = {   # name: (structural, what it holds)
     "kind": (False, "trees.KIND_* flags (0: none), evaluate.py's per-kind scores"),
     "label": (True, "the node's type, numbered by first appearance in the document"),
     "grid": (True, "(2,) Python statement grid: statement ordinal, token inside it"),
+    "chat": (True, "(3,) chat grid: exchange, speaker, token inside its turn"),
     "source": (False, "web_sheets: 0 a web page, 1 a workbook"),
 }
 STRUCTURAL = tuple(f for f, (structural, _) in FIELDS.items() if structural)
@@ -138,13 +139,20 @@ def token_coords(doc, ids, tok_len):
         out["grid"] = np.where((s >= 0)[:, None], np.stack([row, col], 1), -1).astype(np.int32)
     if doc.char_p is not None:
         p = doc.char_p[byte_char[np.minimum(at, len(b) - 1)]].astype(np.int64)
-        # p3: token index inside its sentence (restarts whenever p1 or p2 changes)
-        new = np.r_[True, (p[1:, :2] != p[:-1, :2]).any(1)]
-        starts = np.flatnonzero(new)
-        p[:, 2] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+        p[:, 2] = _index_in_run(p[:, :2])        # p3: token index inside its sentence
         out["p"] = p
+    if doc.char_chat is not None:                # position: token index inside its turn
+        c = doc.char_chat[byte_char[np.minimum(at, len(b) - 1)]].astype(np.int64)
+        out["chat"] = np.concatenate([c, _index_in_run(c)[:, None]], 1)
     out["node"] = node
     return out
+
+
+def _index_in_run(keys):
+    """Per row of keys (n, k), its index in the run of equal consecutive rows it belongs to."""
+    n = len(keys)
+    starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]).any(1)])
+    return np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
 
 
 # ------------------------------------------------------------------------------- on disk ----
@@ -257,7 +265,8 @@ def pack(lengths, budget):
     return groups
 
 
-DEPTH_READERS = {"depth", "rank", "owndepth", "shared1"}   # computed from batch["depth"]: what depth dropout hides
+# computed from batch["depth"]: what depth dropout hides
+DEPTH_READERS = {"depth", "rank", "owndepth", "shared1", "depth_label"}
 
 
 def coords_for(model, b, corpus, generator=None, depth_dropout=0.0):
@@ -308,6 +317,15 @@ def _isref(b, g):
     return torch.where(b["ref_path"][..., 0] >= 0, 0, -1)
 
 
+def _depth_label(b, g):
+    """Label on depth (our reading, rotary.CONFIGS seq_label_on_depth): the label written on the
+    depth planes as d + 23 * label, depth capped at the 22 encoded levels, so every (depth, label)
+    pair has its own integer and, within one label, a parent and its child stay one step apart.
+    No label (a token outside every node): depth alone."""
+    d, label = b["depth"], b["label"]
+    return torch.where((d >= 0) & (label >= 0), d.clamp(max=LEVELS) + (LEVELS + 1) * label, d)
+
+
 def _two_corpora(role, level=1):
     """web_sheets, two corpora in one model: a web page's depth ('depth'), a workbook's sheet,
     row or column ('sheet', level 1-3), or one group with both meanings ('shared')."""
@@ -341,8 +359,9 @@ COORDINATES = {
     "t": _field("pos"), "depth": _field("depth"), "within": _field("within"), "symbol": _field("symbol"),
     "label": _field("label"), "rank": _rank, "isref": _isref,
     "grid_row": _field("grid", 1), "grid_col": _field("grid", 2),          # the statement grid on code
+    "exchange": _field("chat", 1), "speaker": _field("chat", 2), "turn_pos": _field("chat", 3),
+    "depth_label": _depth_label,
     **{f"path{k}": _field("path", k) for k in range(1, LEVELS + 1)},
-    **{f"ref{k}": _field("ref_path", k) for k in range(1, LEVELS + 1)},    # own group: only references rotate
     **{f"refpath{k}": _refpath(k) for k in range(1, LEVELS + 1)},
     **{f"refwhole{k}": _refwhole(k) for k in range(1, LEVELS + 1)},
     "owndepth": _two_corpora("depth"),

@@ -2,6 +2,7 @@
 
     python prepare.py python            # CPython standard library (real code)
     python prepare.py web               # real HTML documentation found on this machine
+    python prepare.py chat              # real conversations (the chitchat_dataset package)
     python prepare.py python --src DIR  # any folder(s) of .py files
     python prepare.py --setting web_pages   # a paper's setting by name (settings.py): its corpus and flags
 
@@ -32,6 +33,7 @@ import numpy as np
 from openpyxl.workbook.defined_name import DefinedName
 from tqdm import tqdm
 
+import chat
 import tokenizer
 import trees
 from data import SPLITS, token_coords, write_split
@@ -573,6 +575,10 @@ def text_blocks(c, doc):       # web: a new text block
     return (c["kind"] & trees.KIND_NEW_BLOCK) > 0
 
 
+def turns(c, doc):             # chat: a new turn
+    return np.r_[True, (c["chat"][1:, :2] != c["chat"][:-1, :2]).any(1)]
+
+
 def children_of_root(c, doc):  # json, xml: a member, element or child of the top-level node
     return np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 2)
 
@@ -621,6 +627,7 @@ CORPORA = {   # a new corpus: one entry here and its builder in trees.py (README
                        pattern=tokenizer.CODE_PAT),
     "webtext": Corpus(webtext_sources, functools.partial(_build, builder=trees.webtext_doc), paragraphs,
                       preset="paper_hrope", recipe="hrope"),
+    "chat": Corpus(chat.sources, functools.partial(_build, builder=chat.chat_doc), turns),
     # beyond the papers: any tree whose text determines it (sample.py serves these three)
     "json": Corpus(json_sources, _build_json, children_of_root),
     "xml": Corpus(xml_sources, _build_xml, children_of_root),
@@ -668,6 +675,7 @@ def main(argv=None):
     ap.add_argument("--render", choices=("values", "addressed"),
                     help="sheets: write each cell's content, or 'G4:=E4+F4'")
     ap.add_argument("--workbooks", type=int, default=600, help="sheets without --src: synthetic workbooks")
+    ap.add_argument("--conversations", type=int, help="chat: only the first N conversations (default: all)")
     ap.add_argument("--units", choices=("module", "record"),
                     help="python: level-1 sibling ranks count over the whole module (default), or restart "
                          "at each record (closer to the paper's small programs)")
@@ -688,8 +696,9 @@ def main(argv=None):
         print(f"setting {setting}: {args.corpus}, " + " ".join(f"--{k} {getattr(args, k)}" for k in shown)
               + (f"; {', '.join(departs)} given, so meta.json records no setting" if departs else ""))
         setting = None if departs else setting
-    for flag, low in (("max_len", 2), ("vocab", 256), ("bpe_bytes", 1), ("workers", 1), ("workbooks", 1)):
-        if getattr(args, flag) < low:   # max_len: a record needs a next token; vocab: 256 byte tokens first
+    for flag, low in (("max_len", 2), ("vocab", 256), ("bpe_bytes", 1), ("workers", 1), ("workbooks", 1),
+                      ("conversations", 1)):   # max_len: a record needs a next token; vocab: 256 byte tokens first
+        if getattr(args, flag) is not None and getattr(args, flag) < low:
             ap.error(f"--{flag} must be at least {low} (got {getattr(args, flag)})")
     if args.vocab > 65536 * 4:
         ap.error(f"--vocab {args.vocab} is larger than this tokeniser supports (262,144)")

@@ -65,6 +65,23 @@ def pair(coord, label):
     return Group((coord, coord), (FAST, FAST / 16), True, False, label)
 
 
+@dataclass(frozen=True)
+class Directed:
+    """Directed offset (appendix §5): on the planes reading `coords`, a reference token's angle
+    gains a learned constant (init 0): one per plane, or one that all of them share. It adds no
+    plane: it overlays planes a Group already fills."""
+    coords: tuple
+    shared: bool
+    label: str
+
+
+def directed(levels, shared=False):
+    """The directed offset on the fast and slow reference-rotation planes of `levels`."""
+    coords = tuple(f"refpath{k}" for k in levels)
+    n = 1 if shared else 2 * len(coords)
+    return Directed(coords, shared, f"directed offset ({n} constant{'s' * (n > 1)})")
+
+
 def spectrum(coord, n, top):
     """hRoPE: fixed spectrum over n planes whose slowest plane turns half a circle over
     `top`, the largest value the coordinate takes: base = (S*M/2pi)^(D/(D-1)) with S = 2
@@ -127,9 +144,24 @@ CONFIGS = {
     # reference rotation: a use takes its target's path on the levels the target occupies
     "ref_rotation": lambda P, c: [seq(16), tree(source="refpath", label="tree 44 (references on target)")],
     "ref_whole_path": lambda P, c: [seq(16), tree(source="refwhole", label="tree 44 (references: whole target path)")],
+    # Directed offset (§5): "the reference sits a learned constant angle away from its target rather
+    # than exactly on it". A reference sits on its target only on the levels it takes from it, on
+    # spreadsheets "its sheet, row and column levels"; its deeper levels are its own. So the constant
+    # is added there: one per plane (6; every angle the appendix learns is per plane), or the literal
+    # one angle on all six (ref_directed_one).
     "ref_directed": lambda P, c: [seq(16), tree(source="refpath", label="tree 44 (references on target)"),
-                                  Group(("isref",) * 44, (0.0,) * 44, False, True, "directed offset")],
-    "ref_own_group": lambda P, c: [seq(16), tree(), tree(range(2, 4), source="ref", label="reference row+col 4")],
+                                  directed(range(1, 4))],
+    "ref_directed_one": lambda P, c: [seq(16), tree(source="refpath", label="tree 44 (references on target)"),
+                                      directed(range(1, 4), shared=True)],
+    # Own plane group (§5): "references rotate a separate group of planes rather than the tree
+    # planes": the tree keeps every token's own path and the group carries what reference rotation
+    # would have written, the sheet, row and column of the cell a reference names ("17.25% of
+    # references point to another sheet, which is why the sheet level is replaced too") and a
+    # token's own cell elsewhere, so that a reference and its target line up there. 16 + 44 + 6
+    # planes overfill the head: tree level 22 gives way, which no spreadsheet token reaches
+    # (deepest: 7, synthetic; 6, real workbooks).
+    "ref_own_group": lambda P, c: [seq(16), tree(range(1, 22), label="tree 42 (levels 1-21)"),
+                                   tree(range(1, 4), source="refpath", label="reference sheet+row+col 6")],
     "seq_tree_symbol": lambda P, c: [seq(16), tree(), pair("symbol", "symbol 2")],
     # named in the paper, defined here (REFERENCE.md "Position configurations": this repository's reading)
     "seq_depth_label": lambda P, c: [seq(16), pair("depth", "depth 2"), pair("label", "label 2")],
@@ -139,6 +171,21 @@ CONFIGS = {
     "two_corpus_own": lambda P, c: [seq(16), pair("owndepth", "web depth 2"),
                                     tree(range(1, 4), source="ownsheet", label="sheet grid 6")],
     "seq_stmt_grid": lambda P, c: [seq(16), pair("grid_row", "statement row 2"), pair("grid_col", "statement column 2")],
+    # Figure 4: "a grid (the statement grid on code; row and column on spreadsheets; exchange,
+    # speaker and position on chat), with depth where marked": each grid, and each with depth.
+    # Chat has no grid + depth: a message's tokens sit at depth 3 and newlines at 0 (chat.py), so
+    # depth would say only what the token itself says.
+    "seq_grid_depth": lambda P, c: [seq(16), tree(range(1, 4), label="grid 6"), pair("depth", "depth 2")],
+    "seq_stmt_grid_depth": lambda P, c: [seq(16), pair("grid_row", "statement row 2"),
+                                         pair("grid_col", "statement column 2"), pair("depth", "depth 2")],
+    "seq_chat_grid": lambda P, c: [seq(16), pair("exchange", "exchange 2"), pair("speaker", "speaker 2"),
+                                   pair("turn_pos", "position in turn 2")],
+    # Figure 4: "depth and depth with a label ... Every label-on-depth variant is in the interactive
+    # appendix" (not given to us). Beside seq_depth_label (the label on planes of its own): the
+    # label written on the depth planes themselves, no extra plane (data.py "depth_label"), and
+    # the label without depth, the control that says which of the two carries a gain.
+    "seq_label_on_depth": lambda P, c: [seq(16), pair("depth_label", "depth + 23 x label 2")],
+    "seq_label": lambda P, c: [seq(16), pair("label", "label 2")],
     # paragraph-boundaries paper (hRoPE): fixed spectra, no learned parameters
     "flat": lambda P, c: [seq(P)],
     "sent_axial": _hrope("sent"),
@@ -155,10 +202,6 @@ def known(name):
     return name in CONFIGS or re.fullmatch(r"[stn]{2,}", name) is not None
 
 
-# ref_directed's 44 "isref" planes are not extra planes: they overlay the tree planes (below).
-OVERLAY = {"ref_directed": 2}
-
-
 @dataclass
 class Layout:
     """One plane table: per head (H or 1) x plane, the coordinate read and the rate/offset."""
@@ -169,11 +212,13 @@ class Layout:
     overlay: list = None  # [head][plane] -> index into learned offsets added where 'isref'
 
 
-def _fill(groups, P, rates, offsets, directed=False):
-    """Lay groups on planes 0..P-1; register learned rates/offsets (appending to the lists)."""
-    coord, rate, rp, op, ov = [], [], [], [], []
-    base_groups = groups[:-1] if directed else groups
-    for g in base_groups:
+def _fill(groups, P, rates, offsets):
+    """Lay groups on planes 0..P-1; register learned rates/offsets (appending to the lists).
+    A Directed entry overlays the planes it names: the fifth value, else None."""
+    coord, rate, rp, op = [], [], [], []
+    for g in groups:
+        if isinstance(g, Directed):
+            continue
         for c, r in zip(g.coord, g.rates):
             coord.append(c)
             rate.append(r)
@@ -191,13 +236,15 @@ def _fill(groups, P, rates, offsets, directed=False):
     rate += [0.0] * (P - n)
     rp += [-1] * (P - n)
     op += [-1] * (P - n)
-    if directed:   # one learned constant (init 0) per tree plane, added on reference tokens
-        tree_planes = [i for i, c in enumerate(coord) if c and c.startswith("refpath")]
-        ov = [-1] * P
-        for i in tree_planes:
-            ov[i] = len(offsets)
-            offsets.append(0.0)
-    return coord, rate, rp, op, (ov or None)
+    ov = None
+    for d in (g for g in groups if isinstance(g, Directed)):   # learned constants (init 0), added on references
+        ov = ov or [-1] * P
+        planes = [i for i, c in enumerate(coord) if c in d.coords]
+        first = len(offsets)
+        for j, i in enumerate(planes):
+            ov[i] = first if d.shared else first + j
+        offsets.extend([0.0] * (1 if d.shared else len(planes)))
+    return coord, rate, rp, op, ov
 
 
 def build(name, head_dim, n_layer, corpus=None):
@@ -207,7 +254,6 @@ def build(name, head_dim, n_layer, corpus=None):
     P = head_dim // 2
     spec = CONFIGS.get(name, _layer_split(name))(P, corpus)
     rates, offsets = [], []
-    directed = name in OVERLAY
     if isinstance(spec, dict) and "layers" in spec:
         if len(spec["layers"]) != n_layer:
             raise ValueError(f"{name} is a {len(spec['layers'])}-layer pattern; the model has {n_layer} layers")
@@ -222,9 +268,9 @@ def build(name, head_dim, n_layer, corpus=None):
             index.append(seen[key])
         return layouts, index, rates, offsets
     heads = spec["heads"] if isinstance(spec, dict) else [spec]
-    cols = [_fill(groups, P, rates, offsets, directed) for groups in heads]
-    layout = Layout(*[[c[i] for c in cols] for i in range(4)],
-                    overlay=[c[4] for c in cols] if directed else None)
+    cols = [_fill(groups, P, rates, offsets) for groups in heads]
+    overlay = [c[4] or [-1] * P for c in cols] if any(c[4] for c in cols) else None
+    layout = Layout(*[[c[i] for c in cols] for i in range(4)], overlay=overlay)
     return [layout], [0] * n_layer, rates, offsets
 
 
@@ -509,7 +555,7 @@ if __name__ == "__main__":
         print({k: round(v, 5) for k, v in r.items()})
         print(f"compile / eager time: {r['compile'] / r['eager']:.2f}")
     else:
-        print(f"{'configuration':16} {'rotating planes':>15} {'learned':>8}  groups (128-wide head, 6 layers)")
+        print(f"{'configuration':20} {'rotating planes':>15} {'learned':>8}  groups (128-wide head, 6 layers)")
         for name, planes, n, groups in describe():
-            print(f"{name:16} {planes:>15} {n:>8}  {groups}")
+            print(f"{name:20} {planes:>15} {n:>8}  {groups}")
         print("and any layer split by its letters, one per layer (s sequence, t tree, n none): e.g. ststststst")

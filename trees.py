@@ -98,6 +98,7 @@ class Doc:
     symbol: np.ndarray = None      # int32 per node: variable id by order of first mention, -1
     char_kind: np.ndarray = None   # uint8 per character: KIND_* flags of a token starting there
     char_p: np.ndarray = None      # int32 (n_chars, 3): hRoPE p1, p2, p3 (p3 filled per token later)
+    char_chat: np.ndarray = None   # int32 (n_chars, 2): chat exchange, speaker (position: per token later)
     copied_from: np.ndarray = None  # int64 per character: same character of the cell above, -1
     label: np.ndarray = None       # int32 per node: its type's id by first appearance in the document
     stmt: np.ndarray = None        # int32 per node (Python): its innermost enclosing statement, -1

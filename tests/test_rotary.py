@@ -19,7 +19,7 @@ def batch(B=2, T=7, seed=0):
             "ref_path": torch.where(torch.rand(B, T, 1, generator=g) < 0.3, path, -1),
             "symbol": torch.randint(-1, 5, (B, T), generator=g), "p": torch.randint(0, 9, (B, T, 3), generator=g),
             "label": torch.randint(-1, 6, (B, T), generator=g), "grid": torch.randint(-1, 9, (B, T, 2), generator=g),
-            "source": torch.randint(0, 2, (B, T), generator=g)}
+            "source": torch.randint(0, 2, (B, T), generator=g), "chat": torch.randint(0, 9, (B, T, 3), generator=g)}
 
 
 def test_initial_rates_from_the_paper():
@@ -56,7 +56,9 @@ def test_hrope_spectra_by_hand():
     ("seq_only", 16, 0), ("seq_depth", 18, 2), ("top_level", 18, 2), ("seq_tree", 60, 88),
     ("all_signals", 64, 96), ("seq_tree_depth", 62, 90), ("no_position", 0, 0), ("full_rope", 64, 0),
     ("tree_only", 44, 88), ("tree_within", 48, 96), ("seq_grid", 22, 12), ("seq_depth_rank", 20, 4),
-    ("seq_tree_symbol", 62, 90), ("hrope_axial", 64, 0), ("sent_axial", 48, 0), ("flat", 64, 0)])
+    ("seq_tree_symbol", 62, 90), ("hrope_axial", 64, 0), ("sent_axial", 48, 0), ("flat", 64, 0),
+    ("ref_directed", 60, 94), ("ref_directed_one", 60, 89), ("ref_own_group", 64, 96), ("seq_grid_depth", 24, 14),
+    ("seq_stmt_grid_depth", 22, 6), ("seq_chat_grid", 22, 6), ("seq_label_on_depth", 18, 2), ("seq_label", 18, 2)])
 def test_plane_counts(name, planes, learned):
     counts, n = Rotary(name, 128, 6).count()
     assert max(max(h) for h in counts) == planes and n == learned
@@ -141,6 +143,94 @@ def test_reference_rotation_keeps_the_use_s_own_path_length():
     assert got.tolist() == [[0, 4, 2, -1, -1], [0, 4, -1, -1, -1]]
     whole = torch.stack([data.coordinate(b, f"refwhole{k}") for k in range(1, 6)], -1)[0]
     assert whole.tolist() == [[0, 4, -1, -1, -1], [0, 4, 5, 6, -1]]  # the variant that does change length
+
+
+def one_token(**fields):
+    """A batch of one token: its path (a list), ref_path, depth, label, grid and chat as given."""
+    b = batch(1, 1)
+    for f in ("path", "ref_path"):
+        b[f][:] = -1
+        b[f][0, 0, :len(fields.get(f, []))] = torch.tensor(fields.get(f, []), dtype=torch.long)
+    for f in ("depth", "label"):
+        b[f][:] = fields.get(f, -1)
+    for f in ("grid", "chat"):
+        b[f][0, 0] = torch.tensor(fields.get(f, [-1] * b[f].shape[-1]))
+    return b
+
+
+GRIDS = {   # configuration: (its planes after the 16 sequence planes, a token, what each plane reads)
+    "seq_grid_depth": (["path1"] * 2 + ["path2"] * 2 + ["path3"] * 2 + ["depth"] * 2,
+                       dict(path=[1, 3, 6, 0, 2], depth=5), [1, 1, 3, 3, 6, 6, 5, 5]),
+    "seq_stmt_grid_depth": (["grid_row"] * 2 + ["grid_col"] * 2 + ["depth"] * 2,
+                            dict(grid=[7, 4], depth=3), [7, 7, 4, 4, 3, 3]),
+    "seq_chat_grid": (["exchange"] * 2 + ["speaker"] * 2 + ["turn_pos"] * 2,
+                      dict(chat=[2, 1, 9]), [2, 2, 1, 1, 9, 9]),
+    "seq_label_on_depth": (["depth_label"] * 2, dict(depth=4, label=2), [4 + 23 * 2] * 2),   # d + 23 x label
+    "seq_label": (["label"] * 2, dict(depth=4, label=2), [2, 2]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRIDS))
+def test_which_planes_each_coordinate_rotates(name):
+    """Grid + depth (Figure 4, "with depth where marked"), the chat grid and the label-on-depth
+    variants: the coordinate each plane reads, and on a planted token its angle = coordinate x
+    initial rate (fast 0.316, slow 0.316/16; these pairs have no offset); the rest unrotated."""
+    planes, token, value = GRIDS[name]
+    rot = Rotary(name, 128, 1)
+    n = 16 + len(planes)
+    assert rot.layouts[0].coord[0] == ["t"] * 16 + planes + [None] * (64 - n)
+    ang = rot.angles(rot.coords(one_token(**token)), 0)[0, 0, 0]
+    rates = torch.tensor([FAST, FAST / 16] * (len(planes) // 2))
+    assert ang[16:n].tolist() == pytest.approx((torch.tensor(value) * rates).tolist())
+    assert ang[n:].abs().sum() == 0
+
+
+def test_label_on_depth_is_withheld_with_depth():
+    """depth_label is read from depth, so depth dropout (depth -1) withholds it too; a token
+    outside every node (depth 0, no label) reads depth alone."""
+    assert data.coordinate(one_token(depth=4, label=2), "depth_label").item() == 50
+    assert data.coordinate(one_token(depth=-1, label=2), "depth_label").item() == -1
+    assert data.coordinate(one_token(depth=0), "depth_label").item() == 0
+    assert "depth_label" in data.DEPTH_READERS
+
+
+def test_directed_offset_constants_and_levels():
+    """ref_directed: 6 learned constants (init 0), one per plane of the three levels a spreadsheet
+    reference takes from its target (sheet, row, column), added only on reference tokens; the
+    reference's own deeper levels and every non-reference token take none. ref_directed_one: one
+    constant on the same six planes."""
+    ref = one_token(path=[0, 3, 6, 0, 1], ref_path=[1, 2, 4], depth=5)     # =Other!E3 in G4 of sheet 0
+    cell = one_token(path=[0, 3, 6, 0, 0], depth=5)                        # a non-reference token of G4
+    for name, constants in (("ref_directed", [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]), ("ref_directed_one", [0.3] * 6)):
+        rot = Rotary(name, 128, 1)
+        assert rot.offsets.numel() == 44 + len(set(constants))           # the tree's 44 offsets, then the constants
+        assert rot.offsets.abs().sum() == 0                              # the variant starts as reference rotation
+        before = [rot.angles(rot.coords(b), 0)[0, 0, 0] for b in (ref, cell)]
+        with torch.no_grad():
+            rot.offsets[44:] = torch.tensor(sorted(set(constants)))
+        after = [rot.angles(rot.coords(b), 0)[0, 0, 0] for b in (ref, cell)]
+        assert (after[0] - before[0])[16:22].tolist() == pytest.approx(constants)
+        assert (after[0] - before[0])[22:].abs().sum() == 0 and (after[1] - before[1]).abs().sum() == 0
+        # the reference sits on its target's sheet, row and column: 1, 2, 4 (then the constants)
+        assert before[0][16:22].tolist() == pytest.approx([1 * FAST, FAST / 16, 2 * FAST, 2 * FAST / 16,
+                                                           4 * FAST, 4 * FAST / 16])
+
+
+def test_own_group_carries_the_referenced_cell_with_its_sheet():
+    """ref_own_group: the tree (levels 1-21) keeps every token's own path; the group of six planes
+    carries the sheet, row and column a reference names, and a token's own cell elsewhere. A
+    cross-sheet reference lines up there with its target and differs from a same-sheet
+    reference to the same row and column on the sheet planes."""
+    rot = Rotary("ref_own_group", 128, 1)
+    assert rot.layouts[0].coord[0] == ["t"] * 16 + [f"path{k}" for k in range(1, 22) for _ in "fs"] + \
+        [f"refpath{k}" for k in range(1, 4) for _ in "fs"]
+    cross = one_token(path=[0, 3, 6, 0, 1], ref_path=[1, 2, 4], depth=5)   # in G4 of sheet 0, naming E3 of sheet 1
+    same = one_token(path=[0, 3, 6, 0, 2], ref_path=[0, 2, 4], depth=5)    # naming E3 of sheet 0
+    target = one_token(path=[1, 2, 4, 0], depth=4)                          # a token of E3 on sheet 1
+    a = {k: rot.angles(rot.coords(b), 0)[0, 0, 0] for k, b in (("cross", cross), ("same", same), ("target", target))}
+    assert torch.equal(a["cross"][58:], a["target"][58:])                  # the reference lines up with its target
+    assert not torch.equal(a["cross"][58:60], a["same"][58:60]) and torch.equal(a["cross"][60:], a["same"][60:])
+    assert a["cross"][16:18].tolist() == [0, 0] and a["cross"][18:20].tolist() == pytest.approx([3 * FAST, 3 * FAST / 16])
 
 
 # Under TRITON_INTERPRET=1 (CPU, CI) the kernel runs in the interpreter; on a GPU machine run
