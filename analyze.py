@@ -5,8 +5,8 @@
     python analyze.py --tokens RUN_A RUN_B             # two runs paired token by token
     python analyze.py --depth hrope.npz rand.npz       # compression depth U*, paired bootstrap (compression.py)
     python analyze.py --depth hrope.npz rand.npz --figures figs   # and Fig. 2, the App. A.6 heatmaps
-    python analyze.py --hubs out/code/hrope_axial/seed[012]   # paper 004 Table 13 (compression.py)
-    python analyze.py --paragraphs out/prose/hrope_axial out/code/hrope_axial   # Tables 5, 9 (compression.py)
+    python analyze.py --hubs out/code/hrope_axial/seed[012]   # paper 004 Table 13, App. E's checks (compression.py)
+    python analyze.py --paragraphs out/prose/hrope_axial out/code/hrope_axial   # Tables 5, 9, A.10's pilot (compression.py)
     python analyze.py --boundary out/code              # paper 004 Table 1 (boundaries.py)
     python analyze.py --candidates data/prose data/code  # paper 004 Table 4 (corpus only: candidates.py)
     python analyze.py --replicates out/web/seq_depth/seed0 out/web/seq_depth_rep1/seed0 out/web/seq_depth_rep2/seed0

@@ -2,6 +2,7 @@
 
     python candidates.py data/prose data/code            # Table 4 (and Table 6) for prepared corpora
     python candidates.py data/prose --ustar -0.48        # with the model's U* per corpus, in order
+    python candidates.py --cutoffs data/prose data/code data/webtext   # Table 14 (App. F): λ_struct by vocabulary
 
 No model is involved. Paragraphs are read from a prepared paragraph corpus (prepare.py prose/code):
 the records of one document, in order, give its sequence of paragraphs, and each paragraph's
@@ -18,6 +19,13 @@ readings are marked):
   length      median paragraph length in tokens
   coherence   mean cosine of adjacent paragraphs minus that of random pairs of paragraphs, and the
               half-life in paragraphs of the curve cos(δ) - baseline (reading: exponential fit)
+Table 14 (App. F, cited in §6.3: λ_struct's ordering "unchanged at every tested cutoff"): λ_struct
+recomputed with each q_p restricted to the corpus's K most frequent token types. Our copy of the
+paper does not list the cut-offs or how they apply; readings: K = 256, 512, 1,024, 2,048 and the
+full vocabulary (powers of two of the 4,096-type BPE vocabulary), frequency counted over the
+paragraphs analysed, the other types dropped from every histogram (not merged into one
+out-of-vocabulary type, which would make paragraphs alike by their rare tokens), and a pair with a
+paragraph left empty not counted.
 The paper embeds paragraphs with all-MiniLM-L6-v2, which cannot be downloaded here. With
 `--embedder FOLDER` (a sentence-embedding model saved on disk, e.g. all-MiniLM-L6-v2) paragraphs are
 embedded by it through the sentence-transformers package, when installed; otherwise the embedding
@@ -37,6 +45,7 @@ from scipy.sparse.linalg import svds
 from data import load_split
 
 D_MAX = 15          # displacements fitted (paragraphs)
+CUTOFFS = (256, 512, 1024, 2048)   # Table 14's vocabulary cut-offs (a reading, docstring), then the full vocabulary
 EMBED_DIM = 64      # the stand-in embedding's dimension
 
 
@@ -94,14 +103,17 @@ def pairs_apart(doc, dlt):
 
 def similarity_sums(Q, doc, order=None, d_max=D_MAX):
     """Per document and displacement: (sum of S, pair count), arrays (docs, d_max). `order`
-    permutes paragraphs within documents (the shuffled control)."""
-    Qn = sparse.diags(1 / np.maximum(Q.sum(1).A1, 1)) @ Q
+    permutes paragraphs within documents (the shuffled control). A pair with an empty paragraph
+    (all its tokens cut by a vocabulary cut-off) has no q_p and is not counted."""
+    size = Q.sum(1).A1
+    Qn = sparse.diags(1 / np.maximum(size, 1)) @ Q
     idx = np.arange(Q.shape[0]) if order is None else order
     docs = np.unique(doc)
     sums, counts = np.zeros((len(docs), d_max)), np.zeros((len(docs), d_max))
     u = np.searchsorted(docs, doc)
     for dlt in range(1, d_max + 1):
         a = pairs_apart(doc, dlt)
+        a = a[(size[idx[a]] > 0) & (size[idx[a + dlt]] > 0)]
         if not len(a):
             continue
         s = js_similarity(Qn[idx[a]], Qn[idx[a + dlt]])
@@ -163,6 +175,56 @@ def lexical(Q, doc, draws=1000, seed=0):
             "lambda_local": float(lam_local), "lambda_local_ci": q(2)[1:], "L_int": float(l_int), "L_int_ci": q(3)[1:],
             "delta_zero": int(zero[0]) + 1 if len(zero) else None,
             "lambda_struct_se": _se([b[1] for b in boot]), "lambda_local_se": _se([b[2] for b in boot])}
+
+
+def vocabulary_cut(Q, k):
+    """Q's columns of the k most frequent token types (over Q's paragraphs); k None: all of Q."""
+    if k is None:
+        return Q
+    freq = Q.sum(0).A1
+    return Q[:, np.sort(np.argsort(-freq, kind="stable")[:k])]
+
+
+def vocabulary_robustness(data_dirs, cutoffs=CUTOFFS, draws=1000, seed=0):
+    """Paper 004 Table 14: per cut-off (None last: the full vocabulary) and corpus, λ_struct
+    (document-bootstrap median, 95% CI) with q_p over the K most frequent types, the share of
+    tokens those types keep and the paragraphs left empty."""
+    corpora = [(os.path.basename(os.path.normpath(d)), *paragraphs(d)) for d in data_dirs]
+    rows = []
+    for k in (*cutoffs, None):
+        row = {"cutoff": k, "corpora": []}
+        for name, Q, doc in corpora:
+            Qk = vocabulary_cut(Q, k)
+            lex = lexical(Qk, doc, draws, seed)
+            row["corpora"].append({"corpus": name, "lambda_struct": lex["lambda_struct"], "ci": lex["lambda_struct_ci"],
+                                   "token_share": float(Qk.sum() / Q.sum()),
+                                   "empty": int((Qk.sum(1).A1 == 0).sum())})
+        rows.append(row)
+    return rows
+
+
+def ordering(values, names):
+    """'a > b > c' by value, largest first; None where a value is NaN (no fit)."""
+    if not all(np.isfinite(values)):
+        return None
+    return " > ".join(names[i] for i in np.argsort(values, kind="stable")[::-1])
+
+
+def table14(rows):
+    """Table 14 as markdown: λ_struct [95% CI] (share of tokens kept) per cut-off and corpus, the
+    corpora ordered by λ_struct, and whether that order is the full vocabulary's (§6.3's check)."""
+    names = [c["corpus"] for c in rows[0]["corpora"]]
+    full = ordering([c["lambda_struct"] for c in rows[-1]["corpora"]], names)
+    lines = [f"| vocabulary | {' | '.join(names)} | ordering by λ_struct | same as the full vocabulary? |",
+             "| --- |" + " ---: |" * len(names) + " --- | --- |"]
+    for r in rows:
+        order = ordering([c["lambda_struct"] for c in r["corpora"]], names)
+        cells = [f"{c['lambda_struct']:.2f} [{c['ci'][0]:.2f}, {c['ci'][1]:.2f}] ({100 * c['token_share']:.0f}% of tokens"
+                 + (f", {c['empty']} paragraphs empty)" if c["empty"] else ")") for c in r["corpora"]]
+        label = "full" if r["cutoff"] is None else f"top {r['cutoff']:,} types"
+        same = "—" if r["cutoff"] is None else "n/a" if order is None or full is None else "yes" if order == full else "no"
+        lines.append(f"| {label} | {' | '.join(cells)} | {order or 'no fit'} | {same} |")
+    return "\n".join(lines)
 
 
 def _ci(values):
@@ -336,9 +398,16 @@ def main(argv=None):
     ap.add_argument("--ustar", type=float, nargs="+", help="the model's compression depth U* per corpus, in order")
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--embedder", default=None, help="a local sentence-embedding model folder (default: the stand-in)")
+    ap.add_argument("--cutoffs", action="store_true", help="Table 14 instead: λ_struct at the vocabulary cut-offs (App. F)")
     args = ap.parse_args(argv)
     if args.ustar and len(args.ustar) != len(args.data):
         ap.error("give one --ustar value per corpus")
+    if args.cutoffs:
+        rows = vocabulary_robustness(args.data, draws=args.draws)
+        print(f"### λ_struct under vocabulary cut-offs (paper 004 App. F, Table 14); {args.draws} document-bootstrap "
+              f"draws, cut-offs a reading (candidates.py)\n")
+        print(table14(rows))
+        return rows
     results = [candidates(d, args.draws, embedder=args.embedder) for d in args.data]
     for r in results:
         print(f"{r['corpus']}: {r['paragraphs']} paragraphs in {r['documents']} documents; λ_struct {r['lambda_struct']:.2f} "

@@ -11,9 +11,11 @@ what carries it. What evaluate.py and analyze.py run for it, in one place:
     evaluate.py RUN --hub_contributions   per-type contributions, every seed of a configuration first
     evaluate.py RUN --hubs        then, per seed, the same cells with cross-paragraph attention to hub
                                   types masked, the types chosen on the seeds' contributions pooled
-    analyze.py --hubs RUN ...     -> Table 13 (App. E), each document one cluster over the seeds
+    analyze.py --hubs RUN ...     -> Table 13 (App. E), each document one cluster over the seeds,
+                                  † where no direct fit, then App. E's verification checks
     evaluate.py RUN --paragraphs  per-paragraph sums -> analyze.py --paragraphs: Tables 5 and 9, the
-                                  paragraph-level regression (§6.4, App. A.10; predictors: candidates.py)
+                                  paragraph-level regression (§6.4, App. A.10; predictors: candidates.py),
+                                  then A.10's d-only pilot and the band-decay diagnostic (our reading)
 
 boundaries.py holds Layer I: the boundary interventions, Table 1, the probe and the demo.
 """
@@ -477,8 +479,9 @@ def hub_sets(contrib, pairs, freq, draws=3, seed=0, share=HUB_SHARE, sweep=MASS_
 
 
 def hub_contributions(score, V):
-    """Per type (V,): the summed contribution of the cross-paragraph pairs it keys, and their
-    number, from unmasked attention. score(attention=): evaluate.score on the scored records."""
+    """Per type (V,): the summed contribution of the cross-paragraph pairs it keys (those at a
+    distance with a same-paragraph baseline), and the number of all of them, from unmasked
+    attention. score(attention=): evaluate.score on the scored records."""
     seen = {}
     score(attention=lambda r, row, atts: seen.__setitem__(r, (atts.mean((0, 1)), row["p"][:, 0], row["tokens"])))
     base_sum, base_n = np.zeros(D_MAX + 1), np.zeros(D_MAX + 1)
@@ -496,7 +499,7 @@ def hub_contributions(score, V):
     for d, y, key in pairs:
         ok = np.isfinite(base[d])
         np.add.at(contrib, key[ok], y[ok] - base[d[ok]])
-        np.add.at(n_pairs, key[ok], 1)
+        np.add.at(n_pairs, key, 1)          # every pair masking the type blocks, baseline or not (App. E's count)
     return contrib, n_pairs
 
 
@@ -535,24 +538,42 @@ def write_hubs(score, split, ids, V, run_dir, split_name, data_dir, draws=3):
     if not os.path.exists(own) or not np.array_equal(np.load(own)["records"], ids):
         write_contributions(score, split, ids, V, run_dir, split_name)
     sets, targets, pairs, seeds = choose_hubs(run_dir, split_name, data_dir, V, draws)
+    own_pairs = np.load(own)["pairs"]
     docs = record_docs(split, np.arange(len(split.len)))
     uniq = np.unique(docs[ids])
-    summary = {"pooled_from": seeds, "conditions": {}}
+    summary = {"pooled_from": seeds, "conditions": {}, "cross_pairs": int(own_pairs.sum()), "checks": {}}
     for cond, draws_of in {"original": [np.zeros(0, np.int64)], **sets}.items():
         for k, types in enumerate(draws_of):
             keys = torch.zeros(V, dtype=torch.bool)
             keys[torch.as_tensor(types, dtype=torch.long)] = True
-            cells = {}
+            cells, seen = {}, []
+
+            def keep(r, row, atts):
+                cells[r] = depth_cells(atts, row["p"][:, 0], exclude=row["blocked"])
+                seen.append(mask_check(row["blocked"], atts))
             score(block=lambda b: cross_paragraph_block(b["p"][..., 0], keys.to(b["tokens"].device)[b["tokens"]]),
-                  attention=lambda r, row, atts: cells.__setitem__(r, depth_cells(atts, row["p"][:, 0], exclude=row["blocked"])))
+                  attention=keep)
             name = cond if len(draws_of) == 1 else f"{cond}{k}"
             with replacing(os.path.join(run_dir, f"hub_{name}_{split_name}.npz")) as tmp:
                 np.savez_compressed(tmp, docs=uniq, **document_cells(cells, docs, uniq))
             c = summary["conditions"][name] = {"types": sorted(types.tolist()), "blocked_pairs": int(pairs[types].sum())}
             if cond in targets:
                 c.update(target_pairs=targets[cond], difference=c["blocked_pairs"] - targets[cond])
+            n, err, leak = np.array(seen).T
+            summary["checks"][name] = {"blocked": int(n.sum()), "expected": int(own_pairs[types].sum()),
+                                       "row_sum_error": float(err.max()), "blocked_attention": float(leak.max())}
     write_json(summary, os.path.join(run_dir, f"hub_{split_name}.json"))
     return summary
+
+
+def mask_check(blocked, atts):
+    """App. E's verification on one record scored under a mask, blocked (n, n) and atts (layers,
+    heads, n, n): (causal pairs blocked, to compare with pass 1's count of the cross-paragraph
+    pairs the masked types key; the largest |sum_j A(i, j) - 1|, near 0 when -inf before the
+    softmax renormalises attention over the keys left; the largest attention on a blocked pair, 0)."""
+    blocked = torch.tril(blocked, -1)
+    leak = float(atts[:, :, blocked].max()) if blocked.any() else 0.0
+    return int(blocked.sum()), float((atts.sum(-1) - 1).abs().max()), leak
 
 
 # analyze.py --hubs: Table 13 from those cells
@@ -590,17 +611,18 @@ def hub_table(run_dirs, split="test", gate=2000, draws=1000):
     condition, the runs' cells summed per document (the clusters: documents, not seed × document);
     random conditions as mean ± std over their draws; the share of the original well removed;
     document-cluster bootstrap 95% CIs for Original, Hub-masked and Freq-matched (as the paper
-    brackets them), or how many draws had no well. Beside U*, the response at the shallowest
-    displacement U(Δp1 = 1) (a descriptive number that exists where no well is identifiable, as at
-    CPU scale), and the cross-paragraph pairs blocked (pooled over the runs) with a matched set's
-    difference from its target. Then the pair-matched mass sweep: both against the share of the
-    hubs' pairs removed (Pair-matched random is the 100% point)."""
+    brackets them), or how many draws had no well. Where those three have no direct fit, U* falls
+    back to the mean of the draws that have a well (Table 13's †: "too few surviving cells for a
+    direct fit"). Beside U*, the response at the shallowest displacement U(Δp1 = 1) (a descriptive
+    number that exists where no well is identifiable, as at CPU scale), and the cross-paragraph
+    pairs blocked (pooled over the runs) with a matched set's difference from its target. Then the
+    pair-matched mass sweep: both against the share of the hubs' pairs removed (Pair-matched random
+    is the 100% point); and App. E's verification checks (hub_checks)."""
     choice = hub_choice(run_dirs, split)["conditions"]
     pooled = {c: pool_documents([os.path.join(d, f"hub_{c}_{split}.npz") for d in run_dirs]) for c in choice}
     depth = {c: compression_depth(acc, gate) for c, acc in pooled.items()}
     u = {c: v[1] for c, v in depth.items()}
     u1 = {c: v[2][1] for c, v in depth.items()}
-    share = lambda m, ref: 1 - m / ref["original"] if "original" in ref and ref["original"] else float("nan")
     blocked = lambda names: (float(np.mean([choice[c]["blocked_pairs"] for c in names])),
                              [choice[c]["difference"] for c in names if "difference" in choice[c]])
     rows = []
@@ -611,28 +633,71 @@ def hub_table(run_dirs, split="test", gate=2000, draws=1000):
         vals = np.array([u[c] for c in names])
         m, m1 = float(np.mean(vals)), float(np.mean([u1[c] for c in names]))      # NaN where a draw has no well
         row = {"condition": cond, "U": m, "std": float(vals.std()) if len(names) > 1 and np.isfinite(m) else None,
-               "removed": share(m, u), "U1": m1, "removed_U1": share(m1, u1), "ci": None}
+               "U1": m1, "ci": None, "fallback": None}
         row["pairs"], row["difference"] = blocked(names)
         if cond in pooled and cond in ("original", "hub", "freq"):
             boot = bootstrap_depth(pooled[cond], draws=draws, gate=gate)[0]
-            row["ci"] = ci(boot) if np.isnan(boot).sum() <= draws / 2 else int(np.isnan(boot).sum())
+            ok = np.isfinite(boot)
+            row["ci"] = ci(boot) if (~ok).sum() <= draws / 2 else int((~ok).sum())
+            if np.isnan(m) and ok.any():
+                row["U"], row["fallback"] = float(boot[ok].mean()), int(ok.sum())
         rows.append(row)
+    share = lambda m, ref: 1 - m / ref if ref else float("nan")
+    ref, ref1 = (rows[0]["U"], rows[0]["U1"]) if rows and rows[0]["condition"] == "original" else (float("nan"),) * 2
+    for r in rows:
+        r["removed"], r["removed_U1"] = share(r["U"], ref), share(r["U1"], ref1)
     sweep = [dict(zip(("percent", "U", "removed", "U1", "removed_U1", "pairs", "difference"),
-                      (int(c[5:]), u[c], share(u[c], u), u1[c], share(u1[c], u1), *blocked([c])))) for c in u if c.startswith("sweep")]
+                      (int(c[5:]), u[c], share(u[c], ref), u1[c], share(u1[c], ref1), *blocked([c])))) for c in u if c.startswith("sweep")]
     if sweep and rows and rows[-1]["condition"] == "pair_matched":
         sweep.append({"percent": 100, **{k: rows[-1][k] for k in ("U", "removed", "U1", "removed_U1", "pairs", "difference")}})
-    return rows, sorted(sweep, key=lambda s: s["percent"]), draws
+    return rows, sorted(sweep, key=lambda s: s["percent"]), draws, hub_checks(run_dirs, split, pooled, gate)
+
+
+def surviving_cells(acc, gate, d_max=D_MAX):
+    """(d, Δp1 >= 1) cells that enter U(Δp1): both the cell and its d's Δp1 = 0 baseline hold
+    >= gate pairs (as `response` keeps them), documents pooled."""
+    N = acc["count"].sum(0)[1:d_max + 1]
+    return int(((N[:, 1:] >= gate) & (N[:, :1] >= gate)).sum())
+
+
+def hub_checks(run_dirs, split, pooled, gate):
+    """Paper 004 App. E's verification, per condition, the runs pooled. Our reading of "the
+    realized hub-key fraction among pairs removed by Pair-matched random matches the base rate":
+    the share of all cross-paragraph pairs a matched set removes against the share hubs key (a
+    non-hub set removes no hub-keyed pair by construction). Beside it, that masking removed exactly
+    the intended pairs (pairs blocked in the masked pass = pass 1's count for the types), left every
+    same-paragraph cell's pair count as it was, and renormalised (rows of attention sum to 1, 0 on a
+    blocked pair); and App. E's "surviving (d, Δp1) cells" per condition, to compare across the
+    non-trivially-masked ones."""
+    runs = []
+    for d in run_dirs:
+        with open(os.path.join(d, f"hub_{split}.json")) as f:
+            runs.append(json.load(f))
+        if "checks" not in runs[-1]:
+            raise SystemExit(f"error: {d}'s hub_{split}.json predates App. E's checks; rerun evaluate.py --hubs on it")
+    cross = sum(r["cross_pairs"] for r in runs)
+    same = pooled["original"]["count"][..., 0]
+    out = []
+    for c in pooled:
+        checks = [r["checks"][c] for r in runs]
+        blocked = sum(k["blocked"] for k in checks)
+        out.append({"condition": c, "blocked": blocked, "expected": sum(k["expected"] for k in checks),
+                    "share": blocked / cross if cross else float("nan"),
+                    "same_paragraph_kept": bool(np.array_equal(pooled[c]["count"][..., 0], same)),
+                    "cells": surviving_cells(pooled[c], gate), "row_sum_error": max(k["row_sum_error"] for k in checks),
+                    "blocked_attention": max(k["blocked_attention"] for k in checks)})
+    return out
 
 
 def hub_markdown(table, title):
-    rows, sweep, draws = table
+    rows, sweep, draws, checks = table
     fmt = lambda x: "no interior minimum" if math.isnan(x) else f"{x:+.3f}"
     pct = lambda x: "—" if math.isnan(x) else f"{100 * x:.0f}%"
     pairs = lambda r: f"{r['pairs']:,.0f}" + (f" ({', '.join(f'{d:+d}' for d in r['difference'])})" if r["difference"] else "")
     lines = [f"### {title}", "", "| condition | U* | 95% CI | share of the well removed | U(Δp1 = 1) | share of U(1) removed "
              "| cross-paragraph pairs blocked (matched − target) |", "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        u = fmt(r["U"]) + (f" ± {r['std']:.3f}" if r["std"] is not None and not math.isnan(r["std"]) else "")
+        u = fmt(r["U"]) + ("†" if r["fallback"] else "") + (f" ± {r['std']:.3f}" if r["std"] is not None and not math.isnan(r["std"]) else "")
         band = ("—" if r["ci"] is None else f"not identifiable ({r['ci']} of {draws} draws without a well)"
                 if isinstance(r["ci"], int) else f"[{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]")
         first = r["condition"] == "original"
@@ -641,12 +706,30 @@ def hub_markdown(table, title):
     lines += ["", "Clusters are documents: each document's cells summed over the seeds. Pairs are counted over the "
               "seeds pooled; pair-matched sets block the hubs' count exactly where a subset of non-hub types can "
               "(matched − target per draw in brackets)."]
+    lines += [f"†: no direct fit; falls back to the bootstrap mean (paper 004 Table 13: too few surviving cells for a "
+              f"direct fit), {r['condition']}: over the {r['fallback']} of {draws} draws with a well." for r in rows if r["fallback"]]
     if sweep:
         lines += ["", "Pair-matched mass sweep (one draw per point; 100% is Pair-matched random, mean over its draws):", "",
                   "| hubs' cross-paragraph pairs removed | U* | share of the well removed | U(Δp1 = 1) | share of U(1) removed "
                   "| pairs blocked (matched − target) |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]
         lines += [f"| {s['percent']}% | {fmt(s['U'])} | {pct(s['removed'])} | {s['U1']:+.3f} | {pct(s['removed_U1'])} "
                   f"| {pairs(s)} |" for s in sweep]
+    yes = lambda ok: "yes" if ok else "**NO**"
+    lines += ["", "App. E verification, seeds pooled (pass 1: pairs the masked types key in the unmasked pass):", "",
+              "| condition | pairs blocked | pass 1's count | removed exactly those? | share of cross-paragraph pairs "
+              "| same-paragraph counts kept? | surviving (d, Δp1) cells | max \\|Σ_j A − 1\\| | max A on a blocked pair |",
+              "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |"]
+    lines += [f"| {c['condition']} | {c['blocked']:,} | {c['expected']:,} | {yes(c['blocked'] == c['expected'])} | "
+              f"{100 * c['share']:.2f}% | {yes(c['same_paragraph_kept'])} | {c['cells']} | {c['row_sum_error']:.1e} | "
+              f"{c['blocked_attention']:.1e} |" for c in checks]
+    by = {c["condition"]: c for c in checks}
+    matched = [c for c in checks if c["condition"].startswith("pair_matched")]
+    if "hub" in by and matched:
+        lines += ["", f"Base rate: hubs key {100 * by['hub']['share']:.2f}% of the cross-paragraph pairs; Pair-matched "
+                  "random removes " + ", ".join(f"{100 * c['share']:.2f}%" for c in matched) + " (App. E: should match). "
+                  "Surviving cells, hub / freq / pair-matched: " + " / ".join(
+                      str(by[c]["cells"]) if c in by else "—" for c in ("hub", "freq"))
+                  + " / " + ", ".join(str(c["cells"]) for c in matched) + " (App. E: comparable)."]
     return "\n".join(lines)
 
 
@@ -714,16 +797,26 @@ PREDICTOR_NAMES = {"length": "Length", "ttr": "Type–token ratio", "coherence":
                    "position": "Position (control)"}
 
 
-def paragraph_depth(paths, gate=400):
+def pooled_base(paths):
+    """The runs' Δp1 = 0 baseline sums and pair counts per (d, band), added up."""
+    zs = [np.load(p) for p in paths]
+    return sum(z["base_sum"] for z in zs), sum(z["base_n"] for z in zs)
+
+
+def paragraph_depth(paths, gate=400, by_band=True):
     """Per-paragraph depth U_p (paper 004 Eqs. A.2-A.3), the runs (seeds) pooled: base(d, b) is the
     mean log Ā of the Δp1 = 0 pairs in its (d, band) cell, used only where the cell holds at least
     `gate` pairs over all runs; a Δp1 = 1 pair scores D_eff,1 = log Ā - base(d, b(i)); U_p is the
     mean over the pairs incident to paragraph p (reading: as the key's paragraph or as the query's),
-    its weight the number of those pairs. Returns {record, p1, U, weight} and the usable cells."""
+    its weight the number of those pairs. by_band=False: A.10's d-only pilot, base(d) over all
+    bands. Returns {record, p1, U, weight} and the usable cells."""
     zs = [np.load(p) for p in paths]
-    base_n = sum(z["base_n"] for z in zs)
-    base = np.where(base_n >= gate, sum(z["base_sum"] for z in zs) / np.maximum(base_n, 1), np.nan)
+    base_sum, base_n = pooled_base(paths)
+    if not by_band:
+        base_sum, base_n = base_sum.sum(1, keepdims=True), base_n.sum(1, keepdims=True)
+    base = np.where(base_n >= gate, base_sum / np.maximum(base_n, 1), np.nan)
     rec, p1, d, b, s, c = (np.concatenate([z[k] for z in zs]) for k in ("record", "p1", "d", "band", "sum", "count"))
+    b = b if by_band else np.zeros_like(b)
     ok = np.isfinite(base[d, b])
     excess = s[ok] - c[ok] * base[d[ok], b[ok]]
     width = int(p1.max(initial=0)) + 2
@@ -732,6 +825,30 @@ def paragraph_depth(paths, gate=400):
     weight = np.bincount(inv, np.r_[c[ok], c[ok]])
     U = np.bincount(inv, np.r_[excess, excess]) / weight
     return {"record": uniq // width, "p1": uniq % width, "U": U, "weight": weight}, int((base_n >= gate).sum())
+
+
+def band_decay(base_sum, base_n, gate=400):
+    """The band-decay diagnostic: this repository's reading (App. A.10 names it, §6.4 of our copy
+    does not define it). At one token distance d, how much lower the same-paragraph log Ā is for
+    queries later in the window: per band b, the pair-weighted mean over d of base(d, b) - base(d),
+    base(d) pooling every band, over the (d, b) cells with >= gate pairs. It is exactly the shift a
+    d-only baseline adds to a pair whose query sits in band b (D_eff,d-only - D_eff,(d,b)), which
+    later paragraphs' pairs carry: the spurious position term of A.10's pilot. Returns (shift per
+    band, NaN where no cell passes; pairs per band; slope per band of a weighted line through them)."""
+    pooled = base_sum.sum(1, keepdims=True) / np.maximum(base_n.sum(1, keepdims=True), 1)
+    w = np.where(base_n >= gate, base_n, 0)
+    dev = base_sum / np.maximum(base_n, 1) - pooled
+    n = w.sum(0)
+    shift = np.divide((w * dev).sum(0), n, out=np.full(len(n), np.nan), where=n > 0)
+    ok = n > 0
+    slope = np.polyfit(np.flatnonzero(ok), shift[ok], 1, w=np.sqrt(n[ok]))[0] if ok.sum() >= 2 else float("nan")
+    return shift, n, float(slope)
+
+
+def weighted_r(x, y, w):
+    """Weighted Pearson correlation (the univariate fit's R² is its square)."""
+    mx, my = (w * x).sum() / w.sum(), (w * y).sum() / w.sum()
+    return (w * (x - mx) * (y - my)).sum() / math.sqrt((w * (x - mx) ** 2).sum() * (w * (y - my) ** 2).sum())
 
 
 def wls(X, y, w):
@@ -776,11 +893,20 @@ def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
                          f"(--max_docs) or lower --gate")
     fit = wls(X, y, w)
     sd = X.std(0)
+    # A.10's d-only pilot on the same paragraphs: U_p against base(d) pooled over the bands
+    # (a paragraph's d-only pairs include any its (d, band) cells gated out)
+    d_only = paragraph_depth(paths, gate, by_band=False)[0]
+    at = {k: i for i, k in enumerate(d_only["record"] * width + d_only["p1"])}
+    y_d = d_only["U"][[at[k] for k in (depth["record"] * width + depth["p1"])[keep]]]
+    pos = X[:, PREDICTORS.index("position")]
+    shift, band_pairs, slope = band_decay(*pooled_base(paths), gate)
     return {"corpus": cfg["corpus"], "runs": len(paths), "cells": cells, "paragraphs": len(y),
             "embedding": candidates.embedding_label(embedder),
             "mean_weight": float(w.mean()), "mean_coherence": float(X[:, 2].mean()), "r2": float(fit["r2"]), "df": fit["df"],
             **{k: {"b": float(fit["coef"][i + 1]), "se": float(fit["se"][i + 1]), "p": float(fit["p"][i + 1]),
-                   "std": float(fit["coef"][i + 1] * sd[i])} for i, k in enumerate(PREDICTORS)}}
+                   "std": float(fit["coef"][i + 1] * sd[i])} for i, k in enumerate(PREDICTORS)},
+            "pilot": {"r_d_only": float(weighted_r(pos, y_d, w)), "r_d_band": float(weighted_r(pos, y, w))},
+            "band_decay": {"shift": shift.tolist(), "pairs": band_pairs.tolist(), "slope": slope}}
 
 
 def paragraph_markdown(results):
@@ -811,4 +937,19 @@ def paragraph_markdown(results):
               "### Raw slopes, classical WLS standard errors in parentheses (paper 004 Table 9)", "",
               row(["corpus"] + [PREDICTOR_NAMES[k] for k in PREDICTORS]), row(["---"] + ["---:"] * len(PREDICTORS))]
     lines += [row([r["corpus"]] + [f"{r[k]['b']:+.3g} ({r[k]['se']:.2g})" for k in PREDICTORS]) for r in results]
+    lines += ["", "### App. A.10's d-only pilot: univariate position term of U_p, baseline matched on d only vs on "
+              "(d, band)", "", "(paper, a WikiText-2 subset, d only: r ≈ -0.96, R² ≈ 0.9; same paragraphs and weights "
+              "as Table 5)", "", row(["baseline", "corpus", "weighted r (U_p, position)", "R²"]), row(["---", "---", "---:", "---:"])]
+    lines += [row([label, r["corpus"], f"{r['pilot'][k]:+.3f}", f"{r['pilot'][k] ** 2:.3f}"])
+              for label, k in (("d only (pilot)", "r_d_only"), ("(d, band) (Table 5)", "r_d_band")) for r in results]
+    bands = max(len(r["band_decay"]["shift"]) for r in results)
+    lines += ["", f"### Band-decay diagnostic (this repository's reading): same-paragraph log Ā in query band b(i) = i // "
+              f"{P_BAND} minus the band-pooled baseline at the same d", "",
+              "(pair-weighted over d; the shift a d-only baseline adds to a pair whose query is in band b; — : no "
+              "baseline cell passes the gate)", "",
+              row(["corpus"] + [f"b = {b}" for b in range(bands)] + ["slope per band"]),
+              row(["---"] + ["---:"] * (bands + 1))]
+    fmt = lambda x: "—" if math.isnan(x) else f"{x:+.3f}"
+    lines += [row([r["corpus"]] + [fmt(x) for x in r["band_decay"]["shift"]] + ["—"] * (bands - len(r["band_decay"]["shift"]))
+                  + [fmt(r["band_decay"]["slope"])]) for r in results]
     return "\n".join(lines)

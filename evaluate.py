@@ -381,6 +381,12 @@ def paragraph_measures(args, model, split, ids, cfg, corpus, data_dir):
         off = lambda v: f" ({v['difference']:+d} from the target)" if "difference" in v else ""
         print(f"  hub masking (App. E), sets chosen over {', '.join(hubs['pooled_from'])}: " + ", ".join(
             f"{k} {len(v['types'])} types / {v['blocked_pairs']} pairs{off(v)}" for k, v in hubs["conditions"].items()))
+        checks = hubs["checks"].values()
+        wrong = [f"{k} {c['blocked']} vs {c['expected']}" for k, c in hubs["checks"].items() if c["blocked"] != c["expected"]]
+        print(f"  App. E checks, this run: pairs blocked = pass 1's count in {len(checks) - len(wrong)} of {len(checks)} "
+              f"conditions{' (NOT: ' + ', '.join(wrong) + ')' if wrong else ''}; max |Σ_j A − 1| "
+              f"{max(c['row_sum_error'] for c in checks):.1e}; max attention on a blocked pair "
+              f"{max(c['blocked_attention'] for c in checks):.1e}")
     if args.boundary:
         path = os.path.join(args.run, f"boundary_{args.split}.npz")
         boundaries.write_boundary(lambda rec, **kw: score(model, split, rec, cfg, corpus, **kw), split, ids,

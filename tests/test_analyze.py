@@ -390,6 +390,38 @@ def test_paragraph_depth_recovers_planted_offsets(tmp_path):
     assert got["U"] == pytest.approx([-1.0, -1.25, -2.0]) and got["weight"].tolist() == [6, 8, 2]
 
 
+def test_d_only_pilot_and_band_decay_by_hand(tmp_path):
+    """App. A.10's d-only pilot and the band-decay diagnostic (our reading) on one run, gate 1.
+    Baseline: d = 1 band 0 at log Ā 0 (2 pairs), d = 1 band 1 at -1 (2 pairs), d = 2 band 1 at -3
+    (4 pairs); pooled over bands base(1) = -0.5, base(2) = -3. Δp1 = 1 pairs: A (paragraph 0 -> 1,
+    d 1, band 0) at -1, B (1 -> 2, d 1, band 1) at -2, C (1 -> 2, d 2, band 1) at -3.5.
+    By (d, band): A -1, B -1, C -0.5, so U = -1, -5/6, -3/4 (weights 1, 3, 2). d only: A -0.5,
+    B -1.5, C -0.5, so U = -1/2, -5/6, -1: the later paragraph, its query in the later band, looks
+    deeper. Band decay: band 0 sits 0 - (-0.5) = +0.5 above the pooled baseline (2 pairs); band 1
+    (2 x -0.5 + 4 x 0) / 6 = -1/6 (6 pairs); the weighted line through two points: slope -2/3."""
+    base_n = np.array([[0, 0], [2, 2], [0, 4]])
+    base_sum = np.array([[0.0, 0], [0, -2], [0, -12]])
+    rows = dict(record=[0, 0, 0], p1=[0, 1, 1], d=[1, 1, 2], band=[0, 1, 1], sum=[-1.0, -2, -3.5], count=[1, 1, 1])
+    path = str(tmp_path / "p.npz")
+    np.savez(path, base_sum=base_sum, base_n=base_n, max_len=64, **{k: np.array(v) for k, v in rows.items()})
+    by_band, cells = compression.paragraph_depth([path], gate=1)
+    d_only, cells_d = compression.paragraph_depth([path], gate=1, by_band=False)
+    assert (cells, cells_d) == (3, 2) and by_band["weight"].tolist() == d_only["weight"].tolist() == [1, 3, 2]
+    assert by_band["U"] == pytest.approx([-1, -5 / 6, -0.75]) and d_only["U"] == pytest.approx([-0.5, -5 / 6, -1])
+    shift, pairs, slope = compression.band_decay(*compression.pooled_base([path]), gate=1)
+    assert shift == pytest.approx([0.5, -1 / 6]) and pairs.tolist() == [2, 6] and slope == pytest.approx(-2 / 3)
+    shift, pairs, slope = compression.band_decay(base_sum, base_n, gate=3)     # only the 4-pair cell passes
+    assert np.isnan(shift[0]) and shift[1] == 0 and np.isnan(slope)
+
+
+def test_weighted_r_by_hand():
+    """x = 0 1 2 3, y = 1 3 2 5, w = 1 2 1 2 (test_wls_against_the_closed_form): Sxy = 25/3,
+    Sxx = 22/3, Syy = 77/6, so r = 25 / sqrt(847) and r² the univariate fit's R², 625/847."""
+    x, y, w = np.array([0.0, 1, 2, 3]), np.array([1.0, 3, 2, 5]), np.array([1.0, 2, 1, 2])
+    assert compression.weighted_r(x, y, w) == pytest.approx(25 / math.sqrt(847))
+    assert compression.weighted_r(x, -y, w) ** 2 == pytest.approx(compression.wls(x[:, None], y, w)["r2"])
+
+
 def test_figures_for_a_lone_run(tmp_path, capsys):
     """The README's first study is one run: `analyze.py out/web --figures figs` has no pair to
     compare but writes what it can (the interventions table) instead of failing on a missing folder."""

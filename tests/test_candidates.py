@@ -1,6 +1,8 @@
 """Corpus-only candidates (candidates.py; paper 004 §6.1-6.3, App. A.4-A.5): Jensen-Shannon
 similarity by hand, λ recovered from a planted curve, the within-document shuffle, and the
-whole table on a planted corpus whose paragraphs share vocabulary with their neighbours.
+whole table on a planted corpus whose paragraphs share vocabulary with their neighbours, and
+Table 14 (λ_struct under vocabulary cut-offs): the cut and its empty paragraphs by hand, the
+ordering column on planted values, the full-vocabulary row equal to Table 4's λ_struct.
 Run: pytest tests/test_candidates.py
 """
 import math
@@ -30,6 +32,32 @@ def test_lambda_recovered_from_a_planted_curve():
     s_inf, amp, lam = candidates.fit_decay(0.01 + 0.1 * np.exp(-dl / 4.0))
     assert (s_inf, amp, lam) == pytest.approx((0.01, 0.1, 4.0), rel=1e-4)
     assert 4.0 * math.log(2) == pytest.approx(2.7726, abs=1e-4)                # δ_1/2 by hand
+
+
+def test_vocabulary_cut_and_empty_paragraphs_by_hand():
+    """One document of three paragraphs over four types; corpus counts 4 2 1 1, so the top-2 cut
+    keeps types 0 and 1 and empties paragraph 2. δ = 1: only (0, 1) is left, P = (1, 0), R = (1/3,
+    2/3), M = (2/3, 1/3): JS = H(M) - H(R) / 2 = H / 2 with H = log2 3 - 2/3, similarity 1 - H / 2;
+    δ = 2: (0, 2) has an empty paragraph, no pair. With every type both pairs at δ = 1 count."""
+    Q = sparse.csr_matrix([[3, 0, 0, 1], [1, 2, 0, 0], [0, 0, 1, 0]], dtype=float)
+    doc = np.zeros(3, int)
+    cut = candidates.vocabulary_cut(Q, 2)
+    assert cut.toarray().tolist() == [[3, 0], [1, 2], [0, 0]] and candidates.vocabulary_cut(Q, None) is Q
+    sums, counts = candidates.similarity_sums(cut, doc, d_max=2)
+    assert counts.tolist() == [[1, 0]] and sums[0] == pytest.approx([1 - (math.log2(3) - 2 / 3) / 2, 0])
+    assert candidates.similarity_sums(Q, doc, d_max=2)[1].tolist() == [[2, 1]]
+
+
+def test_table14_ordering_by_hand():
+    """Planted λ_struct: at the full vocabulary code 4.0 > web 3.5 > prose 3.0; the top-256 cut
+    swaps web and prose ('no'), top-512 keeps the order ('yes'), a failed fit prints 'no fit'."""
+    row = lambda k, lams: {"cutoff": k, "corpora": [{"corpus": n, "lambda_struct": l, "ci": [l - 1, l + 1],
+                                                     "token_share": 0.5, "empty": 0} for n, l in zip(("prose", "code", "web"), lams)]}
+    t = candidates.table14([row(256, [3.6, 4.0, 3.5]), row(512, [3.1, 4.2, 3.3]), row(1024, [3.0, float("nan"), 3.3]),
+                            row(None, [3.0, 4.0, 3.5])]).splitlines()
+    assert t[2].endswith("| code > prose > web | no |") and t[3].endswith("| code > web > prose | yes |")
+    assert t[4].endswith("| no fit | n/a |") and t[5].endswith("| code > web > prose | — |")
+    assert "| top 256 types | 3.60 [2.60, 4.60] (50% of tokens) |" in t[2]
 
 
 def test_shuffle_stays_inside_documents():
@@ -64,6 +92,15 @@ def test_candidates_on_a_planted_corpus(tmp_path, capsys, monkeypatch):
     assert r["coherence"] > 0                                                      # neighbours are alike
     candidates.main([d, "--draws", "50", "--ustar", "-0.5"])
     assert "STAND-IN" in capsys.readouterr().out
+    # Table 14: the full-vocabulary row is Table 4's λ_struct; a cut keeps the top types' share of tokens
+    rows = candidates.main(["--cutoffs", d, "--draws", "50"])
+    Q, doc = candidates.paragraphs(d)
+    assert [r["cutoff"] for r in rows] == [256, 512, 1024, 2048, None] and "Table 14" in capsys.readouterr().out
+    assert rows[-1]["corpora"][0]["lambda_struct"] == candidates.lexical(Q, doc, 50)["lambda_struct"]
+    assert rows[-1]["corpora"][0]["token_share"] == 1
+    top = candidates.vocabulary_robustness([d], cutoffs=(40,), draws=50)[0]["corpora"][0]   # the planted corpus uses < 256 types
+    assert top["token_share"] == pytest.approx(np.sort(Q.sum(0).A1)[::-1][:40].sum() / Q.sum()) and top["token_share"] < 1
+    assert top["lambda_struct"] != rows[-1]["corpora"][0]["lambda_struct"]
     (tmp_path / "MiniLM").mkdir()
     fake_sentence_transformers(monkeypatch, [])
     r = candidates.main([d, "--draws", "20", "--embedder", str(tmp_path / "MiniLM")])[0]

@@ -2,6 +2,7 @@
 effect is known by construction."""
 import itertools
 import json
+import math
 import os
 from types import SimpleNamespace
 
@@ -335,7 +336,11 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     reg = compression.paragraph_regression(os.path.join(str(tmp_path / "out"), "code", "hrope_axial"), "train", gate=1)
     assert reg["runs"] == 2 and reg["paragraphs"] > 5 and reg["df"] == reg["paragraphs"] - 5
     assert all(np.isfinite(reg[k]["b"]) and reg[k]["se"] > 0 for k in compression.PREDICTORS)
-    assert "| Embedding coherence |" in compression.paragraph_markdown([reg, reg]) and "STAND-IN" in reg["embedding"]
+    md = compression.paragraph_markdown([reg, reg])
+    assert "| Embedding coherence |" in md and "STAND-IN" in reg["embedding"]
+    # A.10's d-only pilot and the band decay over the 128-token window's 4 bands of 32
+    assert all(-1 <= reg["pilot"][k] <= 1 for k in ("r_d_only", "r_d_band")) and len(reg["band_decay"]["shift"]) == 4
+    assert "| d only (pilot) | code |" in md and "| code | " in md.split("Band-decay")[1]
     # rand_axial: compression-depth cells binned by the true p1 and by the labels its channel read
     run = train.main(["--corpus", "code", "--config", "rand_axial", "--data", str(data), "--out", str(tmp_path / "out"),
                       *tiny])
@@ -354,12 +359,19 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
         "sweep25", "sweep50", "sweep75"}
     assert all(conds[f"pair_matched{k}"]["target_pairs"] == conds["hub"]["blocked_pairs"] for k in range(3))
     assert all(c["difference"] == c["blocked_pairs"] - c["target_pairs"] for c in conds.values() if "target_pairs" in c)
-    rows, sweep, draws = compression.hub_table(hub_runs, "train", gate=1, draws=50)
+    rows, sweep, draws, checks = table = compression.hub_table(hub_runs, "train", gate=1, draws=50)
     assert [r["condition"] for r in rows] == ["original", "hub", "freq", "random", "pair_matched"]
     assert [r["ci"] is None for r in rows] == [False, False, False, True, True]       # CIs where the paper brackets
     assert [s["percent"] for s in sweep] == [25, 50, 75, 100] and np.isfinite(rows[0]["U1"])
     assert np.array_equal([sweep[-1]["U"], sweep[-1]["U1"]], [rows[-1]["U"], rows[-1]["U1"]], equal_nan=True)
-    assert "mass sweep" in compression.hub_markdown((rows, sweep, draws), "t")
+    assert "mass sweep" in compression.hub_markdown(table, "t")
+    # App. E's checks on a real model: the masked passes blocked exactly pass 1's pairs, the softmax
+    # renormalised over the keys left, same-paragraph pairs untouched; pair-matched removes the hubs' share
+    by = {c["condition"]: c for c in checks}
+    assert set(by) == set(conds) and all(c["blocked"] == c["expected"] == conds[k]["blocked_pairs"] for k, c in by.items())
+    assert all(c["row_sum_error"] < 1e-4 and c["blocked_attention"] == 0 and c["same_paragraph_kept"] for c in checks)
+    assert by["hub"]["blocked"] > 0 and by["original"]["blocked"] == 0
+    assert by["pair_matched0"]["blocked"] == by["hub"]["blocked"] + conds["pair_matched0"]["difference"]
     layers = res["probe"]["layers"]
     assert [l["layer"] for l in layers] == [0, 1] and all(0 <= l["auroc"] <= 1 for l in layers)
     assert 0 < res["probe"]["boundary_share"] < 0.5 and res["probe"]["test_documents"] >= 1
@@ -500,6 +512,94 @@ def plant_cells(run, cond, docs, scale, seeds=("seed0",)):
     np.savez(os.path.join(run, f"hub_{cond}_test.npz"), docs=np.array(docs), sum=v, sumsq=v * v, count=n)
 
 
+def plant_choice(run, conditions, checks=None, cross=100):
+    """hub_test.json as write_hubs leaves it; checks default to masks that did what was intended."""
+    checks = checks or {c: {"blocked": v["blocked_pairs"], "expected": v["blocked_pairs"], "row_sum_error": 1e-7,
+                            "blocked_attention": 0.0} for c, v in conditions.items()}
+    json.dump({"pooled_from": ["seed0", "seed1"], "conditions": conditions, "cross_pairs": cross, "checks": checks},
+              open(os.path.join(run, "hub_test.json"), "w"))
+
+
+def test_hub_contributions_count_every_pair_the_mask_blocks():
+    """Tokens 5 6 7, p1 = 0 1 1: type 5 keys (1, 0) at d = 1 and (2, 0) at d = 2; the only
+    same-paragraph pair, (2, 1), gives a baseline at d = 1 alone. Type 5's contribution is
+    log A(1, 0) - log A(2, 1) = log 0.5 - log 0.3, but masking it blocks both pairs: 2 counted."""
+    att = torch.tensor([[1, 0, 0], [.5, .5, 0], [.2, .3, .5]])[None, None]
+    row = {"p": torch.tensor([[0, 0, 0], [1, 0, 0], [1, 1, 0]]), "tokens": torch.tensor([5, 6, 7])}
+    contrib, pairs = compression.hub_contributions(lambda attention: attention(0, row, att), 8)
+    assert pairs.tolist() == [0, 0, 0, 0, 0, 2, 0, 0] and contrib[5] == pytest.approx(math.log(.5) - math.log(.3))
+    assert contrib[6] == 0                                          # (2, 1) is same-paragraph: no contribution
+
+
+def test_mask_check_by_hand():
+    """Three tokens, p1 = 0 0 1, key tokens 0 and 2 masked: the one causal cross-paragraph pair to a
+    masked key is (2, 0); (0, 2) and (1, 2) are masked too but lie in the future (not counted).
+    Attention renormalised over the keys left: rows sum to 1, nothing on (2, 0). Zeroed after the
+    softmax instead (row 2 keeps 0.3 + 0.5): the row-sum error is 0.2; left on (2, 0): 0.2 leaks."""
+    blocked = compression.cross_paragraph_block(torch.tensor([[0, 0, 1]]), torch.tensor([[True, False, True]]))[0]
+    assert blocked.nonzero().tolist() == [[0, 2], [1, 2], [2, 0]]
+    good = torch.tensor([[1, 0, 0], [.5, .5, 0], [0, .375, .625]])[None, None]
+    assert compression.mask_check(blocked, good) == (1, 0.0, 0.0)
+    zeroed = torch.tensor([[1, 0, 0], [.5, .5, 0], [0, .3, .5]])[None, None]
+    n, err, leak = compression.mask_check(blocked, zeroed)
+    assert n == 1 and err == pytest.approx(0.2) and leak == 0
+    assert compression.mask_check(blocked, torch.tensor([[1, 0, 0], [.5, .5, 0], [.2, .3, .5]])[None, None])[2] == pytest.approx(0.2)
+
+
+def full_cells(docs, ks):
+    """Per document a well v(Δp1) = ((Δp1 - 3)^2 - 9) / 10 (U* = -0.9 at Δp1 = 3) at d = 1, 2, one
+    pair a cell, only at the displacements ks[doc] (0 included: the baseline)."""
+    k = np.arange(6)
+    n = np.zeros((len(docs), 3, 6))
+    for i, kk in enumerate(ks):
+        n[i, 1:, kk] = 1
+    v = n * ((k - 3.0) ** 2 - 9) / 10
+    return dict(docs=np.array(docs), sum=v, sumsq=v * v, count=n)
+
+
+def test_hub_checks_and_the_dagger_fallback_by_hand(tmp_path):
+    """Two seeds, three documents, the seeds' cells summed per document (2 pairs a cell), gate 4.
+    original and hub: every document has Δp1 = 0..5, so 6 pairs a cell, a direct fit U* = -0.9 and
+    10 surviving cells (d = 1, 2 x Δp1 = 1..5). freq: documents B and C lack Δp1 = 3..5, whose cells
+    hold 2 pairs (under the gate): only Δp1 = 1, 2 survive (4 cells), too few for a degree-2 fit, so
+    U* is Table 13's †: the bootstrap mean, over the draws that drew document A at least twice
+    (its cells then reach 4 pairs and the exact parabola gives -0.9); P = 7/27 < 1/2, so no CI.
+    Checks: hubs key 30 + 20 of 200 cross-paragraph pairs (25%), pair_matched0 removes 50 (25%);
+    freq blocked 50 where pass 1 counted 51; pair_matched0 lost a same-paragraph pair in document C."""
+    runs = [str(tmp_path / f"seed{s}") for s in (0, 1)]
+    cond = {"original": 0, "hub": 50, "freq": 50, "pair_matched0": 50}
+    conditions = {c: {"types": [], "blocked_pairs": n} for c, n in cond.items()}
+    full = [range(6)] * 3
+    for s, run in enumerate(runs):
+        os.makedirs(run)
+        for c, ks in {"original": full, "hub": full, "freq": [range(6), range(3), range(3)], "pair_matched0": full}.items():
+            cells = full_cells([3, 5, 8], ks)
+            if c == "pair_matched0" and s == 1:
+                cells["count"][2, 1, 0] = 0
+            np.savez(os.path.join(run, f"hub_{c}_test.npz"), **cells)
+        per_seed = {"original": 0, "hub": 30 - 10 * s, "freq": 25, "pair_matched0": 20 + 10 * s}
+        checks = {c: {"blocked": n, "expected": n + (c == "freq" and s == 1), "row_sum_error": 1e-7 * (1 + 2 * s),
+                      "blocked_attention": 0.0} for c, n in per_seed.items()}
+        plant_choice(run, conditions, checks)
+    table = compression.hub_table(runs, gate=4, draws=300)
+    rows, _, draws, checks = table
+    by = {r["condition"]: r for r in rows}
+    assert by["original"]["U"] == pytest.approx(-0.9) and by["original"]["fallback"] is None
+    assert by["freq"]["U"] == pytest.approx(-0.9) and 0 < by["freq"]["fallback"] < draws / 2
+    assert by["freq"]["ci"] == draws - by["freq"]["fallback"] and by["freq"]["removed"] == pytest.approx(0)
+    c = {k["condition"]: k for k in checks}
+    assert [c[k]["cells"] for k in cond] == [10, 10, 4, 10]
+    assert [(c[k]["blocked"], c[k]["expected"]) for k in cond] == [(0, 0), (50, 50), (50, 51), (50, 50)]
+    assert c["hub"]["share"] == c["pair_matched0"]["share"] == 0.25 and c["original"]["share"] == 0
+    assert [c[k]["same_paragraph_kept"] for k in cond] == [True, True, True, False]
+    assert c["hub"]["row_sum_error"] == pytest.approx(3e-7)
+    md = compression.hub_markdown(table, "t")
+    assert "| freq | -0.900† | not identifiable" in md and f"freq: over the {by['freq']['fallback']} of 300 draws" in md
+    assert "| freq | 50 | 51 | **NO** |" in md and "| 25.00% | **NO** | 10 |" in md
+    assert "hubs key 25.00% of the cross-paragraph pairs; Pair-matched random removes 25.00%" in md
+    assert "hub / freq / pair-matched: 10 / 4 / 10" in md
+
+
 def test_hub_table_clusters_are_documents(tmp_path):
     """Two seeds that scored the same six documents with identical cells: the document-cluster
     bootstrap resamples six documents, as for one seed, so the 95% CI is the same (were each seed's
@@ -513,7 +613,7 @@ def test_hub_table_clusters_are_documents(tmp_path):
         os.makedirs(run)
         for cond in ("original", "pair_matched0"):
             plant_cells(run, cond, [3, 5, 8, 13, 21, 34], [1, 2, 3, 4, 5, 6])
-        json.dump(choice, open(os.path.join(run, "hub_test.json"), "w"))
+        plant_choice(run, choice["conditions"])
     one = compression.hub_table(runs[:1], gate=1, draws=400)
     two = compression.hub_table(runs, gate=1, draws=400)
     lo, hi = one[0][0]["ci"]
@@ -521,7 +621,7 @@ def test_hub_table_clusters_are_documents(tmp_path):
     assert two[0][0]["U"] == pytest.approx(-0.9 * 3.5)                     # the mean scale's vertex
     assert two[0][1]["difference"] == [1] and "| 11 (+1) |" in compression.hub_markdown(two, "t")
     choice["conditions"]["pair_matched0"]["types"] = [4, 8]
-    json.dump(choice, open(os.path.join(runs[1], "hub_test.json"), "w"))
+    plant_choice(runs[1], choice["conditions"])
     with pytest.raises(SystemExit, match="other sets"):
         compression.hub_table(runs, gate=1, draws=10)
 
