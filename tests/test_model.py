@@ -33,7 +33,7 @@ def fields(seed):
             "ref_path": torch.where(torch.rand(B, T, 1, generator=g) < 0.3, path, -1),
             "symbol": torch.randint(-1, 5, (B, T), generator=g), "p": torch.randint(0, 9, (B, T, 3), generator=g),
             "label": torch.randint(-1, 6, (B, T), generator=g), "grid": torch.randint(-1, 9, (B, T, 2), generator=g),
-            "source": torch.randint(0, 2, (B, T), generator=g)}
+            "source": torch.randint(0, 2, (B, T), generator=g), "chat": torch.randint(0, 9, (B, T, 3), generator=g)}
 
 
 @pytest.mark.parametrize("name", sorted(rotary.CONFIGS))
