@@ -578,8 +578,8 @@ def mask_check(blocked, atts):
 
 # analyze.py --hubs: Table 13 from those cells
 def hub_choice(run_dirs, split):
-    """The choice the runs share (hub_<split>.json); runs masked with other sets are refused (a seed
-    whose pass 2 ran before every seed's pass 1)."""
+    """Every run's hub_<split>.json, read once; runs masked with other sets than the first are
+    refused (a seed whose pass 2 ran before every seed's pass 1)."""
     choices = []
     for d in run_dirs:
         with open(os.path.join(d, f"hub_{split}.json")) as f:
@@ -590,7 +590,7 @@ def hub_choice(run_dirs, split):
             raise SystemExit(f"error: {d} was masked with other sets than {run_dirs[0]} (pooled from "
                              f"{choices[-1]['pooled_from']}, against {choices[0]['pooled_from']}): run "
                              f"evaluate.py --hub_contributions on every seed, then --hubs on each")
-    return choices[0]
+    return choices
 
 
 def pool_documents(paths):
@@ -618,7 +618,8 @@ def hub_table(run_dirs, split="test", gate=2000, draws=1000):
     pairs blocked (pooled over the runs) with a matched set's difference from its target. Then the
     pair-matched mass sweep: both against the share of the hubs' pairs removed (Pair-matched random
     is the 100% point); and App. E's verification checks (hub_checks)."""
-    choice = hub_choice(run_dirs, split)["conditions"]
+    runs = hub_choice(run_dirs, split)
+    choice = runs[0]["conditions"]
     pooled = {c: pool_documents([os.path.join(d, f"hub_{c}_{split}.npz") for d in run_dirs]) for c in choice}
     depth = {c: compression_depth(acc, gate) for c, acc in pooled.items()}
     u = {c: v[1] for c, v in depth.items()}
@@ -650,7 +651,7 @@ def hub_table(run_dirs, split="test", gate=2000, draws=1000):
                       (int(c[5:]), u[c], share(u[c], ref), u1[c], share(u1[c], ref1), *blocked([c])))) for c in u if c.startswith("sweep")]
     if sweep and rows and rows[-1]["condition"] == "pair_matched":
         sweep.append({"percent": 100, **{k: rows[-1][k] for k in ("U", "removed", "U1", "removed_U1", "pairs", "difference")}})
-    return rows, sorted(sweep, key=lambda s: s["percent"]), draws, hub_checks(run_dirs, split, pooled, gate)
+    return rows, sorted(sweep, key=lambda s: s["percent"]), draws, hub_checks(run_dirs, runs, split, pooled, gate)
 
 
 def surviving_cells(acc, gate, d_max=D_MAX):
@@ -660,7 +661,7 @@ def surviving_cells(acc, gate, d_max=D_MAX):
     return int(((N[:, 1:] >= gate) & (N[:, :1] >= gate)).sum())
 
 
-def hub_checks(run_dirs, split, pooled, gate):
+def hub_checks(run_dirs, runs, split, pooled, gate):
     """Paper 004 App. E's verification, per condition, the runs pooled. Our reading of "the
     realized hub-key fraction among pairs removed by Pair-matched random matches the base rate":
     the share of all cross-paragraph pairs a matched set removes against the share hubs key (a
@@ -669,11 +670,8 @@ def hub_checks(run_dirs, split, pooled, gate):
     same-paragraph cell's pair count as it was, and renormalised (rows of attention sum to 1, 0 on a
     blocked pair); and App. E's "surviving (d, Δp1) cells" per condition, to compare across the
     non-trivially-masked ones."""
-    runs = []
-    for d in run_dirs:
-        with open(os.path.join(d, f"hub_{split}.json")) as f:
-            runs.append(json.load(f))
-        if "checks" not in runs[-1]:
+    for d, r in zip(run_dirs, runs):     # runs: their hub_<split>.json, as hub_choice read them
+        if "checks" not in r:
             raise SystemExit(f"error: {d}'s hub_{split}.json predates App. E's checks; rerun evaluate.py --hubs on it")
     cross = sum(r["cross_pairs"] for r in runs)
     same = pooled["original"]["count"][..., 0]
