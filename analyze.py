@@ -71,8 +71,21 @@ def bh(pvalues):
 
 
 def final_val(run):
-    """A run's validation loss at its end (final.json, else its last milestone)."""
-    return run["final"]["val_loss"] if run.get("final") else run["log"][max(run["log"])]["val_loss"]
+    """A run's validation loss as it reports it: a finished run under its reporting rule (final.json's
+    `reported`: a --report best_milestone run at its best milestone, appendix §4 "Evaluation"; else
+    the final step), a run still training at its last milestone."""
+    f = run.get("final")
+    if best_milestone(run):
+        return f["reported"]["val_loss"]
+    return f["val_loss"] if f else run["log"][max(run["log"])]["val_loss"]
+
+
+BEST = "the reported milestone"   # compare()'s step for a comparison with a best-milestone run
+
+
+def best_milestone(run):
+    """Whether a finished run reports its best milestone rather than its final step (train.reported)."""
+    return bool(run.get("final")) and run["final"].get("report") == "best_milestone"
 
 
 HROPE_VARIANTS = ("flat", "sent_axial", "hrope_axial", "rand_axial")
@@ -176,6 +189,11 @@ def compare(runs, baseline, metric="val"):
                 pairs = [(seeds[s]["final"], base[s]["final"]) for s in common]
                 deltas = [a["test_loss"] - b["test_loss"] for a, b in pairs if a and b]
                 step = "final"
+            elif any(best_milestone(seeds[s]) or best_milestone(base[s]) for s in common):
+                # appendix §4: the one run reported at its best milestone is compared at that value,
+                # labelled, never at a step it shares with the baseline
+                deltas = [final_val(seeds[s]) - final_val(base[s]) for s in common if seeds[s]["final"] and base[s]["final"]]
+                step = BEST
             else:
                 steps = set.intersection(*[set(seeds[s]["log"]) & set(base[s]["log"]) for s in common]) if common else set()
                 if not steps:
@@ -399,7 +417,8 @@ def seed_spread(runs, baseline):
     for r in compare(runs, baseline, "val"):
         configs = runs[r["setting"]]
         common = sorted(set(configs[r["config"]]) & set(configs[baseline]))
-        b, c = (np.array([configs[k][s]["log"][r["step"]]["val_loss"] for s in common]) for k in (baseline, r["config"]))
+        at = final_val if r["step"] == BEST else (lambda run: run["log"][r["step"]]["val_loss"])
+        b, c = (np.array([at(configs[k][s]) for s in common]) for k in (baseline, r["config"]))
         if len(common) > 1:
             sb, sc, sd = b.std(ddof=1), c.std(ddof=1), (c - b).std(ddof=1)
             rows.append({"setting": r["setting"], "config": r["config"], "step": r["step"], "n": len(common),
@@ -923,11 +942,12 @@ def print_deltas(runs, baseline, figures):
             continue
         by_setting = defaultdict(list)
         for r in rows:
-            by_setting[r["setting"]].append(r)
-        for setting, rs in by_setting.items():
+            by_setting[r["setting"], r["step"]].append(r)
+        for (setting, step), rs in by_setting.items():
             corpus, L, E, H, T, steps = setting
+            at = step if step == BEST else f"step {step}"
             print(markdown(rs, f"{corpus} ({L} layers, d={E}, {H} heads, context {T}, {steps} steps): "
-                               f"{metric} Δ vs {baseline} at step {rs[0]['step']}"))
+                               f"{metric} Δ vs {baseline} at {at}"))
             print()
         if figures:
             write_csv(rows, os.path.join(figures, f"table_{metric}.csv"))

@@ -215,28 +215,33 @@ class Split:
     def __len__(self):
         return len(self.len)
 
-    def batch(self, ids, device):
-        T = int(self.len[ids].max())
-        B = len(ids)
-        out = {"tokens": np.zeros((B, T), np.int64)}
+    def batch(self, rows, device):
+        """Tensors for one micro-batch: a row per entry of `rows`, each a record or a list of records
+        packed into one row (train.py --pack). Targets are next tokens inside each record (padding and
+        a record's last token carry none); a packed batch adds `segment`, the record a token is in
+        (-1: padding), from which the model confines attention to each record."""
+        rows = [np.atleast_1d(np.asarray(r, np.int64)) for r in rows]
+        T = max(int(self.len[r].sum()) for r in rows)
+        B = len(rows)
+        out = {"tokens": np.zeros((B, T), np.int64), "targets": np.full((B, T), -1, np.int64),
+               "segment": np.full((B, T), -1, np.int64)}
         for f in FIELDS:
             if f in self.a:
-                shape = (B, T) + self.a[f].shape[1:]
-                out[f] = np.full(shape, -1 if f != "kind" else 0, np.int64)
-        for j, i in enumerate(ids):
-            s, n = int(self.start[i]), int(self.len[i])
-            out["tokens"][j, :n] = self.a["tokens"][s:s + n]
-            for f in FIELDS:
-                if f in self.a:
-                    out[f][j, :n] = self.a[f][s:s + n]
-        t = {k: torch.from_numpy(v).to(device) for k, v in out.items()}
-        targets = torch.full_like(t["tokens"], -1)
-        lens = torch.as_tensor(self.len[ids], device=device)
-        # next-token targets inside each record; padding and the last token carry no loss
-        targets[:, :-1] = torch.where(torch.arange(T - 1, device=device) < (lens - 1)[:, None],
-                                      t["tokens"][:, 1:], -1)
-        t["targets"] = targets
-        return t
+                out[f] = np.full((B, T) + self.a[f].shape[1:], -1 if f != "kind" else 0, np.int64)
+        for j, row in enumerate(rows):
+            at = 0
+            for k, i in enumerate(row):   # every field as on disk: pos (and p1/p2/p3) restart per record
+                s, n = int(self.start[i]), int(self.len[i])
+                out["tokens"][j, at:at + n] = self.a["tokens"][s:s + n]
+                out["targets"][j, at:at + n - 1] = self.a["tokens"][s + 1:s + n]
+                out["segment"][j, at:at + n] = k
+                for f in FIELDS:
+                    if f in self.a:
+                        out[f][j, at:at + n] = self.a[f][s:s + n]
+                at += n
+        if all(len(r) == 1 for r in rows):
+            del out["segment"]          # one record per row: causal attention is already confined
+        return {k: torch.from_numpy(v).to(device) for k, v in out.items()}
 
 
 def record_docs(split, ids):
@@ -246,6 +251,24 @@ def record_docs(split, ids):
         kept = np.diff(np.asarray(split.a["doc_start"])) >= 2            # as Split keeps them
         return np.asarray(split.a["record_doc"])[kept][ids]
     return np.asarray(ids)
+
+
+def fill_blocks(order, lengths, block, open_blocks):
+    """Records, in the order given, laid into blocks of at most `block` tokens (paper 004 Table 11's
+    "batch 16" of "block size 1024", packed: our reading): each record goes into the first of the
+    last `open_blocks` blocks with room for it, else starts a block. No record is split, so every
+    window starts where a record does. Returns lists of record ids, one per block."""
+    blocks, room = [], []
+    for r in order:
+        L = int(lengths[r])
+        j = next((j for j in range(max(0, len(blocks) - open_blocks), len(blocks)) if room[j] >= L), None)
+        if j is None:
+            blocks.append([])
+            room.append(block)
+            j = len(blocks) - 1
+        blocks[j].append(int(r))
+        room[j] -= L
+    return blocks
 
 
 def pack(lengths, budget):

@@ -113,7 +113,8 @@ class GPT(nn.Module):
     def forward(self, idx, C, targets=None, return_attn=False, blocked=None):
         """idx (B, T) token ids; C (B, T, K) coordinates from rotary.coords(); targets (B, T)
         with -1 where no loss is taken; blocked (B, T, T) bool, optional: (query, key) pairs whose
-        attention is blocked at inference (hub masking), off by default and free when off.
+        attention is blocked (evaluate.py's hub masking; train.py's packed blocks, where a record
+        attends only inside itself), off by default and free when off.
         Returns (logits, per-token NLL or None, attention list)."""
         x = self.drop(self.wte(idx))
         atts = []

@@ -13,9 +13,11 @@ AdamW (0.9, 0.95), lr 1.2e-3, weight decay 0.1 on weight matrices only (rotary r
 LayerNorm excluded), clip 1.0, linear warmup over 2% of steps then cosine to 10% of peak, no
 dropout, no early stopping. `--recipe hrope` (paper 004 Table 11, the default for code/prose/webtext):
 lr 3e-4, weight decay 0.01, cosine to 1%, dropout 0.1, early stopping after 10 evaluations
-without a better validation loss, 16 blocks per step on CUDA; on CPU `hrope_cpu`, the same with
-lr 1.2e-3 (RECIPES says why). In both: every step trains a fixed number of whole records, grouped by length
-into micro-batches of at most `mb_tokens` padded tokens; validation on a fixed set of records
+without a better validation loss, and on CUDA 16 blocks of 1,024 tokens per step, records packed
+into them (`--pack`); on CPU `hrope_cpu`, the same with lr 1.2e-3 (RECIPES says why) and a record
+per row. In both: every step trains whole records (a fixed number, or with --pack a fixed number
+of blocks), its rows grouped by length into micro-batches of at most `mb_tokens` padded tokens; a
+record attends only inside itself, packed or not; validation on a fixed set of records
 every 5% of steps (a milestone); the test split once at the end; no checkpoint is chosen by
 its score. Same seed => identical initial weights and identical batches in every configuration.
 `--setting NAME` (settings.py) trains one of the papers' runs on any device: its preset, recipe and
@@ -39,7 +41,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from data import SPLITS, Split, atomic_save, coords_for, corpus_stats, pack, replacing, write_json
+from data import SPLITS, Split, atomic_save, coords_for, corpus_stats, fill_blocks, pack, replacing, write_json
 from model import GPT, GPTConfig, PRESETS
 import rotary
 from settings import SETTINGS, refusal
@@ -49,7 +51,7 @@ DEFAULTS = dict(
     corpus="web", config="seq_only", name=None, seed=0, preset=None, recipe=None, data="data", out="out",
     steps=None, docs_per_step=None, lr=None, weight_decay=None, min_lr=None, dropout=None, patience=None,
     mb_tokens=8192, val_docs=1024, test_docs=None, milestones=20, depth_dropout=0.0, compile=None, bf16=None,
-    device=None, resume=True, setting=None, passes=None, report="final", lr_sweep=False,
+    device=None, resume=True, setting=None, passes=None, report="final", lr_sweep=False, pack=False,
 )
 AUTO = ("compile", "bf16")   # None: chosen from the device by precision(); --bf16=0/1, --compile=0/1 override
 # The two papers' recipes. Both warm up over 2% of the steps (hRoPE: 100 of 5,000), then decay
@@ -129,7 +131,7 @@ def parse(argv):
         sys.exit(f"error: unknown --recipe {recipe!r}; known: {', '.join(RECIPES)}")
     cfg.update(RECIPES[recipe], recipe=recipe)
     if recipe == "hrope" and device.startswith("cuda"):
-        cfg["docs_per_step"] = 16                 # Table 11: batches of 16 blocks of 1,024 tokens
+        cfg.update(docs_per_step=16, pack=True)   # Table 11: batches of 16 blocks of 1,024 tokens
     if setting:   # the setting's values on any device, then its configuration's where the paper differs
         cfg.update({k: v for k, v in setting.items() if k in DEFAULTS})
         cfg.update(setting["per_config"].get(args.config or cfg["config"], {}))
@@ -218,6 +220,29 @@ def step_records(n_records, docs_per_step, step, seed):
     epoch, j = divmod(step, per_pass)
     perm = np.random.default_rng([seed, epoch]).permutation(n_records)
     return perm[j * docs_per_step:(j + 1) * docs_per_step]
+
+
+def step_blocks(lengths, block, blocks_per_step, seed):
+    """--pack: steps of `blocks_per_step` blocks of `block` tokens (paper 004 Table 11). Each pass
+    lays a seeded permutation of the records, as step_records draws them, into blocks (fill_blocks,
+    a record into one of the step's open blocks), so no step is mostly padding. Returns
+    (step -> its blocks, the steps in the first pass)."""
+    passes = []
+    def blocks_of(epoch):
+        order = np.random.default_rng([seed, epoch]).permutation(len(lengths))
+        return fill_blocks(order, lengths, block, blocks_per_step)
+
+    def at(step):
+        epoch = 0
+        while True:
+            if epoch == len(passes):
+                passes.append(blocks_of(epoch))
+            n = max(len(passes[epoch]) // blocks_per_step, 1)
+            if step < n:
+                return passes[epoch][step * blocks_per_step:(step + 1) * blocks_per_step]
+            step, epoch = step - n, epoch + 1
+    at(0)
+    return at, max(len(passes[0]) // blocks_per_step, 1)
 
 
 def lr_at(step, steps, peak, floor=0.1):
@@ -335,23 +360,26 @@ def resume(cfg, mcfg, model, opt, out_dir):
     return ck["step"], ck["log"]
 
 
-def train_step(fwd, model, train, rec, cfg, corpus, gen, autocast, rank, world):
-    """Gradients of one step: its records packed into micro-batches, dealt round-robin to the
-    processes. DDP syncs gradients on each process's last backward only (no_sync before it) and
-    averages them, so each loss is scaled by `world`: the sum over micro-batches, as on one
-    process. A process dealt no micro-batch still joins that sync, at weight 0. Returns the step's
+def train_step(fwd, model, train, rows, cfg, corpus, gen, autocast, rank, world):
+    """Gradients of one step: its rows (records, or with --pack blocks of records) grouped into
+    micro-batches, dealt round-robin to the processes. DDP syncs gradients on each process's last
+    backward only (no_sync before it) and averages them, so each loss is scaled by `world`: the sum
+    over micro-batches, as on one process. A process dealt no micro-batch still joins that sync, at
+    weight 0. Returns the step's
     training loss (token mean over all its records) and its number of predicted tokens."""
-    groups = pack(train.len[rec], cfg["mb_tokens"])
-    n_tok = int((train.len[rec] - 1).sum())
+    groups = pack([train.len[r].sum() for r in rows], cfg["mb_tokens"])
+    n_tok = int(sum((train.len[r] - 1).sum() for r in rows))
     mine = groups[rank::world]
     step_loss = 0.0
     for i, group in enumerate(mine or groups[:1]):
-        b = train.batch(rec[group], cfg["device"])
+        b = train.batch([rows[i] for i in group], cfg["device"])
         C = coords_for(model, b, corpus, gen, cfg["depth_dropout"])
+        # a packed block: attention stays inside each record (document-confined, Table 11 reading)
+        blocked = b["segment"][:, :, None] != b["segment"][:, None, :] if "segment" in b else None
         sync = world == 1 or i == len(mine) - 1 or not mine
         with contextlib.nullcontext() if sync else fwd.no_sync():
             with autocast:
-                _, nll, _ = fwd(b["tokens"], C, b["targets"])
+                _, nll, _ = fwd(b["tokens"], C, b["targets"], blocked=blocked)
             loss = nll.sum() / n_tok                               # token mean over the step
             (loss * (world if mine else 0)).backward()
         step_loss += loss.item() if mine else 0.0
@@ -371,7 +399,12 @@ def record_run(cfg, mcfg, model, meta, out_dir):
     where = cfg["device"].split(":")[0].upper() + (f", setting {cfg['setting']}" if cfg["setting"] else "")
     print(f"{cfg['corpus']} / {cfg['config']} / seed {cfg['seed']} on {where}; preset {cfg['preset']}, "
           f"{model.non_embedding_params() / 1e6:.2f}M non-embedding params, {cfg['steps']} steps x "
-          f"{cfg['docs_per_step']} records{' (SYNTHETIC data)' if meta.get('synthetic') else ''}")
+          f"{per_step(cfg, mcfg)}{' (SYNTHETIC data)' if meta.get('synthetic') else ''}")
+
+
+def per_step(cfg, mcfg):
+    return (f"{cfg['docs_per_step']} blocks of {mcfg.max_len:,} tokens (records packed)" if cfg["pack"]
+            else f"{cfg['docs_per_step']} records")
 
 
 def setting_line(cfg, mcfg, model_over):
@@ -382,7 +415,7 @@ def setting_line(cfg, mcfg, model_over):
     length = f"{cfg['passes']:.3g} passes = " if cfg["passes"] is not None else ""
     return (f"setting {cfg['setting']}: {cfg['corpus']}, preset {cfg['preset']} ({mcfg.n_layer} layers, "
             f"d={mcfg.n_embd}, {mcfg.n_head} head{'s' * (mcfg.n_head > 1)}, context {mcfg.max_len:,}), recipe "
-            f"{cfg['recipe']}, lr {cfg['lr']:g}, {length}{cfg['steps']:,} steps x {cfg['docs_per_step']} records, "
+            f"{cfg['recipe']}, lr {cfg['lr']:g}, {length}{cfg['steps']:,} steps x {per_step(cfg, mcfg)}, "
             f"reported at its {'best milestone' if cfg['report'] == 'best_milestone' else 'final step'} ({s['source']})"
             + (f"; given: {' '.join(over)}" if over else ""))
 
@@ -489,8 +522,11 @@ def main(argv=None):
     train, val, test = load_splits(data_dir, mcfg.max_len)
     val_ids = np.arange(min(cfg["val_docs"], len(val)))             # the same fixed records
     test_ids = np.arange(len(test) if cfg["test_docs"] is None else min(cfg["test_docs"], len(test)))
+    per_pass = max(len(train) // cfg["docs_per_step"], 1)
+    if cfg["pack"]:
+        blocks, per_pass = step_blocks(train.len, mcfg.max_len, cfg["docs_per_step"], cfg["seed"])
     if cfg["passes"] is not None:   # a pass: "the number of steps it takes to show the model every training
-        cfg["steps"] = max(1, round(cfg["passes"] * max(len(train) // cfg["docs_per_step"], 1)))   # record once"
+        cfg["steps"] = max(1, round(cfg["passes"] * per_pass))   # record once"
     if cfg["setting"] and master:
         print(setting_line(cfg, mcfg, model_over))
     steps = cfg["steps"]
@@ -529,9 +565,9 @@ def main(argv=None):
         lr = lr_at(step, steps, cfg["lr"], cfg["min_lr"])
         for g in opt.param_groups:
             g["lr"] = lr
-        rec = step_records(len(train), cfg["docs_per_step"], step, cfg["seed"])
+        rows = blocks(step) if cfg["pack"] else step_records(len(train), cfg["docs_per_step"], step, cfg["seed"])
         gen = torch.Generator(device=cfg["device"]).manual_seed(cfg["seed"] * 1_000_003 + step)
-        step_loss, n_tok = train_step(fwd, model, train, rec, cfg, corpus, gen, autocast, rank, world)
+        step_loss, n_tok = train_step(fwd, model, train, rows, cfg, corpus, gen, autocast, rank, world)
         if not math.isfinite(step_loss):
             if master:
                 print(f"loss is {step_loss} at step {step}: stopping; the last good checkpoint "

@@ -535,3 +535,25 @@ def test_noise_floor_by_hand(tmp_path, capsys):
     for d in other:
         with pytest.raises(SystemExit, match="seed|depth_dropout"):
             analyze.noise_floor([str(first), str(d)], "seq_only")
+
+
+def test_a_best_milestone_run_is_compared_at_the_value_it_reports(tmp_path, capsys):
+    """Appendix §4 "Evaluation": the diverged larger-web tree_only run "is reported at its best milestone,
+    labelled as such". tree_only's milestones 2.6, 2.5, 4.0 (final 4.0, reported 2.5 at step 20) against
+    seq_only's 2.9, 2.8, 2.7: Δ = 2.5 − 2.7 = −0.2 at both seeds (the last shared step would give +1.3)."""
+    import json
+    for seed in (0, 1):
+        for name, vals, rule in (("seq_only", (2.9, 2.8, 2.7), "final"), ("tree_only", (2.6, 2.5, 4.0), "best_milestone")):
+            d = write_run(tmp_path, "web", name, seed, vals[-1])
+            (d / "log.jsonl").write_text("".join(json.dumps({"step": 10 * (i + 1), "val_loss": v}) + "\n"
+                                                 for i, v in enumerate(vals)))
+            best = min(range(3), key=lambda i: vals[i]) if rule == "best_milestone" else 2
+            (d / "final.json").write_text(json.dumps({"val_loss": vals[-1], "test_loss": vals[-1], "report": rule,
+                                                      "reported": {"val_loss": vals[best], "step": 10 * (best + 1)}}))
+    runs = analyze.load_runs(str(tmp_path / "web"))
+    (r,) = analyze.compare(runs, "seq_only", "val")
+    assert r["step"] == analyze.BEST and r["delta"] == pytest.approx(-0.2)
+    (s,) = analyze.seed_spread(runs, "seq_only")
+    assert s["sd_paired"] == pytest.approx(0.0)
+    analyze.main([str(tmp_path / "web")])
+    assert f"val Δ vs seq_only at {analyze.BEST}" in capsys.readouterr().out

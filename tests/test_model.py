@@ -78,6 +78,36 @@ def test_step_loss_is_the_mean_over_predicted_tokens(tiny_python, tmp_path):
     assert logged == pytest.approx(total / int((lengths - 1).sum()), rel=1e-5)
 
 
+def test_a_packed_step_scores_every_record_as_if_alone(tiny_python, tmp_path):
+    """--pack (paper 004 Table 11's blocks, our reading): records share a block but neither attend
+    across their boundary nor predict across it, and pos restarts in each. The logged loss of a packed
+    step equals the NLL of its records scored one at a time, over the hand-counted predicted tokens:
+    attention leaking into the earlier record, a target crossing the seam, or t running on across the
+    block each change it."""
+    run = train.main(["--compile=0", "--bf16=0", "--corpus", "python", "--config", "seq_depth", "--data", tiny_python,
+                      "--out", str(tmp_path), "--seed=5", "--steps=1", "--milestones=1", "--preset=cpu", "--n_layer=1",
+                      "--max_len=256", "--docs_per_step=3", "--pack=1", "--mb_tokens=512", "--val_docs=2", "--test_docs=2"])
+    logged = json.loads(open(os.path.join(run, "log.jsonl")).readline())["train_loss"]
+    cfg = json.load(open(os.path.join(run, "config.json")))
+    split = data.Split(os.path.join(tiny_python, "python"), "train", 256)
+    blocks = train.step_blocks(split.len, 256, 3, 5)[0](0)
+    assert len(blocks) == 3 and max(len(b) for b in blocks) > 1              # the case that matters
+    assert all(split.len[b].sum() <= 256 for b in blocks)
+    torch.manual_seed(5)
+    m = GPT(GPTConfig(**cfg["model"]))
+    total, n = 0.0, 0
+    for r in (r for b in blocks for r in b):
+        b = split.batch(np.array([r]), "cpu")
+        total += m(b["tokens"], m.rotary.coords(b), b["targets"])[1].sum().item()
+        n += int(split.len[r]) - 1
+    assert logged == pytest.approx(total / n, rel=1e-5)
+    packed = split.batch(blocks, "cpu")
+    seam = int(split.len[blocks[0][0]])                                     # the second record's first token
+    if len(blocks[0]) > 1:
+        assert packed["pos"][0, seam] == 0 and packed["targets"][0, seam - 1] == -1
+        assert packed["segment"][0, seam - 1] == 0 and packed["segment"][0, seam] == 1
+
+
 def test_blocked_pairs_get_exactly_zero_attention_and_none_changes_nothing():
     """Hub masking (paper 004 App. E): cross-paragraph attention to chosen keys is blocked. A
     blocked pair receives exactly zero attention on both paths; an all-False mask and no mask give
