@@ -1,4 +1,4 @@
-"""Paired statistics, tables and figures of a study; paper 004's own tables by delegation.
+"""Paired statistics and tables of a study (figures: figures.py); paper 004's own tables by delegation.
 
     python analyze.py out/python                       # tables: every config vs seq_only
     python analyze.py out/python --baseline seq_tree --figures figs
@@ -29,6 +29,7 @@ from scipy import stats
 import boundaries
 import candidates
 import compression
+import figures
 import trees
 from compression import ci, resample_weights
 from data import reference_stats, replacing
@@ -52,7 +53,10 @@ def paired(deltas):
     half = stats.t.ppf(0.975, n - 1) * se if n > 1 else float("nan")
     wins, ties = int((d < 0).sum()), int((d == 0).sum())
     return {"n": n, "delta": mean, "se": se, "t": t, "p": p, "ci_lo": mean - half, "ci_hi": mean + half,
-            "won": wins, "sign_p": sign_test(wins, n - ties), "ppl_reduction": ppl_reduction(mean)}
+            "won": wins, "sign_p": sign_test(wins, n - ties), "ppl_reduction": ppl_reduction(mean),
+            # the 95% CI in perplexity reduction (one seed: the point itself)
+            "ppl_lo": ppl_reduction(mean + half) if n > 1 else ppl_reduction(mean),
+            "ppl_hi": ppl_reduction(mean - half) if n > 1 else ppl_reduction(mean)}
 
 
 def ppl_reduction(delta):
@@ -409,6 +413,23 @@ def rotation_off(runs, baseline):
     return rows
 
 
+def milestone_gaps(runs, baseline):
+    """Fig. 3's rows: every configuration against the baseline at each milestone all its paired
+    seeds reached (paired Δ, its perplexity reduction and band)."""
+    rows = []
+    for setting, configs in sorted(runs.items()):
+        base = configs.get(baseline)
+        for name, seeds in sorted(configs.items()):
+            common = sorted(set(seeds) & set(base or {}))
+            if name == baseline or not common:
+                continue
+            steps = set.intersection(*[set(seeds[s]["log"]) & set(base[s]["log"]) for s in common])
+            rows += [{"setting": setting, "config": name, "step": st,
+                      **paired([seeds[s]["log"][st]["val_loss"] - base[s]["log"][st]["val_loss"] for s in common])}
+                     for st in sorted(steps)]
+    return rows
+
+
 def seed_spread(runs, baseline):
     """Why everything is paired (appendix §1): at the last milestone every pair reached, the seed-to-seed
     SD of the baseline's and of the configuration's validation loss, the SD of their paired differences,
@@ -545,264 +566,6 @@ def write_csv(rows, path):
             w.writerow({k: r[k] for k in w.fieldnames})
 
 
-# ------------------------------------------------------------------------------- figures ----
-def figure_gap(runs, baseline, out_dir):
-    """Fig. 3: perplexity reduction against the baseline at every milestone, 95% band."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    for setting, configs in runs.items():
-        if baseline not in configs:
-            continue
-        fig, ax = plt.subplots(figsize=(7, 4))
-        table = []
-        for name, seeds in sorted(configs.items()):
-            if name == baseline:
-                continue
-            common = sorted(set(seeds) & set(configs[baseline]))
-            if not common:
-                continue
-            steps = sorted(set.intersection(*[set(seeds[s]["log"]) & set(configs[baseline][s]["log"]) for s in common]))
-            means, los, his = [], [], []
-            for st in steps:
-                r = paired([seeds[s]["log"][st]["val_loss"] - configs[baseline][s]["log"][st]["val_loss"] for s in common])
-                means.append(ppl_reduction(r["delta"]))
-                los.append(ppl_reduction(r["ci_hi"]) if r["n"] > 1 else means[-1])
-                his.append(ppl_reduction(r["ci_lo"]) if r["n"] > 1 else means[-1])
-                table.append((name, st, means[-1], los[-1], his[-1]))
-            ax.plot(steps, means, marker="o", label=name)
-            ax.fill_between(steps, los, his, alpha=0.15)
-        ax.axhline(0, color="grey", lw=0.8)
-        ax.set_xlabel("step")
-        ax.set_ylabel(f"perplexity reduction vs {baseline} (%)")
-        ax.set_title(f"{setting[0]}: gap to {baseline} (mean over seeds, 95% CI)")
-        ax.legend(fontsize=7)
-        name = f"fig3_gap_{setting[0]}"
-        fig.tight_layout()
-        save_figure(fig, os.path.join(out_dir, name + ".png"))
-        plt.close(fig)
-        _table(os.path.join(out_dir, name + ".csv"), ["config", "step", "ppl_reduction", "ci_lo", "ci_hi"], table)
-
-
-def figure_planes(rows, out_dir, planes):
-    """Fig. 4: gain against the number of extra rotary planes (log scale)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6, 4))
-    table = []
-    for r in rows:
-        extra = planes.get(r["config"], 0) - 16
-        if extra <= 0:
-            continue
-        lo, hi = ppl_reduction(r["ci_hi"]), ppl_reduction(r["ci_lo"])
-        ax.errorbar([extra], [r["ppl_reduction"]], yerr=[[r["ppl_reduction"] - lo], [hi - r["ppl_reduction"]]],
-                    fmt="o", capsize=3)
-        ax.annotate(r["config"], (extra, r["ppl_reduction"]), fontsize=7)
-        table.append((r["config"], extra, r["ppl_reduction"], lo, hi))
-    ax.set_xscale("log")
-    ax.axhline(0, color="grey", lw=0.8)
-    ax.set_xlabel("extra rotary planes")
-    ax.set_ylabel("perplexity reduction (%)")
-    fig.tight_layout()
-    save_figure(fig, os.path.join(out_dir, "fig4_planes.png"))
-    plt.close(fig)
-    _table(os.path.join(out_dir, "fig4_planes.csv"), ["config", "extra_planes", "ppl_reduction", "ci_lo", "ci_hi"], table)
-
-
-def figure_kinds(rows, out_dir):
-    """Fig. 5: perplexity reduction against the baseline on each kind of token, test split;
-    marker = mean over seeds, line = 95% CI, shaded row = all tokens."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    by = defaultdict(list)
-    for r in rows:
-        by[r["setting"]].append(r)
-    for setting, rs in by.items():
-        fig, ax = plt.subplots(figsize=(6, 0.35 * len(rs) + 1.2))
-        table = []
-        for y, r in enumerate(rs):
-            lo, hi = ppl_reduction(r["ci_hi"]), ppl_reduction(r["ci_lo"])
-            if r["kind"] == "all":
-                ax.axhspan(y - 0.5, y + 0.5, color="grey", alpha=0.15)
-            ax.errorbar([r["ppl_reduction"]], [y], xerr=[[r["ppl_reduction"] - lo], [hi - r["ppl_reduction"]]]
-                        if r["n"] > 1 else None, fmt="o", capsize=3, color=f"C{sorted({x['config'] for x in rs}).index(r['config'])}")
-            table.append((r["config"], r["kind"], r["ppl_reduction"], lo, hi, r["won"], r["n"]))
-        ax.set_yticks(range(len(rs)), [f"{r['config']}: {r['kind']}" for r in rs], fontsize=7)
-        ax.axvline(0, color="grey", lw=0.8)
-        ax.set_xlabel(f"perplexity reduction vs {rs[0]['baseline'] if 'baseline' in rs[0] else 'baseline'} (%), test")
-        ax.set_title(f"{setting[0]}: gain by kind of token")
-        fig.tight_layout()
-        name = f"fig5_kinds_{setting[0]}"
-        save_figure(fig, os.path.join(out_dir, name + ".png"))
-        plt.close(fig)
-        _table(os.path.join(out_dir, name + ".csv"), ["config", "kind", "ppl_reduction", "ci_lo", "ci_hi", "won", "n"], table)
-
-
-def figure_columns(runs, out_dir):
-    """Fig. 6: attention of the average head from a spreadsheet cell to cells in the same row
-    and in the rows above, by column offset (mean over seeds), test split."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    for setting, configs in runs.items():
-        curves = {}
-        for name, seeds in sorted(configs.items()):
-            att = [s["attention"] for s in seeds.values() if "same_row_by_column_offset" in s.get("attention", {})]
-            if att:
-                curves[name] = {reg: np.mean([a[reg + "_by_column_offset"]["mean_over_heads"] for a in att], 0)
-                                for reg in ("same_row", "rows_above")}
-                offsets = att[0]["same_row_by_column_offset"]["offsets"]
-        if not curves:
-            continue
-        fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True)
-        table = []
-        for ax, reg in zip(axes, ("same_row", "rows_above")):
-            for name, c in curves.items():
-                ax.plot(offsets, 100 * c[reg], marker="o", label=name)
-                table += [(name, reg, o, 100 * v) for o, v in zip(offsets, c[reg])]
-            ax.set_title(reg.replace("_", " "))
-            ax.set_xlabel("column offset (key − query)")
-        axes[0].set_ylabel("attention (%)")
-        axes[0].legend(fontsize=7)
-        fig.tight_layout()
-        name = f"fig6_columns_{setting[0]}"
-        save_figure(fig, os.path.join(out_dir, name + ".png"))
-        plt.close(fig)
-        _table(os.path.join(out_dir, name + ".csv"), ["config", "region", "column_offset", "attention_pct"], table)
-
-
-def figure_demo(runs, out_dir):
-    """Paper 004 Fig. 1/3 from evaluate.py --demo: Ā under Cond. A (real) and Cond. B (fake-split)
-    and B − A for the first model that reads p1, then B − A for every other model (zero for
-    flat and sent_axial). Lowest seed of each; the numbers go to fig3_demo.csv."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    demos = {name: seeds[min(s for s in seeds if "demo" in seeds[s].get("eval", {}))]["eval"]["demo"]
-             for configs in runs.values() for name, seeds in sorted(configs.items())
-             if any("demo" in s.get("eval", {}) for s in seeds.values())}
-    if not demos:
-        return
-    diff = {k: np.array(d["fake_split"]["attention"]) - np.array(d["real"]["attention"]) for k, d in demos.items()}
-    lead = next((k for k in demos if np.abs(diff[k]).max() > 0), next(iter(demos)))
-    panels = [(f"{lead}: Cond. A (real)", np.array(demos[lead]["real"]["attention"]), "viridis"),
-              (f"{lead}: Cond. B (fake-split)", np.array(demos[lead]["fake_split"]["attention"]), "viridis")]
-    panels += [(f"{k}: B − A (max |Δ| {np.abs(diff[k]).max():.2g})", diff[k], "coolwarm") for k in [lead] + sorted(set(demos) - {lead})]
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.4))
-    ticks = demos[lead]["tokens"]
-    for ax, (title, m, cmap) in zip(np.atleast_1d(axes), panels):
-        lim = np.abs(m).max() or 1.0
-        ax.imshow(m, cmap=cmap, vmin=-lim if cmap == "coolwarm" else 0, vmax=lim)
-        ax.set_title(title, fontsize=8)
-        ax.set_xticks(range(len(ticks)), ticks, rotation=90, fontsize=6)
-        ax.set_yticks(range(len(ticks)), ticks, fontsize=6)
-    fig.tight_layout()
-    save_figure(fig, os.path.join(out_dir, "fig3_demo.png"))
-    plt.close(fig)
-    _table(os.path.join(out_dir, "fig3_demo.csv"), ["config", "d_eff_change_across_boundary", "max_abs_map_change"],
-           [[k, d["d_eff_change_across_boundary"], float(np.abs(diff[k]).max())] for k, d in demos.items()])
-
-
-def figure_response(paths, out_dir, draws, gate=2000):
-    """Paper 004 Fig. 2: each model's U(Δp1) at the reference gate (points), the fitted degree-2
-    curve over the range it was fitted on, and U* at its vertex with the document-cluster
-    bootstrap 95% CI (seed 0: the table's draws), or "no interior minimum" in the legend. The
-    numbers go to fig2_response.csv (the points and the curve) and fig2_depth.csv (U*, its CI)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    points, depths = [], []
-    for i, path in enumerate(paths):
-        acc = compression.load_acc(path)
-        U, tot = compression.response(*(acc[k].sum(0) for k in ("sum", "sumsq", "count")), gate)
-        f = compression.fit(U, tot)
-        x, u = compression.well(U, tot)
-        k = np.arange(len(U))
-        ok = (k >= 1) & ~np.isnan(U)
-        name = compression.run_label(path)
-        if not ok.any():
-            legend = f"{name}: no cell passes n ≥ {gate:,}"
-        elif math.isnan(u):
-            legend = f"{name}: no interior minimum"
-        else:
-            boot = compression.bootstrap_depth(acc, draws=draws, gate=gate)[0]
-            missing = int(np.isnan(boot).sum())
-            lo, hi = ci(boot) if missing <= draws / 2 else (float("nan"), float("nan"))
-            band = f"[{lo:+.3f}, {hi:+.3f}]" if not math.isnan(lo) else f"CI not identifiable ({missing}/{draws} draws)"
-            legend = f"{name}: U* = {u:+.3f} {band} at Δp1* = {x:.2f}"
-            ax.plot([x], [u], "*", ms=12, color=f"C{i}")
-            ax.vlines(x, lo, hi, color=f"C{i}", lw=2.5, alpha=0.6)    # a percentile CI need not hold u: a bar, not ± errors
-            depths.append((name, x, u, lo, hi, missing, draws))
-        ax.plot(k[ok], U[ok], "o", color=f"C{i}", label=legend)
-        if f is not None:
-            grid = np.linspace(f[1], f[2], 200)
-            ax.plot(grid, np.polyval(f[0], grid), "-", color=f"C{i}", lw=1)
-        points += [(name, int(j), U[j], tot[j], np.polyval(f[0], j) if f is not None and f[1] <= j <= f[2] else "")
-                   for j in k[ok]]
-    ax.axhline(0, color="grey", lw=0.8)
-    ax.set_xlabel("paragraph displacement Δp1")
-    ax.set_ylabel("U(Δp1)  (< 0: compression)")
-    ax.set_title(f"compression response, exact-distance estimator, n ≥ {gate:,} (paper 004 Fig. 2)", fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    save_figure(fig, os.path.join(out_dir, "fig2_response.png"))
-    plt.close(fig)
-    _table(os.path.join(out_dir, "fig2_response.csv"), ["model", "delta_p1", "U", "pair_weight", "fitted_deg2"], points)
-    _table(os.path.join(out_dir, "fig2_depth.csv"), ["model", "delta_p1_star", "U_star", "ci_lo", "ci_hi",
-                                                     "draws_without_minimum", "draws"], depths)
-
-
-def figure_cells(paths, out_dir, gate=200):
-    """Paper 004 App. A.6's (d, Δp1) heatmaps, one row per model (seeds pooled): pair count, mean
-    log Ā, and the cell contrast with the same-d Δp1 = 0 cell where both pass `gate` (the lowest
-    gate, where the spurious band would show). Numbers: figA6_cells.csv, cells holding pairs."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(len(paths), 3, figsize=(11, 3.6 * len(paths)), squeeze=False)
-    table = []
-    for row, path in zip(axes, paths):
-        acc = compression.load_acc(path)
-        n, mean, _, contrast, keep = compression.cell_contrast(*(acc[k].sum(0) for k in ("sum", "sumsq", "count")), gate)
-        K = int(np.flatnonzero(n.sum(0)).max(initial=0)) + 1          # Δp1 columns holding pairs
-        lim = np.nanmax(np.abs(np.where(keep, contrast, np.nan)[:, 1:K]), initial=0) or 1.0
-        name = compression.run_label(path)
-        for ax, (title, m, cmap, kw) in zip(row, (
-                ("pairs (log10)", np.log10(np.where(n > 0, n, np.nan)), "viridis", {}),
-                ("mean log Ā", np.where(n > 0, mean, np.nan), "viridis", {}),
-                (f"contrast with Δp1 = 0, n ≥ {gate:,}", np.where(keep, contrast, np.nan), "coolwarm",
-                 {"vmin": -lim, "vmax": lim}))):
-            im = ax.imshow(m[:, :K], aspect="auto", origin="lower", interpolation="nearest", cmap=cmap,
-                           extent=(-0.5, K - 0.5, 0.5, len(m) + 0.5), **kw)          # row i is d = i + 1
-            ax.set_title(f"{name}: {title}", fontsize=8)
-            ax.set_xlabel("Δp1")
-            ax.set_ylabel("token distance d")
-            fig.colorbar(im, ax=ax)
-        d, k = np.nonzero(n)
-        table += [(name, di + 1, ki, int(n[di, ki]), mean[di, ki], contrast[di, ki] if keep[di, ki] else "")
-                  for di, ki in zip(d, k)]
-    fig.tight_layout()
-    save_figure(fig, os.path.join(out_dir, "figA6_cells.png"))
-    plt.close(fig)
-    _table(os.path.join(out_dir, "figA6_cells.csv"), ["model", "d", "delta_p1", "pairs", "mean_log_attention",
-                                                      f"contrast_gate{gate}"], table)
-
-
-def save_figure(fig, path):
-    with replacing(path) as tmp:
-        fig.savefig(tmp, dpi=120)
-
-
-def _table(path, header, rows):
-    with replacing(path) as tmp, open(tmp, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-
-
 def references_markdown(data_dir, r):
     pct = lambda k, of: f"{100 * r[k] / max(r[of], 1):.2f}%"
     meta = os.path.join(data_dir, "meta.json")
@@ -922,8 +685,8 @@ def depth_mode(args):
         print("\n" + compression.diagnostics_report(p))
     if args.figures:
         os.makedirs(args.figures, exist_ok=True)
-        figure_response(read, args.figures, args.draws)
-        figure_cells(read, args.figures)
+        figures.figure_response(read, args.figures, args.draws)
+        figures.figure_cells(read, args.figures)
         print(f"\nfigures written to {args.figures}")
 
 
@@ -1020,13 +783,13 @@ def print_variants_and_attention(runs, baseline):
 
 def write_figures(runs, baseline, kinds, inter, out_dir):
     if kinds:
-        figure_kinds(kinds, out_dir)
+        figures.figure_kinds(kinds, out_dir)
         write_csv_rows(kinds, os.path.join(out_dir, "table_kinds.csv"))
     if inter:
         write_csv_rows(inter, os.path.join(out_dir, "table_interventions.csv"))
-    figure_columns(runs, out_dir)
-    figure_demo(runs, out_dir)
-    figure_gap(runs, baseline, out_dir)
+    figures.figure_columns(runs, out_dir)
+    figures.figure_demo(runs, out_dir)
+    figures.figure_gap(milestone_gaps(runs, baseline), baseline, out_dir)
     rows = compare(runs, baseline, "val")
     planes = {}
     for r in rows:
@@ -1034,7 +797,7 @@ def write_figures(runs, baseline, kinds, inter, out_dir):
             planes[r["config"]] = max(p for L in Rotary(r["config"], 128, r["setting"][1]).count()[0] for p in L)
         except (ValueError, KeyError):
             pass
-    figure_planes(rows, out_dir, planes)
+    figures.figure_planes(rows, out_dir, planes)
     print(f"figures written to {out_dir}")
 
 

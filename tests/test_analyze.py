@@ -117,6 +117,10 @@ def test_cli_pairs_runs_by_seed_at_common_milestones(tmp_path, capsys):
     assert "| seq_depth | -0.0500 |" in out and "| 3/3 |" in out
     assert os.path.exists(tmp_path / "figs" / "fig3_gap_web.png")
     assert os.path.exists(tmp_path / "figs" / "fig3_gap_web.csv") and os.path.exists(tmp_path / "figs" / "table_val.csv")
+    # Fig. 3's numbers: the milestones all three pairs reached, Δ 0 then −0.05 at every seed (band = point)
+    rows = [r.split(",") for r in open(tmp_path / "figs" / "fig3_gap_web.csv").read().splitlines()[1:]]
+    assert [(r[0], int(r[1])) for r in rows] == [("seq_depth", 10), ("seq_depth", 20)]
+    assert [float(x) for x in rows[1][2:]] == pytest.approx([100 * (1 - math.exp(-0.05))] * 3)
 
 
 def test_kinds_interventions_attention_tables_and_figures(tmp_path, capsys):

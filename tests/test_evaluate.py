@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import analyze
+import figures
 import boundaries
 import compression
 import data
@@ -326,7 +327,7 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     assert rows["hrope_axial"]["delta_C"] != 0.0 and rows["hrope_axial"]["boundaries"] > 0
     analyze.main(["--boundary", str(tmp_path / "out"), "--split", "train", "--draws", "200"])
     out = capsys.readouterr().out
-    analyze.figure_demo(analyze.load_runs(str(tmp_path / "out")), str(tmp_path))
+    figures.figure_demo(analyze.load_runs(str(tmp_path / "out")), str(tmp_path))
     rows = open(tmp_path / "fig3_demo.csv").read().splitlines()[1:]
     assert (tmp_path / "fig3_demo.png").exists() and len(rows) == 4
     assert {r.split(",")[0]: float(r.split(",")[2]) == 0.0 for r in rows} == {"flat": True, "sent_axial": True,
