@@ -29,6 +29,7 @@ from scipy import stats
 import boundaries
 import candidates
 import compression
+import hubs
 import figures
 import trees
 from compression import ci, resample_weights
@@ -637,7 +638,7 @@ def parse(argv):
 
 # ------------------------------------------------------------------------------------ modes ----
 def hub_mode(args):
-    print(compression.hub_markdown(compression.hub_table(args.hubs, args.split, draws=args.draws),
+    print(hubs.hub_markdown(hubs.hub_table(args.hubs, args.split, draws=args.draws),
                                    f"compression depth under hub masking, {len(args.hubs)} seed(s) pooled by document "
                                    f"(paper 004 Table 13)"))
 

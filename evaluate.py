@@ -39,6 +39,7 @@ from tqdm import tqdm
 
 import boundaries
 import compression
+import hubs
 import tokenizer
 import trees
 from boundaries import fake_merge, fake_split
@@ -377,12 +378,12 @@ def paragraph_measures(args, model, split, ids, cfg, corpus, data_dir):
         print("  same-paragraph probe, balanced accuracy by layer: "
               + " ".join(f"L{r['layer']} {r['balanced_accuracy']:.3f}" for r in out["probe"]["layers"]))
     if args.hubs:
-        hubs = compression.write_hubs(run, split, ids, model.cfg.vocab_size, args.run, args.split, data_dir)
+        chosen = hubs.write_hubs(run, split, ids, model.cfg.vocab_size, args.run, args.split, data_dir)
         off = lambda v: f" ({v['difference']:+d} from the target)" if "difference" in v else ""
-        print(f"  hub masking (App. E), sets chosen over {', '.join(hubs['pooled_from'])}: " + ", ".join(
-            f"{k} {len(v['types'])} types / {v['blocked_pairs']} pairs{off(v)}" for k, v in hubs["conditions"].items()))
-        checks = hubs["checks"].values()
-        wrong = [f"{k} {c['blocked']} vs {c['expected']}" for k, c in hubs["checks"].items() if c["blocked"] != c["expected"]]
+        print(f"  hub masking (App. E), sets chosen over {', '.join(chosen['pooled_from'])}: " + ", ".join(
+            f"{k} {len(v['types'])} types / {v['blocked_pairs']} pairs{off(v)}" for k, v in chosen["conditions"].items()))
+        checks = chosen["checks"].values()
+        wrong = [f"{k} {c['blocked']} vs {c['expected']}" for k, c in chosen["checks"].items() if c["blocked"] != c["expected"]]
         print(f"  App. E checks, this run: pairs blocked = pass 1's count in {len(checks) - len(wrong)} of {len(checks)} "
               f"conditions{' (NOT: ' + ', '.join(wrong) + ')' if wrong else ''}; max |Σ_j A − 1| "
               f"{max(c['row_sum_error'] for c in checks):.1e}; max attention on a blocked pair "
@@ -418,7 +419,7 @@ def main(argv=None):
         raise SystemExit(f"error: the {args.split} split of {data_dir} has no records")
     ids = spread(split, n)
     if args.hub_contributions:   # Table 13's pass 1 (compression.py): nothing else is scored or written
-        path = compression.write_contributions(functools.partial(score, model, split, ids, cfg, corpus), split, ids,
+        path = hubs.write_contributions(functools.partial(score, model, split, ids, cfg, corpus), split, ids,
                                                model.cfg.vocab_size, args.run, args.split)
         print(f"  hub contributions (App. E, pass 1): {n} records -> {path}")
         return {"hub_contributions": path}

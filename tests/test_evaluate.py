@@ -14,6 +14,7 @@ import analyze
 import figures
 import boundaries
 import compression
+import hubs
 import data
 import evaluate
 import prepare
@@ -360,12 +361,12 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
         "sweep25", "sweep50", "sweep75"}
     assert all(conds[f"pair_matched{k}"]["target_pairs"] == conds["hub"]["blocked_pairs"] for k in range(3))
     assert all(c["difference"] == c["blocked_pairs"] - c["target_pairs"] for c in conds.values() if "target_pairs" in c)
-    rows, sweep, draws, checks = table = compression.hub_table(hub_runs, "train", gate=1, draws=50)
+    rows, sweep, draws, checks = table = hubs.hub_table(hub_runs, "train", gate=1, draws=50)
     assert [r["condition"] for r in rows] == ["original", "hub", "freq", "random", "pair_matched"]
     assert [r["ci"] is None for r in rows] == [False, False, False, True, True]       # CIs where the paper brackets
     assert [s["percent"] for s in sweep] == [25, 50, 75, 100] and np.isfinite(rows[0]["U1"])
     assert np.array_equal([sweep[-1]["U"], sweep[-1]["U1"]], [rows[-1]["U"], rows[-1]["U1"]], equal_nan=True)
-    assert "mass sweep" in compression.hub_markdown(table, "t")
+    assert "mass sweep" in hubs.hub_markdown(table, "t")
     # App. E's checks on a real model: the masked passes blocked exactly pass 1's pairs, the softmax
     # renormalised over the keys left, same-paragraph pairs untouched; pair-matched removes the hubs' share
     by = {c["condition"]: c for c in checks}
@@ -438,7 +439,7 @@ def test_hub_sets_by_hand():
     contrib = np.array([-5.0, -1, 3, -10, 0, 2])
     pairs = np.array([10.0, 5, 4, 20, 0, 1])
     freq = np.array([100, 5, 50, 30, 200, 1])
-    s, targets = compression.hub_sets(contrib, pairs, freq, draws=3)
+    s, targets = hubs.hub_sets(contrib, pairs, freq, draws=3)
     assert s["hub"][0].tolist() == [3] and s["freq"][0].tolist() == [4]
     assert all(len(r) == 1 and r[0] in (0, 1, 2, 5) for r in s["random"])
     assert all(sorted(p.tolist()) == [0, 1, 2, 5] for p in s["pair_matched"])
@@ -457,15 +458,15 @@ def test_pair_matched_sets_match_exactly_or_the_nearest():
     (4 + 4, difference +1), against 6 it is 4 or 8, the smaller kept (-2)."""
     pairs = np.array([10, 7, 5, 3, 2])
     for order in itertools.permutations([1, 2, 3, 4]):
-        t = compression.match_pairs(np.array(order), pairs, 10)
+        t = hubs.match_pairs(np.array(order), pairs, 10)
         assert pairs[t].sum() == 10 and len(set(t.tolist())) == len(t) and 0 not in t
     pairs = np.array([0, 4, 4, 9])
     for order in itertools.permutations([1, 2, 3]):
-        assert sorted(compression.match_pairs(np.array(order), pairs, 7).tolist()) == [1, 2]
-        assert pairs[compression.match_pairs(np.array(order), pairs, 6)].sum() == 4
+        assert sorted(hubs.match_pairs(np.array(order), pairs, 7).tolist()) == [1, 2]
+        assert pairs[hubs.match_pairs(np.array(order), pairs, 6)].sum() == 4
     # counts pooled over 3 seeds are multiples of 3: a target of 10 is met as nearly as 9 or 12 allow
     pairs = np.array([0, 3, 6, 9])
-    assert pairs[compression.match_pairs(np.array([3, 2, 1]), pairs, 10)].sum() == 9
+    assert pairs[hubs.match_pairs(np.array([3, 2, 1]), pairs, 10)].sum() == 9
 
 
 def plant_contributions(root, seed, contrib, pairs, records=(0,)):
@@ -490,7 +491,7 @@ def test_hubs_chosen_on_contributions_pooled_over_seeds(tmp_path):
     runs = [plant_contributions(str(tmp_path), 0, [-5, -4, 0, 2], [1, 1, 1, 1]),
             plant_contributions(str(tmp_path), 1, [3, -1, -2, 0], [1, 1, 1, 1])]
     for run in runs:
-        sets, targets, pairs, seeds = compression.choose_hubs(run, "test", str(tmp_path / "data"), 4)
+        sets, targets, pairs, seeds = hubs.choose_hubs(run, "test", str(tmp_path / "data"), 4)
         assert sets["hub"][0].tolist() == [1] and seeds == ["seed0", "seed1"]
         assert pairs.tolist() == [2, 2, 2, 2] and targets["pair_matched"] == 2
 
@@ -500,7 +501,7 @@ def test_freq_matched_counts_the_training_split(tmp_path):
     the scored test records (type 0: 3 of 6)."""
     plant_tokens(str(tmp_path / "data"), [2, 2, 2, 1, 0, 3], [0, 0, 0, 1, 2, 3])
     run = plant_contributions(str(tmp_path), 0, [-1, 0, 0, 0], [1, 1, 1, 1])
-    sets = compression.choose_hubs(run, "test", str(tmp_path / "data"), 4)[0]
+    sets = hubs.choose_hubs(run, "test", str(tmp_path / "data"), 4)[0]
     assert sets["freq"][0].tolist() == [2] and sets["hub"][0].tolist() == [0]
 
 
@@ -527,7 +528,7 @@ def test_hub_contributions_count_every_pair_the_mask_blocks():
     log A(1, 0) - log A(2, 1) = log 0.5 - log 0.3, but masking it blocks both pairs: 2 counted."""
     att = torch.tensor([[1, 0, 0], [.5, .5, 0], [.2, .3, .5]])[None, None]
     row = {"p": torch.tensor([[0, 0, 0], [1, 0, 0], [1, 1, 0]]), "tokens": torch.tensor([5, 6, 7])}
-    contrib, pairs = compression.hub_contributions(lambda attention: attention(0, row, att), 8)
+    contrib, pairs = hubs.hub_contributions(lambda attention: attention(0, row, att), 8)
     assert pairs.tolist() == [0, 0, 0, 0, 0, 2, 0, 0] and contrib[5] == pytest.approx(math.log(.5) - math.log(.3))
     assert contrib[6] == 0                                          # (2, 1) is same-paragraph: no contribution
 
@@ -537,14 +538,14 @@ def test_mask_check_by_hand():
     masked key is (2, 0); (0, 2) and (1, 2) are masked too but lie in the future (not counted).
     Attention renormalised over the keys left: rows sum to 1, nothing on (2, 0). Zeroed after the
     softmax instead (row 2 keeps 0.3 + 0.5): the row-sum error is 0.2; left on (2, 0): 0.2 leaks."""
-    blocked = compression.cross_paragraph_block(torch.tensor([[0, 0, 1]]), torch.tensor([[True, False, True]]))[0]
+    blocked = hubs.cross_paragraph_block(torch.tensor([[0, 0, 1]]), torch.tensor([[True, False, True]]))[0]
     assert blocked.nonzero().tolist() == [[0, 2], [1, 2], [2, 0]]
     good = torch.tensor([[1, 0, 0], [.5, .5, 0], [0, .375, .625]])[None, None]
-    assert compression.mask_check(blocked, good) == (1, 0.0, 0.0)
+    assert hubs.mask_check(blocked, good) == (1, 0.0, 0.0)
     zeroed = torch.tensor([[1, 0, 0], [.5, .5, 0], [0, .3, .5]])[None, None]
-    n, err, leak = compression.mask_check(blocked, zeroed)
+    n, err, leak = hubs.mask_check(blocked, zeroed)
     assert n == 1 and err == pytest.approx(0.2) and leak == 0
-    assert compression.mask_check(blocked, torch.tensor([[1, 0, 0], [.5, .5, 0], [.2, .3, .5]])[None, None])[2] == pytest.approx(0.2)
+    assert hubs.mask_check(blocked, torch.tensor([[1, 0, 0], [.5, .5, 0], [.2, .3, .5]])[None, None])[2] == pytest.approx(0.2)
 
 
 def full_cells(docs, ks):
@@ -582,7 +583,7 @@ def test_hub_checks_and_the_dagger_fallback_by_hand(tmp_path):
         checks = {c: {"blocked": n, "expected": n + (c == "freq" and s == 1), "row_sum_error": 1e-7 * (1 + 2 * s),
                       "blocked_attention": 0.0} for c, n in per_seed.items()}
         plant_choice(run, conditions, checks)
-    table = compression.hub_table(runs, gate=4, draws=300)
+    table = hubs.hub_table(runs, gate=4, draws=300)
     rows, _, draws, checks = table
     by = {r["condition"]: r for r in rows}
     assert by["original"]["U"] == pytest.approx(-0.9) and by["original"]["fallback"] is None
@@ -594,7 +595,7 @@ def test_hub_checks_and_the_dagger_fallback_by_hand(tmp_path):
     assert c["hub"]["share"] == c["pair_matched0"]["share"] == 0.25 and c["original"]["share"] == 0
     assert [c[k]["same_paragraph_kept"] for k in cond] == [True, True, True, False]
     assert c["hub"]["row_sum_error"] == pytest.approx(3e-7)
-    md = compression.hub_markdown(table, "t")
+    md = hubs.hub_markdown(table, "t")
     assert "| freq | -0.900† | not identifiable" in md and f"freq: over the {by['freq']['fallback']} of 300 draws" in md
     assert "| freq | 50 | 51 | **NO** |" in md and "| 25.00% | **NO** | 10 |" in md
     assert "hubs key 25.00% of the cross-paragraph pairs; Pair-matched random removes 25.00%" in md
@@ -615,16 +616,16 @@ def test_hub_table_clusters_are_documents(tmp_path):
         for cond in ("original", "pair_matched0"):
             plant_cells(run, cond, [3, 5, 8, 13, 21, 34], [1, 2, 3, 4, 5, 6])
         plant_choice(run, choice["conditions"])
-    one = compression.hub_table(runs[:1], gate=1, draws=400)
-    two = compression.hub_table(runs, gate=1, draws=400)
+    one = hubs.hub_table(runs[:1], gate=1, draws=400)
+    two = hubs.hub_table(runs, gate=1, draws=400)
     lo, hi = one[0][0]["ci"]
     assert hi - lo > 0.1 and two[0][0]["ci"] == pytest.approx((lo, hi))
     assert two[0][0]["U"] == pytest.approx(-0.9 * 3.5)                     # the mean scale's vertex
-    assert two[0][1]["difference"] == [1] and "| 11 (+1) |" in compression.hub_markdown(two, "t")
+    assert two[0][1]["difference"] == [1] and "| 11 (+1) |" in hubs.hub_markdown(two, "t")
     choice["conditions"]["pair_matched0"]["types"] = [4, 8]
     plant_choice(runs[1], choice["conditions"])
     with pytest.raises(SystemExit, match="other sets"):
-        compression.hub_table(runs, gate=1, draws=10)
+        hubs.hub_table(runs, gate=1, draws=10)
 
 
 def test_depth_cells_leave_out_blocked_pairs():

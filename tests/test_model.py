@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-import compression
+import hubs
 import data
 import rotary
 import train
@@ -121,7 +121,7 @@ def test_blocked_pairs_get_exactly_zero_attention_and_none_changes_nothing():
     C = m.rotary.coords(batch)
     keys = torch.zeros(B, T, dtype=torch.bool)
     keys[:, [1, 4, 7]] = True                                  # masked keys
-    blocked = compression.cross_paragraph_block(p[..., 0], keys)
+    blocked = hubs.cross_paragraph_block(p[..., 0], keys)
     assert blocked[0, 8, 4] and blocked[0, 9, 1] and not blocked[0, 5, 4] and not blocked[0, 9, 7]
     with torch.no_grad():
         logits, _, atts = m(f["tokens"], C, return_attn=True, blocked=blocked)
