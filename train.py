@@ -227,7 +227,8 @@ def step_blocks(lengths, block, blocks_per_step, seed):
     lays a seeded permutation of the records, as step_records draws them, into blocks (fill_blocks,
     a record into one of the step's open blocks), so no step is mostly padding. Returns
     (step -> its blocks, the steps in the first pass)."""
-    passes = []
+    passes = []   # each pass's blocks, laid out once
+
     def blocks_of(epoch):
         order = np.random.default_rng([seed, epoch]).permutation(len(lengths))
         return fill_blocks(order, lengths, block, blocks_per_step)
@@ -241,7 +242,7 @@ def step_blocks(lengths, block, blocks_per_step, seed):
             if step < n:
                 return passes[epoch][step * blocks_per_step:(step + 1) * blocks_per_step]
             step, epoch = step - n, epoch + 1
-    at(0)
+    at(0)         # lays out the first pass, whose length --passes counts in
     return at, max(len(passes[0]) // blocks_per_step, 1)
 
 
@@ -365,8 +366,8 @@ def train_step(fwd, model, train, rows, cfg, corpus, gen, autocast, rank, world)
     micro-batches, dealt round-robin to the processes. DDP syncs gradients on each process's last
     backward only (no_sync before it) and averages them, so each loss is scaled by `world`: the sum
     over micro-batches, as on one process. A process dealt no micro-batch still joins that sync, at
-    weight 0. Returns the step's
-    training loss (token mean over all its records) and its number of predicted tokens."""
+    weight 0. Returns the step's training loss (token mean over all its records) and its number of
+    predicted tokens."""
     groups = pack([train.len[r].sum() for r in rows], cfg["mb_tokens"])
     n_tok = int(sum((train.len[r] - 1).sum() for r in rows))
     mine = groups[rank::world]
