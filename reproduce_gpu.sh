@@ -6,7 +6,8 @@
 #      eager, torch.compile and Triton fwd+bwd in bf16 (goal: Triton <= 0.25x eager, >= 50% HBM);
 #   3. aggregate training tokens/s at the paper preset (Python, seq_depth, 64 records of <= 1,024
 #      tokens per step) for 1, 2, 8 and 16 runs at once through sweep.sh (goal: 8 or 16 at once
-#      >= 3x the aggregate of two side by side).
+#      >= 3x the aggregate of two side by side);
+#   4. 30 steps of paper 004's packed batches (hrope_axial on code, recipe hrope): the masked path on CUDA.
 #   bash reproduce_gpu.sh [steps per run, default 150]    (JOBS="1 2 8 16" to change the counts)
 #   bash reproduce_gpu.sh studies      the CPU-scale studies on the GPU (below)
 # The paper-size 2,500-step seq_only / seq_depth comparison of the first study (RESULTS.md)
@@ -107,4 +108,11 @@ print(f"{jobs:2d} at once: {len(logs)} runs, {tokens / 1e6:.1f} M tokens in {t1 
       f"{100 * sum(mfu) / len(mfu):.1f}% each, {100 * sum(mfu):.1f}% together")
 PY
 done
+echo "== 4. paper 004's batches: 16 blocks of 1,024 tokens, records packed, attention inside each (--pack)"
+if [ -d data/code ]; then
+  python train.py --corpus code --config hrope_axial --recipe hrope --steps 30 --milestones 1 --val_docs 64 \
+    --test_docs 64 --out /tmp/packed --resume 0 2>&1 | tr '\r' '\n' | grep -E "blocks|final|30/30" | tail -3
+else
+  echo "no data/code: python prepare.py code first"
+fi
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv 2>/dev/null || true
