@@ -18,6 +18,12 @@ ev() {  # run [evaluate.py options]: a finished run not yet evaluated
   [ -f "$1/final.json" ] && [ ! -f "$1/eval_test.json" ] || return 0
   python evaluate.py "$@" > /dev/null
 }
+evx() {  # run file [evaluate.py options]: evaluate unless the run already wrote `file`
+  local run=$1 file=$2
+  shift 2
+  [ -f "$run/final.json" ] && [ ! -f "$run/$file" ] || return 0
+  python evaluate.py "$run" "$@" > "$run/eval.log" 2>&1 || echo "failed: $run $*"
+}
 hub_pass1() {  # run: Table 13's per-type contributions (evaluate.py --hub_contributions), once
   [ -f "$1/final.json" ] && [ ! -f "$1/hub_contrib_test.npz" ] || return 0
   python evaluate.py "$1" --max_docs 128 --hub_contributions > /dev/null
@@ -123,6 +129,30 @@ if [ "$stage" = table1 ]; then
   OUT=$OUT10 bash sweep.sh code "hrope_axial flat" "0 1 2" 1 --steps 200 --preset cpu_hrope --milestones 10
   for s in 0 1 2; do for k in hrope_axial flat; do ev $OUT10/code/$k/seed$s --max_docs 128 --boundary --demo; done; done
   python analyze.py --boundary $OUT10/code > $OUT10/code/boundary.md
+fi
+
+# Issue 22's re-runs: Tables 1, 3 and 13 on code, prose and webtext at seeds 0-2 under this wave's
+# readings (Layer I's sites and anchors, p1 counted in its document, Table 3 by the labels read,
+# Table 13 by documents with one hub choice pooled over the seeds). flat: Table 1's H0(1) check;
+# rand_axial: Table 3's control. Two runs at a time, one thread each (JOBS=1 for one).
+#   prepare: for c in code prose webtext; do python prepare.py $c --max_len 256; done
+if [ "$stage" = tables22 ]; then
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+  for c in code prose webtext; do
+    OUT=$OUT10 bash sweep.sh $c "hrope_axial flat rand_axial" "0 1 2" "${JOBS:-2}" --steps 200 --preset cpu_hrope --milestones 10
+  done
+  for c in code prose webtext; do for s in 0 1 2; do hub_pass1 $OUT10/$c/hrope_axial/seed$s; done; done
+  for c in code prose webtext; do
+    for s in 0 1 2; do
+      evx $OUT10/$c/hrope_axial/seed$s hub_test.json --max_docs 128 --boundary --demo --attention --hubs
+      evx $OUT10/$c/flat/seed$s boundary_test.npz --max_docs 128 --boundary --demo
+      evx $OUT10/$c/rand_axial/seed$s depth_test.npz --max_docs 128 --boundary --attention
+    done
+    python analyze.py --boundary $OUT10/$c > $OUT10/$c/boundary.md
+    python analyze.py --hubs $OUT10/$c/hrope_axial/seed[012] > $OUT10/$c/hubs.md
+    python analyze.py --depth "$(ls $OUT10/$c/hrope_axial/seed[012]/depth_test.npz | paste -sd,)" \
+      "$(ls $OUT10/$c/rand_axial/seed[012]/depth_test.npz | paste -sd,)" > $OUT10/$c/depth.md
+  done
 fi
 
 # hRoPE under paper 004's recipe at CPU scale (train.py picks hrope_cpu for code and prose on CPU):
