@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 import tokenizer
-import trees
+import paragraphs
 from data import coords_for, pack, record_docs, replacing, token_coords
 
 
@@ -368,7 +368,7 @@ def demo(model, data_dir, corpus, text="This is what I love. You are the reason.
     conditions, so the line cancels (a raw change, as the paper says of its 3.105). The Ā maps
     (mean over layers and heads) are kept for analyze.py's figure."""
     enc = tokenizer.load(data_dir)
-    doc = trees.paragraphs_doc([text])
+    doc = paragraphs.paragraphs_doc([text])
     ids = np.asarray(enc.encode_ordinary(doc.text), np.int64)
     c = token_coords(doc, ids, tokenizer.token_lengths(enc))
     b = {k: torch.as_tensor(np.asarray(v, np.int64))[None] for k, v in c.items() if k in ("pos", "p", "path", "depth")}

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 import trees
+import sheets
 from trees import LEVELS
 
 SPLITS = ("train", "val", "test")
@@ -107,7 +108,7 @@ def token_coords(doc, ids, tok_len):
         char_first_byte = np.searchsorted(byte_char, np.arange(len(doc.text)))
         src = doc.copied_from[byte_char[np.minimum(at, len(b) - 1)]]
         src_tok = np.searchsorted(end, char_first_byte[np.maximum(src, 0)], side="right")
-        near = (src >= 0) & (np.arange(n) - src_tok < trees.COPY_DISTANCE)
+        near = (src >= 0) & (np.arange(n) - src_tok < sheets.COPY_DISTANCE)
         out["kind"] = np.where(near, out["kind"] & ~np.uint8(trees.KIND_COPIED), out["kind"]).astype(np.uint8)
     if doc.ref is not None or doc.ref_path is not None:   # a workbook without references has one too
         ref_path = np.full((n, LEVELS), -1, np.int64)

@@ -36,6 +36,9 @@ from tqdm import tqdm
 import chat
 import tokenizer
 import trees
+import sheets
+import paragraphs
+import formats
 from data import SPLITS, token_coords, write_split
 from settings import PREPARE, SETTINGS
 
@@ -110,11 +113,11 @@ def paragraph_stats(recs):
     p_max = np.max([r["p"].max(0) for r in recs], 0)
     # a paragraph starts where p2 and p3 are both 0: every record start, and inside a record
     # wherever p1 moves on or would move on above the cap
-    paragraphs = sum(int(((r["p"][:, 1] == 0) & (r["p"][:, 2] == 0)).sum()) for r in recs)
-    starts = paragraphs - len(recs)
+    n_paragraphs = sum(int(((r["p"][:, 1] == 0) & (r["p"][:, 2] == 0)).sum()) for r in recs)
+    starts = n_paragraphs - len(recs)
     tokens = sum(len(r["p"]) for r in recs)
     return {"p_max": [int(v) for v in p_max], "p1_density": starts / max(tokens - len(recs), 1),
-            "p1_period": max(1, round(tokens / paragraphs)), "paragraphs": paragraphs}
+            "p1_period": max(1, round(tokens / n_paragraphs)), "paragraphs": n_paragraphs}
 
 
 # ----------------------------------------------------------------------------- sources ----
@@ -274,9 +277,9 @@ def prose_sources(args):
         with open(path, "rb") as f:
             raw = f.read()
         text = raw.decode("utf-8", "replace")
-        if fmt == "text" and any(trees.WIKI_TITLE.match(l) for l in text.split("\n")):
+        if fmt == "text" and any(paragraphs.WIKI_TITLE.match(l) for l in text.split("\n")):
             # WikiText: one file holds many articles; each `= Title =` starts a document
-            for k, (title, paras) in enumerate(trees.wikitext_documents(text)):
+            for k, (title, paras) in enumerate(paragraphs.wikitext_documents(text)):
                 items.append((f"{name}#{k}:{title}", ("paragraphs", paras)))
         else:
             items.append((name, (fmt, raw)))
@@ -290,7 +293,7 @@ def prose_sources(args):
 # SYNTHETIC workbooks: realistic shapes (timesheets, budgets, invoices, grade books,
 # inventories; several sheets, cross-sheet formulas, SUM/AVERAGE/IF/VLOOKUP/COUNTIF, a defined
 # name, blank rows and columns), saved as real .xlsx and read back through the same openpyxl
-# path as user files. Every file is signed trees.SYNTHETIC_CREATOR; meta.json says synthetic.
+# path as user files. Every file is signed sheets.SYNTHETIC_CREATOR; meta.json says synthetic.
 NAMES = ["Ann", "Bob", "Carla", "Dev", "Elif", "Femi", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lena", "Mo", "Nia",
          "Omar", "Pia", "Quinn", "Rosa", "Sam", "Tara", "Uma", "Vic", "Wen", "Xavi", "Yara", "Zed"]
 GOODS = ["bolts", "nuts", "washers", "hinges", "screws", "brackets", "rivets", "springs", "clamps", "pins",
@@ -397,7 +400,7 @@ def synthetic_workbooks(out_dir, n, seed=0):
     os.makedirs(out_dir, exist_ok=True)
     for i in range(n):
         wb = openpyxl.Workbook()
-        wb.properties.creator = trees.SYNTHETIC_CREATOR
+        wb.properties.creator = sheets.SYNTHETIC_CREATOR
         kind = kinds[i % len(kinds)]
         kind(wb, rng)
         wb.save(os.path.join(out_dir, f"{kind.__name__[1:]}_{i:04d}.xlsx"))
@@ -521,7 +524,7 @@ def _build_web(item):
 
 def _prose(src):
     fmt, data = src
-    return trees.paragraphs_doc(data) if fmt == "paragraphs" else trees.prose_doc(data, fmt)
+    return paragraphs.paragraphs_doc(data) if fmt == "paragraphs" else paragraphs.prose_doc(data, fmt)
 
 
 def _build_prose(item):
@@ -529,23 +532,23 @@ def _build_prose(item):
 
 
 def _build_code(item):
-    return _build(item, trees.code_doc)
+    return _build(item, paragraphs.code_doc)
 
 
 def _build_json(item):
-    return _build(item, trees.json_doc)
+    return _build(item, formats.json_doc)
 
 
 def _build_xml(item):
-    return _build(item, trees.xml_doc)
+    return _build(item, formats.xml_doc)
 
 
 def _build_markdown(item):
-    return _build(item, trees.markdown_doc)
+    return _build(item, formats.markdown_doc)
 
 
 def _build_sheets(item, render="values"):
-    return _build(item, lambda raw: trees.sheet_doc(raw, render))
+    return _build(item, lambda raw: sheets.sheet_doc(raw, render))
 
 
 def _build_web_sheets(item, render="values"):
@@ -563,7 +566,7 @@ def statements(c, doc):        # Python: a top-level statement
     return np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 1)
 
 
-def paragraphs(c, doc):        # prose, code: a new paragraph or block
+def paragraph_starts(c, doc):  # prose, code: a new paragraph or block
     return np.r_[True, c["p"][1:, 0] != c["p"][:-1, 0]]
 
 
@@ -617,21 +620,21 @@ CORPORA = {   # a new corpus: one entry here and its builder in trees.py (README
     "python": Corpus(python_sources, _build_python, statements, options=("units",), attention=("ancestor",),
                      pattern=tokenizer.CODE_PAT),   # the serialisation's sigils need a pattern of their own
     "web": Corpus(web_sources, _build_web, text_blocks, preset="paper_web", attention=("same_depth",)),
-    "prose": Corpus(prose_sources, _build_prose, paragraphs, preset="paper_hrope", recipe="hrope"),
-    "code": Corpus(python_sources, _build_code, paragraphs, p1_cap=blocks_p95, preset="paper_hrope", recipe="hrope"),
+    "prose": Corpus(prose_sources, _build_prose, paragraph_starts, preset="paper_hrope", recipe="hrope"),
+    "code": Corpus(python_sources, _build_code, paragraph_starts, p1_cap=blocks_p95, preset="paper_hrope", recipe="hrope"),
     "sheets": Corpus(sheets_sources, _build_sheets, rows, options=("render",), root_ranks=True, preset="paper_sheets",
                      attention=("cells",)),
     "web_sheets": Corpus(web_sheets_sources, _build_web_sheets, rows_or_text_blocks, options=("render",),
                          preset="paper_sheets"),
     "programs": Corpus(programs_sources, _build_python, statements, options=("units",), attention=("ancestor",),
                        pattern=tokenizer.CODE_PAT),
-    "webtext": Corpus(webtext_sources, functools.partial(_build, builder=trees.webtext_doc), paragraphs,
+    "webtext": Corpus(webtext_sources, functools.partial(_build, builder=paragraphs.webtext_doc), paragraph_starts,
                       preset="paper_hrope", recipe="hrope"),
     "chat": Corpus(chat.sources, functools.partial(_build, builder=chat.chat_doc), turns),
     # beyond the papers: any tree whose text determines it (sample.py serves these three)
     "json": Corpus(json_sources, _build_json, children_of_root),
     "xml": Corpus(xml_sources, _build_xml, children_of_root),
-    "markdown": Corpus(markdown_sources, _build_markdown, paragraphs),
+    "markdown": Corpus(markdown_sources, _build_markdown, paragraph_starts),
 }
 # A paper's setting (its flags here, its model, recipe and length in train.py) is one entry of
 # settings.SETTINGS: `prepare.py --setting NAME`.

@@ -10,7 +10,7 @@ text alone determines the tree and a token's node depends only on the text up to
 the growing text is re-read by the corpus's online builder, and the new token's coordinates are
 recorded once, at its own step, never recomputed from later text.
 
-Served: json, xml and markdown (trees.*_coords: left-to-right scanners). Not served: python (its dense serialisation keeps nesting only
+Served: json, xml and markdown (formats.*_coords: left-to-right scanners). Not served: python (its dense serialisation keeps nesting only
 in the depths, so the text alone does not fix the tree), web and sheets (their text is extracted
 from the document, not the document), prose and code (their paragraphs are cleaned and cut into
 sentences with rules that read past the token), and any configuration that reads coordinates the
@@ -27,11 +27,11 @@ import numpy as np
 import torch
 
 import tokenizer
-import trees
+import formats
 from model import GPT, GPTConfig
 from data import coords_for, corpus_stats, token_coords
 
-ONLINE = {"json": trees.json_coords, "xml": trees.xml_coords, "markdown": trees.markdown_coords}
+ONLINE = {"json": formats.json_coords, "xml": formats.xml_coords, "markdown": formats.markdown_coords}
 PROMPT = {"json": "{", "xml": "<", "markdown": "# "}   # how the corpus's documents begin
 
 

@@ -16,12 +16,13 @@ import sample
 import tokenizer
 import train
 import trees
+import formats
 
 
 FORMATS = {   # corpus: (whole-document builder, scanner for any prefix, canonical form of the input)
-    "json": (trees.json_doc, trees.json_coords, lambda raw: json.loads(raw.decode("utf-8-sig"))),
-    "xml": (trees.xml_doc, trees.xml_coords, lambda raw: canonical_xml(raw)),
-    "markdown": (trees.markdown_doc, trees.markdown_coords, lambda raw: raw.decode("utf-8-sig").replace("\r\n", "\n")),
+    "json": (formats.json_doc, formats.json_coords, lambda raw: json.loads(raw.decode("utf-8-sig"))),
+    "xml": (formats.xml_doc, formats.xml_coords, lambda raw: canonical_xml(raw)),
+    "markdown": (formats.markdown_doc, formats.markdown_coords, lambda raw: raw.decode("utf-8-sig").replace("\r\n", "\n")),
 }
 
 
@@ -55,7 +56,7 @@ def same_nodes(whole, part):
 def test_nodes_by_hand():
     """{"a":[1,{"b":null}],"c":"x"}: object -> members -> values; a member writes `"key":`, a
     container its brackets and commas, a scalar itself (paths derived by hand)."""
-    d = trees.json_doc(b'{"a": [1, {"b": null}], "c": "x"}')
+    d = formats.json_doc(b'{"a": [1, {"b": null}], "c": "x"}')
     assert d.text == '{"a":[1,{"b":null}],"c":"x"}'
     depth, path = d.node_coords()
     owner = {}
@@ -95,7 +96,7 @@ def test_round_trip_and_prefix_property_on_real_files(corpus):
 def test_xml_nodes_by_hand():
     """<r b="x"><x>t</x></r>: the element writes its name, `>` and end tag; the attribute
     ` b="x"` from its space; text is a node; `<` belongs to no node."""
-    d = trees.xml_doc(b'<?xml version="1.0"?><r b="x"><!-- gone --><x>t</x>u</r>')
+    d = formats.xml_doc(b'<?xml version="1.0"?><r b="x"><!-- gone --><x>t</x>u</r>')
     assert d.text == '<r b="x"><x>t</x>u</r>'
     depth, path = d.node_coords()
     at = lambda i: (int(depth[d.char_node[i]]), path[d.char_node[i]][:3].tolist()) if d.char_node[i] >= 0 else None
@@ -111,7 +112,7 @@ def test_markdown_nodes_and_paragraphs_by_hand():
     """Sections nest by heading level; blocks under the innermost section; sentences under blocks;
     p1 counts blocks (a heading is one), p2 sentences; a heading's `#`s belong to no node."""
     text = "Intro. Two.\n\n# A\nText here.\n\n## B\n```\nx\n\ny\n```\n# C\n"
-    d = trees.markdown_coords(text)
+    d = formats.markdown_coords(text)
     depth, _ = d.node_coords()
     line = lambda s: [int(depth[n]) if n >= 0 else 0 for n in d.char_node[text.index(s):text.index(s) + len(s)]]
     assert line("Intro. Two.") == [2] * 11 and line("# A") == [0, 1, 1] and line("Text here.") == [3] * 10
@@ -119,23 +120,23 @@ def test_markdown_nodes_and_paragraphs_by_hand():
     p = lambda s: d.char_p[text.index(s), :2].tolist()
     assert [p("Intro"), p("Two"), p("A\n"), p("Text"), p("B\n"), p("x\n"), p("y\n"), p("C\n")] == \
         [[0, 0], [0, 1], [1, 0], [2, 0], [3, 0], [4, 0], [4, 0], [5, 0]]       # the fence keeps its blank line
-    assert set(trees.markdown_coords("e.g.Foo and x. y").char_p[:, 1].tolist()) == {0}   # no space, no capital
+    assert set(formats.markdown_coords("e.g.Foo and x. y").char_p[:, 1].tolist()) == {0}   # no space, no capital
 
 
 @pytest.mark.parametrize("build,raw,reason", [
-    (trees.json_doc, b'{"a": [1, 2', "invalid json"),                                   # truncated
-    (trees.json_doc, b'{"a":' * 11 + b"1" + b"}" * 11, "deeper than 22 levels"),        # 11 x (object, member) + 1
-    (trees.json_doc, b'{"a": "\xff"}', "not utf-8"),
-    (trees.json_doc, b"", "invalid json"),
-    (trees.json_doc, b"[NaN]", "invalid json"),                                         # Python reads it; JSON has none
-    (trees.json_doc, json.dumps(list(range(400))).encode(), "wider than 318 siblings"),
-    (trees.xml_doc, b"<a><b>text</b", "invalid xml (gt required)"),                      # truncated
-    (trees.xml_doc, b"<a>" * 23 + b"</a>" * 23, "deeper than 22 levels"),
-    (trees.xml_doc, b"<a>\xff</a>", "invalid xml"),                                      # not UTF-8
-    (trees.xml_doc, b"<a>" + b"<b/>" * 400 + b"</a>", "wider than 318 siblings"),
-    (trees.xml_doc, b'<!DOCTYPE a SYSTEM "http://example.invalid/a.dtd"><a>&x;</a>', "invalid xml (undeclared entity)"),
-    (trees.markdown_doc, b"  \n\n", "empty"),
-    (trees.markdown_doc, b"# a\n\xff", "not utf-8"),
+    (formats.json_doc, b'{"a": [1, 2', "invalid json"),                                   # truncated
+    (formats.json_doc, b'{"a":' * 11 + b"1" + b"}" * 11, "deeper than 22 levels"),        # 11 x (object, member) + 1
+    (formats.json_doc, b'{"a": "\xff"}', "not utf-8"),
+    (formats.json_doc, b"", "invalid json"),
+    (formats.json_doc, b"[NaN]", "invalid json"),                                         # Python reads it; JSON has none
+    (formats.json_doc, json.dumps(list(range(400))).encode(), "wider than 318 siblings"),
+    (formats.xml_doc, b"<a><b>text</b", "invalid xml (gt required)"),                      # truncated
+    (formats.xml_doc, b"<a>" * 23 + b"</a>" * 23, "deeper than 22 levels"),
+    (formats.xml_doc, b"<a>\xff</a>", "invalid xml"),                                      # not UTF-8
+    (formats.xml_doc, b"<a>" + b"<b/>" * 400 + b"</a>", "wider than 318 siblings"),
+    (formats.xml_doc, b'<!DOCTYPE a SYSTEM "http://example.invalid/a.dtd"><a>&x;</a>', "invalid xml (undeclared entity)"),
+    (formats.markdown_doc, b"  \n\n", "empty"),
+    (formats.markdown_doc, b"# a\n\xff", "not utf-8"),
 ])
 def test_hostile_files_are_counted_skips(build, raw, reason):
     with pytest.raises(trees.Skip) as e:
@@ -144,7 +145,7 @@ def test_hostile_files_are_counted_skips(build, raw, reason):
 
 
 def test_ten_levels_are_kept():
-    d = trees.json_doc(b'{"a":' * 10 + b"1" + b"}" * 10)                # 21 levels
+    d = formats.json_doc(b'{"a":' * 10 + b"1" + b"}" * 10)                # 21 levels
     assert d.node_coords()[0].max() == 21
 
 
@@ -198,7 +199,7 @@ def test_a_character_cut_by_a_token_reads_as_content():
     assert len(ids) == 10
     assert sample.online_text(ids[:7], enc) == '{"k":"x'
     step = sample.online_coords("json", ids[:7], enc, tok_len)
-    full = data.token_coords(trees.json_doc('{"k":"é"}'.encode()), np.asarray(ids), tok_len)
+    full = data.token_coords(formats.json_doc('{"k":"é"}'.encode()), np.asarray(ids), tok_len)
     assert step["depth"] == full["depth"][6] == 3 and np.array_equal(step["path"], full["path"][6])
 
 

@@ -10,6 +10,7 @@ import candidates
 import data
 import prepare
 import trees
+import paragraphs
 from conftest import stdlib_files
 
 RST = sorted(glob.glob("/usr/share/doc/python3*/html/_sources/library/*.rst.txt"))
@@ -24,7 +25,7 @@ def per_byte(doc):
 def test_three_paragraphs_hand_worked():
     text = ('This is what I love. You are the reason.\n\nok\n\n'
             'Second paragraph, one sentence here.\n\nThird one! "Quoted start" next. lower case stays.')
-    doc = trees.prose_doc(text.encode())
+    doc = paragraphs.prose_doc(text.encode())
     assert doc.text == ('This is what I love. You are the reason.\n\nSecond paragraph, one sentence here.'
                         '\n\nThird one! "Quoted start" next. lower case stays.')      # "ok" < 20 chars
     c = per_byte(doc)
@@ -45,7 +46,7 @@ def test_three_paragraphs_hand_worked():
 
 def test_two_block_python_file_hand_worked():
     src = b"import os\nimport sys\n\n\ndef f():\n    return 1\n"
-    doc = trees.code_doc(src)
+    doc = paragraphs.code_doc(src)
     assert doc.text == src.decode()                                # the text is unchanged
     p = per_byte(doc)["p"]
     at = lambda s: doc.text.index(s)
@@ -57,13 +58,13 @@ def test_two_block_python_file_hand_worked():
 
 
 @pytest.mark.parametrize("builder,data,reason", [
-    (trees.code_doc, b"x = 1\ny = 2\n", "fewer than 2 blocks"),
-    (trees.code_doc, b"", "fewer than 2 blocks"),
-    (trees.code_doc, b"\xff\xfe x = 1\n\ny = 2", "not utf-8"),
-    (trees.prose_doc, b"", "no paragraph of 20+ characters"),
-    (trees.prose_doc, b"short\n\nalso short", "no paragraph of 20+ characters"),
-    (trees.prose_doc, b"\xff\xfe long enough paragraph of text", "not utf-8"),
-    (trees.prose_doc, b"\x00\x01 long enough paragraph of binary", "binary (NUL bytes)"),
+    (paragraphs.code_doc, b"x = 1\ny = 2\n", "fewer than 2 blocks"),
+    (paragraphs.code_doc, b"", "fewer than 2 blocks"),
+    (paragraphs.code_doc, b"\xff\xfe x = 1\n\ny = 2", "not utf-8"),
+    (paragraphs.prose_doc, b"", "no paragraph of 20+ characters"),
+    (paragraphs.prose_doc, b"short\n\nalso short", "no paragraph of 20+ characters"),
+    (paragraphs.prose_doc, b"\xff\xfe long enough paragraph of text", "not utf-8"),
+    (paragraphs.prose_doc, b"\x00\x01 long enough paragraph of binary", "binary (NUL bytes)"),
 ])
 def test_bad_paragraph_documents_are_counted_skips(builder, data, reason):
     with pytest.raises(trees.Skip) as e:
@@ -75,9 +76,9 @@ def test_wikitext_documents_and_escapes():
     text = (" = Alpha = \n\n The first @-@ paragraph is long enough . It has 1 @,@ 000 words .\n\n"
             " = = Sub heading = = \n\n Second paragraph of the alpha article .\n\n"
             " = Beta = \n\n Beta has one paragraph that is long enough .\n")
-    docs = trees.wikitext_documents(text)
+    docs = paragraphs.wikitext_documents(text)
     assert [t for t, _ in docs] == ["Alpha", "Beta"]
-    alpha = trees.paragraphs_doc(docs[0][1])
+    alpha = paragraphs.paragraphs_doc(docs[0][1])
     assert alpha.text == ("The first-paragraph is long enough . It has 1,000 words .\n\n"
                           "Second paragraph of the alpha article .")   # headings discarded
 
@@ -103,7 +104,7 @@ A :func:`dumps` call and ``literal`` text, see `docs <https://x.org>`_. Another 
 
 * A list item that is long enough.
 """
-    assert trees.rst_paragraphs(rst) == [
+    assert paragraphs.rst_paragraphs(rst) == [
         "A dumps call and literal text, see docs. Another sentence:",
         "Serialize obj to a file. It returns nothing.",
         "A list item that is long enough."]
@@ -114,20 +115,20 @@ def test_no_lookahead_on_real_documents():
     """A prefix of a real document keeps every character's (p1, p2) and node: prose cut after
     k paragraphs, code cut after k lines."""
     for path in RST[:5]:
-        paras = [p for p in trees.rst_paragraphs(open(path).read()) if len(" ".join(p.split())) >= 20]
-        full = trees.paragraphs_doc(paras)
+        paras = [p for p in paragraphs.rst_paragraphs(open(path).read()) if len(" ".join(p.split())) >= 20]
+        full = paragraphs.paragraphs_doc(paras)
         for k in (1, len(paras) // 2):
-            part = trees.paragraphs_doc(paras[:max(k, 1)])
+            part = paragraphs.paragraphs_doc(paras[:max(k, 1)])
             n = len(part.text)
             assert full.text[:n] == part.text
             assert (full.char_p[:n] == part.char_p).all() and (full.char_node[:n] == part.char_node).all()
     for path in stdlib_files()[300:305]:
         src = open(path, "rb").read()
         lines = src.splitlines(keepends=True)
-        full = trees.code_doc(src)
+        full = paragraphs.code_doc(src)
         for k in (len(lines) // 2, len(lines) - 3):
             try:
-                part = trees.code_doc(b"".join(lines[:k]))
+                part = paragraphs.code_doc(b"".join(lines[:k]))
             except trees.Skip:
                 continue
             n = len(part.text)

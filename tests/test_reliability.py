@@ -25,6 +25,7 @@ import evaluate
 import prepare
 import train
 import trees
+import paragraphs
 
 HOSTILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile")
 
@@ -184,8 +185,8 @@ def test_giant_json_and_xml_values_are_skips_in_seconds_and_bounded_memory(corpu
 
 @pytest.mark.parametrize("builder,raw,reason", [
     (trees.python_doc, b"x = 1\n" * 200_000, "too large: Python source over 1,000,000 bytes"),
-    (trees.code_doc, b"x = 1\n\n" * 600_000, "too large: a document over 4,000,000 characters"),
-    (trees.prose_doc, b"Some words here.\n\n" * 250_000, "too large: a document over 4,000,000 characters"),
+    (paragraphs.code_doc, b"x = 1\n\n" * 600_000, "too large: a document over 4,000,000 characters"),
+    (paragraphs.prose_doc, b"Some words here.\n\n" * 250_000, "too large: a document over 4,000,000 characters"),
 ], ids=["python", "code", "prose"])
 def test_too_large_text_is_a_skip_before_the_per_character_work(builder, raw, reason):
     with pytest.raises(trees.Skip, match=reason):

@@ -16,6 +16,7 @@ from openpyxl.workbook.defined_name import DefinedName
 import data
 import prepare
 import trees
+import sheets
 
 
 def xlsx(wb):
@@ -46,7 +47,7 @@ def node_of(doc, s, nth=0):
 
 
 def test_two_sheet_workbook_hand_worked():
-    doc = trees.sheet_doc(two_sheets())
+    doc = sheets.sheet_doc(two_sheets())
     assert doc.text == ("Name\tMon\tTue\tTotal\nAnn\t8\t7\t=SUM(B2:C2)\nBob\t8\t7\t=B3+C3*2\n\n"
                         "Grand\t=SUM(Hours!D2:D3)+'My Sheet'!B3\t=Rate*2\n5\n")
     depth, path = doc.node_coords()
@@ -77,7 +78,7 @@ def test_two_sheet_workbook_hand_worked():
 
 
 def test_addressed_render():
-    doc = trees.sheet_doc(two_sheets(), "addressed")
+    doc = sheets.sheet_doc(two_sheets(), "addressed")
     assert doc.text.startswith("A1:Name\tB1:Mon\tC1:Tue\tD1:Total\nA2:Ann")
     assert "D3:=B3+C3*2\n" in doc.text and "B3:5\n" in doc.text
     depth, path = doc.node_coords()
@@ -95,7 +96,7 @@ def wide_book(columns):
 
 @pytest.mark.parametrize("columns,copied", [(300, True), (50, False)])
 def test_copied_from_above_counts_only_across_256_tokens(columns, copied):
-    doc = trees.sheet_doc(wide_book(columns))
+    doc = sheets.sheet_doc(wide_book(columns))
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)     # one token per byte
     c = data.token_coords(doc, ids, np.ones(256, np.int64))
     second_row = len(doc.text) // 2
@@ -113,14 +114,14 @@ def test_no_lookahead_on_levels_references_and_kinds():
         for f in sorted(os.listdir(d)):
             wb_bytes.append(open(os.path.join(d, f), "rb").read())
     for raw in wb_bytes:
-        full = trees.sheet_doc(raw)
+        full = sheets.sheet_doc(raw)
         wb = openpyxl.load_workbook(io.BytesIO(raw))
         first = wb.worksheets[0]
         k = max(2, first.max_row // 2)
         first.delete_rows(k + 1, first.max_row)
         for ws in wb.worksheets[1:]:
             wb.remove(ws)
-        part = trees.sheet_doc(xlsx(wb))
+        part = sheets.sheet_doc(xlsx(wb))
         n = len(part.text)
         assert full.text[:n] == part.text
         fd, fp = full.node_coords()
@@ -160,7 +161,7 @@ def with_prefixes(formulas):
     for r, f in enumerate(formulas, 1):
         for k in range(len(f), 1, -1):
             wb.active.cell(r, len(f) - k + 1, f[:k])
-    got = doc_formulas(trees.sheet_doc(xlsx(wb)))
+    got = doc_formulas(sheets.sheet_doc(xlsx(wb)))
     out = {}
     for r, f in enumerate(formulas):
         assert got[(0, r, 0)][0] == f
@@ -198,7 +199,7 @@ def test_formula_prefix_keeps_coordinates():
     parsed, formulas = {"real": 0, "synthetic": 0}, set()
     for source, raw in books:
         try:
-            doc = trees.sheet_doc(raw)
+            doc = sheets.sheet_doc(raw)
         except trees.Skip:
             continue
         assert not doc.notes.get("formulas kept as text (parser rejected)")
@@ -247,21 +248,21 @@ def huge_dimension():
 ])
 def test_bad_workbooks_are_counted_skips(raw, reason):
     with pytest.raises(trees.Skip) as e:
-        trees.sheet_doc(raw)
+        sheets.sheet_doc(raw)
     assert reason is None or e.value.reason == reason
 
 
 def test_row_limit_counts_rows_read_not_the_declared_dimension():
-    assert trees.sheet_doc(huge_dimension()).text == trees.sheet_doc(two_sheets()).text
-    trees.sheet_doc(two_sheets(), max_rows=3)                         # "Hours" holds 3 rows
+    assert sheets.sheet_doc(huge_dimension()).text == sheets.sheet_doc(two_sheets()).text
+    sheets.sheet_doc(two_sheets(), max_rows=3)                         # "Hours" holds 3 rows
     with pytest.raises(trees.Skip, match="sheet with more than 2 rows"):
-        trees.sheet_doc(two_sheets(), max_rows=2)
+        sheets.sheet_doc(two_sheets(), max_rows=2)
 
 
 def test_rejected_formula_is_kept_as_text_and_counted():
     wb = openpyxl.Workbook()
     wb.active.append(["a", "=(1+2", "=SUM(A1", "=Nowhere!A1+1"])
-    doc = trees.sheet_doc(xlsx(wb))
+    doc = sheets.sheet_doc(xlsx(wb))
     assert doc.text == "a\t=(1+2\t=SUM(A1\t=Nowhere!A1+1\n"
     assert doc.notes == {"formulas kept as text (parser rejected)": 2, "references to unknown targets": 1}
 
@@ -292,7 +293,7 @@ def test_an_array_formula_is_written_as_its_formula():
     wb.active["B1"] = ArrayFormula("B1:B1", "=SUM(A1:A2*2)")
     buf = io.BytesIO()
     wb.save(buf)
-    d = trees.sheet_doc(buf.getvalue())
+    d = sheets.sheet_doc(buf.getvalue())
     assert d.text == "1\t=SUM(A1:A2*2)\n2\n"
     depth = d.node_coords()[0]
     assert depth[d.char_node[d.text.index("SUM(")]] == 4 and depth[d.char_node[d.text.index("A1:A2")]] == 5
@@ -312,7 +313,7 @@ def test_reference_statistics_on_a_planted_workbook(tmp_path, capsys):
     ws["A1"], ws["B1"], ws["C1"], ws["A2"] = 1, "=A1+2", "=C1", "=SUM(A1:B1)"
     s2 = wb.create_sheet("B")
     s2["A1"], s2["B1"] = "=A!A1*2", "=A1"
-    doc = trees.sheet_doc(xlsx(wb))
+    doc = sheets.sheet_doc(xlsx(wb))
     assert doc.text == "1\t=A1+2\t=C1\n=SUM(A1:B1)\n\n=A!A1*2\t=A1\n"
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)
     rec = {**data.token_coords(doc, ids, np.ones(256, np.int64)), "tokens": ids, "doc": 0}

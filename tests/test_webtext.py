@@ -12,6 +12,7 @@ import data
 import prepare
 import train
 import trees
+import paragraphs
 
 PAGE = """<html><head><title>Title text</title><script>var s = "Script text. Not kept.";</script>
 <style>p {{ color: red }}</style></head><body>
@@ -34,8 +35,8 @@ def test_main_text_paragraphs_and_sentences(open_, close):
     """Script, style, title, nav, a sidebar, headings, a link list, a code listing and the footer
     go; each <p> is a paragraph, short ones included (C.1: no length filter for OpenWebText)."""
     html = PAGE.format(open=open_, close=close).encode()
-    assert trees.webtext_paragraphs(html) == MAIN
-    doc = trees.webtext_doc(html)
+    assert paragraphs.webtext_paragraphs(html) == MAIN
+    doc = paragraphs.webtext_doc(html)
     assert doc.text == "\n\n".join(MAIN)
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)
     p = data.token_coords(doc, ids, np.ones(256, np.int64))["p"]     # one token per byte
@@ -54,7 +55,7 @@ def test_main_text_paragraphs_and_sentences(open_, close):
 ])
 def test_pages_without_main_text_are_counted_skips(html, reason):
     with pytest.raises(trees.Skip) as e:
-        trees.webtext_doc(html)
+        paragraphs.webtext_doc(html)
     assert e.value.reason == reason
 
 

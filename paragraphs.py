@@ -1,0 +1,253 @@
+"""Paragraph corpora as trees (hRoPE, paper 004 §3.1, §3.4, App. C.1): prose (.rst, plain text,
+WikiText), code and web text, each `source -> Doc` or a `Skip` (trees.py holds Doc).
+"""
+import re
+
+import numpy as np
+
+from trees import Doc, Skip, WEB_BLOCKS, WEB_SKIP, source_text
+
+
+# ---------------------------------------------------------------------------------------------
+# hRoPE paragraph corpora (paragraph-boundaries paper §3.1, §3.4, App. C.1)
+#
+# Every character carries (p1, p2): paragraph (or code block) index in the document and
+# sentence (or line) index in its paragraph; p3, the token's index in its sentence, is filled
+# per token by prepare.py. The tree is the same hierarchy: paragraphs at depth 1, their
+# sentences at depth 2. Separators (the blank line, the space between sentences, a newline)
+# belong to no node and keep the (p1, p2) of the text before them, so a coordinate never
+# depends on text that follows it.
+# ---------------------------------------------------------------------------------------------
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'])")   # App. C.1, WikiText-2
+WIKI_TITLE = re.compile(r"^\s*=\s[^=].*[^=]\s=\s*$")         # a top-level heading starts a document
+WIKI_HEADING = re.compile(r"^\s*(=\s)+.*(\s=)+\s*$")
+MIN_PARAGRAPH = 20                                          # shorter paragraphs are dropped
+
+
+def _hier_doc(text, spans):
+    """spans: (start, end, p1, p2) character ranges in reading order, one node each."""
+    n = len(text)
+    char_node = np.full(n, -1, np.int32)
+    parent, rank, para_node = [], [], {}
+    for start, end, p1, p2 in spans:
+        if p1 not in para_node:
+            para_node[p1] = len(parent)
+            parent.append(-1)
+            rank.append(p1)
+        char_node[start:end] = len(parent)
+        parent.append(para_node[p1])
+        rank.append(p2)
+    # every character takes the (p1, p2) of the last span started at or before it, so the
+    # separators keep the coordinates of the text before them
+    starts = np.array([s[0] for s in spans])
+    latest = np.searchsorted(starts, np.arange(n), side="right") - 1
+    char_p = np.zeros((n, 3), np.int32)
+    char_p[:, :2] = np.where(latest[:, None] >= 0, np.array([s[2:] for s in spans])[latest], 0)
+    return Doc(text, char_node, np.asarray(parent, np.int32), np.asarray(rank, np.int32), char_p=char_p)
+
+
+def paragraphs_doc(paragraphs, min_chars=MIN_PARAGRAPH):
+    """Paragraph strings -> Doc: paragraphs under min_chars dropped, sentences split (App. C.1),
+    the paragraphs joined by one blank line."""
+    paragraphs = [" ".join(p.split()) for p in paragraphs]
+    paragraphs = [p for p in paragraphs if len(p) >= max(min_chars, 1)]
+    if not paragraphs:
+        raise Skip(f"no paragraph of {min_chars}+ characters")
+    text, spans, at = [], [], 0
+    for p1, para in enumerate(paragraphs):
+        if p1:
+            text.append("\n\n")
+            at += 2
+        s = 0
+        for p2, m in enumerate(list(SENTENCE_END.finditer(para)) + [None]):
+            e = m.start() if m else len(para)
+            spans.append((at + s, at + e, p1, p2))
+            s = m.end() if m else s
+        text.append(para)
+        at += len(para)
+    return _hier_doc("".join(text), spans)
+
+
+def wikitext_documents(text):
+    """WikiText-style text -> [(title, paragraphs)]: a single-equals heading starts a document,
+    heading lines are discarded, paragraphs split on blank lines, @-@ escapes normalised."""
+    text = re.sub(r" @([-,.])@ ", r"\1", text)
+    docs = []
+    for line in text.split("\n"):
+        if WIKI_TITLE.match(line):
+            docs.append([line.strip(" =\t"), []])
+        elif not docs:
+            docs.append(["", []])
+        if not WIKI_HEADING.match(line):
+            docs[-1][1].append(line)
+    return [(title, re.split(r"\n\s*\n", "\n".join(lines))) for title, lines in docs]
+
+
+# reStructuredText: prose survives, markup and code do not (python3-doc's _sources)
+_RST_ADORNMENT = re.compile(r"^([=\-~^\"'`#*+.:_<>])\1{2,}\s*$")
+_RST_DIRECTIVE = re.compile(r"^(\s*)\.\.(?=\s|$)(\s+([\w:-]+)::)?")
+_RST_FIELD = re.compile(r"^:[\w .-]+:(\s|$)")
+_RST_CODE_DIRECTIVES = {"code-block", "sourcecode", "code", "literalinclude", "productionlist", "doctest",
+                        "testcode", "testoutput", "testsetup", "testcleanup", "toctree", "image", "figure",
+                        "csv-table", "list-table", "table", "raw", "highlight", "index", "math", "graphviz",
+                        "only", "include", "opcode", "cmdoption", "option"}
+_RST_ADMONITIONS = {"note", "warning", "seealso", "important", "tip", "caution", "attention", "danger",
+                    "impl-detail", "versionadded", "versionchanged", "deprecated", "deprecated-removed"}
+_RST_ROLE = re.compile(r":[\w:+-]+:`~?([^`<]*?)\s*(<[^`]*>)?`")
+_RST_LINK = re.compile(r"`([^`<]+?)\s*<[^`]*>`__?")
+
+
+def rst_paragraphs(text):
+    """Prose paragraphs of a reStructuredText source: headings, directives (except the bodies of
+    description/admonition directives), literal blocks after '::', doctests, tables, comments
+    and option lines are dropped; inline roles and links keep their text."""
+    lines = text.expandtabs().split("\n")
+    paras, cur, skip_indent, literal_after, continued = [], [], None, False, False
+
+    def flush():
+        if cur:
+            paras.append(" ".join(cur))
+            cur.clear()
+
+    for i, line in enumerate(lines):
+        ind = len(line) - len(line.lstrip())
+        if not line.strip():
+            if cur and cur[-1].endswith("::"):
+                literal_after = True
+            flush()
+            continue
+        if skip_indent is not None:
+            if ind > skip_indent:
+                continue
+            skip_indent = None
+        if literal_after:                       # the indented block after '::' is code
+            literal_after = False
+            skip_indent = ind - 1 if ind > 0 else None
+            if skip_indent is not None:
+                continue
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if continued:                           # a signature continued with a backslash
+            continued = line.rstrip().endswith("\\")
+            continue
+        d = _RST_DIRECTIVE.match(line)
+        if d:
+            flush()
+            if not d.group(2) or d.group(3) in _RST_CODE_DIRECTIVES:   # comment or code: drop body
+                skip_indent = ind
+            elif d.group(3) in _RST_ADMONITIONS and line[d.end():].strip():
+                cur.append(line[d.end():].strip())                     # '.. note:: text'
+            continued = line.rstrip().endswith("\\")
+            continue
+        s = line.strip()
+        if (_RST_ADORNMENT.match(s) or _RST_ADORNMENT.match(nxt.strip()) and not cur
+                or s.startswith((">>>", "+-", "|")) or _RST_FIELD.match(s) or re.fullmatch(r"[=\s]+", s)):
+            flush()
+            continue
+        item = re.match(r"^([*+-]|\d+\.|#\.|\(\w\))\s+", s)
+        if item:                                # a list item starts its own paragraph
+            flush()
+            s = s[item.end():]
+        cur.append(s)
+    flush()
+    out = []
+    for p in paras:
+        p = _RST_LINK.sub(r"\1", _RST_ROLE.sub(r"\1", p))
+        p = re.sub(r"``([^`]*)``", r"\1", p)
+        p = re.sub(r"\*\*([^*]+)\*\*|\*([^*]+)\*", lambda m: m.group(1) or m.group(2), p)
+        p = re.sub(r"`([^`]+)`__?", r"\1", p)
+        p = re.sub(r"\s*\[#[\w-]*\]_|\\ ", "", p)
+        p = p.replace("`", "")
+        p = re.sub(r"::$", ":", p)
+        out.append(p)
+    return out
+
+
+def prose_doc(raw, fmt="text"):
+    """Bytes of one prose document -> Doc. fmt 'rst' cleans reStructuredText markup first."""
+    text = source_text(raw)
+    return paragraphs_doc(rst_paragraphs(text) if fmt == "rst" else re.split(r"\n\s*\n", text))
+
+
+def code_doc(raw):
+    """Python source -> Doc with p1 = blank-line-separated block, p2 = line in its block
+    (App. C.1 'Code'); files with fewer than 2 blocks are excluded. The text is unchanged."""
+    text = source_text(raw)
+    spans, p1, p2, at, gap = [], -1, 0, 0, True
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        if body.strip():
+            if gap:
+                p1, p2, gap = p1 + 1, 0, False
+            else:
+                p2 += 1
+            spans.append((at, at + len(body), p1, p2))
+        else:
+            gap = True
+        at += len(line)
+    if p1 < 1:
+        raise Skip("fewer than 2 blocks")
+    return _hier_doc(text, spans)
+
+
+# OpenWebText's stand-in (App. C.1 "OpenWebText"; newspaper's extraction, our reading): the main
+# text of a page is what is left after markup a reader skips. A paragraph is one text block (the
+# text between two WEB_BLOCKS boundaries, as `web` splits it); headings, code listings (pre) and
+# link lists are not paragraphs; sentences split as WikiText-2's; no paragraph length filter
+# (C.1: "we do not apply an additional per-paragraph character-length filter").
+WEBTEXT_DROP = WEB_SKIP | {"nav", "header", "footer", "aside", "form", "button", "select", "menu", "pre", "title",
+                           "h1", "h2", "h3", "h4", "h5", "h6"}
+WEBTEXT_BOILERPLATE = re.compile(r"nav|menu|sidebar|footer|header|breadcrumb|related|banner|cookie|skip|\btoc", re.I)
+
+
+def webtext_paragraphs(html):
+    """HTML (bytes or str) -> its main-text paragraphs. The first <main>, <article> or
+    role="main" element is the page's text where there is one, else <body>. Dropped: WEBTEXT_DROP
+    elements, elements whose class, id or role names navigation or boilerplate, and text blocks
+    more than half of whose characters are link text (menus, indexes, 'next | previous')."""
+    import lxml.etree
+    import lxml.html
+    if isinstance(html, bytes) and html[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        html = html.decode("utf-16", "replace")
+    elif isinstance(html, bytes) and b"\0" in html[:8192]:
+        raise Skip("binary (NUL bytes)")
+    try:
+        root = lxml.html.document_fromstring(html)
+    except (lxml.etree.ParserError, ValueError):
+        raise Skip("empty or unparsable html")
+    main = root.xpath("//main | //article | //*[@role='main']")
+    paras, cur = [], []                     # cur: (text, in a link) runs of the open block
+
+    def flush():
+        text = "".join(t for t, _ in cur)
+        chars = sum(len("".join(t.split())) for t, _ in cur)
+        links = sum(len("".join(t.split())) for t, link in cur if link)
+        if chars and links <= chars / 2:
+            paras.append(" ".join(text.split()))
+        cur.clear()
+
+    def walk(el, link):
+        for text, child in [(el.text, None)] + [(c.tail, c) for c in el]:
+            if child is not None and isinstance(child.tag, str):
+                tag = child.tag.lower()
+                marks = " ".join(child.get(k, "") for k in ("class", "id", "role"))
+                if tag not in WEBTEXT_DROP and not WEBTEXT_BOILERPLATE.search(marks):
+                    if tag in WEB_BLOCKS:
+                        flush()
+                    walk(child, link or tag == "a")
+                    if tag in WEB_BLOCKS:
+                        flush()
+            if text:
+                cur.append((text, link))
+
+    start = main[0] if main else root.find("body")
+    walk(root if start is None else start, False)
+    flush()
+    return paras
+
+
+def webtext_doc(raw):
+    """An HTML page -> Doc of its main-text paragraphs (p1) and sentences (p2), as prose."""
+    paras = webtext_paragraphs(raw)
+    if not paras:
+        raise Skip("no main text")
+    return paragraphs_doc(paras, min_chars=1)
