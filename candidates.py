@@ -220,7 +220,7 @@ def table14(rows):
     for r in rows:
         order = ordering([c["lambda_struct"] for c in r["corpora"]], names)
         cells = [f"{c['lambda_struct']:.2f} [{c['ci'][0]:.2f}, {c['ci'][1]:.2f}] ({100 * c['token_share']:.0f}% of tokens"
-                 + (f", {c['empty']} paragraphs empty)" if c["empty"] else ")") for c in r["corpora"]]
+                 + (f", {c['empty']} paragraph{'s' * (c['empty'] != 1)} empty)" if c["empty"] else ")") for c in r["corpora"]]
         label = "full" if r["cutoff"] is None else f"top {r['cutoff']:,} types"
         same = "—" if r["cutoff"] is None else "n/a" if order is None or full is None else "yes" if order == full else "no"
         lines.append(f"| {label} | {' | '.join(cells)} | {order or 'no fit'} | {same} |")
