@@ -5,7 +5,7 @@
     python analyze.py --tokens RUN_A RUN_B             # two runs paired token by token
     python analyze.py --depth hrope.npz rand.npz       # compression depth U*, paired bootstrap (compression.py)
     python analyze.py --depth hrope.npz rand.npz --figures figs   # and Fig. 2, the App. A.6 heatmaps
-    python analyze.py --hubs out/code/hrope_axial/seed[012]   # paper 004 Table 13, App. E's checks (compression.py)
+    python analyze.py --hubs out/code/hrope_axial/seed[012]   # paper 004 Table 13, App. E's checks (hubs.py)
     python analyze.py --paragraphs out/prose/hrope_axial out/code/hrope_axial   # Tables 5, 9, A.10's pilot (compression.py)
     python analyze.py --boundary out/code              # paper 004 Table 1 (boundaries.py)
     python analyze.py --candidates data/prose data/code  # paper 004 Table 4 (corpus only: candidates.py)
@@ -29,8 +29,8 @@ from scipy import stats
 import boundaries
 import candidates
 import compression
-import hubs
 import figures
+import hubs
 import trees
 from compression import ci, resample_weights
 from data import reference_stats, replacing
@@ -80,8 +80,9 @@ def final_val(run):
     `reported`: a --report best_milestone run at its best milestone, appendix §4 "Evaluation"; else
     the final step), a run still training at its last milestone."""
     f = run.get("final")
-    if best_milestone(run):
-        return f["reported"]["val_loss"]
+    if best_milestone(run):   # diverged before its first milestone: nothing to report (NaN, not a crash)
+        v = f["reported"]["val_loss"]
+        return float("nan") if v is None else v
     return f["val_loss"] if f else run["log"][max(run["log"])]["val_loss"]
 
 
@@ -697,7 +698,7 @@ MODES = (("hubs", hub_mode), ("paragraphs", paragraphs_mode), ("candidates", can
          ("replicates", replicates_mode), ("references", references_mode))
 
 
-def print_deltas(runs, baseline, figures):
+def print_deltas(runs, baseline, figure_dir):
     """Every configuration against the baseline: validation at the last shared milestone, test at the
     end, per kind of token (Fig. 5), and with its structure shuffled or removed."""
     for metric in ("val", "test"):
@@ -713,8 +714,8 @@ def print_deltas(runs, baseline, figures):
             print(markdown(rs, f"{corpus} ({L} layers, d={E}, {H} heads, context {T}, {steps} steps): "
                                f"{metric} Δ vs {baseline} at {at}"))
             print()
-        if figures:
-            write_csv(rows, os.path.join(figures, f"table_{metric}.csv"))
+        if figure_dir:
+            write_csv(rows, os.path.join(figure_dir, f"table_{metric}.csv"))
     spread = seed_spread(runs, baseline)
     for setting in sorted({r["setting"] for r in spread}):
         print(spread_markdown([r for r in spread if r["setting"] == setting],

@@ -7,7 +7,7 @@ paragraph begins? What evaluate.py and analyze.py run for it, in one place:
     evaluate.py RUN --probe      the same-paragraph probe per layer (App. A.9) -> Table 8 in analyze.py
     evaluate.py RUN --demo       Fig. 1 on one example -> analyze.py --figures draws it
 
-compression.py holds the rest of the paper: compression depth, hub masking, paragraph regression.
+compression.py holds the rest of the paper (compression depth, paragraph regression), hubs.py hub masking.
 """
 import glob
 import json
@@ -17,8 +17,8 @@ import warnings
 import numpy as np
 import torch
 
-import tokenizer
 import paragraphs
+import tokenizer
 from data import coords_for, pack, record_docs, replacing, token_coords
 
 

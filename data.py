@@ -18,8 +18,8 @@ from collections import defaultdict
 import numpy as np
 import torch
 
-import trees
 import sheets
+import trees
 from trees import LEVELS
 
 SPLITS = ("train", "val", "test")
@@ -298,7 +298,8 @@ def coords_for(model, b, corpus, generator=None, depth_dropout=0.0):
     if "p1_density" in corpus:
         b["p1_density"] = corpus["p1_density"]
         b["p1_period"] = corpus["p1_period"]
-    # depth withheld on a random fraction of records; a configuration that reads no depth draws nothing
+    # depth withheld on a random fraction of rows (records; with --pack, blocks); a configuration
+    # that reads no depth draws nothing
     if depth_dropout > 0 and "depth" in b and DEPTH_READERS & set(model.rotary.names):
         drop = torch.rand(b["depth"].shape[0], generator=generator, device=b["depth"].device) < depth_dropout
         b["depth"] = torch.where(drop[:, None], torch.full_like(b["depth"], -1), b["depth"])

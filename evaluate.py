@@ -27,7 +27,7 @@ depth_read_<split>.npz bins them by the labels read, rand_axial's averaged over 
 draws); with --boundary, --hubs and --paragraphs the sums analyze.py's Tables 1, 13 and 5/9 read
 (boundary_, hub_*_, paragraph_<split>.npz; --hub_contributions writes hub_contrib_<split>.npz alone,
 the pass that --hubs pools over the seeds).
-Those paper 004 measures live in boundaries.py (Layer I) and compression.py (Layers II-III).
+Those paper 004 measures live in boundaries.py (Layer I), compression.py (Layers II-III) and hubs.py (Table 13).
 """
 import argparse
 import functools
@@ -369,7 +369,7 @@ def write_rotation_off(model, split, ids, cfg, corpus, shares, run, split_name):
 
 
 def paragraph_measures(args, model, split, ids, cfg, corpus, data_dir):
-    """Paper 004's --probe, --hubs, --boundary, --paragraphs and --demo (boundaries.py,
+    """Paper 004's --probe, --hubs, --boundary, --paragraphs and --demo (boundaries.py, hubs.py,
     compression.py): the sums they write, and what goes into eval_<split>.json."""
     out = {}
     run = functools.partial(score, model, split, ids, cfg, corpus)
@@ -418,7 +418,7 @@ def main(argv=None):
     if n == 0:
         raise SystemExit(f"error: the {args.split} split of {data_dir} has no records")
     ids = spread(split, n)
-    if args.hub_contributions:   # Table 13's pass 1 (compression.py): nothing else is scored or written
+    if args.hub_contributions:   # Table 13's pass 1 (hubs.py): nothing else is scored or written
         path = hubs.write_contributions(functools.partial(score, model, split, ids, cfg, corpus), split, ids,
                                                model.cfg.vocab_size, args.run, args.split)
         print(f"  hub contributions (App. E, pass 1): {n} records -> {path}")

@@ -34,11 +34,11 @@ from openpyxl.workbook.defined_name import DefinedName
 from tqdm import tqdm
 
 import chat
+import formats
+import paragraphs
+import sheets
 import tokenizer
 import trees
-import sheets
-import paragraphs
-import formats
 from data import SPLITS, token_coords, write_split
 from settings import PREPARE, SETTINGS
 
@@ -487,8 +487,8 @@ def web_sheets_sources(args):
     """Web pages and workbooks in one corpus (appendix, the two-corpus precursor): the HTML and
     the .xlsx files under --src, or python3-doc's pages and the SYNTHETIC workbooks."""
     web, web_dirs = web_sources(args)
-    sheets, sheet_dirs = sheets_sources(args)
-    return web + sheets, web_dirs + sheet_dirs
+    books, sheet_dirs = sheets_sources(args)
+    return web + books, web_dirs + sheet_dirs
 
 
 def _build(item, builder):
@@ -616,7 +616,7 @@ class Corpus:
         return {"preset": self.preset, "recipe": self.recipe, "attention": list(self.attention)}
 
 
-CORPORA = {   # a new corpus: one entry here and its builder in trees.py (README "Add a corpus")
+CORPORA = {   # a new corpus: one entry here and its builder (trees.py or beside it; README "Add a corpus")
     "python": Corpus(python_sources, _build_python, statements, options=("units",), attention=("ancestor",),
                      pattern=tokenizer.CODE_PAT),   # the serialisation's sigils need a pattern of their own
     "web": Corpus(web_sources, _build_web, text_blocks, preset="paper_web", attention=("same_depth",)),

@@ -26,8 +26,8 @@ import sys
 import numpy as np
 import torch
 
-import tokenizer
 import formats
+import tokenizer
 from model import GPT, GPTConfig
 from data import coords_for, corpus_stats, token_coords
 

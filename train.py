@@ -31,8 +31,8 @@ import contextlib
 import json
 import math
 import os
-import sys
 import shutil
+import sys
 import time
 
 import numpy as np
@@ -349,8 +349,9 @@ def resume(cfg, mcfg, model, opt, out_dir):
     """The step and log to continue from: the run's checkpoint loaded into model and opt, refused
     when it was trained with other settings (RESUMABLE lists those a resume may change)."""
     ck = torch.load(os.path.join(out_dir, "ckpt.pt"), map_location=cfg["device"], weights_only=False)
-    # a key the checkpoint lacks was added to train.py since; its default kept the old behaviour
-    differ = [k for k in DEFAULTS if k not in RESUMABLE and ck["run"].get(k, cfg[k]) != cfg[k]]
+    # a key the checkpoint lacks was added to train.py since, with a default that kept the old
+    # behaviour: compare with that default (an hrope run from before --pack must not go on packed)
+    differ = [k for k in DEFAULTS if k not in RESUMABLE and ck["run"].get(k, DEFAULTS[k]) != cfg[k]]
     differ += [f"model.{k}" for k, v in vars(mcfg).items() if ck["config"].get(k, v) != v]
     differ += ["the tokeniser (data prepared again)"] * (ck["run"].get("tokenizer", cfg["tokenizer"]) != cfg["tokenizer"])
     if differ:   # a mixed schedule or another model would be filed under this run's name

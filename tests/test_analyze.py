@@ -38,6 +38,10 @@ def test_paired_t_by_hand():
     assert r["p"] == pytest.approx(0.1611, abs=1e-3)                      # t(3) two-sided
     assert r["ci_lo"] == pytest.approx(mean - 3.1824 * se, abs=1e-5)
     assert r["won"] == 3 and r["sign_p"] == pytest.approx(0.625)
+    # the band in perplexity reduction: lower end from the CI's upper Δ (worse), upper end from its lower
+    half = 3.1824 * se                                                     # t(3, 0.975) = 3.1824
+    assert r["ppl_lo"] == pytest.approx(100 * (1 - math.exp(mean + half)), abs=1e-3)   # = -0.72
+    assert r["ppl_hi"] == pytest.approx(100 * (1 - math.exp(mean - half)), abs=1e-3)   # = +2.68
 
 
 def test_bh_known_vector():

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 import analyze
-import figures
 import boundaries
 import compression
-import hubs
 import data
 import evaluate
+import figures
+import hubs
 import prepare
 import train
 import trees

@@ -11,12 +11,12 @@ import torch
 
 import data
 import evaluate
+import formats
 import prepare
 import sample
 import tokenizer
 import train
 import trees
-import formats
 
 
 FORMATS = {   # corpus: (whole-document builder, scanner for any prefix, canonical form of the input)

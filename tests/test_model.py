@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-import hubs
 import data
+import hubs
 import rotary
 import train
 from model import GPT, GPTConfig
@@ -101,11 +101,12 @@ def test_a_packed_step_scores_every_record_as_if_alone(tiny_python, tmp_path):
         total += m(b["tokens"], m.rotary.coords(b), b["targets"])[1].sum().item()
         n += int(split.len[r]) - 1
     assert logged == pytest.approx(total / n, rel=1e-5)
+    j = next(j for j, b in enumerate(blocks) if len(b) > 1)
     packed = split.batch(blocks, "cpu")
-    seam = int(split.len[blocks[0][0]])                                     # the second record's first token
-    if len(blocks[0]) > 1:
-        assert packed["pos"][0, seam] == 0 and packed["targets"][0, seam - 1] == -1
-        assert packed["segment"][0, seam - 1] == 0 and packed["segment"][0, seam] == 1
+    seam = int(split.len[blocks[j][0]])                                     # the second record's first token
+    assert packed["pos"][j, seam] == 0 and packed["pos"][j, seam - 1] == seam - 1
+    assert packed["targets"][j, seam - 1] == -1 and packed["targets"][j, seam - 2] == packed["tokens"][j, seam - 1]
+    assert packed["segment"][j, seam - 1] == 0 and packed["segment"][j, seam] == 1
 
 
 def test_blocked_pairs_get_exactly_zero_attention_and_none_changes_nothing():

@@ -8,9 +8,9 @@ import pytest
 
 import candidates
 import data
+import paragraphs
 import prepare
 import trees
-import paragraphs
 from conftest import stdlib_files
 
 RST = sorted(glob.glob("/usr/share/doc/python3*/html/_sources/library/*.rst.txt"))

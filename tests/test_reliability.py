@@ -17,15 +17,16 @@ import zipfile
 
 import numpy as np
 import pytest
+import torch
 from openpyxl.utils import get_column_letter
 
 import analyze
 import data
 import evaluate
+import paragraphs
 import prepare
 import train
 import trees
-import paragraphs
 
 HOSTILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile")
 
@@ -269,6 +270,12 @@ def test_empty_split_is_an_error_not_a_zero_score(tmp_path):
 
 def test_resume_refuses_changed_settings_unless_started_over(tiny_python, tmp_path):
     run = train.main(tiny_args(tiny_python, str(tmp_path)))
+    # a checkpoint from before a setting existed ran under that setting's default: --pack off
+    ck = torch.load(os.path.join(run, "ckpt.pt"), weights_only=False)
+    del ck["run"]["pack"]
+    torch.save(ck, os.path.join(run, "ckpt.pt"))
+    with pytest.raises(SystemExit, match=r"\(pack\)"):
+        train.main(tiny_args(tiny_python, str(tmp_path), "--pack=1"))
     for args, key in ((tiny_args(tiny_python, str(tmp_path), steps=3), "(steps)"),
                       (tiny_args(tiny_python, str(tmp_path), "--lr=0.002"), "(lr)"),
                       (tiny_args(tiny_python, str(tmp_path), "--n_layer=2"), "(model.n_layer)")):

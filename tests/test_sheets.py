@@ -15,8 +15,8 @@ from openpyxl.workbook.defined_name import DefinedName
 
 import data
 import prepare
-import trees
 import sheets
+import trees
 
 
 def xlsx(wb):

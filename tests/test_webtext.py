@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import data
+import paragraphs
 import prepare
 import train
 import trees
-import paragraphs
 
 PAGE = """<html><head><title>Title text</title><script>var s = "Script text. Not kept.";</script>
 <style>p {{ color: red }}</style></head><body>
@@ -91,9 +91,9 @@ def page(body):
     return f"<html><body><div class='nav'>Menu</div><main>{body}</main></body></html>"
 
 
-def prose(rng, paragraphs, sentences=2, n=8):
+def prose(rng, n_paragraphs, sentences=2, n=8):
     out = []
-    for _ in range(paragraphs):
+    for _ in range(n_paragraphs):
         out.append("<p>" + " ".join(" ".join(words(rng, n)).capitalize() + "." for _ in range(sentences)) + "</p>")
     return "".join(out)
 
