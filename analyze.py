@@ -138,9 +138,10 @@ def table12_markdown(t):
 
 # ---------------------------------------------------------------------------------- runs ----
 def setting_of(c):
-    """A run's setting from its config.json: corpus, model size, context and steps (appendix §1)."""
+    """A run's setting from its config.json: corpus, model size, context, steps (appendix §1), and
+    whether its records were packed into blocks (train.py --pack: another batch, so another setting)."""
     m, r = c["model"], c["run"]
-    return r["corpus"], m["n_layer"], m["n_embd"], m["n_head"], m["max_len"], r["steps"]
+    return r["corpus"], m["n_layer"], m["n_embd"], m["n_head"], m["max_len"], r["steps"], bool(r.get("pack"))
 
 
 def load_runs(root, finished=False):
@@ -709,9 +710,10 @@ def print_deltas(runs, baseline, figure_dir):
         for r in rows:
             by_setting[r["setting"], r["step"]].append(r)
         for (setting, step), rs in by_setting.items():
-            corpus, L, E, H, T, steps = setting
+            corpus, L, E, H, T, steps, packed = setting
             at = step if step == BEST else f"step {step}"
-            print(markdown(rs, f"{corpus} ({L} layers, d={E}, {H} heads, context {T}, {steps} steps): "
+            print(markdown(rs, f"{corpus} ({L} layers, d={E}, {H} heads, context {T}, {steps} steps"
+                               f"{', records packed' if packed else ''}): "
                                f"{metric} Δ vs {baseline} at {at}"))
             print()
         if figure_dir:

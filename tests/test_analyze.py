@@ -565,3 +565,16 @@ def test_a_best_milestone_run_is_compared_at_the_value_it_reports(tmp_path, caps
     assert s["sd_paired"] == pytest.approx(0.0)
     analyze.main([str(tmp_path / "web")])
     assert f"val Δ vs seq_only at {analyze.BEST}" in capsys.readouterr().out
+
+
+def test_packed_runs_are_another_setting(tmp_path):
+    """A run trained on packed blocks (train.py --pack) has other batches than one trained a record per
+    row: analyze pairs it only with packed runs, as it pairs only runs of one model size and length."""
+    for seed in (0, 1):
+        write_run(tmp_path, "code", "flat", seed, 3.0)
+        write_run(tmp_path, "code", "hrope_axial", seed, 2.9, pack=True)
+    runs = analyze.load_runs(str(tmp_path / "code"))
+    assert len(runs) == 2 and analyze.compare(runs, "flat", "val") == []
+    write_run(tmp_path, "code", "flat_packed", 0, 3.1, "flat", name="flat_packed", pack=True)
+    (packed,) = [s for s in analyze.load_runs(str(tmp_path / "code")) if s[-1]]
+    assert sorted(analyze.load_runs(str(tmp_path / "code"))[packed]) == ["flat_packed", "hrope_axial"]
