@@ -6,6 +6,8 @@
 # last checkpoint.
 #   bash sweep.sh CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]
 #   bash sweep.sh python "seq_only seq_depth tree_only" "$(seq 0 9)" 8 --steps 5000
+#   OMP_NUM_THREADS=1 bash sweep.sh json "seq_only seq_depth" "$(seq 0 9)" 2 --steps 200   # 2 CPU cores:
+#     two 1-thread runs at once train 1.28x the tokens/s of one 2-thread run (small models)
 # Runs go under $OUT (default out); each run's output is in its folder as train.log. The sweep
 # exits non-zero if any run failed, after the others have finished.
 set -euo pipefail
