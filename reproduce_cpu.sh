@@ -135,14 +135,15 @@ fi
 # readings (Layer I's sites and anchors, p1 counted in its document, Table 3 by the labels read,
 # Table 13 by documents with one hub choice pooled over the seeds). flat: Table 1's H0(1) check;
 # rand_axial: Table 3's control. Two runs at a time, one thread each (JOBS=1 for one).
+#   CORPORA22=code bash reproduce_cpu.sh tables22   # one corpus at a time
 #   prepare: for c in code prose webtext; do python prepare.py $c --max_len 256; done
 if [ "$stage" = tables22 ]; then
-  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-  for c in code prose webtext; do
-    OUT=$OUT10 bash sweep.sh $c "hrope_axial flat rand_axial" "0 1 2" "${JOBS:-2}" --steps 200 --preset cpu_hrope --milestones 10
+  CORPORA22=${CORPORA22:-code prose webtext}
+  for c in $CORPORA22; do
+    OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OUT=$OUT10 bash sweep.sh $c "hrope_axial flat rand_axial" "0 1 2" "${JOBS:-2}" --steps 200 --preset cpu_hrope --milestones 10
   done
-  for c in code prose webtext; do for s in 0 1 2; do hub_pass1 $OUT10/$c/hrope_axial/seed$s; done; done
-  for c in code prose webtext; do
+  for c in $CORPORA22; do for s in 0 1 2; do hub_pass1 $OUT10/$c/hrope_axial/seed$s; done; done
+  for c in $CORPORA22; do
     for s in 0 1 2; do
       evx $OUT10/$c/hrope_axial/seed$s hub_test.json --max_docs 128 --boundary --demo --attention --hubs
       evx $OUT10/$c/flat/seed$s boundary_test.npz --max_docs 128 --boundary --demo
