@@ -136,6 +136,7 @@ fi
 # Table 13 by documents with one hub choice pooled over the seeds). flat: Table 1's H0(1) check;
 # rand_axial: Table 3's control. Two runs at a time, one thread each (JOBS=1 for one).
 #   CORPORA22=code bash reproduce_cpu.sh tables22   # one corpus at a time
+#   all three: ~30 min a corpus on 2 cores (code 32 min; prose + webtext 58 min)
 #   prepare: for c in code prose webtext; do python prepare.py $c --max_len 256; done
 if [ "$stage" = tables22 ]; then
   CORPORA22=${CORPORA22:-code prose webtext}
