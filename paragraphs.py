@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from trees import Doc, Skip, WEB_BLOCKS, WEB_SKIP, source_text
+from trees import MAX_TEXT_CHARS, WEB_BLOCKS, WEB_SKIP, Doc, Skip, check_size, html_root, source_text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,6 +196,7 @@ def code_doc(raw):
 # (C.1: "we do not apply an additional per-paragraph character-length filter").
 WEBTEXT_DROP = WEB_SKIP | {"nav", "header", "footer", "aside", "form", "button", "select", "menu", "pre", "title",
                            "h1", "h2", "h3", "h4", "h5", "h6"}
+MAX_NESTING = 512   # our cap, well inside lxml's 2,048 (huge_tree) and Python's recursion limit
 WEBTEXT_BOILERPLATE = re.compile(r"nav|menu|sidebar|footer|header|breadcrumb|related|banner|cookie|skip|\btoc", re.I)
 
 
@@ -204,16 +205,7 @@ def webtext_paragraphs(html):
     role="main" element is the page's text where there is one, else <body>. Dropped: WEBTEXT_DROP
     elements, elements whose class, id or role names navigation or boilerplate, and text blocks
     more than half of whose characters are link text (menus, indexes, 'next | previous')."""
-    import lxml.etree
-    import lxml.html
-    if isinstance(html, bytes) and html[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        html = html.decode("utf-16", "replace")
-    elif isinstance(html, bytes) and b"\0" in html[:8192]:
-        raise Skip("binary (NUL bytes)")
-    try:
-        root = lxml.html.document_fromstring(html)
-    except (lxml.etree.ParserError, ValueError):
-        raise Skip("empty or unparsable html")
+    root = html_root(html)
     main = root.xpath("//main | //article | //*[@role='main']")
     paras, cur = [], []                     # cur: (text, in a link) runs of the open block
 
@@ -225,7 +217,9 @@ def webtext_paragraphs(html):
             paras.append(" ".join(text.split()))
         cur.clear()
 
-    def walk(el, link):
+    def walk(el, link, depth):
+        if depth > MAX_NESTING:
+            raise Skip(f"nested deeper than {MAX_NESTING} elements")
         for text, child in [(el.text, None)] + [(c.tail, c) for c in el]:
             if child is not None and isinstance(child.tag, str):
                 tag = child.tag.lower()
@@ -233,14 +227,15 @@ def webtext_paragraphs(html):
                 if tag not in WEBTEXT_DROP and not WEBTEXT_BOILERPLATE.search(marks):
                     if tag in WEB_BLOCKS:
                         flush()
-                    walk(child, link or tag == "a")
+                    walk(child, link or tag == "a", depth + 1)
                     if tag in WEB_BLOCKS:
                         flush()
             if text:
+                check_size("a text node", len(text), MAX_TEXT_CHARS)
                 cur.append((text, link))
 
     start = main[0] if main else root.find("body")
-    walk(root if start is None else start, False)
+    walk(root if start is None else start, False, 0)
     flush()
     return paras
 

@@ -644,11 +644,10 @@ WEB_BLOCKS = {"address", "article", "aside", "blockquote", "body", "br", "captio
 MAX_WIDTH = 318   # the slow plane counts about 318 siblings before it wraps (appendix §5)
 
 
-def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
-    """HTML (bytes or str) -> Doc. Nodes are retained elements and text runs with a non-space
-    character; paths start at the children of body; only text emits characters, so every
-    token-carrying node is a leaf. Pages deeper than 22 levels or wider than 318 siblings are
-    skipped (appendix §4 "What is excluded")."""
+def html_root(html):
+    """HTML (bytes or str) -> lxml root, or Skip. huge_tree: without it lxml drops, silently, a
+    text node past 10 MB and everything nested past 256 elements (and all text after it); with
+    it the limits are 2,048 levels and our caps (MAX_TEXT_CHARS, the callers' depth caps)."""
     import lxml.etree
     import lxml.html
     if isinstance(html, bytes) and html[:2] in (b"\xff\xfe", b"\xfe\xff"):   # UTF-16 has NUL bytes
@@ -656,10 +655,18 @@ def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
     elif isinstance(html, bytes) and b"\0" in html[:8192]:
         raise Skip("binary (NUL bytes)")
     check_size("a page", len(html), MAX_PAGE_BYTES, "bytes")
-    try:   # huge_tree: past 10 MB lxml would drop a text node silently; our caps bound it instead
-        root = lxml.html.document_fromstring(html, parser=lxml.html.HTMLParser(huge_tree=True))
+    try:
+        return lxml.html.document_fromstring(html, parser=lxml.html.HTMLParser(huge_tree=True))
     except (lxml.etree.ParserError, ValueError):
         raise Skip("empty or unparsable html")
+
+
+def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
+    """HTML (bytes or str) -> Doc. Nodes are retained elements and text runs with a non-space
+    character; paths start at the children of body; only text emits characters, so every
+    token-carrying node is a leaf. Pages deeper than 22 levels or wider than 318 siblings are
+    skipped (appendix §4 "What is excluded")."""
+    root = html_root(html)
     body = root.find("body")
     if body is None:
         body = root

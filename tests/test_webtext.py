@@ -59,6 +59,27 @@ def test_pages_without_main_text_are_counted_skips(html, reason):
     assert e.value.reason == reason
 
 
+def test_deep_pages_are_read_whole_or_skipped():
+    """lxml's default parser keeps 255 levels and drops the rest of the page without a word:
+    at 300 levels the deep paragraph and the one after it must both be there; past our cap of
+    512 the page is a counted skip, never a page cut short."""
+    nest = lambda n: ("<html><body><p>First one.</p>" + "<div>" * n + "<p>Deep one.</p>" + "</div>" * n
+                      + "<p>After it.</p></body></html>")
+    assert paragraphs.webtext_paragraphs(nest(300)) == ["First one.", "Deep one.", "After it."]
+    with pytest.raises(trees.Skip) as e:
+        paragraphs.webtext_paragraphs(nest(600))
+    assert e.value.reason == "nested deeper than 512 elements"
+
+
+def test_a_huge_text_node_is_a_counted_skip():
+    """web's cap on one text node holds for webtext too (lxml alone keeps 1 MB, drops 10 MB)."""
+    ok = "<html><body><p>" + "x" * 1_000_000 + "</p></body></html>"
+    assert [len(p) for p in paragraphs.webtext_paragraphs(ok)] == [1_000_000]
+    with pytest.raises(trees.Skip) as e:
+        paragraphs.webtext_paragraphs(ok.replace("<p>", "<p>y"))
+    assert e.value.reason == "too large: a text node over 1,000,000 characters"
+
+
 def words(rng, n):
     vocab = [f"w{i}" for i in range(3000)]
     return list(rng.choice(vocab, n))
