@@ -60,7 +60,7 @@ def test_pages_without_main_text_are_counted_skips(html, reason):
 
 
 def test_deep_pages_are_read_whole_or_skipped():
-    """lxml's default parser keeps 255 levels and drops the rest of the page without a word:
+    """lxml's default parser keeps 256 levels and drops the rest of the page without a word:
     at 300 levels the deep paragraph and the one after it must both be there; past our cap of
     512 the page is a counted skip, never a page cut short."""
     nest = lambda n: ("<html><body><p>First one.</p>" + "<div>" * n + "<p>Deep one.</p>" + "</div>" * n
