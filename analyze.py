@@ -3,11 +3,11 @@
     python analyze.py out/python                       # tables: every config vs seq_only
     python analyze.py out/python --baseline seq_tree --figures figs
     python analyze.py --tokens RUN_A RUN_B             # two runs paired token by token
-    python analyze.py --depth hrope.npz rand.npz       # compression depth U*, paired bootstrap (compression.py)
+    python analyze.py --depth hrope.npz rand.npz       # compression depth U*, paired bootstrap (hrope/compression.py)
     python analyze.py --depth hrope.npz rand.npz --figures figs   # and Fig. 2, the App. A.6 heatmaps
-    python analyze.py --hubs out/code/hrope_axial/seed[012]   # paper 004 Table 13, App. E's checks (hubs.py)
-    python analyze.py --paragraphs out/prose/hrope_axial out/code/hrope_axial   # Tables 5, 9, A.10's pilot (compression.py)
-    python analyze.py --boundary out/code              # paper 004 Table 1 (boundaries.py)
+    python analyze.py --hubs out/code/hrope_axial/seed[012]   # paper 004 Table 13, App. E's checks (hrope/hubs.py)
+    python analyze.py --paragraphs out/prose/hrope_axial out/code/hrope_axial   # Tables 5, 9, A.10's pilot (hrope/compression.py)
+    python analyze.py --boundary out/code              # paper 004 Table 1 (hrope/boundaries.py)
     python analyze.py --candidates data/prose data/code  # paper 004 Table 4 (corpus only: candidates.py)
     python analyze.py --replicates out/web/seq_depth/seed0 out/web/seq_depth_rep1/seed0 out/web/seq_depth_rep2/seed0
     python analyze.py --references data/python data/sheets   # reference statistics (corpus only)
@@ -26,14 +26,11 @@ from collections import defaultdict
 import numpy as np
 from scipy import stats
 
-import boundaries
-import candidates
-import compression
 import figures
-import hubs
 import trees
-from compression import ci, resample_weights
 from data import reference_stats, replacing
+from hrope import boundaries, candidates, compression, hubs
+from hrope.compression import ci, resample_weights
 from rotary import Rotary
 
 
@@ -630,7 +627,7 @@ def parse(argv):
     ap.add_argument("--embedder", default=None, help="with --paragraphs / --candidates: a local sentence-embedding "
                     "model folder (default: the stand-in embedding)")
     ap.add_argument("--candidates", nargs="+", metavar="DATA", help="paper 004 Table 4 for prepared paragraph "
-                    "corpora (candidates.py; no model)")
+                    "corpora (hrope/candidates.py; no model)")
     ap.add_argument("--replicates", nargs="+", metavar="RUN", help="the noise floor: replicate runs of one configuration "
                     "at one seed (train.py --name), the published run first")
     ap.add_argument("--references", nargs="+", metavar="DATA", help="reference statistics of prepared corpora "

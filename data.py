@@ -4,7 +4,7 @@ data/<corpus>/ holds, per split, {split}_{field}.npy (memory-mappable): tokens, 
 offsets, n_records + 1), record_doc (the document of each record) and the per-token fields of
 FIELDS; and meta.json (counts, skips and their reasons, the tokenizer, the corpus's defaults).
 Here: that format and its table of fields, the Doc -> per-token fields step, atomic writes,
-Split and packing into micro-batches, and the named coordinates a position configuration reads.
+Split and packing into micro-batches, and the coordinate matrix a position configuration reads (rotary.COORDINATES).
 
     python data.py data/web             # what a prepared folder holds, field by field
 """
@@ -18,7 +18,6 @@ from collections import defaultdict
 import numpy as np
 import torch
 
-import sheets
 import trees
 from trees import LEVELS
 
@@ -108,7 +107,7 @@ def token_coords(doc, ids, tok_len):
         char_first_byte = np.searchsorted(byte_char, np.arange(len(doc.text)))
         src = doc.copied_from[byte_char[np.minimum(at, len(b) - 1)]]
         src_tok = np.searchsorted(end, char_first_byte[np.maximum(src, 0)], side="right")
-        near = (src >= 0) & (np.arange(n) - src_tok < sheets.COPY_DISTANCE)
+        near = (src >= 0) & (np.arange(n) - src_tok < trees.COPY_DISTANCE)
         out["kind"] = np.where(near, out["kind"] & ~np.uint8(trees.KIND_COPIED), out["kind"]).astype(np.uint8)
     if doc.ref is not None or doc.ref_path is not None:   # a workbook without references has one too
         ref_path = np.full((n, LEVELS), -1, np.int64)
@@ -189,13 +188,13 @@ def load_split(data_dir, split):
 
 def corpus_stats(data_dir):
     """(meta.json, the corpus figures the hRoPE configurations calibrate on: p_max, p1_density,
-    p1_period). meta["settings"]["defaults"]: what the corpus's entry in prepare.CORPORA asks of
+    p1_period). meta["settings"]["defaults"]: what the corpus's entry in corpora/ asks of
     train.py (preset on CUDA, recipe) and evaluate.py (attention shares)."""
     if not os.path.exists(os.path.join(data_dir, "meta.json")):
         sys.exit(f"error: {data_dir} is not prepared; run `python prepare.py {os.path.basename(data_dir)}` first")
     with open(os.path.join(data_dir, "meta.json")) as f:
         meta = json.load(f)
-    if "defaults" not in meta["settings"]:   # prepare.py's corpus entry: preset, recipe, attention shares
+    if "defaults" not in meta["settings"]:   # the corpus entry's preset, recipe, attention shares
         sys.exit(f"error: {data_dir} was prepared by an older prepare.py (meta.json holds no run defaults); "
                  f"rerun `python prepare.py {os.path.basename(data_dir)}`: the arrays come out the same")
     return meta, {k: meta[k] for k in ("p_max", "p1_density", "p1_period") if k in meta}
@@ -306,111 +305,12 @@ def coords_for(model, b, corpus, generator=None, depth_dropout=0.0):
     return model.rotary.coords(b, generator)
 
 
-# --------------------------------------------------------------------------- coordinates ----
-# A position configuration names the coordinates its planes read (rotary.CONFIGS); each name has
-# one reader here: (batch of on-disk fields as tensors, generator) -> (B, T) int64, -1 where absent.
-def _field(name, level=None):
-    """An on-disk field as it is, or its `level`-th column (1-based)."""
-    return (lambda b, g: b[name]) if level is None else (lambda b, g: b[name][..., level - 1])
-
-
-def _rank(b, g):
-    """The node's rank among its parent's children = path at its own level."""
-    d = b["depth"].clamp(1, LEVELS) - 1
-    r = b["path"].gather(-1, d.unsqueeze(-1)).squeeze(-1)
-    return torch.where(b["depth"] > 0, r, torch.full_like(r, -1))
-
-
-def _refpath(level):
-    """Reference rotation: the target's level where both have it; the use keeps its own path
-    length (appendix §5)."""
-    def read(b, g):
-        tgt, own = b["ref_path"][..., level - 1], b["path"][..., level - 1]
-        return torch.where((tgt >= 0) & (own >= 0), tgt, own)
-    return read
-
-
-def _refwhole(level):
-    """Whole-path overwrite: a reference takes the target's path."""
-    def read(b, g):
-        isref = b["ref_path"][..., 0] >= 0
-        return torch.where(isref, b["ref_path"][..., level - 1], b["path"][..., level - 1])
-    return read
-
-
-def _isref(b, g):
-    return torch.where(b["ref_path"][..., 0] >= 0, 0, -1)
-
-
-def _depth_label(b, g):
-    """Label on depth (our reading, rotary.CONFIGS seq_label_on_depth): the label written on the
-    depth planes as d + 23 * label, depth capped at the 22 encoded levels, so every (depth, label)
-    pair has its own integer and, within one label, a parent and its child stay one step apart.
-    No label (a token outside every node): depth alone."""
-    d, label = b["depth"], b["label"]
-    return torch.where((d >= 0) & (label >= 0), d.clamp(max=LEVELS) + (LEVELS + 1) * label, d)
-
-
-def _two_corpora(role, level=1):
-    """web_sheets, two corpora in one model: a web page's depth ('depth'), a workbook's sheet,
-    row or column ('sheet', level 1-3), or one group with both meanings ('shared')."""
-    def read(b, g):
-        web = b["source"] == 0
-        depth = torch.where(web, b["depth"], -1) if level == 1 else torch.full_like(b["depth"], -1)
-        sheet = torch.where(web, -1, b["path"][..., level - 1])
-        return {"depth": depth, "sheet": sheet, "shared": torch.where(web, depth, sheet)}[role]
-    return read
-
-
-def _period_p1(b, g):
-    """Mechanical grid floor(t/L), L = mean paragraph length."""
-    return torch.div(b["pos"], b["p1_period"], rounding_mode="floor")
-
-
-def _rand_p1(b, g):
-    """Density-matched random paragraph label, fresh each call."""
-    pos = b["pos"]
-    starts = torch.rand(pos.shape, generator=g, device=pos.device) < b["p1_density"]
-    starts = starts & (pos > 0)
-    return torch.cumsum(starts.long(), -1) * (pos >= 0)
-
-
-def _p1(read):
-    """A p1 channel: a substituted p1 (evaluate.py, b['p1_sub']) replaces whatever it reads."""
-    return lambda b, g: b["p1_sub"] if "p1_sub" in b else read(b, g)
-
-
-COORDINATES = {
-    "t": _field("pos"), "depth": _field("depth"), "within": _field("within"), "symbol": _field("symbol"),
-    "label": _field("label"), "rank": _rank, "isref": _isref,
-    "grid_row": _field("grid", 1), "grid_col": _field("grid", 2),          # the statement grid on code
-    "exchange": _field("chat", 1), "speaker": _field("chat", 2), "turn_pos": _field("chat", 3),
-    "depth_label": _depth_label,
-    **{f"path{k}": _field("path", k) for k in range(1, LEVELS + 1)},
-    **{f"refpath{k}": _refpath(k) for k in range(1, LEVELS + 1)},
-    **{f"refwhole{k}": _refwhole(k) for k in range(1, LEVELS + 1)},
-    "owndepth": _two_corpora("depth"),
-    **{f"ownsheet{k}": _two_corpora("sheet", k) for k in (1, 2, 3)},
-    **{f"shared{k}": _two_corpora("shared", k) for k in (1, 2, 3)},
-    "p1": _p1(_field("p", 1)), "p2": _field("p", 2), "p3": _field("p", 3),
-    "period_p1": _p1(_period_p1), "rand_p1": _p1(_rand_p1),
-}
-
-
-def coordinate(batch, name, generator=None):
-    """One named coordinate, (B, T) int64, -1 where absent. `batch` holds the on-disk fields
-    as tensors, plus p1_density and p1_period for the hRoPE controls."""
-    if name not in COORDINATES:
-        raise KeyError(f"unknown coordinate {name!r}")
-    return COORDINATES[name](batch, generator)
-
-
 # ----------------------------------------------------------------- reference statistics ----
 def reference_counts(path, ref_path, starts):
     """Reference counts over per-token fields (appendix §5): path and ref_path (tokens, 22), -1 absent,
     and the indices where records start. A reference is a run of tokens of one node (one path, one
     target) inside a record; a token is affected where reference rotation changes a level (one both
-    have that differs: data._refpath); whole-path overwrite gives a use its target's path length."""
+    have that differs: configs._refpath); whole-path overwrite gives a use its target's path length."""
     path, ref = np.asarray(path), np.asarray(ref_path)
     is_ref = (ref >= 0).any(1)
     new = np.ones(len(path), bool)

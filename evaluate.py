@@ -27,7 +27,7 @@ depth_read_<split>.npz bins them by the labels read, rand_axial's averaged over 
 draws); with --boundary, --hubs and --paragraphs the sums analyze.py's Tables 1, 13 and 5/9 read
 (boundary_, hub_*_, paragraph_<split>.npz; --hub_contributions writes hub_contrib_<split>.npz alone,
 the pass that --hubs pools over the seeds).
-Those paper 004 measures live in boundaries.py (Layer I), compression.py (Layers II-III) and hubs.py (Table 13).
+Those paper 004 measures live in hrope/boundaries.py (Layer I), hrope/compression.py (Layers II-III) and hrope/hubs.py (Table 13).
 """
 import argparse
 import functools
@@ -37,15 +37,14 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-import boundaries
-import compression
-import hubs
 import tokenizer
 import trees
-from boundaries import fake_merge, fake_split
-from compression import D_MAX, depth_cells
-from data import STRUCTURAL, Split, coordinate, coords_for, corpus_stats, pack, record_docs, replacing, write_json
+from data import STRUCTURAL, Split, coords_for, corpus_stats, pack, record_docs, replacing, write_json
+from hrope import boundaries, compression, hubs
+from hrope.boundaries import fake_merge, fake_split
+from hrope.compression import D_MAX, depth_cells
 from model import GPT, GPTConfig
+from rotary import coordinate
 
 
 # -------------------------------------------------------------------------- interventions ----
@@ -153,7 +152,7 @@ def share(att, mask, query):
 def attention_stats(shares, context):
     """Collectors for `score(attention=...)`, every statistic or the depth cells alone (for further
     label draws), and a function giving the summary. `shares`: the corpus's statistics, named by
-    its prepare.CORPORA entry (ancestor: Python; same_depth: web pages; cells: spreadsheets).
+    its corpora/ entry (ancestor: Python; same_depth: web pages; cells: spreadsheets).
     Shares are over strictly earlier keys, averaged over queries that have at least one such key;
     paragraph data also gets compression-depth cells."""
     acc = {"sum": {}, "queries": {}}
@@ -369,7 +368,7 @@ def write_rotation_off(model, split, ids, cfg, corpus, shares, run, split_name):
 
 
 def paragraph_measures(args, model, split, ids, cfg, corpus, data_dir):
-    """Paper 004's --probe, --hubs, --boundary, --paragraphs and --demo (boundaries.py, hubs.py,
+    """Paper 004's --probe, --hubs, --boundary, --paragraphs and --demo (hrope/boundaries.py, hubs.py,
     compression.py): the sums they write, and what goes into eval_<split>.json."""
     out = {}
     run = functools.partial(score, model, split, ids, cfg, corpus)
@@ -418,7 +417,7 @@ def main(argv=None):
     if n == 0:
         raise SystemExit(f"error: the {args.split} split of {data_dir} has no records")
     ids = spread(split, n)
-    if args.hub_contributions:   # Table 13's pass 1 (hubs.py): nothing else is scored or written
+    if args.hub_contributions:   # Table 13's pass 1 (hrope/hubs.py): nothing else is scored or written
         path = hubs.write_contributions(functools.partial(score, model, split, ids, cfg, corpus), split, ids,
                                                model.cfg.vocab_size, args.run, args.split)
         print(f"  hub contributions (App. E, pass 1): {n} records -> {path}")

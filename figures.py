@@ -9,8 +9,8 @@ from collections import defaultdict
 
 import numpy as np
 
-import compression
-from compression import ci
+from hrope import compression
+from hrope.compression import ci
 from data import replacing
 
 

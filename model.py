@@ -10,20 +10,6 @@ import torch.nn.functional as F
 
 from rotary import Rotary
 
-# Named settings. head width 128 (64 planes) for every depth-perception setting.
-PRESETS = {
-    # the 4.7M model at each setting's context (appendix §4): Python 1,024, web pages 2,048
-    # (whole pages; prepare.py web --max_len 2048 --long drop), spreadsheets 4,096
-    "paper": dict(n_layer=6, n_embd=256, n_head=2, max_len=1024),
-    "paper_web": dict(n_layer=6, n_embd=256, n_head=2, max_len=2048),
-    "paper_sheets": dict(n_layer=6, n_embd=256, n_head=2, max_len=4096),
-    "paper_web_large": dict(n_layer=10, n_embd=512, n_head=4, max_len=4096),  # larger web run, 31.5M (--long crop)
-    "paper_hrope": dict(n_layer=8, n_embd=512, n_head=8, max_len=1024),    # hRoPE, 64-wide heads
-    "cpu": dict(n_layer=4, n_embd=128, n_head=1, max_len=256),             # minutes on 2 cores
-    "cpu_hrope": dict(n_layer=4, n_embd=128, n_head=2, max_len=256),
-}
-
-
 @dataclass
 class GPTConfig:
     vocab_size: int = 4096
@@ -33,7 +19,7 @@ class GPTConfig:
     max_len: int = 256
     rotary: str = "seq_only"
     corpus: dict = field(default_factory=dict)   # corpus statistics hRoPE calibrates from
-    dropout: float = 0.0                          # the hRoPE recipe: 0.1 (train.py RECIPES)
+    dropout: float = 0.0                          # the hRoPE recipe: 0.1 (settings.RECIPES)
 
 
 class Attention(nn.Module):

@@ -123,7 +123,7 @@ if [ "$stage" = beyond ]; then
   for c in programs json xml markdown; do python analyze.py $OUT10/$c --finished > $OUT10/$c/analysis.md; done
 fi
 
-# Paper 004 Table 1 under the Layer I reading of issue 22 (boundaries.py), on code at seeds 0-2:
+# Paper 004 Table 1 under the Layer I reading of issue 22 (hrope/boundaries.py), on code at seeds 0-2:
 # hrope_axial and flat (flat: H0(1) exact); the other variants' Δ are 0 by construction (tests).
 if [ "$stage" = table1 ]; then
   OUT=$OUT10 bash sweep.sh code "hrope_axial flat" "0 1 2" 1 --steps 200 --preset cpu_hrope --milestones 10
@@ -174,7 +174,7 @@ if [ "$stage" = ten_hrope ] || [ "$stage" = ten_hrope_train ]; then
 fi
 if [ "$stage" = ten_hrope ] || [ "$stage" = ten_hrope_eval ]; then
   # Table 13 masks every seed with one hub choice, made on seeds 0-2's contributions pooled
-  # (compression.py): each of those seeds' pass 1 before any seed's --hubs below
+  # (hrope/compression.py): each of those seeds' pass 1 before any seed's --hubs below
   for s in $SEEDS10; do
     [ "$s" -lt 3 ] || continue
     for c in prose code; do hub_pass1 $OUT10/$c/hrope_axial/seed$s; done
@@ -208,7 +208,7 @@ if [ "$stage" = ten_hrope ] || [ "$stage" = ten_hrope_analyze ]; then
     python analyze.py --depth "$h" "$r" > $OUT10/$c/depth.md
   done
   python analyze.py --paragraphs $OUT10/prose/hrope_axial $OUT10/code/hrope_axial > $OUT10/paragraphs.md
-  python candidates.py data/prose data/code > $OUT10/candidates.md
+  python -m hrope.candidates data/prose data/code > $OUT10/candidates.md
 fi
 
 if [ "$stage" = all ] || [ "$stage" = analyze ]; then

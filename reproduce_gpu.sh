@@ -2,7 +2,7 @@
 # The prepared GPU check (about 6 minutes on one H200; written to fit 8):
 #   1. the Triton kernel against the PyTorch reference with the interpreter off: every
 #      configuration family, outputs and the q, k, rate, offset and overlay gradients;
-#   2. `rotary.py --bench` at B=8 and T=1,024 and 4,096 (memory-bound): seconds and GB/s of
+#   2. `bench.py rotation` at B=8 and T=1,024 and 4,096 (memory-bound): seconds and GB/s of
 #      eager, torch.compile and Triton fwd+bwd in bf16 (goal: Triton <= 0.25x eager, >= 50% HBM);
 #   3. aggregate training tokens/s at the paper preset (Python, seq_depth, 64 records of <= 1,024
 #      tokens per step) for 1, 2, 8 and 16 runs at once through sweep.sh (goal: 8 or 16 at once
@@ -52,7 +52,7 @@ if [ "${1:-}" = hrope ]; then
     bash sweep.sh $c "flat sent_axial hrope_axial rand_axial period_axial" "0 1 2" "$J" $CPU &
   done
   wait
-  # Table 13's hubs are chosen on every seed's contributions pooled: that pass first (compression.py)
+  # Table 13's hubs are chosen on every seed's contributions pooled: that pass first (hrope/compression.py)
   ls -d "$OUT"/{code,prose,webtext}/hrope_axial/seed[012] | xargs -r -P $((3 * J)) -I{} sh -c \
     '[ -f {}/hub_contrib_test.npz ] || python evaluate.py {} --max_docs 128 --hub_contributions > {}/hub.log 2>&1'
   for d in "$OUT"/{code,prose,webtext}/*/seed[012]; do
@@ -86,7 +86,7 @@ python -c "import torch, triton; print('torch', torch.__version__, 'triton', tri
 echo "== 1. kernel against the reference (TRITON_INTERPRET=0)"
 TRITON_INTERPRET=0 python -m pytest -q tests/test_rotary.py -k "triton or every or head_split" 2>&1 | tail -4
 echo "== 2. rotation fwd+bwd, seq_tree_depth, H=2, D=128"
-for size in "8 1024" "8 4096"; do echo "B T = $size"; TRITON_INTERPRET=0 python rotary.py --bench $size; done
+for size in "8 1024" "8 4096"; do echo "B T = $size"; TRITON_INTERPRET=0 python bench.py rotation $size; done
 echo "== 3. aggregate training tokens/s"
 python prepare.py python --workers 16 | tail -4
 for jobs in ${JOBS:-1 2 8 16}; do

@@ -1,4 +1,5 @@
-"""Coordinates become angles: every position configuration of both papers, and the rotation.
+"""Coordinates become angles: the tree rotary, its position configurations, and the rotation.
+Needs torch alone: copy this file and model.py into your own project.
 
 A head of width D has P = D/2 planes; plane i rotates dimensions i and i + P (half-split).
 Each plane reads one integer coordinate c of its token and turns by
@@ -12,6 +13,7 @@ set for the whole model (appendix §5: seq_depth and its control have "the same 
 rates"), initialised to fixed values so that two configurations at one seed differ only in
 the rotation. Run `python rotary.py` for every configuration's plane allocation.
 """
+import importlib
 import math
 import os
 import re
@@ -20,8 +22,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from data import LEVELS, coordinate
-
+LEVELS = 22                        # path levels encoded (appendix §5: 22 levels x {fast, slow} planes)
 FAST = math.sqrt(2 * (1 - 0.95))   # 0.316 rad per sibling: adjacent siblings have cosine 0.95
 
 
@@ -65,35 +66,8 @@ def pair(coord, label):
     return Group((coord, coord), (FAST, FAST / 16), True, False, label)
 
 
-@dataclass(frozen=True)
-class Directed:
-    """Directed offset (appendix §5): on the planes reading `coords`, a reference token's angle
-    gains a learned constant (init 0): one per plane, or one that all of them share. It adds no
-    plane: it overlays planes a Group already fills."""
-    coords: tuple
-    shared: bool
-    label: str
-
-
-def directed(levels, shared=False):
-    """The directed offset on the fast and slow reference-rotation planes of `levels`."""
-    coords = tuple(f"refpath{k}" for k in levels)
-    n = 1 if shared else 2 * len(coords)
-    return Directed(coords, shared, f"directed offset ({n} constant{'s' * (n > 1)})")
-
-
-def spectrum(coord, n, top):
-    """hRoPE: fixed spectrum over n planes whose slowest plane turns half a circle over
-    `top`, the largest value the coordinate takes: base = (S*M/2pi)^(D/(D-1)) with S = 2
-    (hRoPE paper App. C), rates base^(-i/D)."""
-    if n == 1:
-        return Group((coord,), (math.pi / max(top, 1),), False, False, f"{coord} 1")
-    base = max(2 * top / (2 * math.pi), 1.0 + 1e-6) ** (n / (n - 1))
-    return Group((coord,) * n, tuple(base ** (-i / n) for i in range(n)), False, False, f"{coord} {n}")
-
-
 # -------------------------------------------------------------------------------- registry ----
-# Each entry: (planes P) -> layout description. A layout is either a list of Groups (every layer,
+# Each entry: (planes P, corpus statistics) -> layout. A layout is a list of Groups (every layer,
 # every head) or {'layers': [...per layer...]} / {'heads': [...per head...]} of such lists.
 def _seq_layer(P):
     return [seq(P)]                                   # a sequence layer: all planes, 10000^(-i/P)
@@ -108,22 +82,7 @@ def _layer_split(pattern):
     return lambda P, corpus: {"layers": [kinds[c](P) for c in pattern]}
 
 
-def _hrope(which):
-    """hRoPE (paragraph-boundaries paper §3.1): P/4 planes for p1 (paragraph), P/4 for p2
-    (sentence, or line in code), P/2 for p3 (token inside its sentence); each group a fixed
-    spectrum calibrated from the corpus maxima. sent_axial leaves the p1 planes unrotated;
-    rand/period replace p1 by a density-matched random label / floor(t/L) (see coords())."""
-    def make(P, corpus):
-        top = (corpus or {}).get("p_max", [64, 64, 1024])
-        n1, n2 = P // 4, P // 4
-        n3 = P - n1 - n2
-        p1 = unrotated(n1) if which == "sent" else spectrum(which + "_p1" if which in ("rand", "period") else "p1", n1, top[0])
-        return [p1, spectrum("p2", n2, top[1]), spectrum("p3", n3, top[2])]
-    return make
-
-
-CONFIGS = {
-    # depth-perception paper (planes of a 128-wide head; glossary names)
+CONFIGS = {   # the depth-perception appendix's configurations (planes of a 128-wide head; glossary names)
     "seq_only": lambda P, c: [seq(16)],
     "tree_only": lambda P, c: [unrotated(16), tree()],
     "tree_within": lambda P, c: [unrotated(16), tree(), within()],
@@ -141,65 +100,43 @@ CONFIGS = {
     "tttsss": _layer_split("tttsss"),
     "ssttnn": _layer_split("ssttnn"),
     "head_split": lambda P, c: {"heads": [_seq_layer(P), _tree_layer(P)]},
-    # reference rotation: a use takes its target's path on the levels the target occupies
-    "ref_rotation": lambda P, c: [seq(16), tree(source="refpath", label="tree 44 (references on target)")],
-    "ref_whole_path": lambda P, c: [seq(16), tree(source="refwhole", label="tree 44 (references: whole target path)")],
-    # Directed offset (§5): "the reference sits a learned constant angle away from its target rather
-    # than exactly on it". A reference sits on its target only on the levels it takes from it, on
-    # spreadsheets "its sheet, row and column levels"; its deeper levels are its own. So the constant
-    # is added there: one per plane (6; every angle the appendix learns is per plane), or the literal
-    # one angle on all six (ref_directed_one).
-    "ref_directed": lambda P, c: [seq(16), tree(source="refpath", label="tree 44 (references on target)"),
-                                  directed(range(1, 4))],
-    "ref_directed_one": lambda P, c: [seq(16), tree(source="refpath", label="tree 44 (references on target)"),
-                                      directed(range(1, 4), shared=True)],
-    # Own plane group (§5): "references rotate a separate group of planes rather than the tree
-    # planes": the tree keeps every token's own path and the group carries what reference rotation
-    # would have written, the sheet, row and column of the cell a reference names ("17.25% of
-    # references point to another sheet, which is why the sheet level is replaced too") and a
-    # token's own cell elsewhere, so that a reference and its target line up there. 16 + 44 + 6
-    # planes overfill the head: tree level 22 gives way, which no spreadsheet token reaches
-    # (deepest: 7, synthetic; 6, real workbooks).
-    "ref_own_group": lambda P, c: [seq(16), tree(range(1, 22), label="tree 42 (levels 1-21)"),
-                                   tree(range(1, 4), source="refpath", label="reference sheet+row+col 6")],
     "seq_tree_symbol": lambda P, c: [seq(16), tree(), pair("symbol", "symbol 2")],
-    # named in the paper, defined here (REFERENCE.md "Position configurations": this repository's reading)
+    # named in the paper, defined here (REFERENCE.md "Position configurations": our reading)
     "seq_depth_label": lambda P, c: [seq(16), pair("depth", "depth 2"), pair("label", "label 2")],
-    # two corpora in one model (web_sheets): web pages write depth and workbooks their grid into
-    # one plane group, or each corpus has a group of its own
-    "two_corpus_shared": lambda P, c: [seq(16), tree(range(1, 4), source="shared", label="shared: depth | grid 6")],
-    "two_corpus_own": lambda P, c: [seq(16), pair("owndepth", "web depth 2"),
-                                    tree(range(1, 4), source="ownsheet", label="sheet grid 6")],
+    "seq_label": lambda P, c: [seq(16), pair("label", "label 2")],
     "seq_stmt_grid": lambda P, c: [seq(16), pair("grid_row", "statement row 2"), pair("grid_col", "statement column 2")],
     # Figure 4: "a grid (the statement grid on code; row and column on spreadsheets; exchange,
-    # speaker and position on chat), with depth where marked": each grid, and each with depth.
-    # Chat has no grid + depth: a message's tokens sit at depth 3 and newlines at 0 (chat.py), so
-    # depth would say only what the token itself says.
+    # speaker and position on chat), with depth where marked" (chat has no grid + depth: our reading)
     "seq_grid_depth": lambda P, c: [seq(16), tree(range(1, 4), label="grid 6"), pair("depth", "depth 2")],
     "seq_stmt_grid_depth": lambda P, c: [seq(16), pair("grid_row", "statement row 2"),
                                          pair("grid_col", "statement column 2"), pair("depth", "depth 2")],
     "seq_chat_grid": lambda P, c: [seq(16), pair("exchange", "exchange 2"), pair("speaker", "speaker 2"),
                                    pair("turn_pos", "position in turn 2")],
-    # Figure 4: "depth and depth with a label ... Every label-on-depth variant is in the interactive
-    # appendix" (not given to us). Beside seq_depth_label (the label on planes of its own): the
-    # label written on the depth planes themselves, no extra plane (data.py "depth_label"), and
-    # the label without depth, the control that says which of the two carries a gain.
-    "seq_label_on_depth": lambda P, c: [seq(16), pair("depth_label", "depth + 23 x label 2")],
-    "seq_label": lambda P, c: [seq(16), pair("label", "label 2")],
-    # paragraph-boundaries paper (hRoPE): fixed spectra, no learned parameters
-    "flat": lambda P, c: [seq(P)],
-    "sent_axial": _hrope("sent"),
-    "hrope_axial": _hrope("real"),
-    "rand_axial": _hrope("rand"),
-    "period_axial": _hrope("period"),
 }
+# Rarer configurations register themselves (with the coordinates they read) from these modules,
+# imported the first time one of their names is asked for: the references, two corpora in one
+# model and the label on depth (configs.py), paper 004's hRoPE (hrope/controls.py).
+EXTENSIONS = ("configs", "hrope.controls")
+# configuration -> an extra learned angle on the planes reading `coords`, added where the `marker`
+# coordinate is present: (marker, coords, one constant shared by all of them); configs.py's directed offset
+EXTRA = {}
 
 
 def known(name):
     """A registry entry, or a layer split named by its letters, one per layer (s sequence, t tree,
     n no rotation): the paper's six-layer patterns are listed above, and any other length works
     (the larger web run's ten-layer alternating split is `ststststst`)."""
+    if name not in CONFIGS:
+        load_extensions()
     return name in CONFIGS or re.fullmatch(r"[stn]{2,}", name) is not None
+
+
+def load_extensions():
+    for module in EXTENSIONS:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError:    # rotary.py copied alone: its own configurations only
+            pass
 
 
 @dataclass
@@ -209,16 +146,13 @@ class Layout:
     rate_init: list       # [head][plane]
     rate_param: list      # [head][plane] -> index into learned rates, -1 = fixed
     offset_param: list    # [head][plane] -> index into learned offsets, -1 = none
-    overlay: list = None  # [head][plane] -> index into learned offsets added where 'isref'
+    overlay: list = None  # [head][plane] -> index into learned offsets added where the marker is present
 
 
 def _fill(groups, P, rates, offsets):
-    """Lay groups on planes 0..P-1; register learned rates/offsets (appending to the lists).
-    A Directed entry overlays the planes it names: the fifth value, else None."""
+    """Lay groups on planes 0..P-1; register learned rates/offsets (appending to the lists)."""
     coord, rate, rp, op = [], [], [], []
     for g in groups:
-        if isinstance(g, Directed):
-            continue
         for c, r in zip(g.coord, g.rates):
             coord.append(c)
             rate.append(r)
@@ -232,19 +166,19 @@ def _fill(groups, P, rates, offsets):
         raise ValueError(f"configuration needs {len(coord)} planes but the head has {P} "
                          f"(head width {2 * P}); use 128-wide heads for the tree configurations")
     n = len(coord)
-    coord += [None] * (P - n)
-    rate += [0.0] * (P - n)
-    rp += [-1] * (P - n)
-    op += [-1] * (P - n)
-    ov = None
-    for d in (g for g in groups if isinstance(g, Directed)):   # learned constants (init 0), added on references
-        ov = ov or [-1] * P
-        planes = [i for i, c in enumerate(coord) if c in d.coords]
-        first = len(offsets)
-        for j, i in enumerate(planes):
-            ov[i] = first if d.shared else first + j
-        offsets.extend([0.0] * (1 if d.shared else len(planes)))
-    return coord, rate, rp, op, ov
+    return coord + [None] * (P - n), rate + [0.0] * (P - n), rp + [-1] * (P - n), op + [-1] * (P - n)
+
+
+def _extra(name, coord, offsets):
+    """The extra angle's table (EXTRA) for one head table: a learned constant (init 0) per plane it
+    names, or one that all of them share, appended to `offsets`."""
+    _, coords, shared = EXTRA[name]
+    planes = [i for i, c in enumerate(coord) if c in coords]
+    ov = [-1] * len(coord)
+    for j, i in enumerate(planes):
+        ov[i] = len(offsets) + (0 if shared else j)
+    offsets.extend([0.0] * (1 if shared else len(planes)))
+    return ov
 
 
 def build(name, head_dim, n_layer, corpus=None):
@@ -263,14 +197,15 @@ def build(name, head_dim, n_layer, corpus=None):
             key = tuple(g.label for g in groups)
             if key not in seen:
                 seen[key] = len(layouts)
-                c, r, rp, op, _ = _fill(groups, P, rates, offsets)
-                layouts.append(Layout([c], [r], [rp], [op]))
+                layouts.append(Layout(*[[t] for t in _fill(groups, P, rates, offsets)]))
             index.append(seen[key])
         return layouts, index, rates, offsets
-    heads = spec["heads"] if isinstance(spec, dict) else [spec]
-    cols = [_fill(groups, P, rates, offsets) for groups in heads]
-    overlay = [c[4] or [-1] * P for c in cols] if any(c[4] for c in cols) else None
-    layout = Layout(*[[c[i] for c in cols] for i in range(4)], overlay=overlay)
+    cols = []
+    for groups in spec["heads"] if isinstance(spec, dict) else [spec]:
+        cols.append(_fill(groups, P, rates, offsets))
+        if name in EXTRA:
+            cols[-1] += (_extra(name, cols[-1][0], offsets),)
+    layout = Layout(*[[c[i] for c in cols] for i in range(4)], overlay=[c[4] for c in cols] if name in EXTRA else None)
     return [layout], [0] * n_layer, rates, offsets
 
 
@@ -284,9 +219,8 @@ class Rotary(nn.Module):
         # rotary parameters: fixed initial values (never random), excluded from weight decay
         self.rates = nn.Parameter(torch.tensor(rates, dtype=torch.float32))
         self.offsets = nn.Parameter(torch.tensor(offsets, dtype=torch.float32))
-        names = {c for L in self.layouts for h in L.coord for c in h if c}
-        if any(L.overlay for L in self.layouts):
-            names.add("isref")
+        self.marker = EXTRA[config][0] if config in EXTRA else None
+        names = {c for L in self.layouts for h in L.coord for c in h if c} | ({self.marker} - {None})
         self.names = sorted(names)
         for i, L in enumerate(self.layouts):
             self.register_buffer(f"fixed{i}", torch.tensor(L.rate_init, dtype=torch.float32), persistent=False)
@@ -318,9 +252,9 @@ class Rotary(nn.Module):
         c = C[..., col.clamp(min=0).long()].float()             # (B, T, Hl, P)
         present = (c >= 0) & (col >= 0)
         ang = torch.where(present, c * rate + offset, 0.0)
-        if self.ov_used(i):   # directed offset: references sit a learned constant from target
-            isref = C[..., self.names.index("isref")].float().unsqueeze(-1).unsqueeze(-1) >= 0
-            ang = ang + torch.where(isref & present, overlay, 0.0)
+        if self.ov_used(i):   # the extra angle, where the marker is present
+            marked = C[..., self.names.index(self.marker)].float().unsqueeze(-1).unsqueeze(-1) >= 0
+            ang = ang + torch.where(marked & present, overlay, 0.0)
         return ang
 
     def ov_used(self, i):
@@ -333,9 +267,9 @@ class Rotary(nn.Module):
         i = self.layer_layout[layer]
         if not self.names:                     # no_position: nothing rotates
             return q, k
-        if q.is_cuda and triton_available() and os.environ.get("TREEROPE_TRITON", "1") == "1":
-            isref = self.names.index("isref") if self.ov_used(i) else -1
-            return rotate_triton(q, k, C, *self.table(i), isref)
+        if q.is_cuda and triton is not None and os.environ.get("TREEROPE_TRITON", "1") == "1":
+            marker = self.names.index(self.marker) if self.ov_used(i) else -1
+            return rotate_triton(q, k, C, *self.table(i), marker)
         ang = self.angles(C, i)
         return rotate(q, k, ang.repeat_interleave(q.shape[2] // ang.shape[2], 2))
 
@@ -360,16 +294,46 @@ def rotate(q, k, angles):
     return rot(q), rot(k)
 
 
+# ----------------------------------------------------------------------------- coordinates ----
+# A configuration names the coordinates its planes read; each name has one reader here: (batch of
+# on-disk fields as tensors, generator) -> (B, T) int64, -1 where absent.
+def field(name, level=None):
+    """An on-disk field as it is, or its `level`-th column (1-based)."""
+    return (lambda b, g: b[name]) if level is None else (lambda b, g: b[name][..., level - 1])
+
+
+def _rank(b, g):
+    """The node's rank among its parent's children = path at its own level."""
+    d = b["depth"].clamp(1, LEVELS) - 1
+    r = b["path"].gather(-1, d.unsqueeze(-1)).squeeze(-1)
+    return torch.where(b["depth"] > 0, r, torch.full_like(r, -1))
+
+
+COORDINATES = {
+    "t": field("pos"), "depth": field("depth"), "within": field("within"), "symbol": field("symbol"),
+    "label": field("label"), "rank": _rank,
+    "grid_row": field("grid", 1), "grid_col": field("grid", 2),          # the statement grid on code
+    "exchange": field("chat", 1), "speaker": field("chat", 2), "turn_pos": field("chat", 3),
+    **{f"path{k}": field("path", k) for k in range(1, LEVELS + 1)},
+}
+
+
+def coordinate(batch, name, generator=None):
+    """One named coordinate, (B, T) int64, -1 where absent. `batch` holds the on-disk fields as
+    tensors (and, for paper 004's controls, the corpus's p1_density and p1_period)."""
+    if name not in COORDINATES:
+        load_extensions()
+    if name not in COORDINATES:
+        raise KeyError(f"unknown coordinate {name!r}")
+    return COORDINATES[name](batch, generator)
+
+
 # ----------------------------------------------------------------------------------- triton ----
 try:   # the repository works where triton cannot be installed
     import triton
     import triton.language as tl
 except ImportError:
     triton = None
-
-
-def triton_available():
-    return triton is not None
 
 
 if triton is not None:
@@ -497,6 +461,7 @@ def rotate_triton(q, k, C, col, rate, offset, overlay=None, isref=-1):
 
 def describe(head_dim=128, n_layer=6):
     """(name, rotating planes per head/layer kind, learned parameters, plane groups)."""
+    load_extensions()
     rows = []
     for name, make in CONFIGS.items():
         planes, n_params = Rotary(name, head_dim, n_layer).count()
@@ -507,55 +472,8 @@ def describe(head_dim=128, n_layer=6):
     return rows
 
 
-def bench(config="seq_tree_depth", B=8, T=1024, H=2, D=128, reps=5):
-    """Forward+backward of the rotation alone: eager, torch.compile and (on CUDA) Triton, in bf16
-    on CUDA (the paper's training precision) and fp32 on CPU. Returns {variant: seconds per
-    call}, the kernel's error against the reference, and on CUDA the GB/s each variant moves."""
-    import time
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = torch.bfloat16 if dev == "cuda" else torch.float32
-    rot = Rotary(config, D, 1).to(dev)
-    g = torch.Generator().manual_seed(0)
-    b = {"pos": torch.arange(T).expand(B, T), "depth": torch.randint(1, 22, (B, T), generator=g),
-         "path": torch.randint(0, 8, (B, T, LEVELS), generator=g), "within": torch.randint(0, 9, (B, T), generator=g)}
-    C = rot.coords({k: v.to(dev) for k, v in b.items()})
-    q = torch.randn(B, T, H, D, device=dev, dtype=dtype, requires_grad=True)
-    k = torch.randn(B, T, H, D, device=dev, dtype=dtype, requires_grad=True)
-    eager = lambda: rotate(q, k, rot.angles(C, 0))
-    variants = {"eager": eager, "compile": torch.compile(eager)}
-    if dev == "cuda" and triton_available():
-        variants["triton"] = lambda: rotate_triton(q, k, C, *rot.table(0))
-    out = {}
-    if "triton" in variants:   # the kernel against the readable reference at full size
-        with torch.no_grad():
-            out["triton_max_abs_err"] = max((x.float() - y.float()).abs().max().item()
-                                            for x, y in zip(eager(), variants["triton"]()))
-    for name, fn in variants.items():
-        for i in range(reps + 2):
-            if i == 2:
-                if dev == "cuda":
-                    torch.cuda.synchronize()
-                t0 = time.perf_counter()
-            a, bb = fn()
-            (a.sum() + bb.sum()).backward()
-        if dev == "cuda":
-            torch.cuda.synchronize()
-        out[name] = (time.perf_counter() - t0) / reps
-        if dev == "cuda":   # least bytes moved: fwd reads q, k and writes both; bwd reads q, k,
-            # their output gradients and writes dq, dk (coordinates and tables are small)
-            out[name + "_GBps"] = 10 * q.numel() * q.element_size() / out[name] / 1e9
-    return out
-
-
 if __name__ == "__main__":
-    import sys
-    if "--bench" in sys.argv:   # python rotary.py --bench [B T]: default B=8, T=1,024
-        sizes = [int(a) for a in sys.argv[sys.argv.index("--bench") + 1:]]
-        r = bench(B=sizes[0], T=sizes[1]) if len(sizes) == 2 else bench()
-        print({k: round(v, 5) for k, v in r.items()})
-        print(f"compile / eager time: {r['compile'] / r['eager']:.2f}")
-    else:
-        print(f"{'configuration':20} {'rotating planes':>15} {'learned':>8}  groups (128-wide head, 6 layers)")
-        for name, planes, n, groups in describe():
-            print(f"{name:20} {planes:>15} {n:>8}  {groups}")
-        print("and any layer split by its letters, one per layer (s sequence, t tree, n none): e.g. ststststst")
+    print(f"{'configuration':20} {'rotating planes':>15} {'learned':>8}  groups (128-wide head, 6 layers)")
+    for name, planes, n, groups in describe():
+        print(f"{name:20} {planes:>15} {n:>8}  {groups}")
+    print("and any layer split by its letters, one per layer (s sequence, t tree, n none): e.g. ststststst")

@@ -26,7 +26,7 @@ import sys
 import numpy as np
 import torch
 
-import formats
+from corpora import formats
 import tokenizer
 from model import GPT, GPTConfig
 from data import coords_for, corpus_stats, token_coords

@@ -1,16 +1,51 @@
-"""Settings: the papers' runs by name. One entry fixes what a setting is (depth-perception appendix,
-glossary: "One corpus trained at one model size, context length and training length"): the data
-(prepare.py's flags), the model (model.PRESETS), the recipe (train.RECIPES) and its peak lr, the
-length and batch, and the reporting rule.
+"""Every run's values by name: the device scales, the recipes, the model sizes and the papers'
+settings. A setting (depth-perception appendix, glossary: "One corpus trained at one model size,
+context length and training length") is one entry of plain assignments: its data (prepare.py's
+flags), its model (MODELS), its recipe (RECIPES) and peak lr, its length and batch, and its
+reporting rule. prepare.py and train.py read the same entry; `--key=value` overrides it in both.
 
     python prepare.py --setting web_pages               # prepares data/web; meta.json records the name
     python train.py --setting web_pages --config seq_depth --seed 3
     python train.py --setting python --lr_sweep=1       # the paper's lr sweep for the setting
 
-train.py refuses data prepared for another setting, or prepared without one in another way.
-Explicit flags override a setting's values in both scripts (prepare.py then records no setting).
-Where a paper leaves a value open the entry says so and keeps this repository's default.
+Without --setting a run takes its device's scale (SCALES: the CPU scale on a CPU or a laptop's
+GPU, the GPU scale on CUDA) and its corpus's recipe and model; train.py prints where each value
+came from. train.py refuses data prepared for another setting. Where a paper leaves a value open
+the entry says so and keeps this repository's default.
 """
+
+# The models, head width 128 (64 planes) for every depth-perception size.
+MODELS = {
+    # the 4.7M model at each setting's context (appendix §4): Python 1,024, web pages 2,048
+    # (whole pages; prepare.py web --max_len 2048 --long drop), spreadsheets 4,096
+    "paper": dict(n_layer=6, n_embd=256, n_head=2, max_len=1024),
+    "paper_web": dict(n_layer=6, n_embd=256, n_head=2, max_len=2048),
+    "paper_sheets": dict(n_layer=6, n_embd=256, n_head=2, max_len=4096),
+    "paper_web_large": dict(n_layer=10, n_embd=512, n_head=4, max_len=4096),  # larger web run, 31.5M (--long crop)
+    "paper_hrope": dict(n_layer=8, n_embd=512, n_head=8, max_len=1024),    # hRoPE, 64-wide heads
+    "cpu": dict(n_layer=4, n_embd=128, n_head=1, max_len=256),             # minutes on 2 cores
+    "cpu_hrope": dict(n_layer=4, n_embd=128, n_head=2, max_len=256),
+}
+
+# The two papers' recipes. Both warm up over 2% of the steps (hRoPE: 100 of 5,000), then decay
+# on a cosine to min_lr x lr; patience: stop after that many evaluations without a better
+# validation loss (0: never; the depth-perception runs choose no checkpoint by its score).
+RECIPES = {
+    "tree": dict(lr=1.2e-3, weight_decay=0.1, min_lr=0.1, dropout=0.0, patience=0),       # appendix §4
+    "hrope": dict(lr=3e-4, weight_decay=0.01, min_lr=0.01, dropout=0.1, patience=10),     # Table 11
+    # the CPU scale's Table 11, with the tree recipe's peak lr: at 3e-4 a 300-step run is too short
+    # for the p1 channel to matter (REFERENCE.md "Recipes")
+    "hrope_cpu": dict(lr=1.2e-3, weight_decay=0.01, min_lr=0.01, dropout=0.1, patience=10),
+}
+
+# What a device runs when no setting is named: the CPU scale finishes in minutes on 2 cores; the
+# GPU scale takes the corpus's paper model; paper 004 on CUDA packs 16 blocks of 1,024 (Table 11).
+SCALES = {
+    "cpu": dict(preset="cpu", steps=300, docs_per_step=16, val_docs=128, test_docs=256, mb_tokens=4096),
+    "gpu": dict(steps=5000, docs_per_step=64),
+    "gpu_hrope": dict(steps=5000, docs_per_step=16, pack=True),
+}
+CPU_RECIPES = {"hrope": "hrope_cpu"}   # a corpus's recipe, as the CPU scale runs it
 
 # prepare.py's flags that shape the data, at their defaults; a setting names those it changes
 PREPARE = dict(vocab=4096, max_len=1024, long="split", split="hash", units="module", render="values")

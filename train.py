@@ -8,7 +8,7 @@
     torchrun --nproc_per_node=2 train.py --corpus python   # data parallel
 
 Recipe (depth-perception appendix §4; `--recipe tree`, the default for python/web/sheets; each
-corpus's default and its CUDA preset come from its entry in prepare.CORPORA, through meta.json):
+corpus's default and its CUDA model come from its entry in corpora/, through meta.json):
 AdamW (0.9, 0.95), lr 1.2e-3, weight decay 0.1 on weight matrices only (rotary rates/offsets,
 LayerNorm excluded), clip 1.0, linear warmup over 2% of steps then cosine to 10% of peak, no
 dropout, no early stopping. `--recipe hrope` (paper 004 Table 11, the default for code/prose/webtext):
@@ -28,12 +28,14 @@ final.json (last; `reported`: the validation loss under the run's reporting rule
 import argparse
 import ast
 import contextlib
+import functools
 import json
 import math
 import os
 import shutil
 import sys
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -41,36 +43,23 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from data import SPLITS, Split, atomic_save, coords_for, corpus_stats, fill_blocks, pack, replacing, write_json
-from model import GPT, GPTConfig, PRESETS
 import rotary
-from settings import SETTINGS, refusal
 import tokenizer
+from data import SPLITS, Split, atomic_save, coords_for, corpus_stats, fill_blocks, pack, replacing, write_json
+from machine import precision, provenance
+from model import GPT, GPTConfig
+from settings import CPU_RECIPES, MODELS, RECIPES, SCALES, SETTINGS, refusal
 
-DEFAULTS = dict(
+DEFAULTS = dict(   # every value a run has; settings.py's scales, recipes and settings change some
     corpus="web", config="seq_only", name=None, seed=0, preset=None, recipe=None, data="data", out="out",
     steps=None, docs_per_step=None, lr=None, weight_decay=None, min_lr=None, dropout=None, patience=None,
     mb_tokens=8192, val_docs=1024, test_docs=None, milestones=20, depth_dropout=0.0, compile=None, bf16=None,
     device=None, resume=True, setting=None, passes=None, report="final", lr_sweep=False, pack=False,
 )
-AUTO = ("compile", "bf16")   # None: chosen from the device by precision(); --bf16=0/1, --compile=0/1 override
-# The two papers' recipes. Both warm up over 2% of the steps (hRoPE: 100 of 5,000), then decay
-# on a cosine to min_lr x lr; patience: stop after that many evaluations without a better
-# validation loss (0: never; the depth-perception runs choose no checkpoint by its score).
-RECIPES = {
-    "tree": dict(lr=1.2e-3, weight_decay=0.1, min_lr=0.1, dropout=0.0, patience=0),       # appendix §4
-    "hrope": dict(lr=3e-4, weight_decay=0.01, min_lr=0.01, dropout=0.1, patience=10),     # Table 11
-    # CPU scale (the default for code/prose on CPU): Table 11 with the peak lr of the tree recipe.
-    # 300 steps at 3e-4 leave prose at val 6.137 and still falling, where hrope_axial and
-    # rand_axial differ by 4e-5 nats (seed 0): too short a run for the p1 channel to matter.
-    "hrope_cpu": dict(lr=1.2e-3, weight_decay=0.01, min_lr=0.01, dropout=0.1, patience=10),
-}
+AUTO = ("compile", "bf16")   # None: chosen from the device by machine.precision(); --bf16=0/1 overrides
 # Settings a run may change when it resumes: they do not change what is computed. Precision is a
 # property of the machine, so a run resumed elsewhere takes that machine's (each milestone records it).
 RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out")
-# CPU preset: the paper's recipe at a scale that finishes in minutes on 2 cores
-CPU_RUN = dict(preset="cpu", steps=300, docs_per_step=16, val_docs=128, test_docs=256, mb_tokens=4096)
-GPU_RUN = dict(steps=5000, docs_per_step=64)   # preset: the paper's for the corpus (its prepare.CORPORA entry)
 
 
 def typed(key, text, default):
@@ -87,16 +76,39 @@ def typed(key, text, default):
 
 
 def parse(argv):
+    """(run values, model overrides, where each value came from) for a command line."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for k, v in DEFAULTS.items():
-        v = {**RECIPES["tree"], **CPU_RUN, "passes": 1.0}.get(k, v)
+        v = {**RECIPES["tree"], **SCALES["cpu"], "passes": 1.0}.get(k, v)
         typ = (lambda s: s.lower() in ("1", "true", "yes")) if isinstance(v, bool) or k in AUTO else \
             type(v) if v is not None else str
         ap.add_argument(f"--{k}", default=None, type=typ)
     args, extra = ap.parse_known_args(argv)
-    model_over = {}
-    fields = GPTConfig.__dataclass_fields__
-    for e in extra:   # --key=value overrides of model fields (n_layer, n_embd, n_head, max_len)
+    model_over = model_overrides(extra)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device.split(":")[0] not in ("cpu", "cuda", "mps"):
+        sys.exit(f"error: unknown --device {device!r}; known: cpu, cuda, mps")
+    setting = SETTINGS.get(args.setting) if args.setting else {}
+    if args.setting and not setting:
+        sys.exit(f"error: unknown --setting {args.setting!r}; known: {', '.join(SETTINGS)}")
+    if setting and args.corpus not in (None, setting["corpus"]):
+        sys.exit(f"error: --setting {args.setting} trains the {setting['corpus']} corpus, not {args.corpus}")
+    corpus = setting.get("corpus") or args.corpus or DEFAULTS["corpus"]
+    data_dir = os.path.join(args.data or DEFAULTS["data"], corpus)
+    meta, _ = corpus_stats(data_dir)   # the corpus's recipe and model, as its corpora/ entry wrote them
+    why = setting and refusal(args.setting, meta["settings"])
+    if why:
+        sys.exit(f"error: {data_dir} cannot train setting {args.setting}: {why}; "
+                 f"run `python prepare.py --setting {args.setting}`, or pass --data to data prepared for it")
+    cfg, origin = resolve(args, device, corpus, meta["settings"]["defaults"], setting)
+    check(cfg, model_over, setting)
+    return cfg, model_over, origin
+
+
+def model_overrides(extra):
+    """--key=value overrides of model fields (n_layer, n_embd, n_head, max_len), typed."""
+    over, fields = {}, GPTConfig.__dataclass_fields__
+    for e in extra:
         if not e.startswith("--") or "=" not in e:
             sys.exit(f"error: unrecognised argument {e!r}; use --key=value")
         k, v = e[2:].split("=", 1)
@@ -105,53 +117,49 @@ def parse(argv):
                      f"{'--config' if k == 'rotary' else 'the prepared data'}")
         if k not in fields:
             sys.exit(f"error: unknown option --{k}")
-        model_over[k] = typed(k, v, fields[k].default)
-    cfg = dict(DEFAULTS)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device.split(":")[0] not in ("cpu", "cuda", "mps"):
-        sys.exit(f"error: unknown --device {device!r}; known: cpu, cuda, mps")
-    cfg.update(GPU_RUN if device.startswith("cuda") else CPU_RUN)   # a laptop's GPU (mps) runs the CPU scale
-    setting = SETTINGS.get(args.setting) if args.setting else {}
-    if args.setting and not setting:
-        sys.exit(f"error: unknown --setting {args.setting!r}; known: {', '.join(SETTINGS)}")
-    if setting and args.corpus not in (None, setting["corpus"]):
-        sys.exit(f"error: --setting {args.setting} trains the {setting['corpus']} corpus, not {args.corpus}")
-    corpus = setting.get("corpus") or args.corpus or cfg["corpus"]
-    # the corpus's preset and recipe, as its prepare.CORPORA entry wrote them into meta.json
-    data_dir = os.path.join(args.data or cfg["data"], corpus)
-    meta, _ = corpus_stats(data_dir)
-    why = setting and refusal(args.setting, meta["settings"])
-    if why:
-        sys.exit(f"error: {data_dir} cannot train setting {args.setting}: {why}; "
-                 f"run `python prepare.py --setting {args.setting}`, or pass --data to data prepared for it")
-    recipe = args.recipe or setting.get("recipe") or meta["settings"]["defaults"]["recipe"]
-    if recipe == "hrope" and not device.startswith("cuda") and args.recipe is None and not setting:
-        recipe = "hrope_cpu"
+        over[k] = typed(k, v, fields[k].default)
+    return over
+
+
+def resolve(args, device, corpus, corpus_defaults, setting):
+    """The run's values, layer over layer (later wins), and the layer each came from: the defaults,
+    the corpus's model, the device's scale, the recipe, the setting (and its configuration's
+    exceptions), the flags given."""
+    cuda = device.startswith("cuda")
+    recipe = args.recipe or setting.get("recipe") or corpus_defaults["recipe"]
+    if not cuda and args.recipe is None and not setting:
+        recipe = CPU_RECIPES.get(recipe, recipe)
     if recipe not in RECIPES:
         sys.exit(f"error: unknown --recipe {recipe!r}; known: {', '.join(RECIPES)}")
-    cfg.update(RECIPES[recipe], recipe=recipe)
-    if recipe == "hrope" and device.startswith("cuda"):
-        cfg.update(docs_per_step=16, pack=True)   # Table 11: batches of 16 blocks of 1,024 tokens
-    if setting:   # the setting's values on any device, then its configuration's where the paper differs
-        cfg.update({k: v for k, v in setting.items() if k in DEFAULTS})
-        cfg.update(setting["per_config"].get(args.config or cfg["config"], {}))
+    scale = "cpu" if not cuda else "gpu_hrope" if recipe == "hrope" else "gpu"   # mps runs the CPU scale
     explicit = {k: v for k, v in vars(args).items() if v is not None}
-    cfg.update(explicit)                            # explicit flags override the setting
+    config = args.config or DEFAULTS["config"]
+    layers = [("defaults", DEFAULTS), (f"corpus {corpus}", {"preset": corpus_defaults["preset"]}),
+              (f"{scale} scale", SCALES[scale]), (f"recipe {recipe}", {**RECIPES[recipe], "recipe": recipe}),
+              (f"setting {args.setting}", {k: v for k, v in setting.items() if k in DEFAULTS}),
+              (f"setting {args.setting}, {config}", setting.get("per_config", {}).get(config, {})),
+              ("given", explicit)]
+    cfg, origin = {}, {}
+    for name, values in layers:
+        cfg.update(values)
+        origin.update(dict.fromkeys(values, name))
     if "steps" in explicit or "passes" in explicit:   # one length: the one given
         cfg["passes" if "steps" in explicit else "steps"] = None
-    cfg["given"] = sorted(explicit)                 # config.json keeps which values were given
-    cfg["device"] = device
+    cfg["given"], cfg["device"] = sorted(explicit), device      # config.json keeps which values were given
     bf16, compile_, why = precision(device)
     given = [f"--{k}={int(cfg[k])}" for k in AUTO if cfg[k] is not None]
     cfg["precision"] = why + (f"; {' '.join(given)} given" if given else "")
     cfg["bf16"] = bf16 if cfg["bf16"] is None else cfg["bf16"]
     cfg["compile"] = compile_ if cfg["compile"] is None else cfg["compile"]
-    if cfg["preset"] is None:
-        cfg["preset"] = meta["settings"]["defaults"]["preset"]
+    return cfg, origin
+
+
+def check(cfg, model_over, setting):
+    """Exit with one line on a value no run can take."""
     if not rotary.known(cfg["config"]):
         sys.exit(f"error: unknown --config {cfg['config']!r}; `python rotary.py` lists the configurations")
-    if cfg["preset"] not in PRESETS:
-        sys.exit(f"error: unknown --preset {cfg['preset']!r}; known: {', '.join(PRESETS)}")
+    if cfg["preset"] not in MODELS:
+        sys.exit(f"error: unknown --preset {cfg['preset']!r}; known: {', '.join(MODELS)}")
     counts = {k: cfg[k] for k in ("steps", "docs_per_step", "mb_tokens", "val_docs", "test_docs", "milestones")}
     for k, v in {**counts, **model_over}.items():
         if v is not None and v < 1:
@@ -165,52 +173,15 @@ def parse(argv):
     if cfg["lr_sweep"] and not setting.get("sweep"):
         sys.exit(f"error: --lr_sweep needs a --setting whose paper swept its lr; swept: "
                  f"{', '.join(k for k, v in SETTINGS.items() if v['sweep'])}")
-    return cfg, model_over
 
 
-# ------------------------------------------------------------------------------ precision ----
-# oneDNN runs bf16 matrix products natively from these instruction sets up (its ISA names); below
-# them bf16 is emulated: a (4096 x 128) @ (128 x 512) matmul took 484 ms in bf16 against 15.9 ms
-# in fp32 on an AVX2-only AMD EPYC (issue 24), so autocast there makes training ~12x slower.
-ONEDNN_BF16 = ("AVX512_CORE_BF16", "AVX10_1_512", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX10_1_512_AMX",
-               "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX_FP16", "ALL")
-
-
-def cpu_flags():
-    """The processor's feature flags as Linux lists them ('flags' on x86, 'Features' on Arm)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return {w for line in f if line.startswith(("flags", "Features")) for w in line.split(":", 1)[1].split()}
-    except OSError:                                                 # not Linux: no flags to read
-        return set()
-
-
-def native_bf16(flags, env):
-    """(yes, why): does this CPU multiply bf16 natively? AVX-512 BF16 or AMX on x86, BF16 on Arm;
-    ATEN_CPU_CAPABILITY and ONEDNN_MAX_CPU_ISA can cap torch below what the flags say."""
-    cap, isa = env.get("ATEN_CPU_CAPABILITY", "").lower(), env.get("ONEDNN_MAX_CPU_ISA", "").upper()
-    if cap in ("default", "avx2"):
-        return False, f"ATEN_CPU_CAPABILITY={cap} caps torch below AVX-512, where bf16 is emulated"
-    if isa and isa not in ONEDNN_BF16:
-        return False, f"ONEDNN_MAX_CPU_ISA={isa} caps oneDNN below AVX512_CORE_BF16, where bf16 is emulated"
-    have = sorted({"avx512_bf16", "amx_bf16", "bf16"} & flags)
-    if have:
-        return True, f"the processor multiplies bf16 natively ({', '.join(have)})"
-    return False, "the processor has no native bf16 (no avx512_bf16, amx_bf16 or bf16 flag): it would be emulated"
-
-
-def precision(device):
-    """(bf16, compile, why) for a device. bf16 autocast only where the hardware runs it natively;
-    on CPU torch.compile only with it: compile + bf16 is 1.56x eager fp32 on 2 AVX-512 BF16 cores,
-    while compile in fp32 gained 3% on an AVX2-only processor and cost ~47 s of compiling
-    (RESULTS.md "Speed"). CUDA keeps eager, as before; MPS runs fp32 (a reading: untested here)."""
-    if device.startswith("cuda"):
-        ok = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-        return ok, False, "CUDA " + ("supports bf16" if ok else "without bf16 (pre-Ampere)")
-    if device == "mps":
-        return False, False, "MPS: fp32 (bf16 autocast there is untested in this repository)"
-    ok, why = native_bf16(cpu_flags(), os.environ)
-    return ok, ok, why
+def origins(cfg, origin):
+    """One line: the values that are not the defaults, grouped by where they came from."""
+    by = {}
+    for k, src in origin.items():
+        if src != "defaults" and k in cfg:
+            by.setdefault(src, []).append(f"{k}={cfg[k]}")
+    return "values: " + "; ".join(f"{src}: {' '.join(v)}" for src, v in by.items())
 
 
 # ---------------------------------------------------------------------------- schedule ----
@@ -286,25 +257,6 @@ def evaluate(model, split, ids, cfg, corpus, autocast, per_token=False):
                 per[int(r)] = nll[j, :int(split.len[r]) - 1].float().cpu().numpy()
     model.train()
     return (total / max(count, 1), per) if per_token else total / max(count, 1)
-
-
-def provenance(device):
-    """What made this run: the git commit (and whether the tree had uncommitted changes), library
-    versions and the device, so a number can be traced to its code."""
-    import subprocess
-    here = os.path.dirname(os.path.abspath(__file__))
-    git = lambda *a: subprocess.run(["git", "-C", here, *a], capture_output=True, text=True).stdout.strip()
-    try:
-        commit, dirty = git("rev-parse", "HEAD") or None, bool(git("status", "--porcelain", "--untracked-files=no"))
-    except OSError:                       # no git on this machine
-        commit, dirty = None, None
-    try:
-        import triton
-        triton_version = triton.__version__
-    except ImportError:
-        triton_version = None
-    name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
-    return {"commit": commit, "dirty": dirty, "torch": torch.__version__, "triton": triton_version, "device": name}
 
 
 # ------------------------------------------------------------------------------ the run ----
@@ -501,110 +453,146 @@ def lr_sweep(cfg, argv):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    cfg, model_over = parse(argv)
+    cfg, model_over, origin = parse(argv)
     if cfg["lr_sweep"]:
         return lr_sweep(cfg, argv)
     rank, world = start_processes(cfg)
-    master = rank == 0
+    run = plan(cfg, model_over, origin, rank == 0)
+    model, opt, autocast = build(run)
+    start, log = restore(run, model, opt, world)
+    fwd = torch.compile(model) if cfg["compile"] else model
+    if world > 1:
+        fwd = DDP(fwd, device_ids=[torch.cuda.current_device()] if cfg["device"].startswith("cuda") else None)
+    if run.master:
+        record_run(cfg, run.mcfg, model, run.meta, run.out_dir)
+    t0 = time.time()
+    log, diverged = train_loop(run, model, fwd, opt, autocast, start, log, rank, world)
+    if run.master:
+        evaluate_ = functools.partial(evaluate, model, cfg=cfg, corpus=run.corpus, autocast=autocast)
+        val_loss = log[-1]["val_loss"] if log else evaluate_(run.val, run.val_ids)
+        finish(run.out_dir, log, run.steps, val_loss, evaluate_(run.test, run.test_ids), len(run.val_ids),
+               len(run.test_ids), round(run.elapsed_before + time.time() - t0, 1), cfg["report"], diverged)
+    if world > 1:
+        dist.destroy_process_group()
+    return run.out_dir
+
+
+def plan(cfg, model_over, origin, master):
+    """What a run trains on, and how long: the data, the model's config, the fixed evaluation records
+    and the steps (a length in passes becomes steps here)."""
     available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
     if not available[cfg["device"].split(":")[0]]:
         sys.exit(f"error: --device {cfg['device']} is not available on this machine")
-    if master:   # first line: what precision this machine gets, and why
+    if master:   # first line: what precision this machine gets, and why; then where the values came from
         print(f"precision: {'bf16 autocast' if cfg['bf16'] else 'fp32'}, {'compiled' if cfg['compile'] else 'eager'} "
               f"({cfg['precision']})")
-    data_dir = os.path.join(cfg["data"], cfg["corpus"])
-    meta, corpus = corpus_stats(data_dir)
-    cfg["tokenizer"] = tokenizer.fingerprint(data_dir)     # sample.py and evaluate.py check it
-    mcfg = GPTConfig(**{**PRESETS[cfg["preset"]], "vocab_size": meta["tokenizer"]["vocab"],
-                        "rotary": cfg["config"], "corpus": corpus, "dropout": cfg["dropout"], **model_over})
-    out_dir = os.path.join(cfg["out"], cfg["corpus"], cfg["name"] or cfg["config"], f"seed{cfg['seed']}")
-    if meta["settings"]["max_len"] < mcfg.max_len and master:   # the model could read longer records
-        print(f"note: {data_dir} holds records of at most {meta['settings']['max_len']:,} tokens; the "
-              f"{cfg['preset']} context is {mcfg.max_len:,} (prepare.py {cfg['corpus']} --max_len {mcfg.max_len})")
-    train, val, test = load_splits(data_dir, mcfg.max_len)
-    val_ids = np.arange(min(cfg["val_docs"], len(val)))             # the same fixed records
-    test_ids = np.arange(len(test) if cfg["test_docs"] is None else min(cfg["test_docs"], len(test)))
-    per_pass = max(len(train) // cfg["docs_per_step"], 1)
+        print(origins(cfg, origin))
+    run = SimpleNamespace(cfg=cfg, master=master, data_dir=os.path.join(cfg["data"], cfg["corpus"]))
+    run.meta, run.corpus = corpus_stats(run.data_dir)
+    cfg["tokenizer"] = tokenizer.fingerprint(run.data_dir)     # sample.py and evaluate.py check it
+    run.mcfg = GPTConfig(**{**MODELS[cfg["preset"]], "vocab_size": run.meta["tokenizer"]["vocab"],
+                            "rotary": cfg["config"], "corpus": run.corpus, "dropout": cfg["dropout"], **model_over})
+    run.out_dir = os.path.join(cfg["out"], cfg["corpus"], cfg["name"] or cfg["config"], f"seed{cfg['seed']}")
+    prepared = run.meta["settings"]["max_len"]
+    if prepared < run.mcfg.max_len and master:   # the model could read longer records
+        print(f"note: {run.data_dir} holds records of at most {prepared:,} tokens; the {cfg['preset']} context "
+              f"is {run.mcfg.max_len:,} (prepare.py {cfg['corpus']} --max_len {run.mcfg.max_len})")
+    run.train, run.val, run.test = load_splits(run.data_dir, run.mcfg.max_len)
+    run.val_ids = np.arange(min(cfg["val_docs"], len(run.val)))             # the same fixed records
+    run.test_ids = np.arange(len(run.test) if cfg["test_docs"] is None else min(cfg["test_docs"], len(run.test)))
+    per_pass = max(len(run.train) // cfg["docs_per_step"], 1)
     if cfg["pack"]:
-        blocks, per_pass = step_blocks(train.len, mcfg.max_len, cfg["docs_per_step"], cfg["seed"])
+        run.blocks, per_pass = step_blocks(run.train.len, run.mcfg.max_len, cfg["docs_per_step"], cfg["seed"])
     if cfg["passes"] is not None:   # a pass: "the number of steps it takes to show the model every training
         cfg["steps"] = max(1, round(cfg["passes"] * per_pass))   # record once"
     if cfg["setting"] and master:
-        print(setting_line(cfg, mcfg, model_over))
-    steps = cfg["steps"]
-    every = max(1, steps // cfg["milestones"])
+        print(setting_line(cfg, run.mcfg, model_over))
+    run.steps = cfg["steps"]
+    run.every = max(1, run.steps // cfg["milestones"])
+    return run
 
-    model = build_model(cfg, mcfg, val.batch(val_ids[:1], "cpu"), corpus, data_dir)
+
+def build(run):
+    """The model at its seed's initial weights, its optimizer and the autocast context."""
+    cfg = run.cfg
+    model = build_model(cfg, run.mcfg, run.val.batch(run.val_ids[:1], "cpu"), run.corpus, run.data_dir)
     cuda = cfg["device"].startswith("cuda")
     opt = torch.optim.AdamW(param_groups(model, cfg["weight_decay"]), lr=cfg["lr"], betas=(0.9, 0.95),
                             fused=cuda)                             # one kernel for all parameters on CUDA
     autocast = torch.autocast("cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=cfg["bf16"])
     if cfg["compile"] and not cuda and not shutil.which(os.environ.get("CXX", "c++")):
         cfg["compile"] = False   # inductor writes C++ for the CPU: without a compiler, run eager
-        if master:
+        if run.master:
             print("note: no C++ compiler found, so --compile is off")
+    return model, opt, autocast
+
+
+def restore(run, model, opt, world):
+    """(first step, milestone log): a fresh run, or its checkpoint (--resume=0 starts it over)."""
+    cfg, out_dir = run.cfg, run.out_dir
     start, log = 0, []
-    if not cfg["resume"] and master and os.path.exists(out_dir):   # explicit: start this run over
+    if not cfg["resume"] and run.master and os.path.exists(out_dir):   # explicit: start this run over
         shutil.rmtree(out_dir)
         print(f"--resume=0: removed {out_dir}")
     if world > 1:
         dist.barrier()
     if cfg["resume"] and os.path.exists(os.path.join(out_dir, "ckpt.pt")):
-        start, log = resume(cfg, mcfg, model, opt, out_dir)
-        if master:
+        start, log = resume(cfg, run.mcfg, model, opt, out_dir)
+        if run.master:
             print(f"resuming {out_dir} from step {start}")
-    tokens_total = log[-1]["tokens"] if log else 0
-    elapsed_before = log[-1]["elapsed"] if log else 0.0   # wall time counts the whole run, not this part
-    fwd = torch.compile(model) if cfg["compile"] else model
-    if world > 1:
-        fwd = DDP(fwd, device_ids=[torch.cuda.current_device()] if cuda else None)
-    if master:
-        record_run(cfg, mcfg, model, meta, out_dir)
+    run.tokens_before = log[-1]["tokens"] if log else 0
+    run.elapsed_before = log[-1]["elapsed"] if log else 0.0   # wall time counts the whole run, not this part
+    return start, log
 
-    t0, tokens_seen, diverged = time.time(), 0, None
-    bar = tqdm(range(start, steps), initial=start, total=steps, disable=not master, desc=cfg["config"])
+
+def train_loop(run, model, fwd, opt, autocast, start, log, rank, world):
+    """Steps from `start` to the end (or an early stop, or a non-finite loss): (log, diverged step)."""
+    cfg, t0, tokens_seen = run.cfg, time.time(), 0
+    bar = tqdm(range(start, run.steps), initial=start, total=run.steps, disable=not run.master, desc=cfg["config"])
     for step in bar:
-        lr = lr_at(step, steps, cfg["lr"], cfg["min_lr"])
+        lr = lr_at(step, run.steps, cfg["lr"], cfg["min_lr"])
         for g in opt.param_groups:
             g["lr"] = lr
-        rows = blocks(step) if cfg["pack"] else step_records(len(train), cfg["docs_per_step"], step, cfg["seed"])
+        rows = run.blocks(step) if cfg["pack"] else step_records(len(run.train), cfg["docs_per_step"], step,
+                                                                cfg["seed"])
         gen = torch.Generator(device=cfg["device"]).manual_seed(cfg["seed"] * 1_000_003 + step)
-        step_loss, n_tok = train_step(fwd, model, train, rows, cfg, corpus, gen, autocast, rank, world)
+        step_loss, n_tok = train_step(fwd, model, run.train, rows, cfg, run.corpus, gen, autocast, rank, world)
         if not math.isfinite(step_loss):
-            if master:
+            if run.master:
                 print(f"loss is {step_loss} at step {step}: stopping; the last good checkpoint "
-                      f"({os.path.join(out_dir, 'ckpt.pt')}) is kept", file=sys.stderr)
+                      f"({os.path.join(run.out_dir, 'ckpt.pt')}) is kept", file=sys.stderr)
             if cfg["report"] != "best_milestone":
                 sys.exit(2)
-            diverged = step                 # a run reported at its best milestone ends here, reported
-            break
+            return log, step                # a run reported at its best milestone ends here, reported
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         tokens_seen += n_tok
         dt = time.time() - t0
         bar.set_postfix(loss=f"{step_loss:.3f}", tok_s=f"{tokens_seen / max(dt, 1e-9):.0f}")
-        if (step + 1) % every == 0 or step + 1 == steps:           # a milestone
-            entry = {"step": step + 1, "tokens": tokens_total + tokens_seen, "train_loss": step_loss,
-                     "val_loss": evaluate(model, val, val_ids, cfg, corpus, autocast), "lr": lr,
-                     "elapsed": round(elapsed_before + dt, 2), "bf16": cfg["bf16"]}
-            if cuda:
-                entry["mfu"] = model.flops_per_token(mcfg.max_len) * tokens_seen / dt / 989e12
-            log.append(entry)
-            if master:
-                save(out_dir, log, {"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1,
-                                    "log": log, "config": vars(mcfg), "run": cfg})
-            if stalled([e["val_loss"] for e in log], cfg["patience"]):   # every rank sees the same losses
-                if master:
-                    print(f"early stop at step {step + 1}: no better validation loss in {cfg['patience']} evaluations")
+        if (step + 1) % run.every == 0 or step + 1 == run.steps:           # a milestone
+            if milestone(run, model, opt, autocast, log, step, step_loss, lr, tokens_seen, dt):
                 break
-    if master:
-        val_loss = log[-1]["val_loss"] if log else evaluate(model, val, val_ids, cfg, corpus, autocast)
-        finish(out_dir, log, steps, val_loss, evaluate(model, test, test_ids, cfg, corpus, autocast), len(val_ids),
-               len(test_ids), round(elapsed_before + time.time() - t0, 1), cfg["report"], diverged)
-    if world > 1:
-        dist.destroy_process_group()
-    return out_dir
+    return log, None
+
+
+def milestone(run, model, opt, autocast, log, step, step_loss, lr, tokens_seen, dt):
+    """Score the fixed validation records, log and checkpoint; True when the run stops early."""
+    cfg = run.cfg
+    entry = {"step": step + 1, "tokens": run.tokens_before + tokens_seen, "train_loss": step_loss,
+             "val_loss": evaluate(model, run.val, run.val_ids, cfg, run.corpus, autocast), "lr": lr,
+             "elapsed": round(run.elapsed_before + dt, 2), "bf16": cfg["bf16"]}
+    if cfg["device"].startswith("cuda"):
+        entry["mfu"] = model.flops_per_token(run.mcfg.max_len) * tokens_seen / dt / 989e12
+    log.append(entry)
+    if run.master:
+        save(run.out_dir, log, {"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1,
+                                "log": log, "config": vars(run.mcfg), "run": cfg})
+    if stalled([e["val_loss"] for e in log], cfg["patience"]):   # every rank sees the same losses
+        if run.master:
+            print(f"early stop at step {step + 1}: no better validation loss in {cfg['patience']} evaluations")
+        return True
+    return False
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ import torch
 from scipy import stats
 
 import analyze
-import boundaries
-import compression
+from hrope import boundaries
+from hrope import compression
 
 
 def test_sign_test_and_perplexity_match_the_paper():

@@ -1,4 +1,4 @@
-"""Corpus-only candidates (candidates.py; paper 004 §6.1-6.3, App. A.4-A.5): Jensen-Shannon
+"""Corpus-only candidates (hrope/candidates.py; paper 004 §6.1-6.3, App. A.4-A.5): Jensen-Shannon
 similarity by hand, λ recovered from a planted curve, the within-document shuffle, and the
 whole table on a planted corpus whose paragraphs share vocabulary with their neighbours, and
 Table 14 (λ_struct under vocabulary cut-offs): the cut and its empty paragraphs by hand, the
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-import candidates
+from hrope import candidates
 import data
 import prepare
 

@@ -1,4 +1,4 @@
-"""Chat (chat.py): the exchange / speaker / position grid by hand on a two-exchange conversation,
+"""Chat (corpora/chat.py): the exchange / speaker / position grid by hand on a two-exchange conversation,
 the skip rule, and `prepare.py chat` on the installed dataset (a few conversations), trained a step.
 Run: python -m pytest -q tests/test_chat.py"""
 import json
@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-import chat
+from corpora import chat
 import data
 import prepare
 import train
@@ -36,7 +36,7 @@ def test_chat_coordinates_by_hand():
     assert set(c["depth"][[i for i, ch in enumerate(doc.text) if ch != "\n"]]) == {3}
     assert (c["path"][np.array(list(doc.text)) == "\n"] == -1).all()            # separators: no node
     # a record may start at each new turn
-    assert np.flatnonzero(prepare.turns(c, doc)).tolist() == [0, 3, 10, 14]
+    assert np.flatnonzero(chat.turns(c, doc)).tolist() == [0, 3, 10, 14]
     # and no coordinate depends on later text: every prefix conversation gives the same
     for k in range(1, len(TALK)):
         part = TALK[:k]

@@ -1,5 +1,5 @@
-"""README "Add a corpus": a corpus is one entry in prepare.CORPORA plus its builder. A toy corpus
-registered at runtime is prepared, trained a step and evaluated, no other file touched.
+"""README "Add a corpus": a corpus is one entry in a module's CORPORA plus its builder, named in
+corpora.MODULES. A toy corpus (this module's CORPORA) registered at runtime is prepared, trained a step and evaluated, no other file touched.
 Run: python -m pytest -q tests/test_corpus.py"""
 import json
 import os
@@ -11,6 +11,8 @@ import evaluate
 import prepare
 import train
 import trees
+import data
+import corpora
 
 
 def toy_doc(raw):
@@ -32,15 +34,18 @@ def toy_doc(raw):
 
 
 def toy_build(item):   # module level: prepare.py's worker processes receive it by name
-    return prepare._build(item, toy_doc)
+    return corpora.build(item, toy_doc)
 
 
 def toy_sources(args):
-    return prepare.find_files(args.src, (".txt",)), args.src
+    return corpora.find_files(args.src, (".txt",)), args.src
 
 
 def lines(c, doc):     # the record rule: a record may start at a new line
     return np.r_[True, c["path"][1:, 0] != c["path"][:-1, 0]]
+
+
+CORPORA = {"toy": corpora.Corpus(toy_sources, toy_build, lines, attention=("same_depth",))}
 
 
 def test_a_new_corpus_is_one_entry_and_its_builder(monkeypatch, tmp_path):
@@ -49,16 +54,16 @@ def test_a_new_corpus_is_one_entry_and_its_builder(monkeypatch, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     names = [f"doc{i}.txt" for i in range(200)]
-    for s in prepare.SPLITS:     # three documents in every split, whichever way the names hash
+    for s in data.SPLITS:     # three documents in every split, whichever way the names hash
         for name in [n for n in names if prepare.split_of(n) == s][:3 if s != "train" else 30]:
             (src / name).write_text("\n".join(" ".join(rng.choice(words, rng.integers(2, 7))) for _ in range(12)))
-    monkeypatch.setitem(prepare.CORPORA, "toy", prepare.Corpus(toy_sources, toy_build, lines, attention=("same_depth",)))
-    data = str(tmp_path / "data")
-    prepare.main(["toy", "--src", str(src), "--out", data, "--vocab", "300", "--max_len", "64", "--workers", "1"])
-    meta = json.load(open(os.path.join(data, "toy", "meta.json")))
+    monkeypatch.setitem(corpora.MODULES, "toy", __name__)
+    out = str(tmp_path / "data")
+    prepare.main(["toy", "--src", str(src), "--out", out, "--vocab", "300", "--max_len", "64", "--workers", "1"])
+    meta = json.load(open(os.path.join(out, "toy", "meta.json")))
     assert meta["documents"] == 36 and meta["settings"]["defaults"] == \
         {"preset": "paper", "recipe": "tree", "attention": ["same_depth"]}
-    run = train.main(["--corpus", "toy", "--config", "seq_tree", "--data", data, "--out", str(tmp_path / "out"),
+    run = train.main(["--corpus", "toy", "--config", "seq_tree", "--data", out, "--out", str(tmp_path / "out"),
                       "--steps=1", "--n_layer=1", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4",
                       "--compile=0", "--bf16=0"])
     result = evaluate.main([run, "--attention", "--max_docs", "3"])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import analyze
-import compression
+from hrope import compression
 
 
 def cells(contrast, counts, var=0.25, docs=4, slope=-0.01):

@@ -11,18 +11,19 @@ import pytest
 import torch
 
 import analyze
-import boundaries
-import compression
+from hrope import boundaries
+from hrope import compression
 import data
 import evaluate
 import figures
-import hubs
+from hrope import hubs
 import prepare
 import train
 import trees
 from conftest import stdlib_files
 from data import corpus_stats
 from model import GPT, GPTConfig
+from corpora import python as pycorpus
 
 
 def test_zero_structural_rates_make_shuffle_a_no_op(tiny_python):
@@ -140,7 +141,7 @@ def test_per_kind_scores_follow_hand_marked_tokens():
     #   FunctionDef f arguments =:x0 Return x0 Assign y =1
     # a subtree of 2+ nodes closes before Return (arguments) and Assign (the function); =1
     # follows a leaf, its sibling y; the flag sits on the space each node begins with
-    doc = trees.python_doc("def f(x):\n    return x\ny = 1\n")
+    doc = pycorpus.python_doc("def f(x):\n    return x\ny = 1\n")
     assert doc.text == "FunctionDef f arguments =:x0 Return x0 Assign y =1"
     flagged = lambda k: [doc.text[i:].split(" ")[1] for i in np.flatnonzero(doc.char_kind & k)]
     assert flagged(trees.KIND_AFTER_CLOSE) == ["Return", "Assign"] and flagged(trees.KIND_AFTER_LEAF) == ["=1"]
@@ -384,7 +385,7 @@ def test_substitutions_reach_every_p1_reading_channel():
     """p1_sub replaces what the p1 channel reads: the true p1 for hrope_axial, the grid
     floor(t/L) for period_axial, the random labels for rand_axial. Feeding period_axial its own
     grid changes nothing; feeding it the true p1 (the reverse substitution) does."""
-    from data import coordinate
+    from rotary import coordinate
     pos = torch.arange(8)[None]
     p = torch.tensor([[[0, 0, 0]] * 3 + [[1, 0, 0]] * 5])
     b = {"pos": pos, "p": p, "p1_period": 3, "p1_density": 0.25}

@@ -11,7 +11,7 @@ import torch
 
 import data
 import evaluate
-import formats
+from corpora import formats
 import prepare
 import sample
 import tokenizer
@@ -35,7 +35,7 @@ def canonical_xml(raw):
 def real_files(corpus, n):
     """Up to n real files from prepare.py's default sources for the corpus (installed packages,
     /usr/share), spread over the sorted list, each 200 B to 20 kB so tests stay quick."""
-    sources = {"json": prepare.json_sources, "xml": prepare.xml_sources, "markdown": prepare.markdown_sources}
+    sources = {"json": formats.json_sources, "xml": formats.xml_sources, "markdown": formats.markdown_sources}
     files, dirs = sources[corpus](type("A", (), {"src": None})())
     files = [p for _, p in files if 200 < os.path.getsize(p) < 20_000]
     if len(files) < 20:

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import data
-import hubs
+from hrope import hubs
 import rotary
 import train
 from model import GPT, GPTConfig

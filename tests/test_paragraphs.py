@@ -6,12 +6,13 @@ import os
 import numpy as np
 import pytest
 
-import candidates
+from hrope import candidates
 import data
-import paragraphs
+from corpora import paragraphs
 import prepare
 import trees
 from conftest import stdlib_files
+from hrope import controls
 
 RST = sorted(glob.glob("/usr/share/doc/python3*/html/_sources/library/*.rst.txt"))
 
@@ -138,7 +139,7 @@ def test_no_lookahead_on_real_documents():
 def test_paragraph_stats_by_hand():
     r1 = {"p": np.array([[0, 0, 0], [0, 0, 1], [1, 0, 0], [1, 1, 0], [1, 1, 1], [2, 0, 0]])}
     r2 = {"p": np.array([[0, 0, 0], [0, 0, 1]])}
-    s = prepare.paragraph_stats([r1, r2])
+    s = controls.paragraph_stats([r1, r2])
     assert s["p_max"] == [2, 1, 1]
     assert s["p1_density"] == pytest.approx(2 / 6)      # 2 boundaries over 6 token transitions
     assert s["paragraphs"] == 4 and s["p1_period"] == 2  # 8 tokens / 4 paragraphs
@@ -182,7 +183,7 @@ def test_records_start_a_paragraph():
     assert [r["p"].tolist() for r in rs] == [p[:3].tolist(), [[0, 0, 0]], [[1, 0, 0], [1, 0, 1], [1, 1, 0]]]
     whole = prepare.records(coords, 7, "split", boundary, p1_cap=0)[0]["p"]
     assert whole[:, 0].tolist() == [0] * 7 and whole[:, 1:].tolist() == p[:, 1:].tolist()
-    assert prepare.paragraph_stats(prepare.records(coords, 3, "split", boundary, p1_cap=0))["paragraphs"] == 3
+    assert controls.paragraph_stats(prepare.records(coords, 3, "split", boundary, p1_cap=0))["paragraphs"] == 3
 
 
 def test_p1_cap_and_m1_on_a_long_tailed_corpus(tmp_path):

@@ -1,6 +1,6 @@
 """The small-program Python corpus (appendix §4: programs, not modules): what a program is, by hand."""
 import prepare
-import trees
+from corpora import python as pycorpus
 
 MODULE = '''"""doc"""
 import os
@@ -26,16 +26,16 @@ class K:
 
 
 def test_programs_are_top_level_functions_and_classes_with_the_imports():
-    progs = dict(trees.python_programs(MODULE))
+    progs = dict(pycorpus.python_programs(MODULE))
     assert sorted(progs) == ["K", "kept"]          # short: 2 lines; long: 61 lines; X is no program
     assert progs["kept"] == "import os\nfrom a.b import c as d\n@decorated\ndef kept(y):\n    z = y + 1\n    return z\n"
     assert progs["K"].endswith("class K:\n    def m(self):\n        return os.sep\n")
     for text in progs.values():                    # every program is itself a Python file the corpus reads
-        trees.python_doc(text)
+        pycorpus.python_doc(text)
 
 
 def test_a_module_that_does_not_parse_gives_no_program():
-    assert trees.python_programs("def f(:\n    pass\n") == []
+    assert pycorpus.python_programs("def f(:\n    pass\n") == []
 
 
 def test_one_modules_programs_share_its_split():

@@ -23,10 +23,12 @@ from openpyxl.utils import get_column_letter
 import analyze
 import data
 import evaluate
-import paragraphs
+from corpora import paragraphs
 import prepare
 import train
 import trees
+from corpora import python as pycorpus
+from corpora import web
 
 HOSTILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile")
 
@@ -185,7 +187,7 @@ def test_giant_json_and_xml_values_are_skips_in_seconds_and_bounded_memory(corpu
 
 
 @pytest.mark.parametrize("builder,raw,reason", [
-    (trees.python_doc, b"x = 1\n" * 200_000, "too large: Python source over 1,000,000 bytes"),
+    (pycorpus.python_doc, b"x = 1\n" * 200_000, "too large: Python source over 1,000,000 bytes"),
     (paragraphs.code_doc, b"x = 1\n\n" * 600_000, "too large: a document over 4,000,000 characters"),
     (paragraphs.prose_doc, b"Some words here.\n\n" * 250_000, "too large: a document over 4,000,000 characters"),
 ], ids=["python", "code", "prose"])
@@ -208,16 +210,16 @@ def test_too_many_tokens_is_a_counted_skip(tmp_path, monkeypatch):
 def test_hostile_python_files_keep_their_text():
     bom = open(os.path.join(HOSTILE, "python", "bom.py"), "rb").read()
     assert bom.startswith(b"\xef\xbb\xbf")
-    assert trees.python_doc(bom).text == trees.python_doc(bom[3:]).text     # the BOM is dropped, nothing else
-    latin = trees.python_doc(open(os.path.join(HOSTILE, "python", "latin1_cookie.py"), "rb").read())
+    assert pycorpus.python_doc(bom).text == pycorpus.python_doc(bom[3:]).text     # the BOM is dropped, nothing else
+    latin = pycorpus.python_doc(open(os.path.join(HOSTILE, "python", "latin1_cookie.py"), "rb").read())
     assert "'café'" in latin.text
 
 
 def test_truncated_warc_keeps_the_records_before_the_cut():
     cut = []
-    got = list(trees.warc_records(os.path.join(HOSTILE, "web", "truncated.warc.gz"), cut))
+    got = list(web.warc_records(os.path.join(HOSTILE, "web", "truncated.warc.gz"), cut))
     assert [uri for uri, _ in got] == ["http://a.example/"] and len(cut) == 1
-    assert trees.web_doc(got[0][1]).text == "first record kept"
+    assert web.web_doc(got[0][1]).text == "first record kept"
 
 
 @pytest.mark.parametrize("flag,value", [("--max_len", "0"), ("--max_len", "-5"), ("--max_len", "1"),

@@ -124,9 +124,9 @@ def test_reference_rotation_takes_target_levels():
     b["path"][0, 0, :4] = torch.tensor([1, 2, 3, 4])
     b["ref_path"][:] = -1
     b["ref_path"][0, 0, :2] = torch.tensor([7, 8])
-    part = data.coordinate(b, "refpath1"), data.coordinate(b, "refpath3")
+    part = rotary.coordinate(b, "refpath1"), rotary.coordinate(b, "refpath3")
     assert part[0].item() == 7 and part[1].item() == 3                # own path below the target's
-    assert data.coordinate(b, "refwhole3").item() == -1            # whole-path: target's only
+    assert rotary.coordinate(b, "refwhole3").item() == -1            # whole-path: target's only
 
 
 def test_reference_rotation_keeps_the_use_s_own_path_length():
@@ -139,9 +139,9 @@ def test_reference_rotation_keeps_the_use_s_own_path_length():
     b["ref_path"][0, 0, :2] = torch.tensor([0, 4])
     b["path"][0, 1, :2] = torch.tensor([0, 1])                       # shallower use, definition [0, 4, 5, 6]
     b["ref_path"][0, 1, :4] = torch.tensor([0, 4, 5, 6])
-    got = torch.stack([data.coordinate(b, f"refpath{k}") for k in range(1, 6)], -1)[0]
+    got = torch.stack([rotary.coordinate(b, f"refpath{k}") for k in range(1, 6)], -1)[0]
     assert got.tolist() == [[0, 4, 2, -1, -1], [0, 4, -1, -1, -1]]
-    whole = torch.stack([data.coordinate(b, f"refwhole{k}") for k in range(1, 6)], -1)[0]
+    whole = torch.stack([rotary.coordinate(b, f"refwhole{k}") for k in range(1, 6)], -1)[0]
     assert whole.tolist() == [[0, 4, -1, -1, -1], [0, 4, 5, 6, -1]]  # the variant that does change length
 
 
@@ -188,9 +188,9 @@ def test_which_planes_each_coordinate_rotates(name):
 def test_label_on_depth_is_withheld_with_depth():
     """depth_label is read from depth, so depth dropout (depth -1) withholds it too; a token
     outside every node (depth 0, no label) reads depth alone."""
-    assert data.coordinate(one_token(depth=4, label=2), "depth_label").item() == 50
-    assert data.coordinate(one_token(depth=-1, label=2), "depth_label").item() == -1
-    assert data.coordinate(one_token(depth=0), "depth_label").item() == 0
+    assert rotary.coordinate(one_token(depth=4, label=2), "depth_label").item() == 50
+    assert rotary.coordinate(one_token(depth=-1, label=2), "depth_label").item() == -1
+    assert rotary.coordinate(one_token(depth=0), "depth_label").item() == 0
     assert "depth_label" in data.DEPTH_READERS
 
 
@@ -282,7 +282,7 @@ FAMILIES = [("seq_tree_depth", 128, 2, 5, 0, 1), ("all_signals", 128, 1, 3, 0, 1
             ("ststst", 128, 1, 4, 1, 6)]
 
 
-@pytest.mark.skipif(not rotary.triton_available(), reason="triton not installed")
+@pytest.mark.skipif(rotary.triton is None, reason="triton not installed")
 @pytest.mark.parametrize("name,head_dim,H,T,layer,n_layer", FAMILIES
                          + ([("seq_tree_depth", 128, 2, 1024, 0, 1), ("hrope_axial", 64, 8, 1024, 0, 1)]
                             if DEV == "cuda" else []))
@@ -299,7 +299,7 @@ def test_triton_matches_reference_fp32(name, head_dim, H, T, layer, n_layer):
         assert ref[6].abs().sum() > 0                    # the overlay really is exercised
 
 
-@pytest.mark.skipif(not rotary.triton_available(), reason="triton not installed")
+@pytest.mark.skipif(rotary.triton is None, reason="triton not installed")
 def test_triton_matches_reference_bf16():
     """bf16 tolerance from rounding noise: the kernel must be no further from the fp32
     reference than the bf16 reference itself is (flash-attention's test convention)."""
@@ -319,7 +319,7 @@ def test_two_corpus_coordinates_by_hand():
     b["path"][:] = -1
     b["path"][0, 0, :3] = torch.tensor([0, 1, 2])
     b["path"][0, 1, :5] = torch.tensor([0, 4, 6, 0, 1])
-    got = {n: data.coordinate(b, n)[0].tolist() for n in
+    got = {n: rotary.coordinate(b, n)[0].tolist() for n in
            ("shared1", "shared2", "shared3", "owndepth", "ownsheet1", "ownsheet2", "ownsheet3")}
     assert got == {"shared1": [3, 0], "shared2": [-1, 4], "shared3": [-1, 6], "owndepth": [3, -1],
                    "ownsheet1": [-1, 0], "ownsheet2": [-1, 4], "ownsheet3": [-1, 6]}

@@ -13,7 +13,9 @@ import prepare
 import settings
 import train
 from conftest import stdlib_files
-from model import GPT, GPTConfig, PRESETS
+from model import GPT, GPTConfig
+from settings import MODELS as PRESETS
+import corpora
 
 # name: (context, (layers, width, heads), non-embedding parameters in millions (None: not given),
 #        peak lr, length, reporting rule), from the depth-perception appendix unless marked.
@@ -35,7 +37,7 @@ PAPER = {
     **{f"hrope_{c}": (1024, (8, 512, 8), None, 3e-4, ("steps", 5000), "final") for c in ("prose", "code", "webtext")},
 }
 # reproduce_cpu.sh: STEPS=200 "x 16 records of <= 256 tokens"; HSTEPS=120 for the sheets; --milestones 10;
-# train.CPU_RUN: preset cpu, 16 records, 128 validation and 256 test records, micro-batches of 4,096 tokens
+# settings.SCALES["cpu"]: preset cpu, 16 records, 128 validation and 256 test records, micro-batches of 4,096 tokens
 CPU = {"cpu_python": ("python", 200, "cpu", "tree", 1024), "cpu_web": ("web", 200, "cpu", "tree", 1024),
        "cpu_programs": ("programs", 200, "cpu", "tree", 256), "cpu_sheets": ("sheets", 120, "cpu", "tree", 256),
        "cpu_prose": ("prose", 200, "cpu_hrope", "hrope_cpu", 256),
@@ -50,7 +52,7 @@ def meta_for(root, name, record=True):
     recorded = {**settings.preparation(name), **({"setting": name} if record else {})}
     with open(os.path.join(root, s["corpus"], "meta.json"), "w") as f:
         json.dump({"settings": {**recorded, "corpus": s["corpus"],
-                                "defaults": prepare.CORPORA[s["corpus"]].defaults()}}, f)
+                                "defaults": corpora.corpus(s["corpus"]).defaults()}}, f)
     return ["--data", str(root), "--device", "cpu"]
 
 

@@ -15,7 +15,7 @@ from openpyxl.workbook.defined_name import DefinedName
 
 import data
 import prepare
-import sheets
+from corpora import sheets
 import trees
 
 
@@ -110,7 +110,7 @@ def test_no_lookahead_on_levels_references_and_kinds():
     kind (inside one formula: test_formula_prefix_keeps_coordinates)."""
     wb_bytes = []
     with tempfile.TemporaryDirectory() as d:              # a fresh set of synthetic workbooks
-        prepare.synthetic_workbooks(d, 5, seed=3)
+        sheets.synthetic_workbooks(d, 5, seed=3)
         for f in sorted(os.listdir(d)):
             wb_bytes.append(open(os.path.join(d, f), "rb").read())
     for raw in wb_bytes:
@@ -194,7 +194,7 @@ def test_formula_prefix_keeps_coordinates():
     if os.path.isdir(REAL_WORKBOOKS):
         books += [("real", open(os.path.join(REAL_WORKBOOKS, f), "rb").read()) for f in sorted(os.listdir(REAL_WORKBOOKS))]
     with tempfile.TemporaryDirectory() as d:
-        prepare.synthetic_workbooks(d, 25, seed=0)
+        sheets.synthetic_workbooks(d, 25, seed=0)
         books += [("synthetic", open(os.path.join(d, f), "rb").read()) for f in sorted(os.listdir(d))]
     parsed, formulas = {"real": 0, "synthetic": 0}, set()
     for source, raw in books:

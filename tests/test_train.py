@@ -13,6 +13,8 @@ import rotary
 import tokenizer
 import train
 from model import GPT, GPTConfig
+import corpora
+import machine
 
 TINY = ["--preset=cpu", "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4",
         "--val_docs=8", "--test_docs=8", "--compile=0", "--bf16=0", "--milestones=4", "--mb_tokens=128"]
@@ -191,7 +193,7 @@ def test_data_parallel_two_cpu_processes(tiny_python, tmp_path):
 def test_precision_follows_the_processor():
     """bf16 autocast (and, on CPU, torch.compile) only where the processor multiplies bf16 natively;
     the two variables that cap torch's instruction set are honoured over the flags."""
-    native = lambda flags, env={}: train.native_bf16(set(flags), env)[0]
+    native = lambda flags, env={}: machine.native_bf16(set(flags), env)[0]
     assert not native({"avx", "avx2", "fma"})                       # AVX2-only: bf16 emulated, ~30x slower
     assert not native({"avx2", "avx512f", "avx512bw"})              # AVX-512 without BF16
     assert native({"avx2", "avx512f", "avx512_bf16"}) and native({"amx_bf16"}) and native({"asimd", "bf16"})
@@ -199,8 +201,8 @@ def test_precision_follows_the_processor():
     assert not native({"avx512_bf16"}, {"ONEDNN_MAX_CPU_ISA": "AVX2"})
     assert not native({"avx512_bf16"}, {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"})
     assert native({"avx512_bf16"}, {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_AMX", "ATEN_CPU_CAPABILITY": "avx512"})
-    bf16, compiled, why = train.precision("cpu")
-    assert bf16 == compiled == train.native_bf16(train.cpu_flags(), os.environ)[0] and why
+    bf16, compiled, why = machine.precision("cpu")
+    assert bf16 == compiled == machine.native_bf16(machine.cpu_flags(), os.environ)[0] and why
 
 
 def test_this_hosts_detection_agrees_with_a_timed_matmul():
@@ -217,7 +219,7 @@ def test_this_hosts_detection_agrees_with_a_timed_matmul():
             times.append(time.perf_counter() - t)
         return min(times)
     ratio = best(a.bfloat16(), b.bfloat16()) / best(a, b)
-    assert (ratio < 4) == train.native_bf16(train.cpu_flags(), os.environ)[0], f"bf16 / fp32 matmul time {ratio:.1f}"
+    assert (ratio < 4) == machine.native_bf16(machine.cpu_flags(), os.environ)[0], f"bf16 / fp32 matmul time {ratio:.1f}"
 
 
 def test_default_cpu_path_takes_the_machines_precision(tiny_python, tmp_path, capsys):
@@ -230,7 +232,7 @@ def test_default_cpu_path_takes_the_machines_precision(tiny_python, tmp_path, ca
     first = capsys.readouterr().out.splitlines()[0]
     exact = train.main(args + ["--out", str(tmp_path / "eager"), "--compile=0", "--bf16=0"])
     run = json.load(open(os.path.join(fast, "config.json")))["run"]
-    native = train.native_bf16(train.cpu_flags(), os.environ)[0]
+    native = machine.native_bf16(machine.cpu_flags(), os.environ)[0]
     assert run["bf16"] == run["compile"] == native and "given" not in run["precision"]
     assert first.startswith("precision: " + ("bf16 autocast, compiled" if native else "fp32, eager"))
     assert run["precision"] in first
@@ -302,13 +304,13 @@ def as_if_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
 
 
-def prepared(root, *corpora):
+def prepared(root, *names):
     """A data root whose meta.json files hold what prepare.py records of each corpus's entry: all
     that parse() reads of the data. Returns ["--data", root]."""
-    for c in corpora:
+    for c in names:
         os.makedirs(os.path.join(root, c), exist_ok=True)
         with open(os.path.join(root, c, "meta.json"), "w") as f:
-            json.dump({"settings": {"defaults": prepare.CORPORA[c].defaults()}}, f)
+            json.dump({"settings": {"defaults": corpora.corpus(c).defaults()}}, f)
     return ["--data", str(root)]
 
 
@@ -316,7 +318,7 @@ def test_cuda_presets_follow_the_paper_per_corpus(monkeypatch, tmp_path):
     """Appendix §4: the 4.7M model at context 1,024 (Python), 2,048 (web pages), 4,096
     (spreadsheets); the larger web run 10 layers, d=512, 4 heads at 4,096. The corpus's entry in
     prepare.CORPORA says which, through the prepared data's meta.json."""
-    from model import PRESETS
+    from settings import MODELS as PRESETS
     data = prepared(tmp_path, "python", "web", "sheets")
     assert train.parse(["--corpus", "web", "--device", "cpu", *data])[0]["preset"] == "cpu"   # CPU stays small
     as_if_cuda(monkeypatch)

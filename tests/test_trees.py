@@ -7,6 +7,8 @@ import pytest
 import data
 import trees
 from conftest import stdlib_files
+from corpora import python as pycorpus
+from corpora import web
 
 
 def nodes_of(doc):
@@ -17,7 +19,7 @@ def nodes_of(doc):
 
 def test_hand_worked_program():
     src = "def f(a, b):\n    c = a + b\n    return c\nx = f(1, 2)\n"
-    doc = trees.python_doc(src)
+    doc = pycorpus.python_doc(src)
     assert nodes_of(doc) == [
         "FunctionDef f",          # 0  depth 1, rank 0
         "arguments",              # 1  depth 2, rank 0 (FunctionDef's first field)
@@ -67,7 +69,7 @@ def test_scopes_renaming():
            "    import json\n"
            "    return a, os, json\n"
            "class C:\n    y = 1\n    def m(self):\n        return self.y\n")
-    canon = trees.canonical_python(src)
+    canon = pycorpus.canonical_python(src)
     assert "def f(x0):" in canon
     assert "nonlocal x0" in canon and "x0 = 2" in canon
     assert "return h" in canon and "    h = 1" in canon      # used before its binding: kept
@@ -82,12 +84,12 @@ def round_trips(data):
     """True if the file round-trips byte for byte and parents come back from depth alone;
     None for a counted skip."""
     try:
-        doc = trees.python_doc(data, rename=False)
+        doc = pycorpus.python_doc(data, rename=False)
     except trees.Skip:
         return None
     depth = doc.node_coords()[0].tolist()
-    assert ast.unparse(trees.decode_python(doc.text, depth)) == ast.unparse(ast.parse(data))
-    renamed = trees.python_doc(data)
+    assert ast.unparse(pycorpus.decode_python(doc.text, depth)) == ast.unparse(ast.parse(data))
+    renamed = pycorpus.python_doc(data)
     assert trees.parents_from_depth(renamed.node_coords()[0].tolist()) == renamed.parent.tolist()
     return True
 
@@ -112,13 +114,13 @@ def test_no_lookahead_on_real_files():
             tree = ast.parse(src)
         except SyntaxError:
             continue
-        full = trees.python_doc(src)
+        full = pycorpus.python_doc(src)
         fd, fp = full.node_coords()
         for k in (1, len(tree.body) // 2, len(tree.body) - 1):
             if k < 1:
                 continue
             part_src = ast.unparse(ast.Module(body=tree.body[:k], type_ignores=[]))
-            part = trees.python_doc(part_src)
+            part = pycorpus.python_doc(part_src)
             n = len(part.text)
             assert full.text[:n] == part.text
             m = len(part.parent)
@@ -135,15 +137,15 @@ def test_serialisation_edge_cases_by_hand():
     dict key (**), a keyword for ** (@ alone), a two-operator Compare, and a decode that matches
     ast.unparse of the source with renaming off."""
     src = "List = {**d, 'k': u'v'}\nx = 1e999 < 2 < 3\ny = f(*a, b'\\n', '\\\\n', '''a\nb''', k=1, **w)\n"
-    doc = trees.python_doc(src, rename=False)
+    doc = pycorpus.python_doc(src, rename=False)
     assert nodes_of(doc) == [
         "Assign", "Name List", "=Dict", "~", "'k'", "=d", "u'v'",
         "Assign", "x", "=Compare Lt,Lt", "Constant inf", "2", "3",
         "Assign", "y", "=Call", "f", "Starred", "a", "b'\n'", "'\\\\n'", "'a\nb'", "=@k", "1", "@", "w"]
     depth = doc.node_coords()[0].tolist()
-    assert ast.unparse(trees.decode_python(doc.text, depth)) == ast.unparse(ast.parse(src))
+    assert ast.unparse(pycorpus.decode_python(doc.text, depth)) == ast.unparse(ast.parse(src))
     with pytest.raises(ValueError):
-        trees.decode_python(doc.text, depth[:-1])                  # a depth short: text remains
+        pycorpus.decode_python(doc.text, depth[:-1])                  # a depth short: text remains
 
 
 def test_code_pattern_keeps_sigils_with_their_identifier():
@@ -157,7 +159,7 @@ def test_label_and_statement_grid_by_hand():
     """Depth with a label: node types numbered by first appearance. Statement grid: each token's
     innermost statement (its ordinal: the row) and its index among that statement's own tokens."""
     import prepare
-    doc = trees.python_doc("def f(a):\n    if a:\n        return a + 1\n    b = 2\n")
+    doc = pycorpus.python_doc("def f(a):\n    if a:\n        return a + 1\n    b = 2\n")
     assert doc.text == "FunctionDef f arguments =:x0 If x0 Return Add x0 1 Assign x1 =2"
     #   FunctionDef arguments arg If Name Return BinOp Name Constant Assign Name Constant
     assert doc.label.tolist() == [0, 1, 2, 3, 4, 5, 6, 4, 7, 8, 4, 7]
@@ -171,7 +173,7 @@ def test_label_and_statement_grid_by_hand():
 
 def test_web_and_sheet_labels():
     html = b"<html><body><p>one <b>two</b></p><p>three</p>four</body></html>"
-    doc = trees.web_doc(html)
+    doc = web.web_doc(html)
     node = lambda s: doc.char_node[doc.text.index(s)]
     assert [doc.label[node(s)] for s in ("one", "two", "three", "four")] == [0, 1, 0, 2]   # p, b, p, body
 
@@ -180,7 +182,7 @@ def test_no_lookahead_inside_functions():
     """Cut inside a function body: a later binding must not rename an earlier use."""
     a = "def f():\n    print(v)\n"
     b = "def f():\n    print(v)\n    v = 1\n"
-    pa, pb = trees.python_doc(a), trees.python_doc(b)
+    pa, pb = pycorpus.python_doc(a), pycorpus.python_doc(b)
     assert pb.text.startswith(pa.text)
     assert nodes_of(pb)[5:7] == ["v", "Assign"] and "x0" not in pb.text
 
@@ -195,7 +197,7 @@ def test_no_lookahead_inside_functions():
 ])
 def test_bad_python_is_a_counted_skip(data, reason):
     with pytest.raises(trees.Skip) as e:
-        trees.python_doc(data)
+        pycorpus.python_doc(data)
     if reason:
         assert e.value.reason == reason
 
@@ -205,12 +207,12 @@ def test_nesting_too_deep_for_unparse_is_a_counted_skip():
     with pytest.raises(RecursionError):
         ast.unparse(ast.parse(src))
     with pytest.raises(trees.Skip) as e:
-        trees.python_doc(src)
+        pycorpus.python_doc(src)
     assert e.value.reason == "too deeply nested"
 
 
 def test_nodes_deeper_than_22_levels_are_kept():
-    doc = trees.python_doc("x = " + "[" * 190 + "]" * 190 + "\n")
+    doc = pycorpus.python_doc("x = " + "[" * 190 + "]" * 190 + "\n")
     depth, path = doc.node_coords()
     assert depth.max() == 191 and (path[depth.argmax()] >= 0).sum() == 22
 
@@ -220,7 +222,7 @@ def test_web_page_hand_worked():
     <h1>Hello <b>big</b> world</h1><script>var x;</script>
     <ul><li>one</li><li>two<ul><li>deep</li></ul></li></ul>
     <table><tr><td>a</td><td>b</td></tr></table><!-- c --><p>end</p></body></html>"""
-    doc = trees.web_doc(html)
+    doc = web.web_doc(html)
     assert doc.text == "Hello big world\none\ntwo\ndeep\na\nb\nend"
     depth, path = doc.node_coords()
     node = lambda s: doc.char_node[doc.text.index(s)]
@@ -245,7 +247,7 @@ def test_no_lookahead_on_web_pages():
     for p in pages:
         raw = open(p, "rb").read()
         try:
-            full = trees.web_doc(raw)
+            full = web.web_doc(raw)
         except trees.Skip:
             continue
         fd, fp = full.node_coords()
@@ -259,7 +261,7 @@ def test_no_lookahead_on_web_pages():
                     e.getparent().remove(sib)
                 e = e.getparent()
             try:
-                part = trees.web_doc(lxml.html.tostring(root))
+                part = web.web_doc(lxml.html.tostring(root))
             except trees.Skip:
                 continue
             n = len(part.text)
@@ -274,7 +276,7 @@ def test_no_lookahead_on_web_pages():
 def test_symbol_ids_are_unique_over_the_document():
     """Spellings restart at each outermost function (x0 of f, x0 of g); symbol identity numbers
     each variable once per document by first mention, so the two x0 differ (appendix §5)."""
-    doc = trees.python_doc("def f(a):\n    b = a\n    return b\n\ndef g(c):\n    d = c\n    return d\n")
+    doc = pycorpus.python_doc("def f(a):\n    b = a\n    return b\n\ndef g(c):\n    d = c\n    return d\n")
     nodes = nodes_of(doc)
     assert [nodes[i] for i in (2, 10)] == ["=:x0", "=:x0"]
     assert doc.symbol[[2, 4, 5, 7]].tolist() == [0, 1, 0, 1]                 # f: a, b, a, b
@@ -287,7 +289,7 @@ def test_web_skip_list_applies_inside_body():
     and take no sibling rank: the paragraph after them is body's second child (rank 1)."""
     html = (b"<html><body><p>keep</p><style>p{color:red}</style><svg><text>no</text></svg><script>no</script>"
             b"<noscript>no</noscript><template><p>no</p></template><iframe>no</iframe><p>also</p></body></html>")
-    doc = trees.web_doc(html)
+    doc = web.web_doc(html)
     assert doc.text == "keep\nalso"
     assert doc.node_coords()[1][doc.char_node[doc.text.index("also")], :2].tolist() == [1, 0]
 
@@ -300,7 +302,7 @@ def test_web_skip_list_applies_inside_body():
 ])
 def test_bad_web_pages(html, reason):
     with pytest.raises(trees.Skip) as e:
-        trees.web_doc(html)
+        web.web_doc(html)
     assert e.value.reason == reason
 
 
@@ -320,9 +322,9 @@ def test_warc_response_records(tmp_path):
     with gzip.open(tmp_path / "crawl.warc.gz", "wb") as f:
         f.write(data)
     for name in ("crawl.warc", "crawl.warc.gz"):
-        got = list(trees.warc_records(str(tmp_path / name)))
+        got = list(web.warc_records(str(tmp_path / name)))
         assert got == [("http://a/", page)]
-        assert trees.web_doc(got[0][1]).text == "Hello warc"
+        assert web.web_doc(got[0][1]).text == "Hello warc"
 
 
 def test_python_reference_statistics_by_hand(tmp_path):
@@ -332,7 +334,7 @@ def test_python_reference_statistics_by_hand(tmp_path):
     (path 0 1 1, its definition :x0 at 0 0 0), x1 (0 2 0 0 -> x1 at 0 1 0) and x0 (0 2 0 1 -> 0 0 0)
     own their leading space: 4 + 3 + 3 = 10 tokens, all moved by reference rotation. Whole-path
     overwrite: 3 -> 3, 4 -> 3, 4 -> 3, so two of three paths shorter, by one level each."""
-    doc = trees.python_doc("def f(a):\n    b = a\n    return b + a\n")
+    doc = pycorpus.python_doc("def f(a):\n    b = a\n    return b + a\n")
     assert doc.text == "FunctionDef f arguments =:x0 Assign x1 =x0 Return Add x1 x0"
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)
     c = data.token_coords(doc, ids, np.ones(256, np.int64))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import data
-import paragraphs
+from corpora import paragraphs
 import prepare
 import train
 import trees
@@ -101,11 +101,11 @@ def test_near_duplicates_planted():
     jac = lambda x, y: len(grams(x) & grams(y)) / len(grams(x) | grams(y))
     assert jac(a, near) == pytest.approx(0.6, abs=0.02) and jac(a, half) == pytest.approx(0.23, abs=0.02)
     texts = [" ".join(t) for t in (a, half, near, other)]
-    assert prepare.near_duplicates(texts) == {2}
-    assert prepare.near_duplicates(texts[::-1]) == {3}            # the first in reading order is kept
-    est = np.mean(prepare.minhash(texts[0]) == prepare.minhash(texts[2]))
+    assert paragraphs.near_duplicates(texts) == {2}
+    assert paragraphs.near_duplicates(texts[::-1]) == {3}            # the first in reading order is kept
+    est = np.mean(paragraphs.minhash(texts[0]) == paragraphs.minhash(texts[2]))
     assert est == pytest.approx(0.6, abs=0.1)
-    assert (prepare.minhash(texts[0].upper()) == prepare.minhash(texts[0])).all()   # case-blind
+    assert (paragraphs.minhash(texts[0].upper()) == paragraphs.minhash(texts[0])).all()   # case-blind
 
 
 def page(body):
@@ -158,9 +158,9 @@ def test_default_pages_each_once_and_a_clear_error(tmp_path, monkeypatch):
     (tmp_path / "pkg" / "html" / "page.html").write_text(page("<p>Text.</p>"))
     (tmp_path / "pkg" / "notes.txt").write_text("not html")
     (tmp_path / "alias").symlink_to(tmp_path / "pkg")
-    monkeypatch.setattr(prepare, "WEBTEXT_ROOT", str(tmp_path))
-    items, dirs = prepare.webtext_sources(SimpleNamespace(src=None))
+    monkeypatch.setattr(paragraphs, "WEBTEXT_ROOT", str(tmp_path))
+    items, dirs = paragraphs.webtext_sources(SimpleNamespace(src=None))
     assert [n for n, _ in items] == [os.path.join("alias", "html", "page.html")] and dirs == [str(tmp_path)]
-    monkeypatch.setattr(prepare, "WEBTEXT_ROOT", str(tmp_path / "pkg" / "html" / "none"))
+    monkeypatch.setattr(paragraphs, "WEBTEXT_ROOT", str(tmp_path / "pkg" / "html" / "none"))
     with pytest.raises(SystemExit, match="no HTML pages under .* pass --src DIR"):
-        prepare.webtext_sources(SimpleNamespace(src=None))
+        paragraphs.webtext_sources(SimpleNamespace(src=None))

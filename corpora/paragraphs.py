@@ -1,11 +1,25 @@
 """Paragraph corpora as trees (hRoPE, paper 004 §3.1, §3.4, App. C.1): prose (.rst, plain text,
-WikiText), code and web text, each `source -> Doc` or a `Skip` (trees.py holds Doc).
+WikiText), code and web text, each `source -> Doc` or a `Skip`; their sources, the near-duplicate
+removal of web text, and the record rule (a record may start at a new paragraph or block).
+
+    python prepare.py prose             # the reStructuredText sources python3-doc installs
+    python prepare.py code              # the standard library, as blocks and lines
+    python prepare.py webtext           # main-text paragraphs of the HTML under /usr/share/doc
 """
+import collections
+import functools
+import glob
+import os
 import re
+import sys
+import zlib
 
 import numpy as np
 
-from trees import MAX_TEXT_CHARS, WEB_BLOCKS, WEB_SKIP, Doc, Skip, check_size, html_root, source_text
+from corpora import Corpus, build, find_files, first_place, python, web
+from corpora.web import WEB_BLOCKS, WEB_SKIP, html_root
+from hrope.controls import paragraph_stats
+from trees import MAX_FILE_BYTES, MAX_TEXT_CHARS, Doc, Skip, check_size, source_text, too_large
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,3 +260,126 @@ def webtext_doc(raw):
     if not paras:
         raise Skip("no main text")
     return paragraphs_doc(paras, min_chars=1)
+
+
+# Where `prepare.py prose` looks for real prose when no --src is given: the reStructuredText
+# sources python3-doc installs (first hit wins).
+PROSE_PLACES = ["/usr/share/doc/python3/html/_sources", "/usr/share/doc/python3.*/html/_sources",
+                "/usr/share/doc/python3-doc/html/_sources"]
+PROSE_EXTS = (".rst.txt", ".rst", ".txt", ".tokens", ".raw", ".md")
+
+
+def prose_sources(args):
+    dirs = args.src or first_place(PROSE_PLACES, PROSE_EXTS)
+    if not dirs:
+        sys.exit("error: no prose found on this machine (looked in " + ", ".join(PROSE_PLACES) + ").\n"
+                 "On Debian/Ubuntu: sudo apt-get install python3-doc  (its .rst sources, ~40k paragraphs),\n"
+                 "or pass text files: python prepare.py prose --src DIR  (.txt/.rst/.md; WikiText .tokens/.raw)")
+    items = []
+    for name, path in find_files(dirs, PROSE_EXTS):
+        fmt = "rst" if name.endswith((".rst", ".rst.txt")) else "text"
+        if os.path.getsize(path) > MAX_FILE_BYTES and not name.endswith((".tokens", ".raw")):
+            items.append((name, too_large("a file", MAX_FILE_BYTES, "bytes")))   # WikiText's files
+            continue                                                    # hold many articles, each capped
+        with open(path, "rb") as f:
+            raw = f.read()
+        text = raw.decode("utf-8", "replace")
+        if fmt == "text" and any(WIKI_TITLE.match(l) for l in text.split("\n")):
+            # WikiText: one file holds many articles; each `= Title =` starts a document
+            for k, (title, paras) in enumerate(wikitext_documents(text)):
+                items.append((f"{name}#{k}:{title}", ("paragraphs", paras)))
+        else:
+            items.append((name, (fmt, raw)))
+    if not items:
+        sys.exit(f"error: no {'/'.join(PROSE_EXTS)} files under {dirs}")
+    return items, dirs
+
+
+# `prepare.py webtext` without --src: every HTML page under /usr/share/doc (symlinks followed, each
+# file once) except python3-doc's, whose documents `prose` already reads from their .rst sources,
+# and Node.js's all.html: the chapter pages installed beside it, on one page (2 MB of text; a
+# page that contains others is no near-duplicate of any one of them by C.1's similarity).
+WEBTEXT_ROOT = "/usr/share/doc"
+WEBTEXT_SKIP = {"nodejs/api/all.html"}
+
+
+def webtext_sources(args):
+    """OpenWebText's stand-in (paper 004 App. C.1): real pages reachable offline, or --src."""
+    if args.src:
+        return web.web_sources(args)
+    python_doc = {os.path.realpath(p) for pattern in web.WEB_PLACES[:3] for p in glob.glob(pattern)}
+    seen, items = set(), []
+    for root, subdirs, files in os.walk(WEBTEXT_ROOT, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen or any(real == p or real.startswith(p + os.sep) for p in python_doc):
+            subdirs[:] = []                  # a folder reached twice, or python3-doc's pages
+            continue
+        seen.add(real)
+        subdirs.sort()
+        for f in sorted(files):
+            path = os.path.join(root, f)
+            name = os.path.relpath(path, WEBTEXT_ROOT)
+            if f.lower().endswith((".html", ".htm")) and os.path.realpath(path) not in seen and name not in WEBTEXT_SKIP:
+                seen.add(os.path.realpath(path))
+                items.append((name, path))
+    if not items:
+        sys.exit(f"error: no HTML pages under {WEBTEXT_ROOT} besides python3-doc's; pass --src DIR (.html/.htm/.warc)")
+    return items, [WEBTEXT_ROOT]
+
+
+def minhash(text, perms=256, n=5, seed=0):
+    """MinHash signature (perms,) of a text's word 5-grams (lowercased): the fraction of equal
+    entries of two signatures estimates the Jaccard similarity of their 5-gram sets."""
+    words = text.lower().split()
+    grams = {" ".join(words[i:i + n]) for i in range(max(len(words) - n + 1, 1))}
+    x = np.array([zlib.crc32(g.encode("utf-8", "surrogatepass")) for g in grams], np.uint64)
+    prime = np.uint64(4294967291)                                  # (a*x + b) mod p: no uint64 overflow
+    a, b = (np.random.default_rng(seed).integers(1, int(prime), (2, perms)).astype(np.uint64))
+    return ((a[:, None] * x[None, :] + b[:, None]) % prime).min(1)
+
+
+def near_duplicates(texts, threshold=0.5, bands=64):
+    """Indices of texts that duplicate an earlier one (App. C.1: 5-gram LSH, similarity > 0.5):
+    LSH on MinHash bands proposes pairs (64 bands of 4 rows: a pair at Jaccard 0.5 shares a band
+    with probability 0.98, at 0.1 with 0.006), the MinHash estimate above `threshold` confirms it."""
+    sigs = [minhash(t) for t in texts]
+    buckets, dropped = collections.defaultdict(list), set()
+    for i, sig in enumerate(sigs):
+        keys = {(k, band.tobytes()) for k, band in enumerate(np.split(sig, bands))}
+        if any(np.mean(sigs[j] == sig) > threshold for j in {j for key in keys for j in buckets[key]}):
+            dropped.add(i)
+            continue                         # kept texts only: a duplicate of a duplicate is compared to its source
+        for key in keys:
+            buckets[key].append(i)
+    return dropped
+
+
+def blocks_p95(docs):
+    """Paper 004 App. C.1 on code: p1 truncated at the 95th percentile of blocks per file."""
+    return int(np.percentile([d.char_p[:, 0].max() + 1 for _, d in docs], 95)) - 1
+
+
+def prose(src):
+    fmt, data = src
+    return paragraphs_doc(data) if fmt == "paragraphs" else prose_doc(data, fmt)
+
+
+def drop_near_duplicates(docs):
+    """App. C.1: near-duplicate pages removed, the first kept."""
+    dup = near_duplicates([d.text for _, d in docs])
+    return [x for i, x in enumerate(docs) if i not in dup], {"near-duplicate (5-gram MinHash > 0.5)": len(dup)}
+
+
+def paragraph_starts(c, doc):
+    """Where a record may start: a new paragraph or block."""
+    return np.r_[True, c["p"][1:, 0] != c["p"][:-1, 0]]
+
+
+HROPE = dict(preset="paper_hrope", recipe="hrope", record_stats=paragraph_stats)
+CORPORA = {
+    "prose": Corpus(prose_sources, functools.partial(build, builder=prose), paragraph_starts, **HROPE),
+    "code": Corpus(python.python_sources, functools.partial(build, builder=code_doc), paragraph_starts,
+                   p1_cap=blocks_p95, **HROPE),
+    "webtext": Corpus(webtext_sources, functools.partial(build, builder=webtext_doc), paragraph_starts,
+                      filter_docs=drop_near_duplicates, min_tokens=128, **HROPE),   # App. C.1: 128 tokens
+}

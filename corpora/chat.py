@@ -13,6 +13,7 @@ machine (REFERENCE.md says what was searched).
     python prepare.py chat --src my.json                # any file in its format
     python prepare.py chat --conversations 200          # its first 200 conversations
 """
+import functools
 import importlib.util
 import json
 import os
@@ -21,6 +22,7 @@ import sys
 import numpy as np
 
 import trees
+from corpora import Corpus, build
 
 
 def default_source():
@@ -97,3 +99,11 @@ def chat_doc(messages):
         char_chat[start:end + 1] = ex, sp           # the newline after it too
     return trees.Doc(text, char_node, np.asarray(parent, np.int32), np.asarray(rank, np.int32),
                      char_chat=char_chat)
+
+
+def turns(c, doc):
+    """Where a record may start: a new turn."""
+    return np.r_[True, (c["chat"][1:, :2] != c["chat"][:-1, :2]).any(1)]
+
+
+CORPORA = {"chat": Corpus(sources, functools.partial(build, builder=chat_doc), turns)}

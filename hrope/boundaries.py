@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 import torch
 
-import paragraphs
+from corpora import paragraphs
 import tokenizer
 from data import coords_for, pack, record_docs, replacing, token_coords
 

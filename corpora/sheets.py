@@ -1,15 +1,27 @@
 """Workbooks as trees (the depth-perception appendix §4-§5): `sheet_doc`, raw .xlsx -> Doc or a
-`Skip`, and the formula trees inside cells (trees.py holds Doc).
+`Skip`, the formula trees inside cells, the SYNTHETIC workbook generator, and the two-corpus
+web_sheets (web pages and workbooks in one corpus).
+
+    python prepare.py sheets            # SYNTHETIC workbooks (no real corpus is reachable offline)
+    python prepare.py sheets --src DIR  # .xlsx/.xlsm
+
+The record rule: a record may start at a new row.
 """
 import io
+import os
+import random
+import sys
 import re
 import warnings
 import zipfile
 
 import numpy as np
 import openpyxl
+from openpyxl.workbook.defined_name import DefinedName
 
-from trees import Doc, KIND_CELL_REF, KIND_COPIED, KIND_ROW_END, MAX_CELLS_READ, MAX_CELL_CHARS, MAX_DOC_CHARS, MAX_PART_BYTES, MAX_ZIP_BYTES, Skip, check_size, first_appearance
+from corpora import Corpus, build, find_files, web
+from trees import KIND_CELL_REF, KIND_COPIED, KIND_ROW_END, MAX_CELL_CHARS, MAX_CELLS_READ, MAX_DOC_CHARS, MAX_PART_BYTES, \
+    MAX_ZIP_BYTES, Doc, Skip, check_size, first_appearance
 
 
 # ---------------------------------------------------------------------------------------------
@@ -33,7 +45,6 @@ from trees import Doc, KIND_CELL_REF, KIND_COPIED, KIND_ROW_END, MAX_CELLS_READ,
 # (issue 23: all 3,592 of the real workbooks, 200,000 random ones).
 # ---------------------------------------------------------------------------------------------
 MAX_SHEET_ROWS = 10_000         # a documented limit: bigger sheets are skipped, not truncated
-COPY_DISTANCE = 256             # "copied from the cell above across >= 256 tokens"
 SYNTHETIC_CREATOR = "treerope synthetic workbook generator"   # prepare.py's generator signs its files
 _A1 = re.compile(r"\$?([A-Za-z]{1,3})?\$?([0-9]+)?")
 _OPENS = ("FUNC", "PAREN", "ARRAY")
@@ -252,3 +263,170 @@ def _workbook_doc(wb, render, max_rows):
                copied_from=np.asarray(copied_from, np.int64), label=first_appearance(kinds),
                notes={k: v for k, v in notes.items() if v},
                synthetic=synthetic)
+
+
+# --------------------------------------------------------------- spreadsheets (synthetic) ----
+# No real spreadsheet corpus is reachable offline, so `prepare.py sheets` without --src writes
+# SYNTHETIC workbooks: realistic shapes (timesheets, budgets, invoices, grade books,
+# inventories; several sheets, cross-sheet formulas, SUM/AVERAGE/IF/VLOOKUP/COUNTIF, a defined
+# name, blank rows and columns), saved as real .xlsx and read back through the same openpyxl
+# path as user files. Every file is signed SYNTHETIC_CREATOR; meta.json says synthetic.
+NAMES = ["Ann", "Bob", "Carla", "Dev", "Elif", "Femi", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lena", "Mo", "Nia",
+         "Omar", "Pia", "Quinn", "Rosa", "Sam", "Tara", "Uma", "Vic", "Wen", "Xavi", "Yara", "Zed"]
+GOODS = ["bolts", "nuts", "washers", "hinges", "screws", "brackets", "rivets", "springs", "clamps", "pins",
+         "gears", "valves", "seals", "pipes", "fuses", "cables"]
+
+
+def _timesheet(wb, rng):
+    ws = wb.active
+    ws.title = "Hours"
+    days = ["Mon", "Tue", "Wed", "Thu", "Fri"]
+    ws.append(["Name"] + days + ["Total"])
+    n = rng.randint(6, 40)
+    for r in range(2, n + 2):
+        ws.append([rng.choice(NAMES) + f" {r}"] + [8 if rng.random() < 0.7 else rng.choice([0, 4, 6, 9, 10])
+                                                   for _ in days] + [f"=SUM(B{r}:F{r})"])
+    ws.append([])                                           # a blank row before the totals
+    ws.append(["Total"] + [f"=SUM({c}2:{c}{n + 1})" for c in "BCDEFG"])
+    s = wb.create_sheet("Summary")
+    s.append(["Total hours", f"=Hours!G{n + 3}"])
+    s.append(["Average per person", f"=AVERAGE(Hours!G2:G{n + 1})"])
+    s.append(["People over 40h", f'=COUNTIF(Hours!G2:G{n + 1},">40")'])
+    s.append(["Overtime rate", 1.5])
+    s.append(["Overtime cost", "=IF(B3>0,B3*B4*Rate,0)"])
+    wb.defined_names["Rate"] = DefinedName("Rate", attr_text=f"Summary!$B${rng.choice([4, 4, 2])}")
+
+
+def _budget(wb, rng):
+    ws = wb.active
+    ws.title = "Budget"
+    ws.append(["Category", "Planned", "Actual", "Difference", "Status"])
+    cats = rng.sample(["Rent", "Salaries", "Travel", "Software", "Hardware", "Marketing", "Training", "Utilities",
+                       "Insurance", "Legal", "Catering", "Office"], rng.randint(5, 12))
+    for r, c in enumerate(cats, 2):
+        plan = rng.choice([500, 1000, 1500, 2000, 5000, 12000])
+        ws.append([c, plan, round(plan * rng.uniform(0.7, 1.3), 2), f"=C{r}-B{r}", f'=IF(D{r}>0,"over","ok")'])
+    n = len(cats) + 1
+    ws.append(["Total", f"=SUM(B2:B{n})", f"=SUM(C2:C{n})", f"=C{n + 1}-B{n + 1}"])
+    q = wb.create_sheet("Quarters")
+    q.append(["Quarter", "Share", "Planned"])
+    for i, share in enumerate([0.25, 0.25, 0.25, 0.25], 2):
+        q.append([f"Q{i - 1}", share, f"=B{i}*Budget!$B${n + 1}"])
+
+
+def _invoice(wb, rng):
+    p = wb.active
+    p.title = "Prices"
+    goods = rng.sample(GOODS, rng.randint(5, len(GOODS)))
+    for g in goods:
+        p.append([g, round(rng.uniform(0.1, 40), 2)])
+    p["E1"] = rng.choice([0.07, 0.19, 0.2])
+    wb.defined_names["TaxRate"] = DefinedName("TaxRate", attr_text="Prices!$E$1")
+    ws = wb.create_sheet("Invoice")
+    ws.append(["Item", "Qty", "Price", "Amount"])
+    n = rng.randint(3, 25)
+    for r in range(2, n + 2):
+        ws.append([rng.choice(goods), rng.randint(1, 50), f"=VLOOKUP(A{r},Prices!$A$1:$B${len(goods)},2,FALSE)",
+                   f"=B{r}*C{r}"])
+    ws.append([])
+    ws.append(["Subtotal", None, None, f"=SUM(D2:D{n + 1})"])
+    ws.append(["Tax", None, None, f"=D{n + 3}*TaxRate"])
+    ws.append(["Total", None, None, f"=D{n + 3}+D{n + 4}"])
+
+
+def _gradebook(wb, rng):
+    ws = wb.active
+    ws.title = "Grades"
+    ws.append(["Student", "HW1", "HW2", "HW3", "HW4", "Exam", "Final", "Grade"])
+    n = rng.randint(8, 35)
+    for r in range(2, n + 2):
+        ws.append([rng.choice(NAMES)] + [rng.choice([100, 100, 90, 80, 70, 60]) for _ in range(4)] +
+                  [rng.randint(40, 100), f"=0.4*AVERAGE(B{r}:E{r})+0.6*F{r}",
+                   f'=IF(G{r}>=90,"A",IF(G{r}>=80,"B",IF(G{r}>=70,"C","F")))'])
+    at = wb.create_sheet("Attendance")        # a wide register: the cell above is a row (~300 tokens) back
+    lessons = rng.randint(120, 160)
+    at.append(["Student"] + [f"L{i + 1}" for i in range(lessons)])
+    for r in range(2, n + 2):
+        at.append([ws.cell(r, 1).value] + ["P" if rng.random() < 0.85 else "A" for _ in range(lessons)])
+    st = wb.create_sheet("Stats")
+    st.append(["Column", "Mean", "Max"])
+    for c in "BCDEFG":
+        st.append([f"=Grades!{c}1", f"=AVERAGE(Grades!{c}2:{c}{n + 1})", f"=MAX(Grades!{c}:{c})"])
+
+
+def _inventory(wb, rng):
+    ws = wb.active
+    ws.title = "Stock"
+    ws.append(["SKU", "Item", "Qty", None, "Reorder level", "Reorder?", "Warehouse"])   # a blank column D
+    n = rng.randint(8, 50)
+    site = rng.choice(["North", "South", "East"])
+    for r in range(2, n + 2):
+        if rng.random() < 0.3:
+            site = rng.choice(["North", "South", "East"])   # long runs of the value above
+        ws.append([f"SKU-{rng.randint(1000, 9999)}", rng.choice(GOODS), rng.randint(0, 500), None,
+                   rng.choice([50, 100, 100, 200]), f'=IF(C{r}<E{r},"yes","no")', site])
+    ws.append([])
+    ws.append(["Items to reorder", None, f'=COUNTIF(F2:F{n + 1},"yes")'])
+
+
+def synthetic_workbooks(out_dir, n, seed=0):
+    """Write n SYNTHETIC .xlsx workbooks (deterministic per seed) into out_dir."""
+    rng = random.Random(seed)
+    kinds = [_timesheet, _budget, _invoice, _gradebook, _inventory]
+    os.makedirs(out_dir, exist_ok=True)
+    for i in range(n):
+        wb = openpyxl.Workbook()
+        wb.properties.creator = SYNTHETIC_CREATOR
+        kind = kinds[i % len(kinds)]
+        kind(wb, rng)
+        wb.save(os.path.join(out_dir, f"{kind.__name__[1:]}_{i:04d}.xlsx"))
+    return out_dir
+
+
+def sheets_sources(args):
+    dirs = args.src
+    if not dirs:
+        dirs = [synthetic_workbooks(os.path.join(args.out, "sheets_synthetic_src"), args.workbooks)]
+        print(f"no --src given: using {args.workbooks} SYNTHETIC workbooks written to {dirs[0]} "
+              "(no real spreadsheet corpus is available offline; pass --src for real .xlsx files)")
+    items = find_files(dirs, (".xlsx", ".xlsm", ".xls"))
+    if not items:
+        sys.exit(f"error: no .xlsx/.xlsm files under {dirs}")
+    return items, dirs
+
+
+def web_sheets_sources(args):
+    """Web pages and workbooks in one corpus (appendix, the two-corpus precursor): the HTML and
+    the .xlsx files under --src, or python3-doc's pages and the SYNTHETIC workbooks."""
+    pages, web_dirs = web.web_sources(args)
+    books, sheet_dirs = sheets_sources(args)
+    return pages + books, web_dirs + sheet_dirs
+
+
+def build_sheets(item, render="values"):
+    return build(item, lambda raw: sheet_doc(raw, render))
+
+
+def build_web_sheets(item, render="values"):
+    is_sheet = item[0].lower().endswith((".xlsx", ".xlsm", ".xls"))
+    name, doc, reason = (build_sheets(item, render) if is_sheet else web.CORPORA["web"].build(item))
+    if doc is not None:
+        doc.source = int(is_sheet)
+    return name, doc, reason
+
+
+def rows(c, doc):
+    """Where a record may start: a new row."""
+    return np.r_[True, (c["kind"][:-1] & KIND_ROW_END) > 0]
+
+
+def rows_or_text_blocks(c, doc):
+    return rows(c, doc) if doc.source == 1 else web.text_blocks(c, doc)
+
+
+CORPORA = {
+    "sheets": Corpus(sheets_sources, build_sheets, rows, options=("render",), root_ranks=True, preset="paper_sheets",
+                     attention=("cells",)),
+    "web_sheets": Corpus(web_sheets_sources, build_web_sheets, rows_or_text_blocks, options=("render",),
+                         preset="paper_sheets"),
+}

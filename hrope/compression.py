@@ -527,7 +527,7 @@ def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
     hrope_axial) regressed on the paragraph's predictors (candidates.paragraph_predictors), WLS
     weighted by incident pair count; paragraphs truncated by the window or without a usable pair
     are dropped."""
-    import candidates
+    from hrope import candidates
     paths = sorted(glob.glob(os.path.join(config_dir, "seed*", f"paragraph_{split}.npz")))
     if not paths:
         raise SystemExit(f"error: no seed*/paragraph_{split}.npz under {config_dir}; run evaluate.py RUN --paragraphs first")

@@ -1,12 +1,20 @@
-"""Any tree in, beyond both papers (issue 26): JSON, XML and Markdown as trees, each `raw -> Doc`
-or a `Skip` (trees.py holds Doc). Each builder's *_coords scanner decides every character's node
+"""Any tree in, beyond both papers: JSON, XML and Markdown as trees, each `raw -> Doc` or a `Skip`,
+read from the files installed packages and /usr/share ship (or --src). Each builder's *_coords scanner decides every character's node
 from the text up to it, so sample.py calls it on a growing text.
 """
+import functools
 import json
+import os
+import sys
+import sysconfig
 
 import numpy as np
 
-from trees import Doc, LEVELS, MAX_DOC_CHARS, MAX_PAGE_BYTES, MAX_TEXT_CHARS, MAX_WIDTH, Skip, check_size, first_appearance, source_text
+from corpora import Corpus, build, find_files
+from corpora.paragraphs import paragraph_starts
+from hrope.controls import paragraph_stats
+from trees import LEVELS, MAX_DOC_CHARS, MAX_PAGE_BYTES, MAX_TEXT_CHARS, MAX_WIDTH, Doc, Skip, check_size, \
+    first_appearance, source_text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,3 +322,36 @@ def markdown_coords(text):
         char_node[i], char_p[i] = sentence, (max(p1, 0), p2, 0)
     return Doc(text, char_node, np.asarray(parent, np.int32), np.asarray(rank, np.int32),
                char_p=char_p, label=first_appearance(kinds))
+
+
+# Files shipped inside installed packages and under /usr/share (real files, offline): where the
+# json, xml and markdown corpora look when no --src is given.
+SHIPPED = (sysconfig.get_paths()["purelib"], "/usr/share", "/usr/lib/node_modules")
+
+
+def shipped_sources(exts):
+    def sources(args):
+        dirs = args.src or [d for d in SHIPPED if os.path.isdir(d)]
+        items = find_files(dirs, exts)
+        if not items:
+            sys.exit(f"error: no {'/'.join(exts)} files under {dirs}; pass --src DIR")
+        return items, dirs
+    return sources
+
+
+json_sources = shipped_sources((".json",))
+xml_sources = shipped_sources((".xml", ".xsd", ".xsl", ".svg"))
+markdown_sources = shipped_sources((".md", ".markdown"))
+
+
+def children_of_root(c, doc):
+    """Where a record may start (json, xml): a member, element or child of the top-level node."""
+    return np.r_[True, c["node"][1:] != c["node"][:-1]] & (c["depth"] == 2)
+
+
+CORPORA = {   # beyond the papers: any tree whose text determines it (sample.py serves these three)
+    "json": Corpus(json_sources, functools.partial(build, builder=json_doc), children_of_root),
+    "xml": Corpus(xml_sources, functools.partial(build, builder=xml_doc), children_of_root),
+    "markdown": Corpus(markdown_sources, functools.partial(build, builder=markdown_doc), paragraph_starts,
+                       record_stats=paragraph_stats),
+}

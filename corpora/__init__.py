@@ -1,0 +1,103 @@
+"""Corpora: where documents come from, how each becomes a tree (`trees.Doc`) and where a record
+may start. One module per family, each ending in its table of entries, one line a corpus:
+
+    python.py      python, programs          the Python serialisation (appendix §4 "Python")
+    web.py         web                       the DOM's visible text (appendix §4 "Web text")
+    sheets.py      sheets, web_sheets        workbooks and formula trees, the SYNTHETIC generator
+    paragraphs.py  prose, code, webtext      paper 004's paragraph corpora (App. C.1)
+    formats.py     json, xml, markdown       trees whose text determines them (beyond the papers)
+    chat.py        chat                      real conversations
+
+`corpus(name)` imports only the module that holds `name`: `prepare.py web` reads no workbook code.
+"""
+import importlib
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Callable
+
+import tokenizer
+import trees
+
+MODULES = {"python": ".python", "programs": ".python", "web": ".web", "sheets": ".sheets", "web_sheets": ".sheets",
+           "prose": ".paragraphs", "code": ".paragraphs", "webtext": ".paragraphs", "chat": ".chat",
+           "json": ".formats", "xml": ".formats", "markdown": ".formats"}   # a new corpus: name -> its module
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """One corpus: where its documents come from, how they become trees and records, and what
+    train.py and evaluate.py should do with it (`defaults`, written into meta.json)."""
+    sources: Callable           # args -> ([(name, path or payload)], folders read)
+    build: Callable             # (name, source) -> (name, Doc or None, skip reason); runs in worker processes
+    starts: Callable            # record rule: (coords, Doc) -> bool per token, where a record may start
+    pattern: str = tokenizer.PAT   # the BPE's pre-split pattern
+    options: tuple = ()         # prepare.py flags that shape this corpus's data (kept in the settings)
+    p1_cap: Callable = None     # docs -> the largest p1 a record keeps, or None
+    root_ranks: bool = False    # the sibling-rank statistics count the roots' ranks (a sheet's index)
+    filter_docs: Callable = None   # [(name, Doc)] -> (kept, {reason: count}): corpus-wide removals
+    min_tokens: int = 0         # documents with fewer tokens are counted skips
+    record_stats: Callable = None   # training records -> what meta.json adds (paper 004: the p1 statistics)
+    preset: str = "paper"       # train.py's model on CUDA (settings.MODELS; the CPU scale has its own)
+    recipe: str = "tree"        # train.py's recipe (settings.RECIPES; hrope runs as hrope_cpu on CPU)
+    attention: tuple = field(default=())   # evaluate.py --attention: the corpus's shares
+
+    def defaults(self):
+        """What prepare.py writes into meta.json for train.py and evaluate.py to read back."""
+        return {"preset": self.preset, "recipe": self.recipe, "attention": list(self.attention)}
+
+
+def corpus(name):
+    """The entry of corpus `name`, from the one module that holds it."""
+    return importlib.import_module(MODULES[name], "corpora").CORPORA[name]
+
+
+def build(item, builder):
+    """(name, Doc, None) or (name, None, reason): one bad file never ends the run."""
+    name, src = item
+    try:
+        if isinstance(src, trees.Skip):          # a source already known to be unusable
+            raise src
+        if isinstance(src, str):
+            trees.check_size("a file", os.path.getsize(src), trees.MAX_FILE_BYTES, "bytes")   # before reading it
+            with open(src, "rb") as f:
+                src = f.read()
+        doc = builder(src)
+        trees.check_size("a document", len(doc.text), trees.MAX_DOC_CHARS)   # every builder, whatever it read
+        return name, doc, None
+    except trees.Skip as e:
+        return name, None, e.reason
+    except OSError as e:
+        return name, None, f"unreadable ({e.strerror})"
+    except (RecursionError, MemoryError):
+        return name, None, "too deeply nested"
+    except Exception as e:                       # a builder bug on odd input: counted, and named
+        return name, None, f"builder error ({type(e).__name__})"
+
+
+def find_files(dirs, exts):
+    """(name relative to its folder, path) of every file under `dirs` ending in one of `exts`."""
+    out = []
+    for d in dirs:
+        if os.path.isfile(d):
+            out.append((d, d))
+            continue
+        if not os.path.isdir(d):
+            sys.exit(f"error: source {d!r} does not exist")
+        for root, subdirs, files in os.walk(d):
+            subdirs[:] = sorted(s for s in subdirs if s not in ("site-packages", "__pycache__"))
+            for f in sorted(files):
+                if f.lower().endswith(exts):
+                    p = os.path.join(root, f)
+                    out.append((os.path.relpath(p, d), p))
+    return out
+
+
+def first_place(patterns, exts):
+    """[the first folder matching one of `patterns` (in order) that holds such files], or None."""
+    import glob
+    for pattern in patterns:
+        hits = sorted({os.path.realpath(p) for p in glob.glob(pattern) if os.path.isdir(p)})
+        if hits and find_files(hits[:1], exts):
+            return hits[:1]
+    return None

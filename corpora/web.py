@@ -1,0 +1,197 @@
+"""Web pages: the DOM's visible text (depth-perception appendix §4 "Web text").
+
+    python prepare.py web               # the HTML pages python3-doc installs
+    python prepare.py web --src DIR     # .html/.htm, .warc/.warc.gz
+
+Nodes are retained elements and text runs with a non-space character; paths start at the children
+of body; only text emits characters. The record rule: a record may start at a new text block.
+"""
+import functools
+import itertools
+import sys
+
+import numpy as np
+
+from corpora import Corpus, build, find_files, first_place
+from trees import KIND_NEW_BLOCK, LEVELS, MAX_DOC_CHARS, MAX_FILE_BYTES, MAX_PAGE_BYTES, MAX_TEXT_CHARS, MAX_WIDTH, \
+    Doc, Skip, check_size, first_appearance
+
+WEB_SKIP = {"head", "script", "style", "svg", "iframe", "noscript", "template"}
+# elements whose boundaries end a text block: text on either side is joined with a newline
+WEB_BLOCKS = {"address", "article", "aside", "blockquote", "body", "br", "caption", "dd", "details",
+              "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3",
+              "h4", "h5", "h6", "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section",
+              "summary", "table", "td", "th", "tr", "ul"}
+
+
+def html_root(html):
+    """HTML (bytes or str) -> lxml root, or Skip. huge_tree: without it lxml drops, silently, a
+    text node past 10 MB and everything nested past 256 elements (and all text after it); with
+    it the limits are 2,048 levels and our caps (MAX_TEXT_CHARS, the callers' depth caps)."""
+    import lxml.etree
+    import lxml.html
+    if isinstance(html, bytes) and html[:2] in (b"\xff\xfe", b"\xfe\xff"):   # UTF-16 has NUL bytes
+        html = html.decode("utf-16", "replace")
+    elif isinstance(html, bytes) and b"\0" in html[:8192]:
+        raise Skip("binary (NUL bytes)")
+    check_size("a page", len(html), MAX_PAGE_BYTES, "bytes")
+    try:
+        return lxml.html.document_fromstring(html, parser=lxml.html.HTMLParser(huge_tree=True))
+    except (lxml.etree.ParserError, ValueError):
+        raise Skip("empty or unparsable html")
+
+
+def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
+    """HTML (bytes or str) -> Doc. Nodes are retained elements and text runs with a non-space
+    character; paths start at the children of body; only text emits characters, so every
+    token-carrying node is a leaf. Pages deeper than 22 levels or wider than 318 siblings are
+    skipped (appendix §4 "What is excluded")."""
+    root = html_root(html)
+    body = root.find("body")
+    if body is None:
+        body = root
+    parent, rank, depth_of, tags = [], [], [], []
+    pieces, piece_node, piece_block, raw_edges = [], [], [], []
+    chars = 0
+
+    def add_node(p, r, d, tag):
+        if d > max_levels:
+            raise Skip("deeper than 22 levels")
+        if r >= max_width:
+            raise Skip("wider than 318 siblings")
+        parent.append(p)
+        rank.append(r)
+        depth_of.append(d)
+        tags.append(tag)
+        return len(parent) - 1
+
+    def walk(el, nid, d, block):
+        """Children of element `el` (node id nid, or -1 for body) in document order."""
+        nonlocal chars
+        r = 0
+        runs = itertools.chain([(el.text, None)], ((c.tail, c) for c in el))   # lazy: a width skip comes early
+        for text, child in runs:
+            if child is not None and isinstance(child.tag, str) and child.tag.lower() not in WEB_SKIP:
+                cid = add_node(nid, r, d + 1, child.tag.lower())
+                r += 1
+                walk(child, cid, d + 1, cid if child.tag.lower() in WEB_BLOCKS else block)
+                if child.tag.lower() in WEB_BLOCKS:   # text after a block element starts a new block
+                    block = ("after", cid)
+            if text and text.strip():          # a text run is labelled by the element holding it
+                check_size("a text node", len(text), MAX_TEXT_CHARS)
+                tid = add_node(nid, r, d + 1, tags[nid] if nid >= 0 else "body")
+                r += 1
+                pieces.append(" ".join(text.split()))
+                chars += len(pieces[-1]) + 1
+                check_size("a document", chars, MAX_DOC_CHARS)
+                piece_node.append(tid)
+                piece_block.append(block)
+                raw_edges.append((text[0].isspace(), text[-1].isspace()))
+
+    walk(body, -1, 0, "body")
+    if not pieces:
+        raise Skip("no visible text")
+    text, char_node, kind = [], [], []
+    for i, s in enumerate(pieces):
+        new_block = i == 0 or piece_block[i] != piece_block[i - 1]
+        if i:
+            sep = "\n" if new_block else " " if raw_edges[i - 1][1] or raw_edges[i][0] else ""
+            text.append(sep)
+            char_node.extend([-1] * len(sep))          # separators belong to no node
+            kind.extend([0] * len(sep))
+        text.append(s)
+        char_node.extend([piece_node[i]] * len(s))
+        kind.extend([KIND_NEW_BLOCK if new_block else 0] + [0] * (len(s) - 1))
+    return Doc("".join(text), np.asarray(char_node, np.int32), np.asarray(parent, np.int32),
+               np.asarray(rank, np.int32), char_kind=np.asarray(kind, np.uint8), label=first_appearance(tags))
+
+
+def warc_records(path, cut=None):
+    """(uri, html bytes) of every HTML response record in a .warc or .warc.gz file. A file that
+    ends early, or holds a gzip member over MAX_FILE_BYTES, yields the records before that point
+    and appends the reason to `cut`."""
+    cut = [] if cut is None else cut
+    truncated = "truncated warc (records before the cut kept)"
+    import zlib
+    with open(path, "rb") as f:
+        data = f.read()
+    if path.endswith(".gz"):   # one gzip member per record, usually; a cut archive keeps its prefix
+        raw, parts = data, []
+        while raw:
+            z = zlib.decompressobj(wbits=31)
+            try:
+                part = z.decompress(raw, MAX_FILE_BYTES + 1)   # a bomb stops here, not in memory
+            except zlib.error:
+                part = b""
+            if len(part) > MAX_FILE_BYTES:
+                cut.append(f"too large: a warc record over {MAX_FILE_BYTES:,} bytes (records before it kept)")
+                break
+            parts.append(part)
+            if not z.eof:
+                cut.append(truncated)
+                break
+            raw = z.unused_data
+        data = b"".join(parts)
+    pos = 0
+    while True:
+        start = data.find(b"WARC/", pos)
+        if start < 0:
+            return
+        head_end = data.find(b"\r\n\r\n", start)
+        if head_end < 0:
+            return
+        headers = {}
+        for line in data[start:head_end].split(b"\r\n")[1:]:
+            k, _, v = line.partition(b":")
+            headers[k.strip().lower()] = v.strip()
+        try:
+            length = int(headers.get(b"content-length", b"0"))
+        except ValueError:
+            return
+        body = data[head_end + 4:head_end + 4 + length]
+        if len(body) < length:                     # the last record was cut off: not used
+            cut += [] if cut else [truncated]
+            return
+        pos = head_end + 4 + length
+        if headers.get(b"warc-type") != b"response":
+            continue
+        http_head, _, payload = body.partition(b"\r\n\r\n")
+        if b"html" in http_head.lower() and payload:
+            yield headers.get(b"warc-target-uri", b"").decode("utf-8", "replace"), payload
+
+
+# Where `prepare.py web` looks for real HTML when no --src is given (first hit wins).
+WEB_PLACES = ["/usr/share/doc/python3/html", "/usr/share/doc/python3.*/html", "/usr/share/doc/python3-doc/html",
+              "/usr/share/doc/*/html"]
+
+
+def web_sources(args):
+    dirs = args.src or first_place(WEB_PLACES, (".html", ".htm"))
+    if not dirs:
+        sys.exit("error: no HTML pages found on this machine (looked in " + ", ".join(WEB_PLACES) + ").\n"
+                 "On Debian/Ubuntu: sudo apt-get install python3-doc  (about 530 real pages),\n"
+                 "or pass your own pages: python prepare.py web --src DIR  (.html/.htm/.warc/.warc.gz)")
+    items = []
+    for name, path in find_files(dirs, (".html", ".htm", ".warc", ".warc.gz")):
+        if path.endswith((".warc", ".warc.gz")):
+            cut = []
+            found = [(f"{name}#{i}:{uri}", payload) for i, (uri, payload) in enumerate(warc_records(path, cut))]
+            if cut:   # counted like a skipped document: the records after the cut are lost
+                found.append((f"{name}#cut", Skip(cut[0])))
+            items += found or [(name, Skip("warc without html responses"))]
+        else:
+            items.append((name, path))
+    if not items:
+        sys.exit(f"error: no .html/.htm/.warc files under {dirs}")
+    return items, dirs
+
+
+def text_blocks(c, doc):
+    """Where a record may start: a new text block."""
+    return (c["kind"] & KIND_NEW_BLOCK) > 0
+
+
+CORPORA = {
+    "web": Corpus(web_sources, functools.partial(build, builder=web_doc), text_blocks, preset="paper_web",
+                  attention=("same_depth",)),
+}
