@@ -9,9 +9,9 @@ from collections import defaultdict
 
 import numpy as np
 
+from data import replacing
 from hrope import compression
 from hrope.compression import ci
-from data import replacing
 
 
 def pyplot():

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from rotary import Rotary
 
+
 @dataclass
 class GPTConfig:
     vocab_size: int = 4096

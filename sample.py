@@ -26,10 +26,10 @@ import sys
 import numpy as np
 import torch
 
-from corpora import formats
 import tokenizer
-from model import GPT, GPTConfig
+from corpora import formats
 from data import coords_for, corpus_stats, token_coords
+from model import GPT, GPTConfig
 
 ONLINE = {"json": formats.json_coords, "xml": formats.xml_coords, "markdown": formats.markdown_coords}
 PROMPT = {"json": "{", "xml": "<", "markdown": "# "}   # how the corpus's documents begin

@@ -31,7 +31,7 @@ def train(texts, vocab_size, max_bytes=30_000_000, pattern=PAT):
             seen += len(t)
             if seen >= max_bytes:
                 return
-    import rustbpe        # only preparing trains a BPE: training, evaluating, sampling need tiktoken alone
+    import rustbpe  # only preparing trains a BPE: training, evaluating, sampling need tiktoken alone
     tok = rustbpe.Tokenizer()
     tok.train_from_iterator(capped(), vocab_size, pattern=pattern)
     return dict(tok.get_mergeable_ranks())

@@ -45,7 +45,17 @@ from tqdm import tqdm
 
 import rotary
 import tokenizer
-from data import SPLITS, Split, atomic_save, coords_for, corpus_stats, fill_blocks, pack, replacing, write_json
+from data import (
+    SPLITS,
+    Split,
+    atomic_save,
+    coords_for,
+    corpus_stats,
+    fill_blocks,
+    pack,
+    replacing,
+    write_json,
+)
 from machine import precision, provenance
 from model import GPT, GPTConfig
 from settings import CPU_RECIPES, MODELS, RECIPES, SCALES, SETTINGS, refusal

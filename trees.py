@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rotary import LEVELS   # path levels encoded (appendix §5: tree planes are 22 levels x {fast, slow})
+from rotary import LEVELS  # path levels encoded (appendix §5: tree planes are 22 levels x {fast, slow})
 
 FORMAT = 5   # what prepare.py writes; a data folder of another format is rebuilt (4: p1 in its document;
              # 5: formula trees without look-ahead, after_leaf)

@@ -13,8 +13,18 @@ import numpy as np
 from corpora import Corpus, build, find_files
 from corpora.paragraphs import paragraph_starts
 from hrope.controls import paragraph_stats
-from trees import LEVELS, MAX_DOC_CHARS, MAX_PAGE_BYTES, MAX_TEXT_CHARS, MAX_WIDTH, Doc, Skip, check_size, \
-    first_appearance, source_text
+from trees import (
+    LEVELS,
+    MAX_DOC_CHARS,
+    MAX_PAGE_BYTES,
+    MAX_TEXT_CHARS,
+    MAX_WIDTH,
+    Doc,
+    Skip,
+    check_size,
+    first_appearance,
+    source_text,
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -30,7 +40,6 @@ def json_doc(raw, max_levels=LEVELS, max_width=MAX_WIDTH):
     """Bytes of a .json file -> Doc of its compact form (json.loads of the text equals the
     input's). Documents deeper than 22 levels or wider than 318 siblings are skipped, as web
     pages are (a member is a level: `{"a": 1}` puts 1 at depth 3)."""
-    import json
     text = source_text(raw)
     def no_constant(name):          # NaN and Infinity: Python reads them, JSON has no such values
         raise ValueError(f"{name} is not json")

@@ -21,7 +21,6 @@ from corpora.web import WEB_BLOCKS, WEB_SKIP, html_root
 from hrope.controls import paragraph_stats
 from trees import MAX_FILE_BYTES, MAX_TEXT_CHARS, Doc, Skip, check_size, source_text, too_large
 
-
 # ---------------------------------------------------------------------------------------------
 # hRoPE paragraph corpora (paragraph-boundaries paper §3.1, §3.4, App. C.1)
 #

@@ -8,21 +8,30 @@
 The record rule: a record may start at a top-level statement.
 """
 import ast
-from dataclasses import dataclass, field
 import functools
 import hashlib
 import multiprocessing
 import re
 import sys
 import sysconfig
+from dataclasses import dataclass, field
 
 import numpy as np
 from tqdm import tqdm
 
 import tokenizer
 from corpora import Corpus, build, find_files
-from trees import KIND_AFTER_CLOSE, KIND_AFTER_LEAF, MAX_PYTHON_BYTES, Doc, Skip, check_size, first_appearance, \
-    parents_from_depth, source_text
+from trees import (
+    KIND_AFTER_CLOSE,
+    KIND_AFTER_LEAF,
+    MAX_PYTHON_BYTES,
+    Doc,
+    Skip,
+    check_size,
+    first_appearance,
+    parents_from_depth,
+    source_text,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Python: compact pre-order serialisation of the syntax tree (appendix §4)

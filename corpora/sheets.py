@@ -10,8 +10,8 @@ The record rule: a record may start at a new row.
 import io
 import os
 import random
-import sys
 import re
+import sys
 import warnings
 import zipfile
 
@@ -20,9 +20,20 @@ import openpyxl
 from openpyxl.workbook.defined_name import DefinedName
 
 from corpora import Corpus, build, find_files, web
-from trees import KIND_CELL_REF, KIND_COPIED, KIND_ROW_END, MAX_CELL_CHARS, MAX_CELLS_READ, MAX_DOC_CHARS, MAX_PART_BYTES, \
-    MAX_ZIP_BYTES, Doc, Skip, check_size, first_appearance
-
+from trees import (
+    KIND_CELL_REF,
+    KIND_COPIED,
+    KIND_ROW_END,
+    MAX_CELL_CHARS,
+    MAX_CELLS_READ,
+    MAX_DOC_CHARS,
+    MAX_PART_BYTES,
+    MAX_ZIP_BYTES,
+    Doc,
+    Skip,
+    check_size,
+    first_appearance,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Spreadsheets: workbook -> sheet -> row -> cell -> literal or formula tree (appendix §4)
@@ -125,7 +136,6 @@ def check_zip(raw):
     """Skip a zip (.xlsx, .xlsm) whose central directory declares parts over the caps, before
     anything is decompressed. The declaration binds: zipfile yields no more than a part's stated
     size (a part that inflates further fails its CRC check)."""
-    import zipfile
     with zipfile.ZipFile(io.BytesIO(raw)) as z:
         sizes = [i.file_size for i in z.infolist()]
     check_size("a zip part", max(sizes, default=0), MAX_PART_BYTES, "bytes uncompressed")
@@ -134,7 +144,6 @@ def check_zip(raw):
 
 def sheet_doc(raw, render="values", max_rows=MAX_SHEET_ROWS):
     """An .xlsx/.xlsm workbook (bytes) -> Doc. Formulas are read as written (not cached values)."""
-    import zipfile
     import openpyxl
     if raw[:4] == b"\xd0\xcf\x11\xe0":
         raise Skip("OLE file: .xls or password-protected")

@@ -13,8 +13,19 @@ import sys
 import numpy as np
 
 from corpora import Corpus, build, find_files, first_place
-from trees import KIND_NEW_BLOCK, LEVELS, MAX_DOC_CHARS, MAX_FILE_BYTES, MAX_PAGE_BYTES, MAX_TEXT_CHARS, MAX_WIDTH, \
-    Doc, Skip, check_size, first_appearance
+from trees import (
+    KIND_NEW_BLOCK,
+    LEVELS,
+    MAX_DOC_CHARS,
+    MAX_FILE_BYTES,
+    MAX_PAGE_BYTES,
+    MAX_TEXT_CHARS,
+    MAX_WIDTH,
+    Doc,
+    Skip,
+    check_size,
+    first_appearance,
+)
 
 WEB_SKIP = {"head", "script", "style", "svg", "iframe", "noscript", "template"}
 # elements whose boundaries end a text block: text on either side is joined with a newline

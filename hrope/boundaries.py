@@ -17,8 +17,8 @@ import warnings
 import numpy as np
 import torch
 
-from corpora import paragraphs
 import tokenizer
+from corpora import paragraphs
 from data import coords_for, pack, record_docs, replacing, token_coords
 
 

@@ -27,7 +27,6 @@ from scipy import stats
 
 from data import replacing
 
-
 # ------------------------------------------------------------------------------------ cells ----
 D_MAX, K_MAX = 1024, 32        # compression-depth cells: token distance d <= 1,024, Δp1 <= 32
 

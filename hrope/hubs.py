@@ -24,8 +24,8 @@ import os
 import numpy as np
 import torch
 
-from hrope.compression import D_MAX, bootstrap_depth, ci, compression_depth, depth_cells, document_cells
 from data import load_split, record_docs, replacing, write_json
+from hrope.compression import D_MAX, bootstrap_depth, ci, compression_depth, depth_cells, document_cells
 
 HUB_SHARE, MASS_SWEEP = 0.05, (25, 50, 75)
 

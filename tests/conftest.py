@@ -22,6 +22,7 @@ def stdlib_files():
 def tiny_python(tmp_path_factory):
     """A small real corpus: 40 standard-library files, prepared with a 512-entry BPE."""
     import shutil
+
     import prepare
     src = tmp_path_factory.mktemp("src")
     for p in stdlib_files()[200:240]:

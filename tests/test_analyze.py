@@ -7,8 +7,7 @@ import torch
 from scipy import stats
 
 import analyze
-from hrope import boundaries
-from hrope import compression
+from hrope import boundaries, compression
 
 
 def test_sign_test_and_perplexity_match_the_paper():

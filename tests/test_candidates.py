@@ -6,7 +6,6 @@ ordering column on planted values, the full-vocabulary row equal to Table 4's λ
 Run: pytest tests/test_candidates.py
 """
 import math
-import os
 import sys
 import types
 
@@ -14,9 +13,9 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from hrope import candidates
 import data
 import prepare
+from hrope import candidates
 
 
 def test_js_similarity_by_hand():

@@ -7,11 +7,11 @@ import os
 import numpy as np
 import pytest
 
-from corpora import chat
 import data
 import prepare
 import train
 import trees
+from corpora import chat
 
 # two exchanges: Ann opens each; Bob answers the first with two messages, the second with one
 TALK = [("ann", "Hi"), ("bob", "Hey"), ("bob", "ok"), ("ann", "Bye"), ("bob", "Cya")]

@@ -7,12 +7,12 @@ import re
 
 import numpy as np
 
+import corpora
+import data
 import evaluate
 import prepare
 import train
 import trees
-import data
-import corpora
 
 
 def toy_doc(raw):

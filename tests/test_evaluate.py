@@ -9,21 +9,19 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from conftest import stdlib_files
 
 import analyze
-from hrope import boundaries
-from hrope import compression
 import data
 import evaluate
 import figures
-from hrope import hubs
 import prepare
 import train
 import trees
-from conftest import stdlib_files
-from data import corpus_stats
-from model import GPT, GPTConfig
 from corpora import python as pycorpus
+from data import corpus_stats
+from hrope import boundaries, compression, hubs
+from model import GPT, GPTConfig
 
 
 def test_zero_structural_rates_make_shuffle_a_no_op(tiny_python):

@@ -7,17 +7,15 @@ import shutil
 
 import numpy as np
 import pytest
-import torch
 
 import data
 import evaluate
-from corpora import formats
 import prepare
 import sample
 import tokenizer
 import train
 import trees
-
+from corpora import formats
 
 FORMATS = {   # corpus: (whole-document builder, scanner for any prefix, canonical form of the input)
     "json": (formats.json_doc, formats.json_coords, lambda raw: json.loads(raw.decode("utf-8-sig"))),

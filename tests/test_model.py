@@ -14,9 +14,9 @@ import pytest
 import torch
 
 import data
-from hrope import hubs
 import rotary
 import train
+from hrope import hubs
 from model import GPT, GPTConfig
 
 B, T, CUT = 2, 12, 5

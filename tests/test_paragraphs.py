@@ -5,14 +5,13 @@ import os
 
 import numpy as np
 import pytest
+from conftest import stdlib_files
 
-from hrope import candidates
 import data
-from corpora import paragraphs
 import prepare
 import trees
-from conftest import stdlib_files
-from hrope import controls
+from corpora import paragraphs
+from hrope import candidates, controls
 
 RST = sorted(glob.glob("/usr/share/doc/python3*/html/_sources/library/*.rst.txt"))
 

@@ -23,12 +23,11 @@ from openpyxl.utils import get_column_letter
 import analyze
 import data
 import evaluate
-from corpora import paragraphs
 import prepare
 import train
 import trees
+from corpora import paragraphs, web
 from corpora import python as pycorpus
-from corpora import web
 
 HOSTILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile")
 

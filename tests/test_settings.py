@@ -7,15 +7,15 @@ import os
 
 import numpy as np
 import pytest
+from conftest import stdlib_files
 
+import corpora
 import data
 import prepare
 import settings
 import train
-from conftest import stdlib_files
 from model import GPT, GPTConfig
 from settings import MODELS as PRESETS
-import corpora
 
 # name: (context, (layers, width, heads), non-embedding parameters in millions (None: not given),
 #        peak lr, length, reporting rule), from the depth-perception appendix unless marked.

@@ -15,8 +15,8 @@ from openpyxl.workbook.defined_name import DefinedName
 
 import data
 import prepare
-from corpora import sheets
 import trees
+from corpora import sheets
 
 
 def xlsx(wb):
@@ -286,6 +286,7 @@ def test_an_array_formula_is_written_as_its_formula():
     """openpyxl gives an array formula ({=SUM(A1:A2*2)} in Excel) as an object: its text is the
     formula and is parsed as one, not the object's repr (which held a memory address)."""
     import io
+
     import openpyxl
     from openpyxl.worksheet.formula import ArrayFormula
     wb = openpyxl.Workbook()

@@ -5,9 +5,9 @@ merges learned from frequent pairs, non-ASCII round trip, byte lengths, determin
 saved ranks loading back into tiktoken. Run: pytest tests/test_tokenizer.py
 """
 import pytest
+from conftest import stdlib_files
 
 import tokenizer
-from conftest import stdlib_files
 
 TEXTS = [open(p, encoding="utf-8").read() for p in stdlib_files()[:60]]
 SAMPLE = "def f(x):\n    return 'héllo wörld, 日本語 ✓' + x  # naïve café\n"

@@ -7,14 +7,13 @@ import numpy as np
 import pytest
 import torch
 
+import corpora
 import data
+import machine
 import prepare
-import rotary
 import tokenizer
 import train
 from model import GPT, GPTConfig
-import corpora
-import machine
 
 TINY = ["--preset=cpu", "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4",
         "--val_docs=8", "--test_docs=8", "--compile=0", "--bf16=0", "--milestones=4", "--mb_tokens=128"]

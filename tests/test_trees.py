@@ -3,10 +3,10 @@ import random
 
 import numpy as np
 import pytest
+from conftest import stdlib_files
 
 import data
 import trees
-from conftest import stdlib_files
 from corpora import python as pycorpus
 from corpora import web
 
@@ -150,6 +150,7 @@ def test_serialisation_edge_cases_by_hand():
 
 def test_code_pattern_keeps_sigils_with_their_identifier():
     import re
+
     import tokenizer
     assert re.findall(tokenizer.CODE_PAT, "FunctionDef f =:x0 .attr @key 'abc' x12 =Add") == [
         "FunctionDef", " f", " =:x0", " .attr", " @key", " 'abc", "'", " x12", " =Add"]
@@ -158,7 +159,6 @@ def test_code_pattern_keeps_sigils_with_their_identifier():
 def test_label_and_statement_grid_by_hand():
     """Depth with a label: node types numbered by first appearance. Statement grid: each token's
     innermost statement (its ordinal: the row) and its index among that statement's own tokens."""
-    import prepare
     doc = pycorpus.python_doc("def f(a):\n    if a:\n        return a + 1\n    b = 2\n")
     assert doc.text == "FunctionDef f arguments =:x0 If x0 Return Add x0 1 Assign x1 =2"
     #   FunctionDef arguments arg If Name Return BinOp Name Constant Assign Name Constant
@@ -240,6 +240,7 @@ def test_no_lookahead_on_web_pages():
     character's node, path, depth and kind: cut each page after an element's subtree, at several
     depths, by removing everything that follows it in document order."""
     import glob
+
     import lxml.html
     pages = sorted(glob.glob("/usr/share/doc/python3*/html/library/*.html"))[:6]
     if not pages:

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import data
-from corpora import paragraphs
 import prepare
 import train
 import trees
+from corpora import paragraphs
 
 PAGE = """<html><head><title>Title text</title><script>var s = "Script text. Not kept.";</script>
 <style>p {{ color: red }}</style></head><body>
