@@ -17,7 +17,8 @@ def rotation(config="seq_tree_depth", B=8, T=1024, H=2, D=128, reps=5):
     rot = rotary.Rotary(config, D, 1).to(dev)
     g = torch.Generator().manual_seed(0)
     b = {"pos": torch.arange(T).expand(B, T), "depth": torch.randint(1, 22, (B, T), generator=g),
-         "path": torch.randint(0, 8, (B, T, rotary.LEVELS), generator=g), "within": torch.randint(0, 9, (B, T), generator=g)}
+         "path": torch.randint(0, 8, (B, T, rotary.LEVELS), generator=g),
+         "within": torch.randint(0, 9, (B, T), generator=g)}
     C = rot.coords({k: v.to(dev) for k, v in b.items()})
     q = torch.randn(B, T, H, D, device=dev, dtype=dtype, requires_grad=True)
     k = torch.randn(B, T, H, D, device=dev, dtype=dtype, requires_grad=True)

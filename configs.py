@@ -69,18 +69,20 @@ _on_target = tree(source="refpath", label="tree 44 (references on target)")
 CONFIGS.update({
     # reference rotation: a use takes its target's path on the levels the target occupies
     "ref_rotation": lambda P, c: [seq(16), _on_target],
-    "ref_whole_path": lambda P, c: [seq(16), tree(source="refwhole", label="tree 44 (references: whole target path)")],
+    "ref_whole_path": lambda P, c: [seq(16),
+                                    tree(source="refwhole", label="tree 44 (references: whole target path)")],
     # Directed offset (§5): "the reference sits a learned constant angle away from its target rather
     # than exactly on it", on the levels it takes from the target (sheets: "its sheet, row and column levels")
     "ref_directed": lambda P, c: [seq(16), _on_target],
     "ref_directed_one": lambda P, c: [seq(16), _on_target],
     # Own plane group (§5): "references rotate a separate group of planes rather than the tree planes":
-    # the target's sheet, row and column there; tree level 22, which no spreadsheet token reaches, gives way
+    # the target's sheet, row and column there; tree level 22, which no sheet token reaches, gives way
     "ref_own_group": lambda P, c: [seq(16), tree(range(1, 22), label="tree 42 (levels 1-21)"),
                                    tree(range(1, 4), source="refpath", label="reference sheet+row+col 6")],
     # two corpora in one model (web_sheets): web pages write depth and workbooks their grid into
     # one plane group, or each corpus has a group of its own
-    "two_corpus_shared": lambda P, c: [seq(16), tree(range(1, 4), source="shared", label="shared: depth | grid 6")],
+    "two_corpus_shared": lambda P, c: [seq(16),
+                                       tree(range(1, 4), source="shared", label="shared: depth | grid 6")],
     "two_corpus_own": lambda P, c: [seq(16), pair("owndepth", "web depth 2"),
                                     tree(range(1, 4), source="ownsheet", label="sheet grid 6")],
     # Figure 4's "label-on-depth variant" (our reading): the label on the depth planes, no extra plane

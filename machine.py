@@ -7,7 +7,7 @@ import subprocess
 import torch
 
 # oneDNN runs bf16 matrix products natively from these instruction sets up (its ISA names); below
-# them bf16 is emulated, ~30x slower a matmul than fp32 (REFERENCE.md "Precision")
+# them bf16 is emulated, far slower than fp32 (REFERENCE.md "Precision")
 ONEDNN_BF16 = ("AVX512_CORE_BF16", "AVX10_1_512", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX10_1_512_AMX",
                "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX_FP16", "ALL")
 
@@ -16,7 +16,8 @@ def cpu_flags():
     """The processor's feature flags as Linux lists them ('flags' on x86, 'Features' on Arm)."""
     try:
         with open("/proc/cpuinfo") as f:
-            return {w for line in f if line.startswith(("flags", "Features")) for w in line.split(":", 1)[1].split()}
+            return {w for line in f if line.startswith(("flags", "Features"))
+                    for w in line.split(":", 1)[1].split()}
     except OSError:                                                 # not Linux: no flags to read
         return set()
 
@@ -32,7 +33,8 @@ def native_bf16(flags, env):
     have = sorted({"avx512_bf16", "amx_bf16", "bf16"} & flags)
     if have:
         return True, f"the processor multiplies bf16 natively ({', '.join(have)})"
-    return False, "the processor has no native bf16 (no avx512_bf16, amx_bf16 or bf16 flag): it would be emulated"
+    return False, ("the processor has no native bf16 (no avx512_bf16, amx_bf16 or bf16 flag): "
+                   "it would be emulated")
 
 
 def precision(device):
@@ -52,9 +54,11 @@ def provenance(device):
     """What made this run: the git commit (and whether the tree had uncommitted changes), library
     versions and the device, so a number can be traced to its code."""
     here = os.path.dirname(os.path.abspath(__file__))
-    git = lambda *a: subprocess.run(["git", "-C", here, *a], capture_output=True, text=True).stdout.strip()
+    def git(*a):
+        return subprocess.run(["git", "-C", here, *a], capture_output=True, text=True).stdout.strip()
     try:
-        commit, dirty = git("rev-parse", "HEAD") or None, bool(git("status", "--porcelain", "--untracked-files=no"))
+        commit = git("rev-parse", "HEAD") or None
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
     except OSError:                       # no git on this machine
         commit, dirty = None, None
     try:
@@ -63,4 +67,5 @@ def provenance(device):
     except ImportError:
         triton_version = None
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
-    return {"commit": commit, "dirty": dirty, "torch": torch.__version__, "triton": triton_version, "device": name}
+    return {"commit": commit, "dirty": dirty, "torch": torch.__version__, "triton": triton_version,
+            "device": name}

@@ -40,15 +40,16 @@ class Attention(nn.Module):
         att = None
         if return_attn or blocked is not None:   # the default SDPA path needs no mask tensor
             future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-        if blocked is not None:  # (B, T, T) pairs (query, key) whose attention is set to -inf (paper 004
-            blocked = (blocked & ~torch.eye(T, dtype=torch.bool, device=x.device))[:, None]   # App. E); never self
+        if blocked is not None:  # (B, T, T) (query, key) pairs set to -inf (paper 004 App. E); never self
+            blocked = (blocked & ~torch.eye(T, dtype=torch.bool, device=x.device))[:, None]
         if return_attn:   # explicit path: the attention probabilities, for evaluate.py
             s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
             s = s.masked_fill(future if blocked is None else future | blocked, float("-inf"))
             att = s.float().softmax(-1)
             y = F.dropout(att, self.dropout, self.training).to(v.dtype) @ v
         elif blocked is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                               dropout_p=self.dropout if self.training else 0.0)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=~(future | blocked),
                                                dropout_p=self.dropout if self.training else 0.0)
@@ -95,7 +96,8 @@ class GPT(nn.Module):
             nn.init.normal_(m.weight, 0.0, 0.02)
 
     def non_embedding_params(self):
-        return sum(p.numel() for n, p in self.named_parameters() if n not in ("wte.weight",) and not n.startswith("rotary"))
+        return sum(p.numel() for n, p in self.named_parameters()
+                   if n not in ("wte.weight",) and not n.startswith("rotary"))
 
     def forward(self, idx, C, targets=None, return_attn=False, blocked=None):
         """idx (B, T) token ids; C (B, T, K) coordinates from rotary.coords(); targets (B, T)

@@ -109,7 +109,8 @@ def contiguous_split(names):
     the documents in the order their sources list them, the first 90% train, then 5% val, 5% test
     (the paper gives no proportions; ours)."""
     n = len(names)
-    return {name: "train" if i < 0.9 * n else "val" if i < 0.95 * n else "test" for i, name in enumerate(names)}
+    return {name: "train" if i < 0.9 * n else "val" if i < 0.95 * n else "test"
+            for i, name in enumerate(names)}
 
 
 def _size(src):
@@ -197,8 +198,9 @@ def parse(argv):
         print(f"setting {setting}: {args.corpus}, " + " ".join(f"--{k} {getattr(args, k)}" for k in shown)
               + (f"; {', '.join(departs)} given, so meta.json records no setting" if departs else ""))
         setting = None if departs else setting
+    # max_len: a record needs a next token; vocab: the 256 byte tokens come first
     for flag, low in (("max_len", 2), ("vocab", 256), ("bpe_bytes", 1), ("workers", 1), ("workbooks", 1),
-                      ("conversations", 1)):   # max_len: a record needs a next token; vocab: 256 byte tokens first
+                      ("conversations", 1)):
         if getattr(args, flag) is not None and getattr(args, flag) < low:
             ap.error(f"--{flag} must be at least {low} (got {getattr(args, flag)})")
     if args.vocab > 65536 * 4:
@@ -311,8 +313,10 @@ def describe(args, entry, settings, docs, skipped, recs, stats, enc, split, seco
         "depth_histogram": {int(k): v for k, v in sorted(stats["depths"].items())},
         "nodes_deeper_than_22_levels": stats["deeper_than_levels"],
         "records_dropped_long": stats["records_dropped_long"],
-        "tokenizer": {"kind": "byte-level BPE (rustbpe, trained here)", "vocab": enc.n_vocab, "pattern": entry.pattern,
-                      "trained_on_bytes": min(args.bpe_bytes, sum(len(d.text) for n, d in docs if split[n] == "train"))},
+        "tokenizer": {"kind": "byte-level BPE (rustbpe, trained here)", "vocab": enc.n_vocab,
+                      "pattern": entry.pattern,
+                      "trained_on_bytes": min(args.bpe_bytes,
+                                              sum(len(d.text) for n, d in docs if split[n] == "train"))},
         "seconds": seconds, "kinds": trees.KIND_NAMES,
         "kind_tokens": {name: sum(int(((r["kind"] & flag) > 0).sum()) for s in SPLITS for r in recs[s])
                         for flag, name in trees.KIND_NAMES.items()},

@@ -104,7 +104,8 @@ CONFIGS = {   # the depth-perception appendix's configurations (planes of a 128-
     # named in the paper, defined here (REFERENCE.md "Position configurations": our reading)
     "seq_depth_label": lambda P, c: [seq(16), pair("depth", "depth 2"), pair("label", "label 2")],
     "seq_label": lambda P, c: [seq(16), pair("label", "label 2")],
-    "seq_stmt_grid": lambda P, c: [seq(16), pair("grid_row", "statement row 2"), pair("grid_col", "statement column 2")],
+    "seq_stmt_grid": lambda P, c: [seq(16), pair("grid_row", "statement row 2"),
+                                   pair("grid_col", "statement column 2")],
     # Figure 4: "a grid (the statement grid on code; row and column on spreadsheets; exchange,
     # speaker and position on chat), with depth where marked" (chat has no grid + depth: our reading)
     "seq_grid_depth": lambda P, c: [seq(16), tree(range(1, 4), label="grid 6"), pair("depth", "depth 2")],
@@ -113,9 +114,8 @@ CONFIGS = {   # the depth-perception appendix's configurations (planes of a 128-
     "seq_chat_grid": lambda P, c: [seq(16), pair("exchange", "exchange 2"), pair("speaker", "speaker 2"),
                                    pair("turn_pos", "position in turn 2")],
 }
-# Rarer configurations register themselves (with the coordinates they read) from these modules,
-# imported the first time one of their names is asked for: the references, two corpora in one
-# model and the label on depth (configs.py), paper 004's hRoPE (hrope/controls.py).
+# Rarer configurations (and the coordinates they read) register from these modules, imported on first use:
+# references, two corpora in one model, label on depth (configs.py); paper 004's hRoPE (hrope/controls.py)
 EXTENSIONS = ("configs", "hrope.controls")
 # configuration -> an extra learned angle on the planes reading `coords`, added where the `marker`
 # coordinate is present: (marker, coords, one constant shared by all of them); configs.py's directed offset
@@ -184,13 +184,15 @@ def _extra(name, coord, offsets):
 def build(name, head_dim, n_layer, corpus=None):
     """Resolve a configuration: (list of Layouts, layer -> layout index, rates, offsets)."""
     if not known(name):
-        raise KeyError(f"unknown configuration {name!r}; known: {', '.join(CONFIGS)}, or any s/t/n layer pattern")
+        raise KeyError(f"unknown configuration {name!r}; known: {', '.join(CONFIGS)}, "
+                       "or any s/t/n layer pattern")
     P = head_dim // 2
     spec = CONFIGS.get(name, _layer_split(name))(P, corpus)
     rates, offsets = [], []
     if isinstance(spec, dict) and "layers" in spec:
         if len(spec["layers"]) != n_layer:
-            raise ValueError(f"{name} is a {len(spec['layers'])}-layer pattern; the model has {n_layer} layers")
+            raise ValueError(f"{name} is a {len(spec['layers'])}-layer pattern; "
+                             f"the model has {n_layer} layers")
         # layers of one kind share one table (and its learned parameters)
         layouts, index, seen = [], [], {}
         for groups in spec["layers"]:
@@ -205,7 +207,8 @@ def build(name, head_dim, n_layer, corpus=None):
         cols.append(_fill(groups, P, rates, offsets))
         if name in EXTRA:
             cols[-1] += (_extra(name, cols[-1][0], offsets),)
-    layout = Layout(*[[c[i] for c in cols] for i in range(4)], overlay=[c[4] for c in cols] if name in EXTRA else None)
+    layout = Layout(*[[c[i] for c in cols] for i in range(4)],
+                    overlay=[c[4] for c in cols] if name in EXTRA else None)
     return [layout], [0] * n_layer, rates, offsets
 
 
@@ -223,7 +226,8 @@ class Rotary(nn.Module):
         names = {c for L in self.layouts for h in L.coord for c in h if c} | ({self.marker} - {None})
         self.names = sorted(names)
         for i, L in enumerate(self.layouts):
-            self.register_buffer(f"fixed{i}", torch.tensor(L.rate_init, dtype=torch.float32), persistent=False)
+            self.register_buffer(f"fixed{i}", torch.tensor(L.rate_init, dtype=torch.float32),
+                                 persistent=False)
             self.register_buffer(f"rp{i}", torch.tensor(L.rate_param), persistent=False)
             self.register_buffer(f"op{i}", torch.tensor(L.offset_param), persistent=False)
             col = [[self.names.index(c) if c else -1 for c in h] for h in L.coord]
@@ -240,7 +244,8 @@ class Rotary(nn.Module):
     def table(self, i):
         """Layout i as (col, rate, offset, overlay_offset) tensors of shape (H or 1, P)."""
         fixed, rp, op, ov = (getattr(self, f"{n}{i}") for n in ("fixed", "rp", "op", "ov"))
-        pad = lambda p: torch.cat([p, p.new_zeros(1)])          # index -1 -> 0
+        def pad(p):                                             # index -1 -> 0
+            return torch.cat([p, p.new_zeros(1)])
         rate = torch.where(rp >= 0, pad(self.rates)[rp], fixed)
         offset = torch.where(op >= 0, pad(self.offsets)[op], 0.0)
         overlay = torch.where(ov >= 0, pad(self.offsets)[ov], 0.0)
@@ -276,7 +281,8 @@ class Rotary(nn.Module):
     def check_heads(self, n_head):
         for L in self.layouts:
             if n_head % len(L.coord):
-                raise ValueError(f"{self.config} has {len(L.coord)} head tables; {n_head} heads cannot share them")
+                raise ValueError(f"{self.config} has {len(L.coord)} head tables; "
+                                 f"{n_head} heads cannot share them")
 
     def count(self):
         """(rotating planes per layout and head, learned parameters)."""
@@ -364,9 +370,11 @@ if triton is not None:
         return rows, rows < N, p, p < P, (rows < N)[:, None] & (p < P)[None, :]
 
     @triton.jit
-    def _head(C, COL, RATE, OFF, OVL, rows, rmask, h, H, HT, p, pm, NC, ISREF, P: tl.constexpr, HAS_OVL: tl.constexpr):
+    def _head(C, COL, RATE, OFF, OVL, rows, rmask, h, H, HT, p, pm, NC, ISREF, P: tl.constexpr,
+              HAS_OVL: tl.constexpr):
         """Head h of a block: its table head's angles (cos, sin) and the offsets of its first half-dims."""
-        c, present, over, ang = _angles(C, COL, RATE, OFF, OVL, rows, rmask, h * HT // H, p, pm, NC, ISREF, P, HAS_OVL)
+        c, present, over, ang = _angles(C, COL, RATE, OFF, OVL, rows, rmask, h * HT // H, p, pm, NC, ISREF,
+                                        P, HAS_OVL)
         return c, present, over, tl.cos(ang), tl.sin(ang), (rows[:, None] * H + h) * 2 * P + p[None, :]
 
     @triton.jit
@@ -394,8 +402,8 @@ if triton is not None:
         """One program per block of BLOCK_T tokens, every head, q and k together."""
         rows, rmask, p, pm, m = _block(N, P, BLOCK_T, BLOCK_P)
         for h in range(H):
-            c, present, over, cos, sin, at = _head(C, COL, RATE, OFF, OVL, rows, rmask, h, H, HT, p, pm, NC, ISREF,
-                                                   P, HAS_OVL)
+            c, present, over, cos, sin, at = _head(C, COL, RATE, OFF, OVL, rows, rmask, h, H, HT, p, pm, NC,
+                                                   ISREF, P, HAS_OVL)
             _rotate(Q, QO, at, m, cos, sin, P)
             _rotate(K, KO, at, m, cos, sin, P)
 
@@ -407,8 +415,8 @@ if triton is not None:
         d offset and d overlay: no atomics."""
         rows, rmask, p, pm, m = _block(N, P, BLOCK_T, BLOCK_P)
         for h in range(H):
-            c, present, over, cos, sin, at = _head(C, COL, RATE, OFF, OVL, rows, rmask, h, H, HT, p, pm, NC, ISREF,
-                                                   P, HAS_OVL)
+            c, present, over, cos, sin, at = _head(C, COL, RATE, OFF, OVL, rows, rmask, h, H, HT, p, pm, NC,
+                                                   ISREF, P, HAS_OVL)
             dang = _unrotate(Q, DQO, DQ, at, m, cos, sin, P) + _unrotate(K, DKO, DK, at, m, cos, sin, P)
             dang = tl.where(present, dang, 0.0)                # absent planes do not turn
             out = PART + (tl.program_id(0) * H + h) * P + p

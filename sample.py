@@ -10,11 +10,11 @@ text alone determines the tree and a token's node depends only on the text up to
 the growing text is re-read by the corpus's online builder, and the new token's coordinates are
 recorded once, at its own step, never recomputed from later text.
 
-Served: json, xml and markdown (formats.*_coords: left-to-right scanners). Not served: python (its dense serialisation keeps nesting only
-in the depths, so the text alone does not fix the tree), web and sheets (their text is extracted
-from the document, not the document), prose and code (their paragraphs are cleaned and cut into
-sentences with rules that read past the token), and any configuration that reads coordinates the
-text cannot give (references, symbols, the hRoPE controls).
+Served: json, xml and markdown (formats.*_coords: left-to-right scanners). Not served: python (its
+dense serialisation keeps nesting only in the depths, so the text alone does not fix the tree), web
+and sheets (their text is extracted from the document, not the document), prose and code (their
+paragraphs are cleaned and cut into sentences with rules that read past the token), and any
+configuration that reads coordinates the text cannot give (references, symbols, the hRoPE controls).
 """
 import argparse
 import dataclasses
@@ -116,7 +116,8 @@ def main(argv=None):
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--top_k", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--data", default=None, help="the data root the run trained on (default: the one it recorded)")
+    ap.add_argument("--data", default=None,
+                    help="the data root the run trained on (default: the one it recorded)")
     args = ap.parse_args(argv)
     if not os.path.exists(os.path.join(args.run, "ckpt.pt")):
         sys.exit(f"error: {args.run} holds no ckpt.pt (train it first)")

@@ -21,15 +21,14 @@ MODELS = {
     "paper": dict(n_layer=6, n_embd=256, n_head=2, max_len=1024),
     "paper_web": dict(n_layer=6, n_embd=256, n_head=2, max_len=2048),
     "paper_sheets": dict(n_layer=6, n_embd=256, n_head=2, max_len=4096),
-    "paper_web_large": dict(n_layer=10, n_embd=512, n_head=4, max_len=4096),  # larger web run, 31.5M (--long crop)
+    "paper_web_large": dict(n_layer=10, n_embd=512, n_head=4, max_len=4096),  # larger web run: 31.5M, cropped
     "paper_hrope": dict(n_layer=8, n_embd=512, n_head=8, max_len=1024),    # hRoPE, 64-wide heads
     "cpu": dict(n_layer=4, n_embd=128, n_head=1, max_len=256),             # minutes on 2 cores
     "cpu_hrope": dict(n_layer=4, n_embd=128, n_head=2, max_len=256),
 }
 
-# The two papers' recipes. Both warm up over 2% of the steps (hRoPE: 100 of 5,000), then decay
-# on a cosine to min_lr x lr; patience: stop after that many evaluations without a better
-# validation loss (0: never; the depth-perception runs choose no checkpoint by its score).
+# The two papers' recipes: warm-up over 2% of the steps (hRoPE: 100 of 5,000), cosine decay to min_lr x lr;
+# patience: evaluations with no better val loss before a stop (0: never; depth perception uses the last)
 RECIPES = {
     "tree": dict(lr=1.2e-3, weight_decay=0.1, min_lr=0.1, dropout=0.0, patience=0),       # appendix §4
     "hrope": dict(lr=3e-4, weight_decay=0.01, min_lr=0.01, dropout=0.1, patience=10),     # Table 11
@@ -50,10 +49,8 @@ CPU_RECIPES = {"hrope": "hrope_cpu"}   # a corpus's recipe, as the CPU scale run
 # prepare.py's flags that shape the data, at their defaults; a setting names those it changes
 PREPARE = dict(vocab=4096, max_len=1024, long="split", split="hash", units="module", render="values")
 
-# Appendix §4 "Model, training and evaluation": "micro-batches of at most 8,192 padded tokens";
-# "Validation loss is scored every 5% of a run's planned steps (a milestone) on the same 1,024
-# validation documents"; "Results use the final step". The batch is not given ("Every step trains
-# on a fixed number of whole documents"): 64 records is this repository's choice.
+# Appendix §4: micro-batches of at most 8,192 padded tokens, validation every 5% of the planned steps (a
+# milestone) on the same 1,024 documents, results at the final step; the batch (64 records) is not given: ours
 PAPER = dict(recipe="tree", docs_per_step=64, val_docs=1024, test_docs=None, mb_tokens=8192, milestones=20,
              steps=None, passes=None, report="final", per_config={}, sweep=None)
 # The CPU scale of reproduce_cpu.sh (RESULTS.md): 4 layers, d=128, context 256, 200 steps of 16
@@ -72,7 +69,8 @@ SETTINGS = {
         # only, tree only, tree + within-node index and sequence + tree. All four were best at 0.0012."
         sweep=dict(rates=(3e-4, 6e-4, 1.2e-3, 2.4e-3, 4.8e-3), steps=560,
                    configs=("seq_only", "tree_only", "tree_within", "seq_tree")),
-        source="appendix, Python: 423,111 programs; 4.7M-parameter model, 1,024-token context, about eight passes"),
+        source="appendix, Python: 423,111 programs; 4.7M-parameter model, 1,024-token context, "
+               "about eight passes"),
     "sheets": dict(
         PAPER, corpus="sheets", preset="paper_sheets", lr=1.2e-3, passes=8,
         prepare=dict(vocab=4096, max_len=4096, long="split", render="values"),   # BPE size not given
@@ -86,14 +84,14 @@ SETTINGS = {
         # "a sweep of three rates (600 steps) on sequence + tree; 0.0012 was best": the three rates are
         # not given; our reading takes the Python grid's three around 0.0012
         sweep=dict(rates=(6e-4, 1.2e-3, 2.4e-3), steps=600, configs=("seq_tree",)),
-        source="appendix, web pages: whole pages of at most 2,048 tokens; 4.7M-parameter model, a third of a pass"),
+        source="appendix, web pages: whole pages of at most 2,048 tokens; 4.7M-parameter model, "
+               "a third of a pass"),
     "web_large": dict(
         PAPER, corpus="web", preset="paper_web_large", lr=6e-4, passes=1, test_docs=2048,
         # "The larger web run crops them, keeping the first 4,096 tokens"
         prepare=dict(vocab=4096, max_len=4096, long="crop"),
-        # "0.0006 ... The exception is no position, which diverged at 0.0006 and 0.0003 in preliminary
-        # runs and was run at 0.00015"; "the larger web run tree-only run, which diverged and is
-        # reported at its best milestone, labelled as such"
+        # "0.0006 ... The exception is no position, which diverged at 0.0006 and 0.0003 in preliminary runs
+        # and was run at 0.00015"; its tree-only run "diverged and is reported at its best milestone"
         per_config={"no_position": dict(lr=1.5e-4), "tree_only": dict(report="best_milestone")},
         source="appendix, the larger web run: a 4,096-token context; 31.5M-parameter model, one full pass "
                "over 25.4 billion tokens"),
@@ -105,7 +103,8 @@ SETTINGS = {
         source=f"paper 004 Table 11, {name}: 8 layers, 8 heads, d_model 512, batch 16, 5000 steps, lr 3e-4")
        for c, name in (("prose", "WikiText-2"), ("code", "Code"), ("webtext", "OpenWebText"))},
     # --- the CPU scale-downs, as reproduce_cpu.sh trains them ---
-    "cpu_python": dict(CPU, corpus="python", prepare={}, source="reproduce_cpu.sh ten: python prepare.py python"),
+    "cpu_python": dict(CPU, corpus="python", prepare={},
+                       source="reproduce_cpu.sh ten: python prepare.py python"),
     "cpu_web": dict(CPU, corpus="web", prepare={}, source="reproduce_cpu.sh ten: python prepare.py web"),
     "cpu_programs": dict(CPU, corpus="programs", prepare=dict(max_len=256), source="reproduce_cpu.sh beyond"),
     "cpu_sheets": dict(CPU, corpus="sheets", steps=120, prepare=dict(max_len=256),

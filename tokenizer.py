@@ -14,9 +14,8 @@ import tiktoken
 
 # GPT-2-style pre-tokenisation in a form both rustbpe's regex engine and tiktoken accept.
 PAT = r"""'(?:[sdmt]|ll|ve|re)| ?[A-Za-z_]+| ?[0-9]{1,3}| ?[^\sA-Za-z0-9_]+|\s+(?!\S)|\s+"""
-# The Python serialisation's: an identifier keeps its digits (x12) and the sigils the
-# serialisation puts before it (.attr, :param, @key, =field markers, the opening quote of a
-# string literal), so each is one pre-token; no English contractions.
+# The Python serialisation's: an identifier keeps its digits (x12) and the sigils put before it (.attr,
+# :param, @key, =field, a string's opening quote), so each is one pre-token; no English contractions.
 CODE_PAT = r"""[ ]?[.=:@'"]*[A-Za-z_][A-Za-z_0-9]*| ?[0-9]{1,3}| ?[^\sA-Za-z0-9_]+|\s+(?!\S)|\s+"""
 
 

@@ -170,12 +170,15 @@ def check(cfg, model_over, setting):
         sys.exit(f"error: unknown --config {cfg['config']!r}; `python rotary.py` lists the configurations")
     if cfg["preset"] not in MODELS:
         sys.exit(f"error: unknown --preset {cfg['preset']!r}; known: {', '.join(MODELS)}")
-    counts = {k: cfg[k] for k in ("steps", "docs_per_step", "mb_tokens", "val_docs", "test_docs", "milestones")}
+    counts = {k: cfg[k] for k in ("steps", "docs_per_step", "mb_tokens", "val_docs", "test_docs",
+                                  "milestones")}
     for k, v in {**counts, **model_over}.items():
         if v is not None and v < 1:
             sys.exit(f"error: --{k} must be at least 1")
-    if not (0 <= cfg["depth_dropout"] <= 1 and 0 <= cfg["dropout"] < 1 and 0 <= cfg["min_lr"] <= 1) or cfg["lr"] <= 0:
-        sys.exit("error: --depth_dropout and --min_lr must lie in [0, 1], --dropout in [0, 1), --lr be positive")
+    if (not (0 <= cfg["depth_dropout"] <= 1 and 0 <= cfg["dropout"] < 1 and 0 <= cfg["min_lr"] <= 1)
+            or cfg["lr"] <= 0):
+        sys.exit("error: --depth_dropout and --min_lr must lie in [0, 1], --dropout in [0, 1), "
+                 "--lr be positive")
     if cfg["passes"] is not None and cfg["passes"] <= 0:
         sys.exit("error: --passes must be positive")
     if cfg["report"] not in ("final", "best_milestone"):
@@ -311,11 +314,12 @@ def resume(cfg, mcfg, model, opt, out_dir):
     """The step and log to continue from: the run's checkpoint loaded into model and opt, refused
     when it was trained with other settings (RESUMABLE lists those a resume may change)."""
     ck = torch.load(os.path.join(out_dir, "ckpt.pt"), map_location=cfg["device"], weights_only=False)
-    # a key the checkpoint lacks was added to train.py since, with a default that kept the old
-    # behaviour: compare with that default (an hrope run from before --pack must not go on packed)
+    # a key the checkpoint lacks is newer than it, and its default keeps the old behaviour: compare
+    # with that default (an hrope run from before --pack must not go on packed)
     differ = [k for k in DEFAULTS if k not in RESUMABLE and ck["run"].get(k, DEFAULTS[k]) != cfg[k]]
     differ += [f"model.{k}" for k, v in vars(mcfg).items() if ck["config"].get(k, v) != v]
-    differ += ["the tokeniser (data prepared again)"] * (ck["run"].get("tokenizer", cfg["tokenizer"]) != cfg["tokenizer"])
+    differ += (["the tokeniser (data prepared again)"]
+               * (ck["run"].get("tokenizer", cfg["tokenizer"]) != cfg["tokenizer"]))
     if differ:   # a mixed schedule or another model would be filed under this run's name
         sys.exit(f"error: {out_dir} was trained with other settings ({', '.join(differ)}); "
                  "pass --resume=0 to start it over, or choose another --out")
@@ -358,7 +362,8 @@ def record_run(cfg, mcfg, model, meta, out_dir):
     """config.json: the settings, the model, and what made the run (provenance); then its first line."""
     os.makedirs(out_dir, exist_ok=True)
     write_json({"run": cfg, "model": vars(mcfg), "data_meta_synthetic": meta.get("synthetic", False),
-                "non_embedding_params": model.non_embedding_params(), "provenance": provenance(cfg["device"])},
+                "non_embedding_params": model.non_embedding_params(),
+                "provenance": provenance(cfg["device"])},
                os.path.join(out_dir, "config.json"))
     where = cfg["device"].split(":")[0].upper() + (f", setting {cfg['setting']}" if cfg["setting"] else "")
     print(f"{cfg['corpus']} / {cfg['config']} / seed {cfg['seed']} on {where}; preset {cfg['preset']}, "
@@ -378,9 +383,10 @@ def setting_line(cfg, mcfg, model_over):
     over = [f"--{k}" for k in cfg["given"] if k in known] + [f"--{k}" for k in model_over]
     length = f"{cfg['passes']:.3g} passes = " if cfg["passes"] is not None else ""
     return (f"setting {cfg['setting']}: {cfg['corpus']}, preset {cfg['preset']} ({mcfg.n_layer} layers, "
-            f"d={mcfg.n_embd}, {mcfg.n_head} head{'s' * (mcfg.n_head > 1)}, context {mcfg.max_len:,}), recipe "
-            f"{cfg['recipe']}, lr {cfg['lr']:g}, {length}{cfg['steps']:,} steps x {per_step(cfg, mcfg)}, "
-            f"reported at its {'best milestone' if cfg['report'] == 'best_milestone' else 'final step'} ({s['source']})"
+            f"d={mcfg.n_embd}, {mcfg.n_head} head{'s' * (mcfg.n_head > 1)}, context {mcfg.max_len:,}), "
+            f"recipe {cfg['recipe']}, lr {cfg['lr']:g}, {length}{cfg['steps']:,} steps x "
+            f"{per_step(cfg, mcfg)}, reported at its "
+            f"{'best milestone' if cfg['report'] == 'best_milestone' else 'final step'} ({s['source']})"
             + (f"; given: {' '.join(over)}" if over else ""))
 
 
@@ -390,16 +396,19 @@ def reported(log, rule):
     run, which diverged and is reported at its best milestone, labelled as such" (rule best_milestone)."""
     if not log:
         return None, None
-    finite = lambda e: e["val_loss"] if math.isfinite(e["val_loss"]) else math.inf
+    def finite(e):
+        return e["val_loss"] if math.isfinite(e["val_loss"]) else math.inf
     e = min(log, key=finite) if rule == "best_milestone" else log[-1]
     return e["val_loss"], e["step"]
 
 
-def finish(out_dir, log, steps, val_loss, test_loss, val_records, test_records, elapsed, report, diverged=None):
+def finish(out_dir, log, steps, val_loss, test_loss, val_records, test_records, elapsed, report,
+           diverged=None):
     """final.json, written last: the run is done (a run without it is resumed by sweep.sh). `reported`
     is the validation loss under the run's reporting rule; diverged_at: the step whose loss was not finite."""
     value, step = reported(log, report)
-    final = {"step": log[-1]["step"] if log else steps, "stopped_early": bool(log) and log[-1]["step"] < steps,
+    final = {"step": log[-1]["step"] if log else steps,
+             "stopped_early": bool(log) and log[-1]["step"] < steps,
              "val_loss": val_loss, "test_loss": test_loss, "val_records": val_records,
              "test_records": test_records, "elapsed": elapsed,
              "report": report, "reported": {"val_loss": value, "step": step}, "diverged_at": diverged}
@@ -419,7 +428,8 @@ def save(out_dir, log, state):
 
 def pick_lr(losses):
     """The sweep's rate: the lowest mean final validation loss over the swept configurations (our
-    reading of "All four were best at 0.0012"; with one configuration, its best). losses: {(config, lr): loss}."""
+    reading of "All four were best at 0.0012"; with one configuration, its best).
+    losses: {(config, lr): loss}."""
     rates = sorted({r for _, r in losses})
     mean = {r: np.mean([v for (_, q), v in losses.items() if q == r]) for r in rates}
     return min(rates, key=lambda r: mean[r])
@@ -436,7 +446,8 @@ def lr_sweep(cfg, argv):
     losses = {}
     for config in sweep["configs"]:
         for lr in sweep["rates"]:
-            run = [f"--config={config}", f"--lr={lr}", f"--steps={steps}", f"--name={config}_lr{lr:g}", f"--out={out}"]
+            run = [f"--config={config}", f"--lr={lr}", f"--steps={steps}", f"--name={config}_lr{lr:g}",
+                   f"--out={out}"]
             final = os.path.join(out, cfg["corpus"], f"{config}_lr{lr:g}", f"seed{cfg['seed']}", "final.json")
             if not os.path.exists(final):
                 try:
@@ -449,11 +460,13 @@ def lr_sweep(cfg, argv):
                 with open(final) as f:
                     losses[config, lr] = json.load(f)["val_loss"]
     best = pick_lr(losses)
-    print(f"\nlr sweep, setting {cfg['setting']}: {len(sweep['rates'])} rates x {steps} steps, seed {cfg['seed']}; "
-          "final validation loss (inf: diverged)\n| config | " + " | ".join(f"{r:g}" for r in sweep["rates"]) + " |")
+    print(f"\nlr sweep, setting {cfg['setting']}: {len(sweep['rates'])} rates x {steps} steps, "
+          f"seed {cfg['seed']}; final validation loss (inf: diverged)\n| config | "
+          + " | ".join(f"{r:g}" for r in sweep["rates"]) + " |")
     for config in sweep["configs"]:
         print(f"| {config} | " + " | ".join(f"{losses[config, r]:.4f}" for r in sweep["rates"]) + " |")
-    print(f"picked lr {best:g}: the lowest mean final validation loss over {len(sweep['configs'])} configuration(s) "
+    print(f"picked lr {best:g}: the lowest mean final validation loss over {len(sweep['configs'])} "
+          "configuration(s) "
           f"(the setting's lr: {SETTINGS[cfg['setting']]['lr']:g})")
     write_json({"setting": cfg["setting"], "steps": steps, "seed": cfg["seed"], "picked": best,
                 "losses": [{"config": c, "lr": r, "val_loss": v} for (c, r), v in losses.items()]},
@@ -494,22 +507,25 @@ def plan(cfg, model_over, origin, master):
     if not available[cfg["device"].split(":")[0]]:
         sys.exit(f"error: --device {cfg['device']} is not available on this machine")
     if master:   # first line: what precision this machine gets, and why; then where the values came from
-        print(f"precision: {'bf16 autocast' if cfg['bf16'] else 'fp32'}, {'compiled' if cfg['compile'] else 'eager'} "
-              f"({cfg['precision']})")
+        print(f"precision: {'bf16 autocast' if cfg['bf16'] else 'fp32'}, "
+              f"{'compiled' if cfg['compile'] else 'eager'} ({cfg['precision']})")
         print(origins(cfg, origin))
     run = SimpleNamespace(cfg=cfg, master=master, data_dir=os.path.join(cfg["data"], cfg["corpus"]))
     run.meta, run.corpus = corpus_stats(run.data_dir)
     cfg["tokenizer"] = tokenizer.fingerprint(run.data_dir)     # sample.py and evaluate.py check it
     run.mcfg = GPTConfig(**{**MODELS[cfg["preset"]], "vocab_size": run.meta["tokenizer"]["vocab"],
-                            "rotary": cfg["config"], "corpus": run.corpus, "dropout": cfg["dropout"], **model_over})
+                            "rotary": cfg["config"], "corpus": run.corpus, "dropout": cfg["dropout"],
+                            **model_over})
     run.out_dir = os.path.join(cfg["out"], cfg["corpus"], cfg["name"] or cfg["config"], f"seed{cfg['seed']}")
     prepared = run.meta["settings"]["max_len"]
     if prepared < run.mcfg.max_len and master:   # the model could read longer records
-        print(f"note: {run.data_dir} holds records of at most {prepared:,} tokens; the {cfg['preset']} context "
-              f"is {run.mcfg.max_len:,} (prepare.py {cfg['corpus']} --max_len {run.mcfg.max_len})")
+        print(f"note: {run.data_dir} holds records of at most {prepared:,} tokens; "
+              f"the {cfg['preset']} context is {run.mcfg.max_len:,} "
+              f"(prepare.py {cfg['corpus']} --max_len {run.mcfg.max_len})")
     run.train, run.val, run.test = load_splits(run.data_dir, run.mcfg.max_len)
     run.val_ids = np.arange(min(cfg["val_docs"], len(run.val)))             # the same fixed records
-    run.test_ids = np.arange(len(run.test) if cfg["test_docs"] is None else min(cfg["test_docs"], len(run.test)))
+    run.test_ids = np.arange(len(run.test) if cfg["test_docs"] is None
+                             else min(cfg["test_docs"], len(run.test)))
     per_pass = max(len(run.train) // cfg["docs_per_step"], 1)
     if cfg["pack"]:
         run.blocks, per_pass = step_blocks(run.train.len, run.mcfg.max_len, cfg["docs_per_step"], cfg["seed"])
@@ -558,7 +574,8 @@ def restore(run, model, opt, world):
 def train_loop(run, model, fwd, opt, autocast, start, log, rank, world):
     """Steps from `start` to the end (or an early stop, or a non-finite loss): (log, diverged step)."""
     cfg, t0, tokens_seen = run.cfg, time.time(), 0
-    bar = tqdm(range(start, run.steps), initial=start, total=run.steps, disable=not run.master, desc=cfg["config"])
+    bar = tqdm(range(start, run.steps), initial=start, total=run.steps, disable=not run.master,
+               desc=cfg["config"])
     for step in bar:
         lr = lr_at(step, run.steps, cfg["lr"], cfg["min_lr"])
         for g in opt.param_groups:
@@ -566,7 +583,8 @@ def train_loop(run, model, fwd, opt, autocast, start, log, rank, world):
         rows = run.blocks(step) if cfg["pack"] else step_records(len(run.train), cfg["docs_per_step"], step,
                                                                 cfg["seed"])
         gen = torch.Generator(device=cfg["device"]).manual_seed(cfg["seed"] * 1_000_003 + step)
-        step_loss, n_tok = train_step(fwd, model, run.train, rows, cfg, run.corpus, gen, autocast, rank, world)
+        step_loss, n_tok = train_step(fwd, model, run.train, rows, cfg, run.corpus, gen, autocast,
+                                      rank, world)
         if not math.isfinite(step_loss):
             if run.master:
                 print(f"loss is {step_loss} at step {step}: stopping; the last good checkpoint "
@@ -600,7 +618,8 @@ def milestone(run, model, opt, autocast, log, step, step_loss, lr, tokens_seen, 
                                 "log": log, "config": vars(run.mcfg), "run": cfg})
     if stalled([e["val_loss"] for e in log], cfg["patience"]):   # every rank sees the same losses
         if run.master:
-            print(f"early stop at step {step + 1}: no better validation loss in {cfg['patience']} evaluations")
+            print(f"early stop at step {step + 1}: "
+                  f"no better validation loss in {cfg['patience']} evaluations")
         return True
     return False
 

@@ -42,23 +42,18 @@ class Skip(Exception):
 
 
 # ----------------------------------------------------------------------------- size policy ----
-# Every reader works inside these caps, so prepare's memory and time stay a bounded multiple of
-# the largest allowed document whatever the input (a 195 KB workbook can hold a 200 MB cell; a
-# 3.4 M-character page, near the caps, prepares in 14 s at 0.53 GB). A breach skips the document
-# with its own counted reason, "too large: ...", never truncates it. Each cap sits far above the
-# largest real input on this machine (in brackets: the standard library, python3-doc's pages and
-# sources, 126 real workbooks), so nothing real is skipped; records and --long are unaffected.
-MAX_FILE_BYTES = 64_000_000     # a file read whole (2.6 MB page; a workbook with pictures can pass 20 MB)
-MAX_PAGE_BYTES = 16_000_000     # HTML: lxml builds ~130 bytes per element, 16 MB of <br> is 0.5 GB (2.6 MB)
-MAX_PYTHON_BYTES = 1_000_000    # Python source: parsing and writing it costs ~70 bytes per byte (757 KB)
-MAX_PART_BYTES = 64_000_000     # one zip part, uncompressed, as the central directory declares it (1.2 MB)
-MAX_ZIP_BYTES = 256_000_000     # a zip's parts together, uncompressed (2.5 MB)
-MAX_CELL_CHARS = 32_767         # a cell's value or formula: Excel's own cap (2,685)
-MAX_CELLS_READ = 2_097_152      # rows and cells openpyxl yields for a workbook, filling in every empty row up to
-                                # the last (Excel: 1,048,576) and cell up to the last column: 2 full sheets (1,049,609)
-MAX_TEXT_CHARS = 1_000_000      # one text node of a page: lxml keeps it with huge_tree (6,586)
-MAX_DOC_CHARS = 4_000_000       # a document's text: ~4,000 records of 1,024 tokens (467,342)
-MAX_DOC_TOKENS = 1_000_000      # a document's tokens (267,201 with a 512-entry BPE)
+# Every reader works inside these caps, so prepare's memory and time stay a bounded multiple of the largest
+# allowed document; a breach skips it with its own counted reason, "too large: ...", never truncates it.
+MAX_FILE_BYTES = 64_000_000     # a file read whole
+MAX_PAGE_BYTES = 16_000_000     # an HTML page, as bytes: lxml's tree grows with its elements
+MAX_PYTHON_BYTES = 1_000_000    # a Python source file: parsing and writing it cost many bytes per byte
+MAX_PART_BYTES = 64_000_000     # one zip part, uncompressed, as the central directory declares it
+MAX_ZIP_BYTES = 256_000_000     # a zip's parts together, uncompressed
+MAX_CELL_CHARS = 32_767         # a cell's value or formula: Excel's own cap
+MAX_CELLS_READ = 2_097_152      # rows and cells openpyxl yields for a workbook, empty ones included: 2 sheets
+MAX_TEXT_CHARS = 1_000_000      # one text node of a page: lxml keeps it with huge_tree
+MAX_DOC_CHARS = 4_000_000       # a document's text: ~4,000 records of 1,024 tokens
+MAX_DOC_TOKENS = 1_000_000      # a document's tokens
 
 
 def too_large(what, cap, unit="characters"):

@@ -19,9 +19,10 @@ from typing import Callable
 import tokenizer
 import trees
 
-MODULES = {"python": ".python", "programs": ".python", "web": ".web", "sheets": ".sheets", "web_sheets": ".sheets",
-           "prose": ".paragraphs", "code": ".paragraphs", "webtext": ".paragraphs", "chat": ".chat",
-           "json": ".formats", "xml": ".formats", "markdown": ".formats"}   # a new corpus: name -> its module
+# a new corpus: name -> its module
+MODULES = {"python": ".python", "programs": ".python", "web": ".web", "sheets": ".sheets",
+           "web_sheets": ".sheets", "prose": ".paragraphs", "code": ".paragraphs", "webtext": ".paragraphs",
+           "chat": ".chat", "json": ".formats", "xml": ".formats", "markdown": ".formats"}
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def build(item, builder):
         if isinstance(src, trees.Skip):          # a source already known to be unusable
             raise src
         if isinstance(src, str):
-            trees.check_size("a file", os.path.getsize(src), trees.MAX_FILE_BYTES, "bytes")   # before reading it
+            trees.check_size("a file", os.path.getsize(src), trees.MAX_FILE_BYTES, "bytes")   # before reading
             with open(src, "rb") as f:
                 src = f.read()
         doc = builder(src)

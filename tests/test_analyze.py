@@ -30,10 +30,9 @@ def test_paired_t_by_hand():
     mean = -0.01
     sd = math.sqrt(((0.0) ** 2 + 0.01 ** 2 + 0.015 ** 2 + 0.005 ** 2) / 3)   # = 0.0108012
     se = sd / 2
-    t = mean / se                                                          # = -1.8516
     r = analyze.paired(d)
     assert r["delta"] == pytest.approx(mean) and r["se"] == pytest.approx(se)
-    assert r["t"] == pytest.approx(-1.8516, abs=1e-3)
+    assert r["t"] == pytest.approx(-1.8516, abs=1e-3)                      # mean / se
     assert r["p"] == pytest.approx(0.1611, abs=1e-3)                      # t(3) two-sided
     assert r["ci_lo"] == pytest.approx(mean - 3.1824 * se, abs=1e-5)
     assert r["won"] == 3 and r["sign_p"] == pytest.approx(0.625)
@@ -109,17 +108,19 @@ def test_cli_pairs_runs_by_seed_at_common_milestones(tmp_path, capsys):
         for seed in range(3):
             d = tmp_path / "web" / cfg / f"seed{seed}"
             os.makedirs(d)
-            (d / "config.json").write_text(json.dumps({"run": {"corpus": "web", "config": cfg, "seed": seed, "steps": 30},
-                                                       "model": {"n_layer": 4, "n_embd": 128, "n_head": 1, "max_len": 256}}))
+            (d / "config.json").write_text(json.dumps({
+                "run": {"corpus": "web", "config": cfg, "seed": seed, "steps": 30},
+                "model": {"n_layer": 4, "n_embd": 128, "n_head": 1, "max_len": 256}}))
             steps = [10, 20, 30] if cfg == "seq_only" or seed else [10, 20]   # one run stopped early
-            (d / "log.jsonl").write_text("".join(json.dumps({"step": s, "val_loss": curve[i] + 0.001 * seed}) + "\n"
-                                                 for i, s in enumerate(steps)))
+            (d / "log.jsonl").write_text("".join(json.dumps({"step": s, "val_loss": curve[i] + 0.001 * seed})
+                                                 + "\n" for i, s in enumerate(steps)))
     analyze.main([str(tmp_path / "web"), "--figures", str(tmp_path / "figs")])
     out = capsys.readouterr().out
     assert "at step 20" in out                              # the last milestone every pair reached
     assert "| seq_depth | -0.0500 |" in out and "| 3/3 |" in out
     assert os.path.exists(tmp_path / "figs" / "fig3_gap_web.png")
-    assert os.path.exists(tmp_path / "figs" / "fig3_gap_web.csv") and os.path.exists(tmp_path / "figs" / "table_val.csv")
+    assert (os.path.exists(tmp_path / "figs" / "fig3_gap_web.csv")
+            and os.path.exists(tmp_path / "figs" / "table_val.csv"))
     # Fig. 3's numbers: the milestones all three pairs reached, Δ 0 then −0.05 at every seed (band = point)
     rows = [r.split(",") for r in open(tmp_path / "figs" / "fig3_gap_web.csv").read().splitlines()[1:]]
     assert [(r[0], int(r[1])) for r in rows] == [("seq_depth", 10), ("seq_depth", 20)]
@@ -135,13 +136,15 @@ def test_kinds_interventions_attention_tables_and_figures(tmp_path, capsys):
         for seed in range(3):
             d = tmp_path / "sheets" / cfg / f"seed{seed}"
             os.makedirs(d)
-            (d / "config.json").write_text(json.dumps({"run": {"corpus": "sheets", "config": cfg, "seed": seed, "steps": 30},
-                                                       "model": {"n_layer": 4, "n_embd": 128, "n_head": 1, "max_len": 256}}))
+            (d / "config.json").write_text(json.dumps({
+                "run": {"corpus": "sheets", "config": cfg, "seed": seed, "steps": 30},
+                "model": {"n_layer": 4, "n_embd": 128, "n_head": 1, "max_len": 256}}))
             (d / "log.jsonl").write_text(json.dumps({"step": 30, "val_loss": 1.0 + gain}) + "\n")
             kinds = {"all": {"nll": 1.0 + gain / 4 + 0.01 * seed, "tokens": 100},
                      "row_end": {"nll": 2.0 + gain + 0.01 * seed, "tokens": 10}}
             shuffled = {k: {"nll": v["nll"] + 0.5, "tokens": v["tokens"]} for k, v in kinds.items()}
-            (d / "eval_test.json").write_text(json.dumps({"kinds": kinds, "interventions": {"shuffle": shuffled}}))
+            (d / "eval_test.json").write_text(json.dumps({"kinds": kinds,
+                                                          "interventions": {"shuffle": shuffled}}))
             hist = [share if o == 0 else 0.01 for o in offsets]
             (d / "attention_test.json").write_text(json.dumps({
                 "same_column_above": {"mean_over_heads": share + 0.001 * seed},
@@ -153,16 +156,19 @@ def test_kinds_interventions_attention_tables_and_figures(tmp_path, capsys):
     assert kinds["all"]["ppl_reduction"] == pytest.approx(100 * (1 - math.exp(-0.005)))
     inter = [r for r in analyze.interventions(runs) if r["config"] == "seq_grid" and r["kind"] == "all"]
     assert inter[0]["ppl_ratio"] == pytest.approx(math.exp(0.5)) and inter[0]["hurt"] == 3
-    # seq_grid shuffled (all: 0.995 + 0.01 seed + 0.5) against seq_only as it is (1.0 + 0.01 seed): +0.495, 0/3 won
+    # seq_grid shuffled (all: 0.995 + 0.01 seed + 0.5) against seq_only as it is (1.0 + 0.01 seed):
+    # +0.495, 0/3 won
     (row,) = analyze.compare_intervened(runs, "seq_only")
-    assert (row["config"], row["n"], row["won"]) == ("seq_grid, shuffle", 3, 0) and row["delta"] == pytest.approx(0.495)
+    assert ((row["config"], row["n"], row["won"]) == ("seq_grid, shuffle", 3, 0)
+            and row["delta"] == pytest.approx(0.495))
     att = analyze.compare_attention(runs, "seq_only")
     assert att[0]["points"] == pytest.approx(5.0) and att[0]["higher"] == 3
     analyze.main([str(tmp_path / "sheets"), "--figures", str(tmp_path / "figs")])
     out = capsys.readouterr().out
     assert "by kind of token (Fig. 5)" in out and "| seq_grid: row_end | 10 | -0.0200 |" in out
     assert "| seq_grid, shuffle | +0.4950 |" in out
-    for f in ("fig5_kinds_sheets.png", "fig5_kinds_sheets.csv", "fig6_columns_sheets.png", "fig6_columns_sheets.csv"):
+    for f in ("fig5_kinds_sheets.png", "fig5_kinds_sheets.csv", "fig6_columns_sheets.png",
+              "fig6_columns_sheets.csv"):
         assert os.path.exists(tmp_path / "figs" / f)
 
 
@@ -182,7 +188,8 @@ def test_table3_reads_the_label_bins(tmp_path, capsys):
     paths = []
     for config, files in (("hrope_axial", {"depth_test": planted(depth=-0.9, seed=1)[0]}),
                           ("rand_axial", {"depth_test": planted(vertex=-6.0, seed=2)[0],
-                                          "depth_read_test": {**planted(depth=-0.3, seed=3)[0], "label_draws": 5}})):
+                                          "depth_read_test": {**planted(depth=-0.3, seed=3)[0],
+                                                              "label_draws": 5}})):
         run = tmp_path / "code" / config / "seed0"
         os.makedirs(run)
         for name, acc in files.items():
@@ -190,8 +197,11 @@ def test_table3_reads_the_label_bins(tmp_path, capsys):
         paths.append(str(run / "depth_test.npz"))
     analyze.main(["--depth", *paths, "--draws", "40"])
     head, true = capsys.readouterr().out.split("secondary, Δp1 binned by the true p1")
-    assert "hrope_axial (1 file): true p1" in head and "rand_axial (1 file): labels read, mean over 5 draws" in head
-    row = lambda text, model: next(l for l in text.splitlines() if l.startswith(f"| {model} (1 file) | 2000 |"))
+    assert ("hrope_axial (1 file): true p1" in head
+            and "rand_axial (1 file): labels read, mean over 5 draws" in head)
+
+    def row(text, model):
+        return next(line for line in text.splitlines() if line.startswith(f"| {model} (1 file) | 2000 |"))
     x, u = (float(v) for v in row(head, "rand_axial").split("|")[3:5])
     assert x == pytest.approx(4.0, abs=0.2) and u == pytest.approx(-0.3, abs=0.02)
     assert row(true, "rand_axial").split("|")[4].strip() == "no interior minimum"
@@ -207,12 +217,14 @@ def test_token_pairing_by_hand(tmp_path):
     kind = np.array([0, trees.KIND_NEW_BLOCK, 0, 0, trees.KIND_NEW_BLOCK, 0], np.uint8)
     for name, nll in (("a", [1.0, 2.0, 1.0, 1.0, 3.0, 1.0]), ("b", [1.5, 2.5, 1.5, 1.5, 3.5, 1.5])):
         os.makedirs(tmp_path / name)
-        np.savez(tmp_path / name / "eval_test_tokens.npz", nll=np.array(nll, np.float32), record=rec, doc=rec, kind=kind)
+        np.savez(tmp_path / name / "eval_test_tokens.npz", nll=np.array(nll, np.float32), record=rec, doc=rec,
+                 kind=kind)
     out = analyze.token_gap(str(tmp_path / "a"), str(tmp_path / "b"), draws=200)
     assert out["all"]["delta"] == pytest.approx(-0.5) and out["all"]["ci_lo"] == pytest.approx(-0.5)
-    assert out["new_block"] == {"delta": pytest.approx(-0.5), "ci_lo": pytest.approx(-0.5), "ci_hi": pytest.approx(-0.5),
-                                "tokens": 2, "documents": 2}
-    np.savez(tmp_path / "b" / "eval_test_tokens.npz", nll=np.zeros(6, np.float32), record=rec[::-1], doc=rec, kind=kind)
+    assert out["new_block"] == {"delta": pytest.approx(-0.5), "ci_lo": pytest.approx(-0.5),
+                                "ci_hi": pytest.approx(-0.5), "tokens": 2, "documents": 2}
+    np.savez(tmp_path / "b" / "eval_test_tokens.npz", nll=np.zeros(6, np.float32), record=rec[::-1], doc=rec,
+             kind=kind)
     with pytest.raises(SystemExit, match="same tokens"):
         analyze.token_gap(str(tmp_path / "a"), str(tmp_path / "b"))
 
@@ -228,8 +240,9 @@ def test_table12_by_hand(tmp_path, capsys):
         for seed, v in enumerate(vs):
             d = tmp_path / "code" / cfg / f"seed{seed}"
             os.makedirs(d)
-            (d / "config.json").write_text(json.dumps({"run": {"corpus": "code", "config": cfg, "seed": seed, "steps": 10},
-                                                       "model": {"n_layer": 4, "n_embd": 128, "n_head": 2, "max_len": 256}}))
+            (d / "config.json").write_text(json.dumps({
+                "run": {"corpus": "code", "config": cfg, "seed": seed, "steps": 10},
+                "model": {"n_layer": 4, "n_embd": 128, "n_head": 2, "max_len": 256}}))
             (d / "log.jsonl").write_text(json.dumps({"step": 10, "val_loss": v}) + "\n")
             (d / "final.json").write_text(json.dumps({"step": 10, "val_loss": v, "test_loss": v}))
     [t] = analyze.table12(analyze.load_runs(str(tmp_path / "code")))
@@ -263,7 +276,8 @@ def test_layer1_sites_and_pair_sets_by_hand():
     assert boundaries.site_pairs(p, 10, 1) == (0, 10, 20) and boundaries.site_pairs(p, 30, 1) == (20, 30, 40)
     assert boundaries.site_pairs(p, 5, 2) == (0, 5, 10) and boundaries.site_pairs(p, 35, 2) == (30, 35, 40)
     # under the C.1 cap only: p1 = 3 is the cap, so neither the boundary into it nor its sentences
-    assert boundaries.merge_sites(tp, 3).tolist() == [10, 20] and boundaries.split_sites(tp, 3).tolist() == [5, 15, 25]
+    assert (boundaries.merge_sites(tp, 3).tolist() == [10, 20]
+            and boundaries.split_sites(tp, 3).tolist() == [5, 15, 25])
     # past the cap the last two paragraphs share p1 = 2: their boundary (p2 resets) is no sentence site
     clipped = torch.as_tensor(layer1_record(cap_at=2))
     assert boundaries.split_sites(clipped, 2).tolist() == [5, 15]
@@ -273,7 +287,8 @@ def test_layer1_sites_and_pair_sets_by_hand():
     split = {s: np.full((40, 40), np.exp(-3.0)) for s in (5, 15, 25, 35)}
     fit, sets, bounds = boundaries.boundary_sums(A, p, merged, split, 99)
     within, para, sent, m_obs, s_obs = sets
-    # Σd over one M_B: queries 10..19, keys 0..9 -> 10 * 145 - 10 * 45 = 1,000; one M_C: 5 * 35 - 5 * 10 = 125
+    # Σd over one M_B: queries 10..19, keys 0..9 -> 10 * 145 - 10 * 45 = 1,000;
+    # one M_C: 5 * 35 - 5 * 10 = 125
     assert within.tolist() == pytest.approx([180, within[1], -180])            # 4 x C(10, 2) pairs
     assert para.tolist() == pytest.approx([300, 3000, -300])
     assert sent.tolist() == pytest.approx([100, 500, -100])
@@ -292,7 +307,9 @@ def test_layer1_identities_hold_in_every_resample():
     for _ in range(6):
         p = layer1_record()
         A = rng.random((40, 40)) + 0.01
-        same = lambda sites: {int(s): A for s in sites}
+
+        def same(sites):
+            return {int(s): A for s in sites}
         docs.append(boundaries.boundary_sums(A, p, same((10, 20, 30)), same((5, 15, 25, 35)), 99))
     fit = np.array([d[0] for d in docs])
     sets = np.array([d[1] for d in docs])
@@ -318,7 +335,8 @@ def test_boundary_effect_by_hand():
     mean_set = [-1.0, -3.0, -1.5, -2.0, -4.0]
     sets = np.array([[[2.0, 3.0, 2 * m] for m in mean_set]])
     b_sums = np.array([[1.0, 1.0, -2.0], [2.0, 2.0, -6.0], [1.0, 5.0, -5.0]])
-    r = {k: float(v[0]) for k, v in boundaries.boundary_effect(fit, sets, np.zeros(3, int), b_sums, np.ones((1, 1))).items()}
+    r = {k: float(v[0])
+         for k, v in boundaries.boundary_effect(fit, sets, np.zeros(3, int), b_sums, np.ones((1, 1))).items()}
     assert r["beta_B"] == pytest.approx(0.5) and r["delta_B"] == pytest.approx(-0.5)
     assert r["beta_C"] == pytest.approx(1.5) and r["delta_C"] == pytest.approx(1.25)
     assert r["beta_sent"] == pytest.approx(0.25) and r["C_pct"] == pytest.approx(200 / 3)
@@ -350,11 +368,14 @@ def test_table8_by_hand():
     """Two seeds: hrope_axial's balanced accuracy (0.6, 0.9) and (0.6, 0.8), rand_axial's
     (0.6, 0.7) and (0.7, 0.85): means (0.6, 0.85) and (0.65, 0.775); hrope higher at layer 0 in
     no seed (a tie, then 0.6 < 0.7), at layer 1 in one (0.9 > 0.7, 0.8 < 0.85)."""
-    probe = lambda *b: {"eval": {"probe": {"layers": [{"layer": i, "balanced_accuracy": v} for i, v in enumerate(b)]}}}
+    def probe(*b):
+        layers = [{"layer": i, "balanced_accuracy": v} for i, v in enumerate(b)]
+        return {"eval": {"probe": {"layers": layers}}}
     runs = {("code", 4, 128, 2, 256, 10): {"hrope_axial": {0: probe(0.6, 0.9), 1: probe(0.6, 0.8)},
                                            "rand_axial": {0: probe(0.6, 0.7), 1: probe(0.7, 0.85)}}}
     [t] = boundaries.table8(runs)
-    assert t["rows"]["hrope_axial"] == pytest.approx([0.6, 0.85]) and t["rows"]["rand_axial"] == pytest.approx([0.65, 0.775])
+    assert (t["rows"]["hrope_axial"] == pytest.approx([0.6, 0.85])
+            and t["rows"]["rand_axial"] == pytest.approx([0.65, 0.775]))
     assert [int(x) for x in t["higher"][0]] == [0, 1] and t["higher"][1] == 2
     assert "| hrope_axial > rand_axial (seeds) | 0/2 | 1/2 |" in boundaries.table8_markdown(t)
 
@@ -390,7 +411,8 @@ def test_paragraph_depth_recovers_planted_offsets(tmp_path):
     paths = []
     for seed in (0, 1):
         paths.append(str(tmp_path / f"p{seed}.npz"))
-        np.savez(paths[-1], base_sum=base_sum, base_n=base_n, max_len=8, **{k: np.array(v) for k, v in rows.items()})
+        np.savez(paths[-1], base_sum=base_sum, base_n=base_n, max_len=8,
+                 **{k: np.array(v) for k, v in rows.items()})
     got, cells = compression.paragraph_depth(paths, gate=400)
     assert cells == 3
     assert got["p1"].tolist() == [0, 1, 2] and got["record"].tolist() == [0, 0, 0]
@@ -408,15 +430,18 @@ def test_d_only_pilot_and_band_decay_by_hand(tmp_path):
     (2 x -0.5 + 4 x 0) / 6 = -1/6 (6 pairs); the weighted line through two points: slope -2/3."""
     base_n = np.array([[0, 0], [2, 2], [0, 4]])
     base_sum = np.array([[0.0, 0], [0, -2], [0, -12]])
-    rows = dict(record=[0, 0, 0], p1=[0, 1, 1], d=[1, 1, 2], band=[0, 1, 1], sum=[-1.0, -2, -3.5], count=[1, 1, 1])
+    rows = dict(record=[0, 0, 0], p1=[0, 1, 1], d=[1, 1, 2], band=[0, 1, 1], sum=[-1.0, -2, -3.5],
+                count=[1, 1, 1])
     path = str(tmp_path / "p.npz")
     np.savez(path, base_sum=base_sum, base_n=base_n, max_len=64, **{k: np.array(v) for k, v in rows.items()})
     by_band, cells = compression.paragraph_depth([path], gate=1)
     d_only, cells_d = compression.paragraph_depth([path], gate=1, by_band=False)
     assert (cells, cells_d) == (3, 2) and by_band["weight"].tolist() == d_only["weight"].tolist() == [1, 3, 2]
-    assert by_band["U"] == pytest.approx([-1, -5 / 6, -0.75]) and d_only["U"] == pytest.approx([-0.5, -5 / 6, -1])
+    assert (by_band["U"] == pytest.approx([-1, -5 / 6, -0.75])
+            and d_only["U"] == pytest.approx([-0.5, -5 / 6, -1]))
     shift, pairs, slope = compression.band_decay(*compression.pooled_base([path]), gate=1)
-    assert shift == pytest.approx([0.5, -1 / 6]) and pairs.tolist() == [2, 6] and slope == pytest.approx(-2 / 3)
+    assert (shift == pytest.approx([0.5, -1 / 6]) and pairs.tolist() == [2, 6]
+            and slope == pytest.approx(-2 / 3))
     shift, pairs, slope = compression.band_decay(base_sum, base_n, gate=3)     # only the 4-pair cell passes
     assert np.isnan(shift[0]) and shift[1] == 0 and np.isnan(slope)
 
@@ -436,11 +461,13 @@ def test_figures_for_a_lone_run(tmp_path, capsys):
     import os
     d = tmp_path / "web" / "seq_depth" / "seed0"
     os.makedirs(d)
-    (d / "config.json").write_text(json.dumps({"run": {"corpus": "web", "config": "seq_depth", "seed": 0, "steps": 30},
-                                               "model": {"n_layer": 4, "n_embd": 128, "n_head": 1, "max_len": 256}}))
+    (d / "config.json").write_text(json.dumps({
+        "run": {"corpus": "web", "config": "seq_depth", "seed": 0, "steps": 30},
+        "model": {"n_layer": 4, "n_embd": 128, "n_head": 1, "max_len": 256}}))
     (d / "log.jsonl").write_text(json.dumps({"step": 30, "val_loss": 5.0}) + "\n")
     kinds = {"all": {"nll": 5.0, "tokens": 100}}
-    (d / "eval_test.json").write_text(json.dumps({"kinds": kinds, "interventions": {"remove": {"all": {"nll": 5.1, "tokens": 100}}}}))
+    (d / "eval_test.json").write_text(json.dumps({
+        "kinds": kinds, "interventions": {"remove": {"all": {"nll": 5.1, "tokens": 100}}}}))
     analyze.main([str(tmp_path / "web"), "--figures", str(tmp_path / "figs")])
     rows = open(tmp_path / "figs" / "table_interventions.csv").read().splitlines()
     assert len(rows) == 2 and "remove" in rows[1]
@@ -455,10 +482,12 @@ def test_finished_leaves_out_a_seed_still_training(tmp_path, capsys):
         for seed in range(3):
             d = tmp_path / "web" / cfg / f"seed{seed}"
             os.makedirs(d)
-            (d / "config.json").write_text(json.dumps({"run": {"corpus": "web", "config": cfg, "seed": seed, "steps": 30},
-                                                       "model": {"n_layer": 4, "n_embd": 128, "n_head": 1, "max_len": 256}}))
+            (d / "config.json").write_text(json.dumps({
+                "run": {"corpus": "web", "config": cfg, "seed": seed, "steps": 30},
+                "model": {"n_layer": 4, "n_embd": 128, "n_head": 1, "max_len": 256}}))
             steps = [10, 30] if seed < 2 else [10]
-            (d / "log.jsonl").write_text("".join(json.dumps({"step": s, "val_loss": loss + (s == 10)}) + "\n" for s in steps))
+            (d / "log.jsonl").write_text("".join(json.dumps({"step": s, "val_loss": loss + (s == 10)}) + "\n"
+                                                 for s in steps))
             if seed < 2:
                 (d / "final.json").write_text(json.dumps({"test_loss": loss}))
     analyze.main([str(tmp_path / "web")])
@@ -474,8 +503,9 @@ def write_run(root, corpus, folder, seed, val, config=None, **run):
     import json
     d = root / corpus / folder / f"seed{seed}"
     os.makedirs(d)
-    (d / "config.json").write_text(json.dumps({"run": {"corpus": corpus, "config": config or folder, "seed": seed, "steps": 30,
-                                                       **run}, "model": {"n_layer": 2, "n_embd": 128, "n_head": 2, "max_len": 256}}))
+    (d / "config.json").write_text(json.dumps({
+        "run": {"corpus": corpus, "config": config or folder, "seed": seed, "steps": 30, **run},
+        "model": {"n_layer": 2, "n_embd": 128, "n_head": 2, "max_len": 256}}))
     (d / "log.jsonl").write_text(json.dumps({"step": 30, "val_loss": val}) + "\n")
     (d / "final.json").write_text(json.dumps({"val_loss": val, "test_loss": val}))
     return d
@@ -508,15 +538,19 @@ def test_seed_spreads_head_shifts_and_rotation_off_by_hand(tmp_path, capsys):
     assert (s["n"], s["sd_base"], s["sd_config"], s["sd_paired"], s["sd_unpaired"]) == pytest.approx(
         (3, 0.02, math.sqrt(0.0003), 0.01, math.sqrt(0.0007)))
     (h,) = analyze.head_shifts(runs, "seq_only")
-    assert (h["n"], h["heads"], h["mean"], h["largest_lo"], h["largest_hi"]) == pytest.approx((2, 4, 2.75, 15, 25))
-    assert (h["rise"], h["rise_at"], h["fall"], h["fall_at"]) == (pytest.approx(25), "seed 0 L0H0", pytest.approx(-18), "seed 0 L1H1")
+    assert (h["n"], h["heads"], h["mean"], h["largest_lo"], h["largest_hi"]) == pytest.approx(
+        (2, 4, 2.75, 15, 25))
+    assert (h["rise"], h["rise_at"], h["fall"], h["fall_at"]) == (pytest.approx(25), "seed 0 L0H0",
+                                                                  pytest.approx(-18), "seed 0 L1H1")
     assert (h["top_base"], h["top"]) == pytest.approx((45, 42.5))
     (o,) = analyze.rotation_off(runs, "seq_only")
-    assert (o["base"], o["on"], o["off"], o["points"], o["fell"], o["n"]) == pytest.approx((22.5, 25.25, 22.5, -2.75, 1, 2))
+    assert (o["base"], o["on"], o["off"], o["points"], o["fell"], o["n"]) == pytest.approx(
+        (22.5, 25.25, 22.5, -2.75, 1, 2))
     analyze.main([str(tmp_path / "sheets")])
     out = capsys.readouterr().out
     assert "| seq_grid | 3 | 0.0200 | 0.0173 | 0.0100 | 0.0265 | 0.38 |" in out
-    assert "| seq_grid: same_column_above | 2 × 4 | +2.75 | 15.0–25.0 | +25.0 (seed 0 L0H0) | -18.0 (seed 0 L1H1) | 45.0 | 42.5 |" in out
+    assert ("| seq_grid: same_column_above | 2 × 4 | +2.75 | 15.0–25.0 | +25.0 (seed 0 L0H0) "
+            "| -18.0 (seed 0 L1H1) | 45.0 | 42.5 |") in out
     assert "| seq_grid: same_column_above | 22.50 | 25.25 | 22.50 | -2.75 | 1/2 |" in out
 
 
@@ -529,14 +563,15 @@ def test_noise_floor_by_hand(tmp_path, capsys):
         write_run(tmp_path, "web", "seq_depth", seed, v, given=["config"])
         write_run(tmp_path, "web", "seq_only", seed, v + 0.02)
     first = tmp_path / "web" / "seq_depth" / "seed0"
-    reps = [write_run(tmp_path, "web", f"seq_depth_rep{k}", 0, 3.000 + 0.002 * k, "seq_depth", name=f"seq_depth_rep{k}",
-                      given=["config", "name"], device="cuda:1") for k in (1, 2)]
+    reps = [write_run(tmp_path, "web", f"seq_depth_rep{k}", 0, 3.000 + 0.002 * k, "seq_depth",
+                      name=f"seq_depth_rep{k}", given=["config", "name"], device="cuda:1") for k in (1, 2)]
     r = analyze.noise_floor([str(first)] + [str(d) for d in reps], "seq_only")
     assert (r["replicates"], r["seeds"], r["paired_seeds"]) == (3, 3, 3)
     assert (r["sd"], r["range"], r["sd_seeds"], r["delta"]) == pytest.approx((0.002, 0.004, 0.01, -0.02))
     assert (r["of_seeds"], r["of_effect"]) == pytest.approx((0.2, 0.1))
     analyze.main(["--replicates", str(first)] + [str(d) for d in reps])
-    assert "| 3 | 0.0020 | 0.0040 | 3 | 0.0100 | 20% | -0.0200 vs seq_only (3 seeds) | 10% |" in capsys.readouterr().out
+    assert ("| 3 | 0.0020 | 0.0040 | 3 | 0.0100 | 20% | -0.0200 vs seq_only (3 seeds) | 10% |"
+            in capsys.readouterr().out)
     other = [write_run(tmp_path, "web", "seq_depth", 3, 3.0),
              write_run(tmp_path, "web", "seq_depth_dropout", 0, 3.0, "seq_depth", depth_dropout=0.3)]
     for d in other:
@@ -545,18 +580,21 @@ def test_noise_floor_by_hand(tmp_path, capsys):
 
 
 def test_a_best_milestone_run_is_compared_at_the_value_it_reports(tmp_path, capsys):
-    """Appendix §4 "Evaluation": the diverged larger-web tree_only run "is reported at its best milestone,
-    labelled as such". tree_only's milestones 2.6, 2.5, 4.0 (final 4.0, reported 2.5 at step 20) against
-    seq_only's 2.9, 2.8, 2.7: Δ = 2.5 − 2.7 = −0.2 at both seeds (the last shared step would give +1.3)."""
+    """Appendix §4 "Evaluation": the diverged larger-web tree_only run "is reported at its best
+    milestone, labelled as such". tree_only's milestones 2.6, 2.5, 4.0 (final 4.0, reported 2.5 at
+    step 20) against seq_only's 2.9, 2.8, 2.7: Δ = 2.5 − 2.7 = −0.2 at both seeds (the last shared
+    step would give +1.3)."""
     import json
     for seed in (0, 1):
-        for name, vals, rule in (("seq_only", (2.9, 2.8, 2.7), "final"), ("tree_only", (2.6, 2.5, 4.0), "best_milestone")):
+        for name, vals, rule in (("seq_only", (2.9, 2.8, 2.7), "final"),
+                                 ("tree_only", (2.6, 2.5, 4.0), "best_milestone")):
             d = write_run(tmp_path, "web", name, seed, vals[-1])
             (d / "log.jsonl").write_text("".join(json.dumps({"step": 10 * (i + 1), "val_loss": v}) + "\n"
                                                  for i, v in enumerate(vals)))
             best = min(range(3), key=lambda i: vals[i]) if rule == "best_milestone" else 2
-            (d / "final.json").write_text(json.dumps({"val_loss": vals[-1], "test_loss": vals[-1], "report": rule,
-                                                      "reported": {"val_loss": vals[best], "step": 10 * (best + 1)}}))
+            (d / "final.json").write_text(json.dumps({
+                "val_loss": vals[-1], "test_loss": vals[-1], "report": rule,
+                "reported": {"val_loss": vals[best], "step": 10 * (best + 1)}}))
     runs = analyze.load_runs(str(tmp_path / "web"))
     (r,) = analyze.compare(runs, "seq_only", "val")
     assert r["step"] == analyze.BEST and r["delta"] == pytest.approx(-0.2)

@@ -32,7 +32,8 @@ def test_zero_structural_rates_make_shuffle_a_no_op(tiny_python):
     ids = np.arange(4)
     cfg = {"mb_tokens": 512, "device": "cpu"}
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=64, rotary="seq_depth")).eval()
+    model = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=64,
+                          rotary="seq_depth")).eval()
     base = evaluate.score(model, split, ids, cfg, {})
     moved = evaluate.score(model, split, ids, cfg, {}, change=evaluate.shuffle, seed=1)
     assert not all(np.allclose(base[r], moved[r]) for r in base)      # the test can fail
@@ -46,7 +47,8 @@ def test_zero_structural_rates_make_shuffle_a_no_op(tiny_python):
 
 
 def paragraph_batch():
-    p = torch.tensor([[[0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1], [1, 0, 0], [1, 0, 1], [2, 0, 0], [2, 1, 0]]])
+    p = torch.tensor([[[0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1],
+                       [1, 0, 0], [1, 0, 1], [2, 0, 0], [2, 1, 0]]])
     return {"tokens": torch.arange(8)[None], "pos": torch.arange(8)[None], "p": p, "len": torch.tensor([8])}
 
 
@@ -70,7 +72,7 @@ def test_p1_substitutions():
     for name, want in (("period", [0, 0, 0, 1, 1, 1, 2, 2]), ("const0", [0] * 8)):
         bb = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in b.items()}
         evaluate.INTERVENTIONS[name](bb, None)
-        assert bb["p1_sub"][0].tolist() == want and torch.equal(bb["p"], b["p"])   # p2, p3 and the true p1 kept
+        assert bb["p1_sub"][0].tolist() == want and torch.equal(bb["p"], b["p"])   # p2, p3, true p1 kept
     bb = dict(b)
     evaluate.rand(bb, torch.Generator().manual_seed(0))
     p1 = bb["p1_sub"][0]
@@ -119,7 +121,8 @@ def test_depth_cells_bin_by_the_labels_read_by_hand():
     assert true[2].shape == (4, 33) and true[2][:, 3:].sum() == read[2][:, 3:].sum() == 0
     assert true[2][:, :3].tolist() == [[0, 0, 0], [2, 1, 0], [0, 2, 0], [0, 1, 0]]
     assert read[2][:, :3].tolist() == [[0, 0, 0], [1, 2, 0], [0, 2, 0], [0, 0, 1]]
-    assert read[0][1, 0] == pytest.approx(np.log(.3)) and read[0][1, 1] == pytest.approx(np.log(.5) + np.log(.3))
+    assert (read[0][1, 0] == pytest.approx(np.log(.3))
+            and read[0][1, 1] == pytest.approx(np.log(.5) + np.log(.3)))
     assert true[0][1, 0] == pytest.approx(np.log(.5) + np.log(.3))
     collect_cells(7, {"p": p, "p1_read": torch.tensor([0, 0, 0, 1])}, att)     # a second label draw
     true, read = (summary()[1][s][7] for s in ("", "_read"))
@@ -135,14 +138,15 @@ def test_per_kind_scores_follow_hand_marked_tokens():
     out, nll, k = evaluate.by_kind(per, split, np.array([0]))
     assert out["after_close"] == {"nll": pytest.approx((2.0 + 4.0) / 2), "tokens": 2}
     assert out["all"]["nll"] == pytest.approx(3.0)
-    # the flags themselves, on a small program; its serialisation:
-    #   FunctionDef f arguments =:x0 Return x0 Assign y =1
-    # a subtree of 2+ nodes closes before Return (arguments) and Assign (the function); =1
-    # follows a leaf, its sibling y; the flag sits on the space each node begins with
+    # the flags on a small program: a subtree of 2+ nodes closes before Return (arguments) and Assign
+    # (the function); =1 follows a leaf, its sibling y; a flag sits on the space a node begins with
     doc = pycorpus.python_doc("def f(x):\n    return x\ny = 1\n")
     assert doc.text == "FunctionDef f arguments =:x0 Return x0 Assign y =1"
-    flagged = lambda k: [doc.text[i:].split(" ")[1] for i in np.flatnonzero(doc.char_kind & k)]
-    assert flagged(trees.KIND_AFTER_CLOSE) == ["Return", "Assign"] and flagged(trees.KIND_AFTER_LEAF) == ["=1"]
+
+    def flagged(k):
+        return [doc.text[i:].split(" ")[1] for i in np.flatnonzero(doc.char_kind & k)]
+    assert (flagged(trees.KIND_AFTER_CLOSE) == ["Return", "Assign"]
+            and flagged(trees.KIND_AFTER_LEAF) == ["=1"])
 
 
 def code_corpus(tmp_path, max_len):
@@ -152,18 +156,18 @@ def code_corpus(tmp_path, max_len):
     for p in stdlib_files()[200:215]:
         (src / os.path.basename(p)).write_bytes(open(p, "rb").read())
     data = tmp_path / "data"
-    prepare.main(["code", "--src", str(src), "--out", str(data), "--vocab", "300", "--max_len", str(max_len),
-                  "--workers", "1"])
+    prepare.main(["code", "--src", str(src), "--out", str(data), "--vocab", "300",
+                  "--max_len", str(max_len), "--workers", "1"])
     return data
 
 
 def test_cli_on_trained_runs(tiny_python, tmp_path):
     """Python: scores, interventions, ancestor share; code (hRoPE): p1 substitutions, fake
     merge/split, depth cells that analyze.py reads, and the Fig. 1 demo."""
-    tiny = ["--n_layer=2", "--n_embd=128", "--max_len=64", "--docs_per_step=4", "--val_docs=4", "--test_docs=4",
-            "--milestones=1", "--mb_tokens=256", "--steps=2"]
-    run = train.main(["--compile=0", "--bf16=0", "--corpus", "python", "--config", "seq_depth", "--data", tiny_python, "--out", str(tmp_path),
-                      "--n_head=1", *tiny])
+    tiny = ["--n_layer=2", "--n_embd=128", "--max_len=64", "--docs_per_step=4", "--val_docs=4",
+            "--test_docs=4", "--milestones=1", "--mb_tokens=256", "--steps=2"]
+    run = train.main(["--compile=0", "--bf16=0", "--corpus", "python", "--config", "seq_depth",
+                      "--data", tiny_python, "--out", str(tmp_path), "--n_head=1", *tiny])
     res = evaluate.main([run, "--max_docs", "4", "--attention"])
     assert set(res["interventions"]) == {"shuffle", "remove"} and "after_close" in res["kinds"]
     att = json.load(open(os.path.join(run, "attention_test.json")))
@@ -172,8 +176,8 @@ def test_cli_on_trained_runs(tiny_python, tmp_path):
     assert len(z["nll"]) == res["kinds"]["all"]["tokens"] == len(z["record"])
 
     data = code_corpus(tmp_path, 64)
-    run = train.main(["--compile=0", "--bf16=0", "--corpus", "code", "--config", "hrope_axial", "--data", str(data), "--out", str(tmp_path),
-                      "--n_head=2", *tiny])
+    run = train.main(["--compile=0", "--bf16=0", "--corpus", "code", "--config", "hrope_axial",
+                      "--data", str(data), "--out", str(tmp_path), "--n_head=2", *tiny])
     res = evaluate.main([run, "--max_docs", "6", "--attention", "--demo"])
     assert set(res["interventions"]) >= {"period", "rand", "const0", "fake_merge", "fake_split"}
     acc = compression.load_acc(os.path.join(run, "depth_test.npz"))
@@ -189,33 +193,38 @@ def test_table3_cells_average_label_draws(tmp_path):
     it moves by one label at every multiple of L: floor((n − 1)/L) pairs in a record of n tokens;
     hrope_axial reads the true p1, so no second binning is written."""
     prepared = os.path.join(str(code_corpus(tmp_path, 64)), "code")
-    with open(os.path.join(prepared, "meta.json")) as f:     # paragraph starts inside 64-token records are rare
-        meta = json.load(f)                                     # here (density 0.0004): plant 0.1, a few per record
+    # paragraph starts inside 64-token records are rare here: plant a density of 0.1, a few per record
+    with open(os.path.join(prepared, "meta.json")) as f:
+        meta = json.load(f)
     with open(os.path.join(prepared, "meta.json"), "w") as f:
         json.dump({**meta, "p1_density": 0.1}, f)
-    tiny = ["--n_layer=1", "--n_embd=128", "--max_len=64", "--docs_per_step=4", "--val_docs=4", "--test_docs=4",
-            "--milestones=1", "--mb_tokens=512", "--steps=2", "--n_head=2", "--compile=0", "--bf16=0"]
+    tiny = ["--n_layer=1", "--n_embd=128", "--max_len=64", "--docs_per_step=4", "--val_docs=4",
+            "--test_docs=4", "--milestones=1", "--mb_tokens=512", "--steps=2", "--n_head=2", "--compile=0",
+            "--bf16=0"]
     split = data.Split(prepared, "train", 64)
     lens = split.len[evaluate.spread(split, 8)]
     L = corpus_stats(prepared)[1]["p1_period"]
     cells = {}
     for config in ("rand_axial", "period_axial", "hrope_axial"):
-        run = train.main(["--corpus", "code", "--config", config, "--data", os.path.dirname(prepared), "--out", str(tmp_path / "out"), *tiny])
+        run = train.main(["--corpus", "code", "--config", config, "--data", os.path.dirname(prepared),
+                          "--out", str(tmp_path / "out"), *tiny])
         for k in (1, 2):
-            evaluate.main([run, "--split", "train", "--max_docs", "8", "--interventions", "none", "--attention",
-                           "--label_draws", str(k)])
+            evaluate.main([run, "--split", "train", "--max_docs", "8", "--interventions", "none",
+                           "--attention", "--label_draws", str(k)])
             cells[config, k] = {s: dict(np.load(os.path.join(run, f"depth{s}_train.npz")))
-                                for s in ("", "_read") if os.path.exists(os.path.join(run, f"depth{s}_train.npz"))}
+                                for s in ("", "_read")
+                                if os.path.exists(os.path.join(run, f"depth{s}_train.npz"))}
     r1, r2 = cells["rand_axial", 1], cells["rand_axial", 2]
     assert r1["_read"]["label_draws"] == r1[""]["label_draws"] == 1 and r2["_read"]["label_draws"] == 2
     draw1 = 2 * r2["_read"]["count"] - r1["_read"]["count"]
     assert np.array_equal(draw1, np.round(draw1)) and draw1.min() == 0
-    assert draw1[:, 1].sum() == r1["_read"]["count"][:, 1].sum() == (lens - 1).sum()       # every d = 1 pair once
-    assert not np.array_equal(draw1, r1["_read"]["count"])                                 # another draw of labels
-    assert np.array_equal(r2[""]["count"], r1[""]["count"])             # the true binning: the same pairs ...
-    assert not np.allclose(r2[""]["sum"], r1[""]["sum"])                # ... under draw 1's attention too
+    assert draw1[:, 1].sum() == r1["_read"]["count"][:, 1].sum() == (lens - 1).sum()  # every d = 1 pair once
+    assert not np.array_equal(draw1, r1["_read"]["count"])                            # another draw of labels
+    assert np.array_equal(r2[""]["count"], r1[""]["count"])     # the true binning: the same pairs ...
+    assert not np.allclose(r2[""]["sum"], r1[""]["sum"])        # ... under draw 1's attention too
     p1, p2 = cells["period_axial", 1], cells["period_axial", 2]
-    assert p2["_read"]["label_draws"] == 1 and all(np.array_equal(p1["_read"][k], p2["_read"][k]) for k in p1["_read"])
+    assert p2["_read"]["label_draws"] == 1 and all(np.array_equal(p1["_read"][k], p2["_read"][k])
+                                                   for k in p1["_read"])
     assert p1["_read"]["count"][:, 1, 1].sum() == ((lens - 1) // L).sum()
     assert p1["_read"]["count"][:, 1, 0].sum() == (lens - 1).sum() - ((lens - 1) // L).sum()
     assert set(cells["hrope_axial", 2]) == {""} and cells["hrope_axial", 2][""]["label_draws"] == 1
@@ -233,7 +242,9 @@ def test_sheet_column_offset_histogram_and_reference_share_by_hand():
     att = torch.tensor([[1, 0, 0, 0], [.6, .4, 0, 0], [.1, .2, .7, 0], [.5, .1, .3, .1]])[None, None]
     earlier = torch.ones(4, 4, dtype=torch.bool).tril(-1)
     q = cell & earlier.any(-1)                                      # queries 1, 2, 3
-    h = lambda k: evaluate.share(att, bins[k] & earlier, q)[0].item() / 3
+
+    def h(k):
+        return evaluate.share(att, bins[k] & earlier, q)[0].item() / 3
     assert h("same_row_-1") == pytest.approx((.6 + .3) / 3)         # B1 -> A1, B2 -> A2
     assert h("rows_above_+0") == pytest.approx((.1 + .1) / 3)       # A2 -> A1, B2 -> B1
     assert h("rows_above_-1") == pytest.approx(.5 / 3)              # B2 -> A1
@@ -247,14 +258,18 @@ def test_cli_on_a_sheets_run(tmp_path):
     data = tmp_path / "data"
     prepare.main(["sheets", "--workbooks", "17", "--out", str(data), "--vocab", "300", "--max_len", "64",
                   "--workers", "1"])                                  # 17: the first count with val and test
-    run = train.main(["--compile=0", "--bf16=0", "--corpus", "sheets", "--config", "seq_grid", "--data", str(data), "--out", str(tmp_path),
-                      "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4", "--val_docs=4",
-                      "--test_docs=4", "--milestones=1", "--mb_tokens=256", "--steps=2"])
-    res = evaluate.main([run, "--split", "train", "--max_docs", "40", "--rotation_off"])     # implies --attention
-    assert {"row_end", "cell_ref"} <= set(res["kinds"]) and {"shuffle", "remove"} == set(res["interventions"])
+    run = train.main(["--compile=0", "--bf16=0", "--corpus", "sheets", "--config", "seq_grid",
+                      "--data", str(data), "--out", str(tmp_path), "--n_layer=2", "--n_embd=128",
+                      "--n_head=1", "--max_len=64", "--docs_per_step=4", "--val_docs=4", "--test_docs=4",
+                      "--milestones=1", "--mb_tokens=256", "--steps=2"])
+    # --rotation_off implies --attention
+    res = evaluate.main([run, "--split", "train", "--max_docs", "40", "--rotation_off"])
+    assert ({"row_end", "cell_ref"} <= set(res["kinds"])
+            and {"shuffle", "remove"} == set(res["interventions"]))
     att = json.load(open(os.path.join(run, "attention_train.json")))
     off = json.load(open(os.path.join(run, "attention_train_rotation_off.json")))
-    assert set(off) == set(att) and off["same_column_above"]["queries"] == att["same_column_above"]["queries"] > 0
+    assert (set(off) == set(att)
+            and off["same_column_above"]["queries"] == att["same_column_above"]["queries"] > 0)
     row, above = att["same_row_by_column_offset"], att["rows_above_by_column_offset"]
     assert row["offsets"] == above["offsets"] == list(range(-8, 9))
     assert 0 < sum(row["mean_over_heads"]) + sum(above["mean_over_heads"]) <= 1
@@ -271,21 +286,25 @@ def test_rotation_off_classes_keys_by_the_true_coordinates(tiny_python, tmp_path
     split = data.Split(os.path.join(tiny_python, "python"), "test", 64)
     ids, cfg = np.arange(4), {"mb_tokens": 512, "device": "cpu"}
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=64, rotary="seq_depth")).eval()
+    model = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=64,
+                          rotary="seq_depth")).eval()
 
     def on_off():
         collect, _, summary = evaluate.attention_stats(("ancestor",), 64)
         evaluate.score(model, split, ids, cfg, {}, attention=collect)
         evaluate.write_attention(summary, split, ids, str(tmp_path), "test")
         evaluate.write_rotation_off(model, split, ids, cfg, {}, ("ancestor",), str(tmp_path), "test")
-        return [json.load(open(tmp_path / f"attention_test{s}.json"))["ancestor"] for s in ("", "_rotation_off")]
+        return [json.load(open(tmp_path / f"attention_test{s}.json"))["ancestor"]
+                for s in ("", "_rotation_off")]
     on, off = on_off()
-    assert off["queries"] == on["queries"] > 0 and not np.allclose(off["per_layer_head"], on["per_layer_head"])
+    assert (off["queries"] == on["queries"] > 0
+            and not np.allclose(off["per_layer_head"], on["per_layer_head"]))
     with torch.no_grad():
         model.rotary.rates.zero_()
         model.rotary.offsets.zero_()
     on, off = on_off()
-    assert off["queries"] == on["queries"] and np.allclose(off["per_layer_head"], on["per_layer_head"], atol=1e-6)
+    assert (off["queries"] == on["queries"]
+            and np.allclose(off["per_layer_head"], on["per_layer_head"], atol=1e-6))
 
 
 def test_spread_covers_documents_round_robin():
@@ -302,15 +321,17 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     sent_axial and rand_axial do not read p1, so falsifying it changes no input and Δ_B = Δ_C = 0
     exactly; hrope_axial reads it."""
     data = code_corpus(tmp_path, 128)
-    tiny = ["--n_layer=2", "--n_embd=128", "--max_len=128", "--docs_per_step=4", "--val_docs=4", "--test_docs=4",
-            "--milestones=1", "--mb_tokens=512", "--steps=2", "--n_head=2", "--compile=0", "--bf16=0"]
+    tiny = ["--n_layer=2", "--n_embd=128", "--max_len=128", "--docs_per_step=4", "--val_docs=4",
+            "--test_docs=4", "--milestones=1", "--mb_tokens=512", "--steps=2", "--n_head=2", "--compile=0",
+            "--bf16=0"]
     for config in ("flat", "sent_axial", "hrope_axial", "rand_axial"):
         for seed in (0, 1):
-            run = train.main(["--corpus", "code", "--config", config, "--seed", str(seed), "--data", str(data),
-                              "--out", str(tmp_path / "out"), *tiny])
-            evaluate.main([run, "--split", "train", "--max_docs", "8", "--interventions", "none", "--boundary"]
-                          + ["--paragraphs"] * (config == "hrope_axial"))
-            res = evaluate.main([run, "--max_docs", "1", "--interventions", "none", "--demo"])   # eval_test.json
+            run = train.main(["--corpus", "code", "--config", config, "--seed", str(seed),
+                              "--data", str(data), "--out", str(tmp_path / "out"), *tiny])
+            evaluate.main([run, "--split", "train", "--max_docs", "8", "--interventions", "none",
+                           "--boundary"] + ["--paragraphs"] * (config == "hrope_axial"))
+            # writes eval_test.json
+            res = evaluate.main([run, "--max_docs", "1", "--interventions", "none", "--demo"])
             change = res["demo"]["d_eff_change_across_boundary"]
             assert (change == 0.0) == (config != "hrope_axial")      # Fig. 3: zero for the p1-blind models
     meta, corpus = corpus_stats(os.path.join(str(data), "code"))   # rand_axial reads random labels: the
@@ -330,22 +351,25 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     figures.figure_demo(analyze.load_runs(str(tmp_path / "out")), str(tmp_path))
     rows = open(tmp_path / "fig3_demo.csv").read().splitlines()[1:]
     assert (tmp_path / "fig3_demo.png").exists() and len(rows) == 4
-    assert {r.split(",")[0]: float(r.split(",")[2]) == 0.0 for r in rows} == {"flat": True, "sent_axial": True,
-                                                                              "hrope_axial": False, "rand_axial": True}
+    assert {r.split(",")[0]: float(r.split(",")[2]) == 0.0 for r in rows} == {
+        "flat": True, "sent_axial": True, "hrope_axial": False, "rand_axial": True}
     assert out.count("holds exactly") == 3 and "| hrope_axial |" in out
     # Tables 5 and 9 from the two hrope_axial seeds (every baseline cell admitted at this size)
-    reg = compression.paragraph_regression(os.path.join(str(tmp_path / "out"), "code", "hrope_axial"), "train", gate=1)
+    reg = compression.paragraph_regression(os.path.join(str(tmp_path / "out"), "code", "hrope_axial"),
+                                           "train", gate=1)
     assert reg["runs"] == 2 and reg["paragraphs"] > 5 and reg["df"] == reg["paragraphs"] - 5
     assert all(np.isfinite(reg[k]["b"]) and reg[k]["se"] > 0 for k in compression.PREDICTORS)
     md = compression.paragraph_markdown([reg, reg])
     assert "| Embedding coherence |" in md and "STAND-IN" in reg["embedding"]
     # A.10's d-only pilot and the band decay over the 128-token window's 4 bands of 32
-    assert all(-1 <= reg["pilot"][k] <= 1 for k in ("r_d_only", "r_d_band")) and len(reg["band_decay"]["shift"]) == 4
+    assert (all(-1 <= reg["pilot"][k] <= 1 for k in ("r_d_only", "r_d_band"))
+            and len(reg["band_decay"]["shift"]) == 4)
     assert "| d only (pilot) | code |" in md and "| code | " in md.split("Band-decay")[1]
     # rand_axial: compression-depth cells binned by the true p1 and by the labels its channel read
-    run = train.main(["--corpus", "code", "--config", "rand_axial", "--data", str(data), "--out", str(tmp_path / "out"),
-                      *tiny])
-    res = evaluate.main([run, "--split", "train", "--max_docs", "8", "--interventions", "none", "--attention", "--probe"])
+    run = train.main(["--corpus", "code", "--config", "rand_axial", "--data", str(data),
+                      "--out", str(tmp_path / "out"), *tiny])
+    res = evaluate.main([run, "--split", "train", "--max_docs", "8", "--interventions", "none",
+                         "--attention", "--probe"])
     true, read = (np.load(os.path.join(run, f"depth{s}_train.npz"))["count"] for s in ("", "_read"))
     # Table 13 in its two passes: seed 1's pass 1 alone, then pass 2 on both (seed 0 runs its own
     # pass 1 first): one choice pooled over the two seeds, the pair-matched sets at their targets
@@ -356,25 +380,30 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     summary = json.load(open(os.path.join(hub_runs[0], "hub_train.json")))
     conds = summary["conditions"]
     assert summary["pooled_from"] == ["seed0", "seed1"] and set(conds) == {
-        "original", "hub", "freq", "random0", "random1", "random2", "pair_matched0", "pair_matched1", "pair_matched2",
-        "sweep25", "sweep50", "sweep75"}
+        "original", "hub", "freq", "random0", "random1", "random2", "pair_matched0", "pair_matched1",
+        "pair_matched2", "sweep25", "sweep50", "sweep75"}
     assert all(conds[f"pair_matched{k}"]["target_pairs"] == conds["hub"]["blocked_pairs"] for k in range(3))
-    assert all(c["difference"] == c["blocked_pairs"] - c["target_pairs"] for c in conds.values() if "target_pairs" in c)
+    assert all(c["difference"] == c["blocked_pairs"] - c["target_pairs"]
+               for c in conds.values() if "target_pairs" in c)
     rows, sweep, draws, checks = table = hubs.hub_table(hub_runs, "train", gate=1, draws=50)
     assert [r["condition"] for r in rows] == ["original", "hub", "freq", "random", "pair_matched"]
-    assert [r["ci"] is None for r in rows] == [False, False, False, True, True]       # CIs where the paper brackets
+    # CIs where the paper brackets them
+    assert [r["ci"] is None for r in rows] == [False, False, False, True, True]
     assert [s["percent"] for s in sweep] == [25, 50, 75, 100] and np.isfinite(rows[0]["U1"])
     assert np.array_equal([sweep[-1]["U"], sweep[-1]["U1"]], [rows[-1]["U"], rows[-1]["U1"]], equal_nan=True)
     assert "mass sweep" in hubs.hub_markdown(table, "t")
     # App. E's checks on a real model: the masked passes blocked exactly pass 1's pairs, the softmax
     # renormalised over the keys left, same-paragraph pairs untouched; pair-matched removes the hubs' share
     by = {c["condition"]: c for c in checks}
-    assert set(by) == set(conds) and all(c["blocked"] == c["expected"] == conds[k]["blocked_pairs"] for k, c in by.items())
-    assert all(c["row_sum_error"] < 1e-4 and c["blocked_attention"] == 0 and c["same_paragraph_kept"] for c in checks)
+    assert set(by) == set(conds) and all(c["blocked"] == c["expected"] == conds[k]["blocked_pairs"]
+                                         for k, c in by.items())
+    assert all(c["row_sum_error"] < 1e-4 and c["blocked_attention"] == 0 and c["same_paragraph_kept"]
+               for c in checks)
     assert by["hub"]["blocked"] > 0 and by["original"]["blocked"] == 0
     assert by["pair_matched0"]["blocked"] == by["hub"]["blocked"] + conds["pair_matched0"]["difference"]
     layers = res["probe"]["layers"]
-    assert [l["layer"] for l in layers] == [0, 1] and all(0 <= l["auroc"] <= 1 for l in layers)
+    assert ([layer["layer"] for layer in layers] == [0, 1]
+            and all(0 <= layer["auroc"] <= 1 for layer in layers))
     assert 0 < res["probe"]["boundary_share"] < 0.5 and res["probe"]["test_documents"] >= 1
     assert true.sum() > 0 and read.sum() > 0 and not np.array_equal(true, read)
 
@@ -390,12 +419,14 @@ def test_substitutions_reach_every_p1_reading_channel():
     assert coordinate(b, "period_p1").tolist() == [[0, 0, 0, 1, 1, 1, 2, 2]]
     own = dict(b)
     evaluate.period(own, None)
-    assert torch.equal(coordinate(own, "period_p1"), coordinate(b, "period_p1"))      # a no-op on its own grid
+    assert torch.equal(coordinate(own, "period_p1"), coordinate(b, "period_p1"))   # a no-op on its own grid
     true = dict(b)
     evaluate.real(true, None)
     assert coordinate(true, "period_p1").tolist() == [[0, 0, 0, 1, 1, 1, 1, 1]]
-    assert coordinate(true, "rand_p1").tolist() == coordinate(true, "p1").tolist() == [[0, 0, 0, 1, 1, 1, 1, 1]]
-    assert evaluate.default_interventions(["period_p1", "p2", "p3"])[-4:] == ["real", "period", "rand", "const0"]
+    assert (coordinate(true, "rand_p1").tolist() == coordinate(true, "p1").tolist()
+            == [[0, 0, 0, 1, 1, 1, 1, 1]])
+    assert (evaluate.default_interventions(["period_p1", "p2", "p3"])[-4:]
+            == ["real", "period", "rand", "const0"])
     assert "real" not in evaluate.default_interventions(["p1", "p2", "p3"])
 
 
@@ -404,15 +435,17 @@ def test_paragraph_cells_by_hand():
     Δp1 = 0 pairs (query i, key j): (1,0) d1 b0, (2,0) d2 b1, (2,1) d1 b1, (4,3) d1 b2. Δp1 = 1
     pairs: (3,0) (3,1) (3,2) (4,0) (4,1) (4,2) with key paragraph 0, (5,3) (5,4) with key paragraph 1."""
     i, j = np.indices((6, 6))
-    base_sum, base_n, rows, sums, counts = compression.paragraph_cells((10.0 * i + j), np.array([0, 0, 0, 1, 1, 2]),
-                                                                   d_max=4, band=2)
+    base_sum, base_n, rows, sums, counts = compression.paragraph_cells(
+        (10.0 * i + j), np.array([0, 0, 0, 1, 1, 2]), d_max=4, band=2)
     assert base_n.shape == (5, 3) and base_n.sum() == 4
-    assert {(d, b): base_sum[d, b] for d, b in zip(*np.nonzero(base_n))} == {(1, 0): 10, (2, 1): 20, (1, 1): 21, (1, 2): 43}
+    assert {(d, b): base_sum[d, b] for d, b in zip(*np.nonzero(base_n))} == {
+        (1, 0): 10, (2, 1): 20, (1, 1): 21, (1, 2): 43}
     got = {tuple(r): (s, c) for r, s, c in zip(rows.tolist(), sums, counts)}
-    assert got == {(0, 3, 1): (30, 1), (0, 2, 1): (31, 1), (0, 1, 1): (32, 1), (0, 4, 2): (40, 1), (0, 3, 2): (41, 1),
-                   (0, 2, 2): (42, 1), (1, 2, 2): (53, 1), (1, 1, 2): (54, 1)}
+    assert got == {(0, 3, 1): (30, 1), (0, 2, 1): (31, 1), (0, 1, 1): (32, 1), (0, 4, 2): (40, 1),
+                   (0, 3, 2): (41, 1), (0, 2, 2): (42, 1), (1, 2, 2): (53, 1), (1, 1, 2): (54, 1)}
     # d_max caps both: at d_max = 2 the pairs at d 3 and 4 are gone
-    _, base_n, rows, _, _ = compression.paragraph_cells((10.0 * i + j), np.array([0, 0, 0, 1, 1, 2]), d_max=2, band=2)
+    _, base_n, rows, _, _ = compression.paragraph_cells((10.0 * i + j), np.array([0, 0, 0, 1, 1, 2]),
+                                                        d_max=2, band=2)
     assert base_n.shape == (3, 3) and rows[:, 1].max() == 2 and len(rows) == 5
 
 
@@ -424,7 +457,8 @@ def test_probe_on_a_planted_signal():
     X = torch.randn(4000, 8, generator=g)
     y = X[:, 3] > 1.65
     good = boundaries.logistic_probe(X[:3000], y[:3000], X[3000:], y[3000:])
-    assert good["balanced_accuracy"] > 0.95 and good["auroc"] > 0.99 and good["macro_f1"] > 0.75   # balancing costs precision
+    # macro-F1 lower: balancing costs precision
+    assert good["balanced_accuracy"] > 0.95 and good["auroc"] > 0.99 and good["macro_f1"] > 0.75
     noise = torch.rand(4000, generator=g) < 0.05
     bad = boundaries.logistic_probe(X[:3000], noise[:3000], X[3000:], noise[3000:])
     assert abs(bad["balanced_accuracy"] - 0.5) < 0.1 and abs(bad["auroc"] - 0.5) < 0.1
@@ -472,8 +506,8 @@ def plant_contributions(root, seed, contrib, pairs, records=(0,)):
     """Pass 1's file for root/hrope_axial/seed<k>; returns the run folder."""
     run = os.path.join(root, "hrope_axial", f"seed{seed}")
     os.makedirs(run, exist_ok=True)
-    np.savez(os.path.join(run, "hub_contrib_test.npz"), contrib=np.array(contrib, float), pairs=np.array(pairs, float),
-             records=np.array(records))
+    np.savez(os.path.join(run, "hub_contrib_test.npz"), contrib=np.array(contrib, float),
+             pairs=np.array(pairs, float), records=np.array(records))
     return run
 
 
@@ -515,10 +549,10 @@ def plant_cells(run, cond, docs, scale, seeds=("seed0",)):
 
 def plant_choice(run, conditions, checks=None, cross=100):
     """hub_test.json as write_hubs leaves it; checks default to masks that did what was intended."""
-    checks = checks or {c: {"blocked": v["blocked_pairs"], "expected": v["blocked_pairs"], "row_sum_error": 1e-7,
-                            "blocked_attention": 0.0} for c, v in conditions.items()}
-    json.dump({"pooled_from": ["seed0", "seed1"], "conditions": conditions, "cross_pairs": cross, "checks": checks},
-              open(os.path.join(run, "hub_test.json"), "w"))
+    checks = checks or {c: {"blocked": v["blocked_pairs"], "expected": v["blocked_pairs"],
+                            "row_sum_error": 1e-7, "blocked_attention": 0.0} for c, v in conditions.items()}
+    json.dump({"pooled_from": ["seed0", "seed1"], "conditions": conditions, "cross_pairs": cross,
+               "checks": checks}, open(os.path.join(run, "hub_test.json"), "w"))
 
 
 def test_hub_contributions_count_every_pair_the_mask_blocks():
@@ -528,8 +562,9 @@ def test_hub_contributions_count_every_pair_the_mask_blocks():
     att = torch.tensor([[1, 0, 0], [.5, .5, 0], [.2, .3, .5]])[None, None]
     row = {"p": torch.tensor([[0, 0, 0], [1, 0, 0], [1, 1, 0]]), "tokens": torch.tensor([5, 6, 7])}
     contrib, pairs = hubs.hub_contributions(lambda attention: attention(0, row, att), 8)
-    assert pairs.tolist() == [0, 0, 0, 0, 0, 2, 0, 0] and contrib[5] == pytest.approx(math.log(.5) - math.log(.3))
-    assert contrib[6] == 0                                          # (2, 1) is same-paragraph: no contribution
+    assert (pairs.tolist() == [0, 0, 0, 0, 0, 2, 0, 0]
+            and contrib[5] == pytest.approx(math.log(.5) - math.log(.3)))
+    assert contrib[6] == 0                                      # (2, 1) is same-paragraph: no contribution
 
 
 def test_mask_check_by_hand():
@@ -544,7 +579,8 @@ def test_mask_check_by_hand():
     zeroed = torch.tensor([[1, 0, 0], [.5, .5, 0], [0, .3, .5]])[None, None]
     n, err, leak = hubs.mask_check(blocked, zeroed)
     assert n == 1 and err == pytest.approx(0.2) and leak == 0
-    assert hubs.mask_check(blocked, torch.tensor([[1, 0, 0], [.5, .5, 0], [.2, .3, .5]])[None, None])[2] == pytest.approx(0.2)
+    left = torch.tensor([[1, 0, 0], [.5, .5, 0], [.2, .3, .5]])[None, None]
+    assert hubs.mask_check(blocked, left)[2] == pytest.approx(0.2)
 
 
 def full_cells(docs, ks):
@@ -573,14 +609,16 @@ def test_hub_checks_and_the_dagger_fallback_by_hand(tmp_path):
     full = [range(6)] * 3
     for s, run in enumerate(runs):
         os.makedirs(run)
-        for c, ks in {"original": full, "hub": full, "freq": [range(6), range(3), range(3)], "pair_matched0": full}.items():
+        for c, ks in {"original": full, "hub": full, "freq": [range(6), range(3), range(3)],
+                      "pair_matched0": full}.items():
             cells = full_cells([3, 5, 8], ks)
             if c == "pair_matched0" and s == 1:
                 cells["count"][2, 1, 0] = 0
             np.savez(os.path.join(run, f"hub_{c}_test.npz"), **cells)
         per_seed = {"original": 0, "hub": 30 - 10 * s, "freq": 25, "pair_matched0": 20 + 10 * s}
-        checks = {c: {"blocked": n, "expected": n + (c == "freq" and s == 1), "row_sum_error": 1e-7 * (1 + 2 * s),
-                      "blocked_attention": 0.0} for c, n in per_seed.items()}
+        checks = {c: {"blocked": n, "expected": n + (c == "freq" and s == 1),
+                      "row_sum_error": 1e-7 * (1 + 2 * s), "blocked_attention": 0.0}
+                  for c, n in per_seed.items()}
         plant_choice(run, conditions, checks)
     table = hubs.hub_table(runs, gate=4, draws=300)
     rows, _, draws, checks = table
@@ -595,7 +633,8 @@ def test_hub_checks_and_the_dagger_fallback_by_hand(tmp_path):
     assert [c[k]["same_paragraph_kept"] for k in cond] == [True, True, True, False]
     assert c["hub"]["row_sum_error"] == pytest.approx(3e-7)
     md = hubs.hub_markdown(table, "t")
-    assert "| freq | -0.900† | not identifiable" in md and f"freq: over the {by['freq']['fallback']} of 300 draws" in md
+    assert ("| freq | -0.900† | not identifiable" in md
+            and f"freq: over the {by['freq']['fallback']} of 300 draws" in md)
     assert "| freq | 50 | 51 | **NO** |" in md and "| 25.00% | **NO** | 10 |" in md
     assert "hubs key 25.00% of the cross-paragraph pairs; Pair-matched random removes 25.00%" in md
     assert "hub / freq / pair-matched: 10 / 4 / 10" in md
@@ -609,7 +648,8 @@ def test_hub_table_clusters_are_documents(tmp_path):
     runs = [str(tmp_path / f"seed{s}") for s in (0, 1)]
     choice = {"pooled_from": ["seed0", "seed1"],
               "conditions": {"original": {"types": [], "blocked_pairs": 0},
-                             "pair_matched0": {"types": [4, 7], "blocked_pairs": 11, "target_pairs": 10, "difference": 1}}}
+                             "pair_matched0": {"types": [4, 7], "blocked_pairs": 11, "target_pairs": 10,
+                                               "difference": 1}}}
     for run in runs:
         os.makedirs(run)
         for cond in ("original", "pair_matched0"):
