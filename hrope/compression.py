@@ -45,7 +45,8 @@ def depth_cells(att, p1, n_d=D_MAX + 1, n_k=K_MAX + 1, exclude=None):
     cell = (d * n_k + k)[keep]
     v = logA[i, j][keep].double()
     size = n_d * n_k
-    out = [torch.bincount(cell, v, size), torch.bincount(cell, v * v, size), torch.bincount(cell, minlength=size)]
+    out = [torch.bincount(cell, v, size), torch.bincount(cell, v * v, size),
+           torch.bincount(cell, minlength=size)]
     return [x.reshape(n_d, n_k).numpy() for x in out]
 
 
@@ -62,9 +63,8 @@ def document_cells(by_record, docs, uniq):
 
 
 # --------------------------------------------------------------------- compression depth U* ----
-# Input: per-document cell accumulators of log attention, each an array (n_docs, D + 1, K + 1)
-# over token distance d = 0..D and paragraph displacement Δp1 = 0..K: 'sum', 'sumsq', 'count'
-# (evaluate.py writes them; layers and heads pooled).
+# Input: per-document accumulators 'sum', 'sumsq', 'count' of log attention (evaluate.py; layers and
+# heads pooled), each (n_docs, D + 1, K + 1) over token distance d = 0..D and Δp1 = 0..K.
 def cell_contrast(S, Q, N, gate=2000, d_max=1024):
     """The exact-distance estimator cell by cell (App. A.6), arrays (..., d_max, K + 1) over
     d = 1..d_max: pair counts, mean and variance of log Ā, the contrast mean(d, Δp1) − mean(d, 0)
@@ -114,7 +114,8 @@ def well(U, tot, degree=2):
         return float("nan"), float("nan")
     c, lo, hi = f
     roots = np.roots(np.polyder(c))
-    cands = [r.real for r in roots if abs(r.imag) < 1e-9 and lo < r.real < hi and np.polyval(np.polyder(c, 2), r.real) > 0]
+    cands = [r.real for r in roots
+             if abs(r.imag) < 1e-9 and lo < r.real < hi and np.polyval(np.polyder(c, 2), r.real) > 0]
     if not cands:
         return float("nan"), float("nan")
     x = min(cands, key=lambda r: np.polyval(c, r))
@@ -163,7 +164,9 @@ def bootstrap_depth(acc_a, acc_b=None, draws=2000, gate=2000, seed=0, chunk=100)
     rng = np.random.default_rng(seed)
     n_docs = acc_a["count"].shape[0]
     shape = acc_a["count"].shape[1:]
-    flat = lambda acc, k: acc[k].reshape(n_docs, -1).astype(float)
+
+    def flat(acc, k):
+        return acc[k].reshape(n_docs, -1).astype(float)
     mats = [[flat(a, k) for k in ("sum", "sumsq", "count")] for a in ([acc_a] + ([acc_b] if acc_b else []))]
     out = [[] for _ in mats]
     for start in range(0, draws, chunk):
@@ -226,7 +229,8 @@ def read_paths(path):
         read = os.path.join(head, name.replace("depth_", "depth_read_", 1))
         out.append(read if name.startswith("depth_") and os.path.exists(read) else p)
     if len({"depth_read_" in os.path.basename(p) for p in out}) > 1:
-        raise SystemExit(f"error: some of {path} have labels-read cells (depth_read_*.npz) and some not; evaluate them alike")
+        raise SystemExit(f"error: some of {path} have labels-read cells (depth_read_*.npz) and some not; "
+                         "evaluate them alike")
     return ",".join(out)
 
 
@@ -234,7 +238,8 @@ def _binning(path):
     """How a model's cells bin Δp1, for the table's heading."""
     if "depth_read_" not in path:
         return "true p1 (the labels it reads, if any)"
-    k = sorted({int(z["label_draws"]) if "label_draws" in z.files else 1 for z in map(np.load, path.split(","))})
+    k = sorted({int(z["label_draws"]) if "label_draws" in z.files else 1
+                for z in map(np.load, path.split(","))})
     return f"labels read, mean over {'/'.join(map(str, k))} draw{'s' if k[-1] > 1 else ''} of them"
 
 
@@ -256,19 +261,23 @@ def depth_report(path_a, path_b=None, draws=2000, gates=GATES):
     if read == true:
         lines += ["", "every model reads the true p1 (or none): binned by the true p1 the table is the same"]
     else:
-        lines += ["", "secondary, Δp1 binned by the true p1 (the same attention):", ""] + _depth_table(true, draws, gates)
+        lines += (["", "secondary, Δp1 binned by the true p1 (the same attention):", ""]
+                  + _depth_table(true, draws, gates))
     return "\n".join(lines)
 
 
 def _depth_table(paths, draws, gates):
     """Gate-robustness table, paired bootstrap CIs and response curves of one or two models."""
     accs = [load_acc(p) for p in paths]
-    lines = ["| model | gate | Δp1* (deg 2) | U* (deg 2) | Δp1* (deg 3) | U* (deg 3) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| model | gate | Δp1* (deg 2) | U* (deg 2) | Δp1* (deg 3) | U* (deg 3) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+
+    def fmt(v):
+        return "no interior minimum" if math.isnan(v) else f"{v:.3f}"
     for name, acc in zip(paths, accs):
         for g in gates:
             x2, u2, _ = compression_depth(acc, g, degree=2)
             x3, u3, _ = compression_depth(acc, g, degree=3)
-            fmt = lambda v: "no interior minimum" if math.isnan(v) else f"{v:.3f}"
             lines.append(f"| {run_label(name)} | {g} | {fmt(x2)} | {fmt(u2)} | {fmt(x3)} | {fmt(u3)} |")
     res = bootstrap_depth(*accs, draws=draws)
     lines.append("")
@@ -280,7 +289,8 @@ def _depth_table(paths, draws, gates):
             lines.append(f"  {n}: not identifiable ({missing} of {draws} draws without an interior minimum)")
         else:
             lo, hi = ci(r)
-            lines.append(f"  {n}: U* 95% CI [{lo:.3f}, {hi:.3f}] ({missing} draws without an interior minimum)")
+            lines.append(f"  {n}: U* 95% CI [{lo:.3f}, {hi:.3f}] "
+                         f"({missing} draws without an interior minimum)")
     lines.append("")
     lines.append("response U(Δp1) at gate 2000, Δp1 = 1..8 (NaN: no cell passed the gate):")
     for name, acc in zip(paths, accs):
@@ -304,7 +314,8 @@ def baseline_counts(N, gates=GATES, bins=A6_BINS, far=FAR_D):
     n = N[:, 0]
     d = np.arange(len(n))
     edges = [1] + [b + 1 for b in bins if b + 1 < len(n)] + [len(n)]
-    return {"total": int(n.sum()), "ranges": [(lo, hi - 1, int(n[lo:hi].sum())) for lo, hi in zip(edges, edges[1:])],
+    return {"total": int(n.sum()),
+            "ranges": [(lo, hi - 1, int(n[lo:hi].sum())) for lo, hi in zip(edges, edges[1:])],
             "far": int(n[far + 1:].sum()), "largest": int(d[n > 0].max(initial=0)),
             "gates": {g: (int((n[1:] >= g).sum()), int(d[1:][n[1:] >= g].max(initial=0))) for g in gates}}
 
@@ -356,13 +367,16 @@ def diagnostics_report(path, gates=GATES, reference=2000):
     """The A.6/A.7 diagnostics of one model's cells (seeds pooled), as printed text."""
     acc = load_acc(path)
     S, Q, N = (acc[k].sum(0) for k in ("sum", "sumsq", "count"))
-    num = lambda v, f="+.3f": "—" if math.isnan(v) else format(v, f)
+
+    def num(v, f="+.3f"):
+        return "—" if math.isnan(v) else format(v, f)
     c = baseline_counts(N, gates)
     schemes = weighting_schemes(acc, gates)
     lines = [f"App. A.6/A.7 diagnostics, {run_label(path)}, Δp1 binned by {_binning(path)}:", "",
              f"Δp1 = 0 pairs (A.7): {c['total']:,} in all; "
              + ", ".join(f"d {lo}–{hi}: {n:,}" for lo, hi, n in c["ranges"])
-             + f"; d > {FAR_D}: {c['far']:,} (paper, WikiText-2: 4,673); largest d with one: {c['largest']}", "",
+             + f"; d > {FAR_D}: {c['far']:,} (paper, WikiText-2: 4,673); largest d with one: "
+               f"{c['largest']}", "",
              "| gate | Δp1 = 0 cells passing | their largest d | spurious cells (A.6) | their weight share "
              "| U* A (pairs) | U* B (inverse variance) | U* C (uniform) |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -374,23 +388,24 @@ def diagnostics_report(path, gates=GATES, reference=2000):
     if reference in schemes:
         a, b, cc = schemes[reference]
         lines += ["", f"weighting schemes at gate {reference}: |B − A| {num(abs(b - a), '.3f')}, |C − A| "
-                      f"{num(abs(cc - a), '.3f')} (paper: within ≈ 0.03 in every corpus; — where a scheme has no well)"]
-    lines += ["", "Spurious cell (our reading): passes the gate, contrast > 0 at a Δp1 whose pooled U < 0 (paper, Code: "
-                  "32 / 12 / 0 at gates 200 / 1,000 / 2,000).", "",
-              f"mean-d mismatch inside the superseded distance bins (A.6; paper, WikiText-2, d <= 256, Δp1 = 1: 184.5 "
-              f"against 167.0), the bin-pooled contrast beside the exact-distance U (gate {reference}):", "",
+                      f"{num(abs(cc - a), '.3f')} (paper: within ≈ 0.03 in every corpus; — where a scheme "
+                      "has no well)"]
+    lines += ["", "Spurious cell (our reading): passes the gate, contrast > 0 at a Δp1 whose pooled U < 0 "
+                  "(paper, Code: 32 / 12 / 0 at gates 200 / 1,000 / 2,000).", "",
+              f"mean-d mismatch inside the superseded distance bins (A.6; paper, WikiText-2, d <= 256, "
+              f"Δp1 = 1: 184.5 against 167.0), the bin-pooled contrast beside the exact-distance U "
+              f"(gate {reference}):", "",
               "| d bin | Δp1 | mean d, Δp1 = 0 | mean d, Δp1 | mismatch | bin-pooled U | exact-distance U |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    lines += [f"| {lo}–{hi} | {k} | {num(m0, '.1f')} | {num(mk, '.1f')} | {num(mk - m0, '+.1f')} | {num(ub)} | {num(ue)} |"
+    lines += [f"| {lo}–{hi} | {k} | {num(m0, '.1f')} | {num(mk, '.1f')} | {num(mk - m0, '+.1f')} | "
+              f"{num(ub)} | {num(ue)} |"
               for lo, hi, k, m0, mk, ub, ue in mean_d_mismatch(S, Q, N, gate=reference)]
     return "\n".join(lines)
 
 
 # -------------------------------------------------------------- paragraph-level compression ----
-# Paper 004 §6.4 / App. A.10: a Δp1 = 1 pair is scored against the same-paragraph pairs at the same
-# token distance d and the same query-context band b(i). The paper does not give the band's width;
-# this repository's reading: b(i) = i // P_BAND, the query's position in its window in bands of 32
-# tokens (8 bands at the CPU context of 256). d <= 256 as in A.10.
+# Paper 004 §6.4 / App. A.10: a Δp1 = 1 pair is scored against same-paragraph pairs at its d and query
+# band b(i) = i // P_BAND (the width is our reading: the paper gives none); d <= 256 as in A.10.
 P_BAND, P_DMAX = 32, 256
 
 
@@ -438,8 +453,8 @@ def write_paragraphs(score, split, max_len, path):
     with replacing(path) as tmp:
         np.savez_compressed(tmp, base_sum=base_sum, base_n=base_n, record=rows[:, 0].astype(np.int64),
                             p1=rows[:, 1].astype(np.int64), d=rows[:, 2].astype(np.int64),
-                            band=rows[:, 3].astype(np.int64), sum=rows[:, 4], count=rows[:, 5].astype(np.int64),
-                            max_len=max_len)
+                            band=rows[:, 3].astype(np.int64), sum=rows[:, 4],
+                            count=rows[:, 5].astype(np.int64), max_len=max_len)
 
 
 # analyze.py --paragraphs: Tables 5 and 9 from those sums
@@ -468,7 +483,8 @@ def paragraph_depth(paths, gate=400, by_band=True):
     if not by_band:
         base_sum, base_n = base_sum.sum(1, keepdims=True), base_n.sum(1, keepdims=True)
     base = np.where(base_n >= gate, base_sum / np.maximum(base_n, 1), np.nan)
-    rec, p1, d, b, s, c = (np.concatenate([z[k] for z in zs]) for k in ("record", "p1", "d", "band", "sum", "count"))
+    rec, p1, d, b, s, c = (np.concatenate([z[k] for z in zs])
+                           for k in ("record", "p1", "d", "band", "sum", "count"))
     b = b if by_band else np.zeros_like(b)
     ok = np.isfinite(base[d, b])
     excess = s[ok] - c[ok] * base[d[ok], b[ok]]
@@ -477,7 +493,8 @@ def paragraph_depth(paths, gate=400, by_band=True):
     uniq, inv = np.unique(key, return_inverse=True)
     weight = np.bincount(inv, np.r_[c[ok], c[ok]])
     U = np.bincount(inv, np.r_[excess, excess]) / weight
-    return {"record": uniq // width, "p1": uniq % width, "U": U, "weight": weight}, int((base_n >= gate).sum())
+    return ({"record": uniq // width, "p1": uniq % width, "U": U, "weight": weight},
+            int((base_n >= gate).sum()))
 
 
 def band_decay(base_sum, base_n, gate=400):
@@ -494,7 +511,8 @@ def band_decay(base_sum, base_n, gate=400):
     n = w.sum(0)
     shift = np.divide((w * dev).sum(0), n, out=np.full(len(n), np.nan), where=n > 0)
     ok = n > 0
-    slope = np.polyfit(np.flatnonzero(ok), shift[ok], 1, w=np.sqrt(n[ok]))[0] if ok.sum() >= 2 else float("nan")
+    slope = (np.polyfit(np.flatnonzero(ok), shift[ok], 1, w=np.sqrt(n[ok]))[0] if ok.sum() >= 2
+             else float("nan"))
     return shift, n, float(slope)
 
 
@@ -529,7 +547,8 @@ def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
     from hrope import candidates
     paths = sorted(glob.glob(os.path.join(config_dir, "seed*", f"paragraph_{split}.npz")))
     if not paths:
-        raise SystemExit(f"error: no seed*/paragraph_{split}.npz under {config_dir}; run evaluate.py RUN --paragraphs first")
+        raise SystemExit(f"error: no seed*/paragraph_{split}.npz under {config_dir}; "
+                         "run evaluate.py RUN --paragraphs first")
     with open(os.path.join(os.path.dirname(paths[0]), "config.json")) as f:
         cfg = json.load(f)["run"]
     depth, cells = paragraph_depth(paths, gate)
@@ -542,8 +561,8 @@ def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
     keep = (idx >= 0) & ~pred["truncated"][idx] & np.isfinite(X).all(1) & (depth["weight"] > 0)
     X, y, w = X[keep], depth["U"][keep], depth["weight"][keep]
     if len(y) <= len(PREDICTORS) + 1:
-        raise SystemExit(f"error: {config_dir}: {len(y)} paragraphs left after the gates; evaluate more records "
-                         f"(--max_docs) or lower --gate")
+        raise SystemExit(f"error: {config_dir}: {len(y)} paragraphs left after the gates; evaluate more "
+                         "records (--max_docs) or lower --gate")
     fit = wls(X, y, w)
     sd = X.std(0)
     # A.10's d-only pilot on the same paragraphs: U_p against base(d) pooled over the bands
@@ -554,8 +573,8 @@ def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
     pos = X[:, PREDICTORS.index("position")]
     shift, band_pairs, slope = band_decay(*pooled_base(paths), gate)
     return {"corpus": cfg["corpus"], "runs": len(paths), "cells": cells, "paragraphs": len(y),
-            "embedding": candidates.embedding_label(embedder),
-            "mean_weight": float(w.mean()), "mean_coherence": float(X[:, 2].mean()), "r2": float(fit["r2"]), "df": fit["df"],
+            "embedding": candidates.embedding_label(embedder), "mean_weight": float(w.mean()),
+            "mean_coherence": float(X[:, 2].mean()), "r2": float(fit["r2"]), "df": fit["df"],
             **{k: {"b": float(fit["coef"][i + 1]), "se": float(fit["se"][i + 1]), "p": float(fit["p"][i + 1]),
                    "std": float(fit["coef"][i + 1] * sd[i])} for i, k in enumerate(PREDICTORS)},
             "pilot": {"r_d_only": float(weighted_r(pos, y_d, w)), "r_d_band": float(weighted_r(pos, y, w))},
@@ -567,42 +586,55 @@ def paragraph_markdown(results):
     over predictors x corpus pairs) and Table 9 (raw slopes with standard errors)."""
     names = [r["corpus"] for r in results]
     pairs = [(a, b) for a in range(len(results)) for b in range(a + 1, len(results))]
-    star = lambda p: "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
-    row = lambda cells: "| " + " | ".join(cells) + " |"
-    lines = ["### Paragraph-level compression regression of U_p, WLS within each corpus (paper 004 Table 5)", "",
-             row(["predictor"] + names + [f"{names[a]}–{names[b]} \\|z\\|" for a, b in pairs]),
+
+    def star(p):
+        return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
+
+    def row(cells):
+        return "| " + " | ".join(cells) + " |"
+    lines = ["### Paragraph-level compression regression of U_p, WLS within each corpus (paper 004 Table 5)",
+             "", row(["predictor"] + names + [f"{names[a]}–{names[b]} \\|z\\|" for a, b in pairs]),
              row(["---"] + ["---:"] * (len(names) + len(pairs)))]
     for k in PREDICTORS:
-        z = [abs(results[a][k]["b"] - results[b][k]["b"]) / math.hypot(results[a][k]["se"], results[b][k]["se"])
-             for a, b in pairs]
+        z = [abs(results[a][k]["b"] - results[b][k]["b"])
+             / math.hypot(results[a][k]["se"], results[b][k]["se"]) for a, b in pairs]
         lines.append(row([PREDICTOR_NAMES[k]] + [f"{r[k]['std']:+.3f}{star(r[k]['p'])}" for r in results]
                          + [f"{x:.2f}" for x in z]))
     lines.append(row(["N paragraphs"] + [f"{r['paragraphs']:,}" for r in results] + [""] * len(pairs)))
     lines.append(row(["weighted R²"] + [f"{r['r2']:.3f}" for r in results] + [""] * len(pairs)))
     m = len(PREDICTORS) * len(pairs)
-    lines += ["", "Standardized coefficient = raw slope × the corpus's SD of the predictor; * p < 0.05, ** < 0.01, "
-              "*** < 0.001 (t on N − 5 df). "
-              + (f"|z| > {stats.norm.isf(0.05 / (2 * m)):.2f} is significant after Bonferroni over {m} comparisons "
-                 f"(paper, 12 comparisons: 2.87). " if pairs else "One corpus: no slope comparison. ")
+    lines += ["", "Standardized coefficient = raw slope × the corpus's SD of the predictor; * p < 0.05, "
+              "** < 0.01, *** < 0.001 (t on N − 5 df). "
+              + (f"|z| > {stats.norm.isf(0.05 / (2 * m)):.2f} is significant after Bonferroni over {m} "
+                 f"comparisons (paper, 12 comparisons: 2.87). " if pairs
+                 else "One corpus: no slope comparison. ")
               + f"Coherence embedding: {results[0]['embedding']}. Seeds pooled: "
-              + "; ".join(f"{r['corpus']} {r['runs']} run(s), {r['cells']} usable (d, band) cells, mean weight "
-                          f"{r['mean_weight']:,.0f} pairs" for r in results) + ".", "",
+              + "; ".join(f"{r['corpus']} {r['runs']} run(s), {r['cells']} usable (d, band) cells, "
+                          f"mean weight {r['mean_weight']:,.0f} pairs" for r in results) + ".", "",
               "### Raw slopes, classical WLS standard errors in parentheses (paper 004 Table 9)", "",
-              row(["corpus"] + [PREDICTOR_NAMES[k] for k in PREDICTORS]), row(["---"] + ["---:"] * len(PREDICTORS))]
-    lines += [row([r["corpus"]] + [f"{r[k]['b']:+.3g} ({r[k]['se']:.2g})" for k in PREDICTORS]) for r in results]
-    lines += ["", "### App. A.10's d-only pilot: univariate position term of U_p, baseline matched on d only vs on "
-              "(d, band)", "", "(paper, a WikiText-2 subset, d only: r ≈ -0.96, R² ≈ 0.9; same paragraphs and weights "
-              "as Table 5)", "", row(["baseline", "corpus", "weighted r (U_p, position)", "R²"]), row(["---", "---", "---:", "---:"])]
+              row(["corpus"] + [PREDICTOR_NAMES[k] for k in PREDICTORS]),
+              row(["---"] + ["---:"] * len(PREDICTORS))]
+    lines += [row([r["corpus"]] + [f"{r[k]['b']:+.3g} ({r[k]['se']:.2g})" for k in PREDICTORS])
+              for r in results]
+    lines += ["", "### App. A.10's d-only pilot: univariate position term of U_p, baseline matched on "
+              "d only vs on (d, band)", "",
+              "(paper, a WikiText-2 subset, d only: r ≈ -0.96, R² ≈ 0.9; same paragraphs and weights as "
+              "Table 5)", "", row(["baseline", "corpus", "weighted r (U_p, position)", "R²"]),
+              row(["---", "---", "---:", "---:"])]
     lines += [row([label, r["corpus"], f"{r['pilot'][k]:+.3f}", f"{r['pilot'][k] ** 2:.3f}"])
-              for label, k in (("d only (pilot)", "r_d_only"), ("(d, band) (Table 5)", "r_d_band")) for r in results]
+              for label, k in (("d only (pilot)", "r_d_only"), ("(d, band) (Table 5)", "r_d_band"))
+              for r in results]
     bands = max(len(r["band_decay"]["shift"]) for r in results)
-    lines += ["", f"### Band-decay diagnostic (this repository's reading): same-paragraph log Ā in query band b(i) = i // "
-              f"{P_BAND} minus the band-pooled baseline at the same d", "",
-              "(pair-weighted over d; the shift a d-only baseline adds to a pair whose query is in band b; — : no "
-              "baseline cell passes the gate)", "",
+    lines += ["", "### Band-decay diagnostic (this repository's reading): same-paragraph log Ā in query band "
+              f"b(i) = i // {P_BAND} minus the band-pooled baseline at the same d", "",
+              "(pair-weighted over d; the shift a d-only baseline adds to a pair whose query is in band b; "
+              "— : no baseline cell passes the gate)", "",
               row(["corpus"] + [f"b = {b}" for b in range(bands)] + ["slope per band"]),
               row(["---"] + ["---:"] * (bands + 1))]
-    fmt = lambda x: "—" if math.isnan(x) else f"{x:+.3f}"
-    lines += [row([r["corpus"]] + [fmt(x) for x in r["band_decay"]["shift"]] + ["—"] * (bands - len(r["band_decay"]["shift"]))
-                  + [fmt(r["band_decay"]["slope"])]) for r in results]
+
+    def fmt(x):
+        return "—" if math.isnan(x) else f"{x:+.3f}"
+    lines += [row([r["corpus"]] + [fmt(x) for x in r["band_decay"]["shift"]]
+                  + ["—"] * (bands - len(r["band_decay"]["shift"])) + [fmt(r["band_decay"]["slope"])])
+              for r in results]
     return "\n".join(lines)

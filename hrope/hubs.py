@@ -1,8 +1,9 @@
 """Hub masking, paper 004 App. E and Table 13 (three seeds pooled per corpus): which token types
-carry the compression (compression.py). A cross-paragraph pair's contribution is log Ā(i, j) minus the mean log Ā of same-paragraph pairs at the same distance d (over the
-scored records); a token TYPE's aggregate is the sum over the cross-paragraph pairs it keys. Two
-passes, so that every seed is masked with the same sets (our reading of "three seeds pooled": one
-choice per corpus, from the aggregates summed over the seeds):
+carry the compression (compression.py). A cross-paragraph pair's contribution is log Ā(i, j) minus
+the mean log Ā of same-paragraph pairs at the same distance d (over the scored records); a token
+TYPE's aggregate is the sum over the cross-paragraph pairs it keys. Two passes, so that every seed
+is masked with the same sets (our reading of "three seeds pooled": one choice per corpus, from the
+aggregates summed over the seeds):
   evaluate.py RUN --hub_contributions   pass 1, every seed: aggregates and pair counts per type
   evaluate.py RUN --hubs                pass 2, every seed: the choice from the pooled pass-1 files
                                         of RUN's sibling seeds, then the masked depth cells
@@ -102,7 +103,8 @@ def hub_contributions(score, V):
     distance with a same-paragraph baseline), and the number of all of them, from unmasked
     attention. score(attention=): evaluate.score on the scored records."""
     seen = {}
-    score(attention=lambda r, row, atts: seen.__setitem__(r, (atts.mean((0, 1)), row["p"][:, 0], row["tokens"])))
+    score(attention=lambda r, row, atts: seen.__setitem__(r, (atts.mean((0, 1)), row["p"][:, 0],
+                                                              row["tokens"])))
     base_sum, base_n = np.zeros(D_MAX + 1), np.zeros(D_MAX + 1)
     pairs = []
     for A, p1, tok in seen.values():
@@ -118,7 +120,8 @@ def hub_contributions(score, V):
     for d, y, key in pairs:
         ok = np.isfinite(base[d])
         np.add.at(contrib, key[ok], y[ok] - base[d[ok]])
-        np.add.at(n_pairs, key, 1)          # every pair masking the type blocks, baseline or not (App. E's count)
+        # every pair masking the type blocks, baseline or not (App. E's count)
+        np.add.at(n_pairs, key, 1)
     return contrib, n_pairs
 
 
@@ -170,17 +173,20 @@ def write_hubs(score, split, ids, V, run_dir, split_name, data_dir, draws=3):
             def keep(r, row, atts):
                 cells[r] = depth_cells(atts, row["p"][:, 0], exclude=row["blocked"])
                 seen.append(mask_check(row["blocked"], atts))
-            score(block=lambda b: cross_paragraph_block(b["p"][..., 0], keys.to(b["tokens"].device)[b["tokens"]]),
+            score(block=lambda b: cross_paragraph_block(b["p"][..., 0],
+                                                        keys.to(b["tokens"].device)[b["tokens"]]),
                   attention=keep)
             name = cond if len(draws_of) == 1 else f"{cond}{k}"
             with replacing(os.path.join(run_dir, f"hub_{name}_{split_name}.npz")) as tmp:
                 np.savez_compressed(tmp, docs=uniq, **document_cells(cells, docs, uniq))
-            c = summary["conditions"][name] = {"types": sorted(types.tolist()), "blocked_pairs": int(pairs[types].sum())}
+            c = summary["conditions"][name] = {"types": sorted(types.tolist()),
+                                               "blocked_pairs": int(pairs[types].sum())}
             if cond in targets:
                 c.update(target_pairs=targets[cond], difference=c["blocked_pairs"] - targets[cond])
             n, err, leak = np.array(seen).T
             summary["checks"][name] = {"blocked": int(n.sum()), "expected": int(own_pairs[types].sum()),
-                                       "row_sum_error": float(err.max()), "blocked_attention": float(leak.max())}
+                                       "row_sum_error": float(err.max()),
+                                       "blocked_attention": float(leak.max())}
     write_json(summary, os.path.join(run_dir, f"hub_{split_name}.json"))
     return summary
 
@@ -204,7 +210,8 @@ def hub_choice(run_dirs, split):
         with open(os.path.join(d, f"hub_{split}.json")) as f:
             choices.append(json.load(f))
         if "conditions" not in choices[-1]:
-            raise SystemExit(f"error: {d} holds hub cells chosen per seed; rerun evaluate.py --hubs (pass 1 on every seed first)")
+            raise SystemExit(f"error: {d} holds hub cells chosen per seed; rerun evaluate.py --hubs "
+                             "(pass 1 on every seed first)")
         if choices[-1]["conditions"] != choices[0]["conditions"]:
             raise SystemExit(f"error: {d} was masked with other sets than {run_dirs[0]} (pooled from "
                              f"{choices[-1]['pooled_from']}, against {choices[0]['pooled_from']}): run "
@@ -243,17 +250,20 @@ def hub_table(run_dirs, split="test", gate=2000, draws=1000):
     depth = {c: compression_depth(acc, gate) for c, acc in pooled.items()}
     u = {c: v[1] for c, v in depth.items()}
     u1 = {c: v[2][1] for c, v in depth.items()}
-    blocked = lambda names: (float(np.mean([choice[c]["blocked_pairs"] for c in names])),
-                             [choice[c]["difference"] for c in names if "difference" in choice[c]])
+
+    def blocked(names):
+        return (float(np.mean([choice[c]["blocked_pairs"] for c in names])),
+                [choice[c]["difference"] for c in names if "difference" in choice[c]])
     rows = []
     for cond in ("original", "hub", "freq", "random", "pair_matched"):
         names = [c for c in u if c == cond or (c.startswith(cond) and c[len(cond):].isdigit())]
         if not names:
             continue
         vals = np.array([u[c] for c in names])
-        m, m1 = float(np.mean(vals)), float(np.mean([u1[c] for c in names]))      # NaN where a draw has no well
-        row = {"condition": cond, "U": m, "std": float(vals.std()) if len(names) > 1 and np.isfinite(m) else None,
-               "U1": m1, "ci": None, "fallback": None}
+        # NaN where a draw has no well
+        m, m1 = float(np.mean(vals)), float(np.mean([u1[c] for c in names]))
+        std = float(vals.std()) if len(names) > 1 and np.isfinite(m) else None
+        row = {"condition": cond, "U": m, "std": std, "U1": m1, "ci": None, "fallback": None}
         row["pairs"], row["difference"] = blocked(names)
         if cond in pooled and cond in ("original", "hub", "freq"):
             boot = bootstrap_depth(pooled[cond], draws=draws, gate=gate)[0]
@@ -262,15 +272,21 @@ def hub_table(run_dirs, split="test", gate=2000, draws=1000):
             if np.isnan(m) and ok.any():
                 row["U"], row["fallback"] = float(boot[ok].mean()), int(ok.sum())
         rows.append(row)
-    share = lambda m, ref: 1 - m / ref if ref else float("nan")
-    ref, ref1 = (rows[0]["U"], rows[0]["U1"]) if rows and rows[0]["condition"] == "original" else (float("nan"),) * 2
+
+    def share(m, ref):
+        return 1 - m / ref if ref else float("nan")
+    ref, ref1 = ((rows[0]["U"], rows[0]["U1"]) if rows and rows[0]["condition"] == "original"
+                 else (float("nan"),) * 2)
     for r in rows:
         r["removed"], r["removed_U1"] = share(r["U"], ref), share(r["U1"], ref1)
     sweep = [dict(zip(("percent", "U", "removed", "U1", "removed_U1", "pairs", "difference"),
-                      (int(c[5:]), u[c], share(u[c], ref), u1[c], share(u1[c], ref1), *blocked([c])))) for c in u if c.startswith("sweep")]
+                      (int(c[5:]), u[c], share(u[c], ref), u1[c], share(u1[c], ref1), *blocked([c]))))
+             for c in u if c.startswith("sweep")]
     if sweep and rows and rows[-1]["condition"] == "pair_matched":
-        sweep.append({"percent": 100, **{k: rows[-1][k] for k in ("U", "removed", "U1", "removed_U1", "pairs", "difference")}})
-    return rows, sorted(sweep, key=lambda s: s["percent"]), draws, hub_checks(run_dirs, runs, split, pooled, gate)
+        sweep.append({"percent": 100, **{k: rows[-1][k] for k in ("U", "removed", "U1", "removed_U1",
+                                                                 "pairs", "difference")}})
+    return (rows, sorted(sweep, key=lambda s: s["percent"]), draws,
+            hub_checks(run_dirs, runs, split, pooled, gate))
 
 
 def surviving_cells(acc, gate, d_max=D_MAX):
@@ -291,7 +307,8 @@ def hub_checks(run_dirs, runs, split, pooled, gate):
     non-trivially-masked ones."""
     for d, r in zip(run_dirs, runs):     # runs: their hub_<split>.json, as hub_choice read them
         if "checks" not in r:
-            raise SystemExit(f"error: {d}'s hub_{split}.json predates App. E's checks; rerun evaluate.py --hubs on it")
+            raise SystemExit(f"error: {d}'s hub_{split}.json predates App. E's checks; "
+                             "rerun evaluate.py --hubs on it")
     cross = sum(r["cross_pairs"] for r in runs)
     same = pooled["original"]["count"][..., 0]
     out = []
@@ -301,50 +318,68 @@ def hub_checks(run_dirs, runs, split, pooled, gate):
         out.append({"condition": c, "blocked": blocked, "expected": sum(k["expected"] for k in checks),
                     "share": blocked / cross if cross else float("nan"),
                     "same_paragraph_kept": bool(np.array_equal(pooled[c]["count"][..., 0], same)),
-                    "cells": surviving_cells(pooled[c], gate), "row_sum_error": max(k["row_sum_error"] for k in checks),
+                    "cells": surviving_cells(pooled[c], gate),
+                    "row_sum_error": max(k["row_sum_error"] for k in checks),
                     "blocked_attention": max(k["blocked_attention"] for k in checks)})
     return out
 
 
 def hub_markdown(table, title):
     rows, sweep, draws, checks = table
-    fmt = lambda x: "no interior minimum" if math.isnan(x) else f"{x:+.3f}"
-    pct = lambda x: "—" if math.isnan(x) else f"{100 * x:.0f}%"
-    pairs = lambda r: f"{r['pairs']:,.0f}" + (f" ({', '.join(f'{d:+d}' for d in r['difference'])})" if r["difference"] else "")
-    lines = [f"### {title}", "", "| condition | U* | 95% CI | share of the well removed | U(Δp1 = 1) | share of U(1) removed "
-             "| cross-paragraph pairs blocked (matched − target) |", "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+
+    def fmt(x):
+        return "no interior minimum" if math.isnan(x) else f"{x:+.3f}"
+
+    def pct(x):
+        return "—" if math.isnan(x) else f"{100 * x:.0f}%"
+
+    def pairs(r):
+        return f"{r['pairs']:,.0f}" + (f" ({', '.join(f'{d:+d}' for d in r['difference'])})"
+                                       if r["difference"] else "")
+    lines = [f"### {title}", "",
+             "| condition | U* | 95% CI | share of the well removed | U(Δp1 = 1) | share of U(1) removed "
+             "| cross-paragraph pairs blocked (matched − target) |",
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        u = fmt(r["U"]) + ("†" if r["fallback"] else "") + (f" ± {r['std']:.3f}" if r["std"] is not None and not math.isnan(r["std"]) else "")
+        spread = f" ± {r['std']:.3f}" if r["std"] is not None and not math.isnan(r["std"]) else ""
+        u = fmt(r["U"]) + ("†" if r["fallback"] else "") + spread
         band = ("—" if r["ci"] is None else f"not identifiable ({r['ci']} of {draws} draws without a well)"
                 if isinstance(r["ci"], int) else f"[{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]")
         first = r["condition"] == "original"
-        lines.append(f"| {r['condition']} | {u} | {band} | {'—' if first else pct(r['removed'])} | {r['U1']:+.3f} | "
-                     f"{'—' if first else pct(r['removed_U1'])} | {pairs(r)} |")
-    lines += ["", "Clusters are documents: each document's cells summed over the seeds. Pairs are counted over the "
-              "seeds pooled; pair-matched sets block the hubs' count exactly where a subset of non-hub types can "
-              "(matched − target per draw in brackets)."]
-    lines += [f"†: no direct fit; falls back to the bootstrap mean (paper 004 Table 13: too few surviving cells for a "
-              f"direct fit), {r['condition']}: over the {r['fallback']} of {draws} draws with a well." for r in rows if r["fallback"]]
+        lines.append(f"| {r['condition']} | {u} | {band} | {'—' if first else pct(r['removed'])} | "
+                     f"{r['U1']:+.3f} | {'—' if first else pct(r['removed_U1'])} | {pairs(r)} |")
+    lines += ["", "Clusters are documents: each document's cells summed over the seeds. Pairs are counted "
+              "over the seeds pooled; pair-matched sets block the hubs' count exactly where a subset of "
+              "non-hub types can (matched − target per draw in brackets)."]
+    lines += [f"†: no direct fit; falls back to the bootstrap mean (paper 004 Table 13: too few surviving "
+              f"cells for a direct fit), {r['condition']}: over the {r['fallback']} of {draws} draws with "
+              "a well." for r in rows if r["fallback"]]
     if sweep:
-        lines += ["", "Pair-matched mass sweep (one draw per point; 100% is Pair-matched random, mean over its draws):", "",
-                  "| hubs' cross-paragraph pairs removed | U* | share of the well removed | U(Δp1 = 1) | share of U(1) removed "
-                  "| pairs blocked (matched − target) |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]
-        lines += [f"| {s['percent']}% | {fmt(s['U'])} | {pct(s['removed'])} | {s['U1']:+.3f} | {pct(s['removed_U1'])} "
-                  f"| {pairs(s)} |" for s in sweep]
-    yes = lambda ok: "yes" if ok else "**NO**"
-    lines += ["", "App. E verification, seeds pooled (pass 1: pairs the masked types key in the unmasked pass):", "",
-              "| condition | pairs blocked | pass 1's count | removed exactly those? | share of cross-paragraph pairs "
-              "| same-paragraph counts kept? | surviving (d, Δp1) cells | max \\|Σ_j A − 1\\| | max A on a blocked pair |",
+        lines += ["", "Pair-matched mass sweep (one draw per point; 100% is Pair-matched random, mean over "
+                  "its draws):", "",
+                  "| hubs' cross-paragraph pairs removed | U* | share of the well removed | U(Δp1 = 1) "
+                  "| share of U(1) removed | pairs blocked (matched − target) |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {s['percent']}% | {fmt(s['U'])} | {pct(s['removed'])} | {s['U1']:+.3f} | "
+                  f"{pct(s['removed_U1'])} | {pairs(s)} |" for s in sweep]
+
+    def yes(ok):
+        return "yes" if ok else "**NO**"
+    lines += ["", "App. E verification, seeds pooled (pass 1: pairs the masked types key in the unmasked "
+              "pass):", "", "| condition | pairs blocked | pass 1's count | removed exactly those? "
+              "| share of cross-paragraph pairs | same-paragraph counts kept? | surviving (d, Δp1) cells "
+              "| max \\|Σ_j A − 1\\| | max A on a blocked pair |",
               "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |"]
-    lines += [f"| {c['condition']} | {c['blocked']:,} | {c['expected']:,} | {yes(c['blocked'] == c['expected'])} | "
-              f"{100 * c['share']:.2f}% | {yes(c['same_paragraph_kept'])} | {c['cells']} | {c['row_sum_error']:.1e} | "
-              f"{c['blocked_attention']:.1e} |" for c in checks]
+    lines += [f"| {c['condition']} | {c['blocked']:,} | {c['expected']:,} | "
+              f"{yes(c['blocked'] == c['expected'])} | {100 * c['share']:.2f}% | "
+              f"{yes(c['same_paragraph_kept'])} | {c['cells']} | "
+              f"{c['row_sum_error']:.1e} | {c['blocked_attention']:.1e} |" for c in checks]
     by = {c["condition"]: c for c in checks}
     matched = [c for c in checks if c["condition"].startswith("pair_matched")]
     if "hub" in by and matched:
-        lines += ["", f"Base rate: hubs key {100 * by['hub']['share']:.2f}% of the cross-paragraph pairs; Pair-matched "
-                  "random removes " + ", ".join(f"{100 * c['share']:.2f}%" for c in matched) + " (App. E: should match). "
-                  "Surviving cells, hub / freq / pair-matched: " + " / ".join(
+        lines += ["", f"Base rate: hubs key {100 * by['hub']['share']:.2f}% of the cross-paragraph pairs; "
+                  "Pair-matched random removes " + ", ".join(f"{100 * c['share']:.2f}%" for c in matched)
+                  + " (App. E: should match). Surviving cells, hub / freq / pair-matched: " + " / ".join(
                       str(by[c]["cells"]) if c in by else "—" for c in ("hub", "freq"))
                   + " / " + ", ".join(str(c["cells"]) for c in matched) + " (App. E: comparable)."]
     return "\n".join(lines)
