@@ -68,6 +68,39 @@ def atomic_save(obj, path):
         torch.save(obj, tmp)
 
 
+@contextlib.contextmanager
+def owned(path, what):
+    """Hold `path` + ".lock" (holding our pid) while `what` is written: a second writer is refused in
+    one line; a lock left by a dead process is taken over."""
+    lock = path.rstrip("/") + ".lock"
+    os.makedirs(os.path.dirname(lock) or ".", exist_ok=True)
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            break
+        except FileExistsError:
+            try:
+                pid = int(open(lock).read() or os.getpid())   # empty: its writer is writing the pid
+                os.kill(pid, 0)
+            except (ValueError, ProcessLookupError, FileNotFoundError):   # stale: its process is gone
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(lock)
+                continue
+            except PermissionError:   # alive, another user's
+                pass
+            sys.exit(f"error: {what} {path} is being written by process {pid} (lock {lock}); "
+                     "wait for it, or remove the lock if that process is not this run")
+    else:
+        sys.exit(f"error: could not take the lock {lock}")
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(lock)
+
+
 # ---------------------------------------------------------------------- doc -> token fields ----
 def token_coords(doc, ids, tok_len):
     """Per-token coordinates of one Doc. A token belongs to the node of its first byte that has

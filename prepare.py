@@ -30,7 +30,7 @@ from tqdm import tqdm
 import tokenizer
 import trees
 from corpora import MODULES, corpus
-from data import SPLITS, token_coords, write_split
+from data import SPLITS, owned, token_coords, write_split
 from settings import PREPARE, SETTINGS
 
 
@@ -131,9 +131,17 @@ def main(argv=None):
     items, dirs = entry.sources(args)
     out_dir = os.path.join(args.out, args.corpus)
     settings = data_settings(args, entry, items, dirs, setting)
-    if not args.force and up_to_date(out_dir, settings):
-        print(f"{out_dir} is up to date (use --force to rebuild)")
-        return out_dir
+    with owned(out_dir, "the prepared data"):
+        if not args.force and up_to_date(out_dir, settings):
+            print(f"{out_dir} is up to date (use --force to rebuild)")
+            return out_dir
+        meta, docs = prepared(args, entry, items, dirs, settings, out_dir)
+    report(meta, docs)
+    return out_dir
+
+
+def prepared(args, entry, items, dirs, settings, out_dir):
+    """Build the documents, train the BPE, encode, cut the records and write them: (meta, docs)."""
     seconds = {}
     with timed(seconds, "trees"):
         docs, skipped = documents(args, entry, items, dirs)
@@ -150,8 +158,7 @@ def main(argv=None):
         recs, stats = cut(args, entry, docs, all_ids, split, tokenizer.token_lengths(enc))
     meta = describe(args, entry, settings, docs, skipped, recs, stats, enc, split, seconds)
     write(out_dir, recs, split, ranks, entry.pattern, meta)
-    report(meta, docs)
-    return out_dir
+    return meta, docs
 
 
 def parse(argv):
@@ -164,7 +171,7 @@ def parse(argv):
     ap.add_argument("--out", default="data")
     # the flags that shape the data default to None here: settings.PREPARE, or the setting's, fill them
     ap.add_argument("--vocab", type=int, help="BPE entries (paper: 32,768; CPU default 4,096)")
-    ap.add_argument("--max_len", type=int, help="longest record in tokens (the context; default 1,024)")
+    ap.add_argument("--max_len", type=int, help="longest record in tokens (the context; default 256, the CPU scale's)")
     ap.add_argument("--long", choices=("split", "crop", "drop"),
                     help="longer documents: split at statement/text-block boundaries (default), "
                          "crop (the larger web run) or drop (the small web setting)")
@@ -224,7 +231,14 @@ def up_to_date(out_dir, settings):
     if not os.path.exists(meta_path):
         return False
     with open(meta_path) as f:
-        return json.load(f).get("settings") == settings
+        meta = json.load(f)
+    if meta.get("settings") != settings or not os.path.exists(os.path.join(out_dir, "tokenizer.json")):
+        return False
+    try:   # the arrays as meta.json counts them, not meta.json alone
+        return all(len(np.load(os.path.join(out_dir, f"{s}_doc_start.npy"), mmap_mode="r")) - 1
+                   == meta["splits"][s]["records"] for s in SPLITS)
+    except (OSError, ValueError, KeyError):
+        return False
 
 
 @contextlib.contextmanager
@@ -335,7 +349,7 @@ def describe(args, entry, settings, docs, skipped, recs, stats, enc, split, seco
 
 def write(out_dir, recs, split, ranks, pattern, meta):
     """The splits, the tokeniser and meta.json into a staging folder, then renamed over out_dir."""
-    tmp = out_dir + ".tmp"
+    tmp = out_dir + f".tmp{os.getpid()}"   # private to this process
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     for s in SPLITS:

@@ -52,6 +52,7 @@ from data import (
     coords_for,
     corpus_stats,
     fill_blocks,
+    owned,
     pack,
     replacing,
     write_json,
@@ -481,6 +482,16 @@ def main(argv=None):
         return lr_sweep(cfg, argv)
     rank, world = start_processes(cfg)
     run = plan(cfg, model_over, origin, rank == 0)
+    with owned(run.out_dir, "the run") if run.master else contextlib.nullcontext():
+        trained(run, rank, world)
+    if world > 1:
+        dist.destroy_process_group()
+    return run.out_dir
+
+
+def trained(run, rank, world):
+    """Build or restore the model, train it, and write the final scores."""
+    cfg = run.cfg
     model, opt, autocast = build(run)
     start, log = restore(run, model, opt, world)
     fwd = torch.compile(model) if cfg["compile"] else model
@@ -495,9 +506,6 @@ def main(argv=None):
         val_loss = log[-1]["val_loss"] if log else evaluate_(run.val, run.val_ids)
         finish(run.out_dir, log, run.steps, val_loss, evaluate_(run.test, run.test_ids), len(run.val_ids),
                len(run.test_ids), round(run.elapsed_before + time.time() - t0, 1), cfg["report"], diverged)
-    if world > 1:
-        dist.destroy_process_group()
-    return run.out_dir
 
 
 def plan(cfg, model_over, origin, master):
@@ -523,6 +531,12 @@ def plan(cfg, model_over, origin, master):
               f"the {cfg['preset']} context is {run.mcfg.max_len:,} "
               f"(prepare.py {cfg['corpus']} --max_len {run.mcfg.max_len})")
     run.train, run.val, run.test = load_splits(run.data_dir, run.mcfg.max_len)
+    whole = np.diff(run.train.a["doc_start"])
+    if prepared > run.mcfg.max_len and master and (whole > run.mcfg.max_len).any():
+        print(f"note: {(whole > run.mcfg.max_len).mean():.0%} of the training records are longer than the "
+              f"context ({run.mcfg.max_len:,}): only their first {run.mcfg.max_len:,} tokens train, "
+              f"{1 - np.minimum(whole, run.mcfg.max_len).sum() / whole.sum():.0%} of the split's tokens never "
+              f"(prepare.py {cfg['corpus']} --max_len {run.mcfg.max_len})")
     run.val_ids = np.arange(min(cfg["val_docs"], len(run.val)))             # the same fixed records
     run.test_ids = np.arange(len(run.test) if cfg["test_docs"] is None
                              else min(cfg["test_docs"], len(run.test)))
