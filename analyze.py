@@ -3,13 +3,17 @@
     python analyze.py out/python                       # tables: every config vs seq_only
     python analyze.py out/python --baseline seq_tree --figures figs
     python analyze.py --tokens RUN_A RUN_B             # two runs paired token by token
-    python analyze.py --depth hrope.npz rand.npz       # compression depth U*, paired bootstrap (hrope/compression.py)
+    python analyze.py --depth hrope.npz rand.npz       # compression depth U*, paired bootstrap
+                                                         (hrope/compression.py)
     python analyze.py --depth hrope.npz rand.npz --figures figs   # and Fig. 2, the App. A.6 heatmaps
-    python analyze.py --hubs out/code/hrope_axial/seed[012]   # paper 004 Table 13, App. E's checks (hrope/hubs.py)
-    python analyze.py --paragraphs out/prose/hrope_axial out/code/hrope_axial   # Tables 5, 9, A.10's pilot (hrope/compression.py)
+    python analyze.py --hubs out/code/hrope_axial/seed[012]   # paper 004 Table 13, App. E's checks
+                                                                (hrope/hubs.py)
+    python analyze.py --paragraphs out/prose/hrope_axial out/code/hrope_axial   # Tables 5, 9, A.10's pilot
+                                                                                  (hrope/compression.py)
     python analyze.py --boundary out/code              # paper 004 Table 1 (hrope/boundaries.py)
     python analyze.py --candidates data/prose data/code  # paper 004 Table 4 (corpus only: candidates.py)
-    python analyze.py --replicates out/web/seq_depth/seed0 out/web/seq_depth_rep1/seed0 out/web/seq_depth_rep2/seed0
+    python analyze.py --replicates out/web/seq_depth/seed0 out/web/seq_depth_rep1/seed0 \\
+        out/web/seq_depth_rep2/seed0
     python analyze.py --references data/python data/sheets   # reference statistics (corpus only)
 
 Runs are paired by seed within a setting (corpus + model size + context + steps) and compared
@@ -111,12 +115,13 @@ def table12(runs):
             if seeds:
                 d = np.array([final_val(configs[a][s]) - final_val(configs[b][s]) for s in seeds])
                 va, vb = [final_val(configs[a][s]) for s in seeds], [final_val(configs[b][s]) for s in seeds]
-                pairs.append({"a": a, "b": b, "n": len(seeds), "higher": int((d > 0).sum()), "mean": float(d.mean()),
-                              "disjoint": max(va) < min(vb) or max(vb) < min(va),
+                pairs.append({"a": a, "b": b, "n": len(seeds), "higher": int((d > 0).sum()),
+                              "mean": float(d.mean()), "disjoint": max(va) < min(vb) or max(vb) < min(va),
                               "sign_p_one_sided": float(stats.binomtest(int((d > 0).sum()), len(seeds), 0.5,
                                                                         alternative="greater").pvalue)})
-        out.append({"setting": setting, "stats": {v: (x.mean(), x.std(ddof=1) if len(x) > 1 else float("nan"), len(x))
-                                                  for v, x in stat.items()}, "pairs": pairs})
+        out.append({"setting": setting,
+                    "stats": {v: (x.mean(), x.std(ddof=1) if len(x) > 1 else float("nan"), len(x))
+                              for v, x in stat.items()}, "pairs": pairs})
     return out
 
 
@@ -196,18 +201,22 @@ def compare(runs, baseline, metric="val"):
             elif any(best_milestone(seeds[s]) or best_milestone(base[s]) for s in common):
                 # appendix §4: the one run reported at its best milestone is compared at that value,
                 # labelled, never at a step it shares with the baseline
-                deltas = [final_val(seeds[s]) - final_val(base[s]) for s in common if seeds[s]["final"] and base[s]["final"]]
+                deltas = [final_val(seeds[s]) - final_val(base[s]) for s in common
+                          if seeds[s]["final"] and base[s]["final"]]
                 step = BEST
             else:
-                steps = set.intersection(*[set(seeds[s]["log"]) & set(base[s]["log"]) for s in common]) if common else set()
+                steps = (set.intersection(*[set(seeds[s]["log"]) & set(base[s]["log"]) for s in common])
+                         if common else set())
                 if not steps:
                     continue
                 step = max(steps)
-                deltas = [seeds[s]["log"][step]["val_loss"] - base[s]["log"][step]["val_loss"] for s in common]
+                deltas = [seeds[s]["log"][step]["val_loss"] - base[s]["log"][step]["val_loss"]
+                          for s in common]
             if not deltas:
                 continue
             rows.append({"setting": setting, "config": name, "baseline": baseline, "step": step,
-                         "base_loss": float(np.mean([base[s]["log"][max(base[s]["log"])]["val_loss"] for s in common])),
+                         "base_loss": float(np.mean([base[s]["log"][max(base[s]["log"])]["val_loss"]
+                                                     for s in common])),
                          **paired(deltas)})
     q = bh([r["p"] for r in rows])
     for r, qi in zip(rows, q):
@@ -237,9 +246,11 @@ def compare_kinds(runs, baseline):
     each configuration against the baseline, from evaluate.py's eval_test.json."""
     rows = []
     for setting, name, seeds, base, common in evaluated_pairs(runs, baseline):
-        kinds = set.intersection(*[set(seeds[s]["eval"]["kinds"]) & set(base[s]["eval"]["kinds"]) for s in common])
+        kinds = set.intersection(*[set(seeds[s]["eval"]["kinds"]) & set(base[s]["eval"]["kinds"])
+                                   for s in common])
         for kind in sorted(kinds, key=lambda k: (k != "all", k)):
-            d = [seeds[s]["eval"]["kinds"][kind]["nll"] - base[s]["eval"]["kinds"][kind]["nll"] for s in common]
+            d = [seeds[s]["eval"]["kinds"][kind]["nll"] - base[s]["eval"]["kinds"][kind]["nll"]
+                 for s in common]
             rows.append({"setting": setting, "config": name, "kind": kind, "step": "test",
                          "tokens": seeds[common[0]]["eval"]["kinds"][kind]["tokens"], **paired(d)})
     return _with_bh(rows)
@@ -257,11 +268,13 @@ def interventions(runs):
                 continue
             for t in evals[0].get("interventions", {}):
                 for kind in evals[0]["interventions"][t]:
-                    d = np.array([e["interventions"][t][kind]["nll"] - e["kinds"][kind]["nll"] for e in evals])
-                    rows.append({"setting": setting, "config": name, "intervention": t, "kind": kind, "n": len(d),
-                                 "real": float(np.mean([e["kinds"][kind]["nll"] for e in evals])),
-                                 "delta": float(d.mean()), "ppl_ratio": float(np.exp(d.mean())),
-                                 "hurt": int((d > 0).sum())})
+                    d = np.array([e["interventions"][t][kind]["nll"] - e["kinds"][kind]["nll"]
+                                  for e in evals])
+                    rows.append({
+                        "setting": setting, "config": name, "intervention": t, "kind": kind, "n": len(d),
+                        "real": float(np.mean([e["kinds"][kind]["nll"] for e in evals])),
+                        "delta": float(d.mean()), "ppl_ratio": float(np.exp(d.mean())),
+                        "hurt": int((d > 0).sum())})
     return rows
 
 
@@ -274,8 +287,8 @@ def compare_intervened(runs, baseline):
     for setting, name, seeds, base, common in evaluated_pairs(runs, baseline):
         for t in ("shuffle", "remove"):
             if all(t in seeds[s]["eval"]["interventions"] for s in common):
-                d = [seeds[s]["eval"]["interventions"][t]["all"]["nll"] - base[s]["eval"]["kinds"]["all"]["nll"]
-                     for s in common]
+                d = [seeds[s]["eval"]["interventions"][t]["all"]["nll"]
+                     - base[s]["eval"]["kinds"]["all"]["nll"] for s in common]
                 rows.append({"setting": setting, "config": f"{name}, {t}", "baseline": baseline, **paired(d)})
     return _with_bh(rows)
 
@@ -305,7 +318,8 @@ def substitution_seeds(runs, setting, config):
     evals = [s["eval"] for s in runs[setting][config].values()
              if "eval" in s and all(k in s["eval"]["interventions"] for k in SUBSTITUTES[1:])]
     return np.array([[e["kinds"]["all"]["nll"] for e in evals]] +
-                    [[e["interventions"][k]["all"]["nll"] for e in evals] for k in SUBSTITUTES[1:]]).reshape(4, len(evals))
+                    [[e["interventions"][k]["all"]["nll"] for e in evals] for k in SUBSTITUTES[1:]]
+                    ).reshape(4, len(evals))
 
 
 def substitution_order(v):
@@ -327,14 +341,16 @@ def table2_markdown(r, v):
     """Table 2 for one corpus (means over seeds), the seeds holding the order, and §4.3's
     non-overlap check of each adjacent comparison."""
     ok, n = substitution_order(v)
-    lines = [f"### {r['setting'][0]}: p1 substitution on {r['config']} (paper 004 Table 2), test nats/token", "",
-             "| real | period | rand | const0 | real < period < rand < const0 |", "| ---: | ---: | ---: | ---: | ---: |",
-             f"| {r['real']:.4f} | {r['period']:.4f} | {r['rand']:.4f} | {r['const0']:.4f} | {ok}/{n} seeds |", "",
-             "| adjacent comparison a < b | a: seed range | b: seed range | mean b − a | seed ranges non-overlapping |",
-             "| --- | --- | --- | ---: | --- |"]
-    lines += [f"| {c['a']} < {c['b']} | [{c['range_a'][0]:.4f}, {c['range_a'][1]:.4f}] | [{c['range_b'][0]:.4f}, "
-              f"{c['range_b'][1]:.4f}] | {c['mean']:+.4f} | {'yes' if c['disjoint'] else 'no'} |"
-              for c in substitution_overlap(v)]
+    lines = [f"### {r['setting'][0]}: p1 substitution on {r['config']} (paper 004 Table 2), test nats/token",
+             "", "| real | period | rand | const0 | real < period < rand < const0 |",
+             "| ---: | ---: | ---: | ---: | ---: |",
+             f"| {r['real']:.4f} | {r['period']:.4f} | {r['rand']:.4f} | {r['const0']:.4f} | "
+             f"{ok}/{n} seeds |", "",
+             "| adjacent comparison a < b | a: seed range | b: seed range | mean b − a | "
+             "seed ranges non-overlapping |", "| --- | --- | --- | ---: | --- |"]
+    lines += [f"| {c['a']} < {c['b']} | [{c['range_a'][0]:.4f}, {c['range_a'][1]:.4f}] | "
+              f"[{c['range_b'][0]:.4f}, {c['range_b'][1]:.4f}] | {c['mean']:+.4f} | "
+              f"{'yes' if c['disjoint'] else 'no'} |" for c in substitution_overlap(v)]
     return "\n".join(lines)
 
 
@@ -379,12 +395,16 @@ def head_shifts(runs, baseline):
         for key, v in seeds[common[0]]["attention"].items():
             if "per_layer_head" not in v:
                 continue
-            head = lambda r, s: 100 * np.asarray(r[s]["attention"][key]["per_layer_head"], float)   # (L, H)
-            d = np.stack([head(seeds, s) - head(base, s) for s in common])                     # (seeds, L, H)
-            where = lambda i: "seed {} L{}H{}".format(common[i[0]], i[1], i[2])
-            rows.append({"setting": setting, "config": name, "share": key, "n": len(common), "heads": d[0].size,
-                         "mean": float(d.mean()), "largest_lo": float(np.abs(d).max((1, 2)).min()),
-                         "largest_hi": float(np.abs(d).max((1, 2)).max()),    # per seed, its head that moved most
+            def head(r, s):     # (L, H)
+                return 100 * np.asarray(r[s]["attention"][key]["per_layer_head"], float)
+
+            def where(i):
+                return "seed {} L{}H{}".format(common[i[0]], i[1], i[2])
+            d = np.stack([head(seeds, s) - head(base, s) for s in common])     # (seeds, L, H)
+            rows.append({"setting": setting, "config": name, "share": key, "n": len(common),
+                         "heads": d[0].size, "mean": float(d.mean()),
+                         "largest_lo": float(np.abs(d).max((1, 2)).min()),
+                         "largest_hi": float(np.abs(d).max((1, 2)).max()),    # per seed, its most-moved head
                          "rise": float(d.max()), "rise_at": where(np.unravel_index(d.argmax(), d.shape)),
                          "fall": float(d.min()), "fall_at": where(np.unravel_index(d.argmin(), d.shape)),
                          "top_base": float(np.mean([head(base, s).max() for s in common])),
@@ -405,11 +425,12 @@ def rotation_off(runs, baseline):
                     continue
                 on, off = (np.array([100 * seeds[s][f][key]["mean_over_heads"] for s in have])
                            for f in ("attention", "attention_off"))
-                base = [100 * r["attention"][key]["mean_over_heads"] for s, r in configs.get(baseline, {}).items()
-                        if s in have and "attention" in r]
+                base = [100 * r["attention"][key]["mean_over_heads"]
+                        for s, r in configs.get(baseline, {}).items() if s in have and "attention" in r]
                 rows.append({"setting": setting, "config": name, "share": key, "n": len(have),
                              "base": float(np.mean(base)) if base else float("nan"), "on": float(on.mean()),
-                             "off": float(off.mean()), "points": float((off - on).mean()), "fell": int((off < on).sum())})
+                             "off": float(off.mean()), "points": float((off - on).mean()),
+                             "fell": int((off < on).sum())})
     return rows
 
 
@@ -425,8 +446,8 @@ def milestone_gaps(runs, baseline):
                 continue
             steps = set.intersection(*[set(seeds[s]["log"]) & set(base[s]["log"]) for s in common])
             rows += [{"setting": setting, "config": name, "step": st,
-                      **paired([seeds[s]["log"][st]["val_loss"] - base[s]["log"][st]["val_loss"] for s in common])}
-                     for st in sorted(steps)]
+                      **paired([seeds[s]["log"][st]["val_loss"] - base[s]["log"][st]["val_loss"]
+                                for s in common])} for st in sorted(steps)]
     return rows
 
 
@@ -465,23 +486,29 @@ def noise_floor(dirs, baseline):
             raise SystemExit(f"error: {d} has no final.json; a replicate is compared at its final step")
         with open(os.path.join(d, "config.json")) as f:
             configs.append(json.load(f))
-    run = lambda c: {k: v for k, v in c["run"].items() if k not in REPLICATE_FREE}
+    def run(c):
+        return {k: v for k, v in c["run"].items() if k not in REPLICATE_FREE}
     first = run(configs[0])
     differ = sorted({k for c in configs for k in set(run(c)) | set(first) if run(c).get(k) != first.get(k)}
                     | {"model" for c in configs if c["model"] != configs[0]["model"]})
     if len(dirs) < 2 or differ:
-        raise SystemExit(f"error: give two or more replicates of one run (these differ in: {', '.join(differ) or 'nothing'})")
-    reps = np.array([final_val(r) for d in dirs for s in load_runs(d, True).values() for c in s.values() for r in c.values()])
+        raise SystemExit("error: give two or more replicates of one run "
+                         f"(these differ in: {', '.join(differ) or 'nothing'})")
+    reps = np.array([final_val(r) for d in dirs for s in load_runs(d, True).values()
+                     for c in s.values() for r in c.values()])
     name = configs[0]["run"].get("name") or configs[0]["run"]["config"]
-    published = load_runs(os.path.dirname(os.path.dirname(os.path.abspath(dirs[0]))), True)[setting_of(configs[0])]
+    study = os.path.dirname(os.path.dirname(os.path.abspath(dirs[0])))     # out/<corpus>
+    published = load_runs(study, True)[setting_of(configs[0])]
     seeds = np.array([final_val(r) for r in published.get(name, {}).values()])
     common = sorted(set(published.get(name, {})) & set(published.get(baseline, {})))
-    delta = np.mean([final_val(published[name][s]) - final_val(published[baseline][s]) for s in common]) if common else float("nan")
+    delta = (np.mean([final_val(published[name][s]) - final_val(published[baseline][s]) for s in common])
+             if common else float("nan"))
     sd_rep = reps.std(ddof=1)
     sd_seeds = seeds.std(ddof=1) if len(seeds) > 1 else float("nan")
     return {"config": name, "seed": configs[0]["run"]["seed"], "replicates": len(reps), "sd": sd_rep,
             "range": float(np.ptp(reps)), "seeds": len(seeds), "sd_seeds": sd_seeds, "baseline": baseline,
-            "paired_seeds": len(common), "delta": delta, "of_seeds": sd_rep / sd_seeds if sd_seeds else float("nan"),
+            "paired_seeds": len(common), "delta": delta,
+            "of_seeds": sd_rep / sd_seeds if sd_seeds else float("nan"),
             "of_effect": sd_rep / abs(delta) if delta else float("nan")}
 
 
@@ -493,51 +520,59 @@ def _md(title, header, rows, cell):
 
 
 def kinds_markdown(rows, title):
-    return _md(title, "| configuration: kind | tokens | Δ nats/token | 95% CI | won | sign p | q | ppl reduction % |", rows,
-               lambda r: f"| {r['config']}: {r['kind']} | {r['tokens']} | {r['delta']:+.4f} | [{r['ci_lo']:+.4f}, "
-                         f"{r['ci_hi']:+.4f}] | {r['won']}/{r['n']} | {r['sign_p']:.3g} | {r['q']:.3g} | "
-                         f"{r['ppl_reduction']:+.2f} |")
+    return _md(title, "| configuration: kind | tokens | Δ nats/token | 95% CI | won | sign p | q | "
+               "ppl reduction % |", rows,
+               lambda r: f"| {r['config']}: {r['kind']} | {r['tokens']} | {r['delta']:+.4f} | "
+                         f"[{r['ci_lo']:+.4f}, {r['ci_hi']:+.4f}] | {r['won']}/{r['n']} | "
+                         f"{r['sign_p']:.3g} | {r['q']:.3g} | {r['ppl_reduction']:+.2f} |")
 
 
 def interventions_markdown(rows, title):
-    return _md(title, "| configuration: intervention (kind) | real nats/token | Δ nats/token | perplexity × | hurt |", rows,
-               lambda r: f"| {r['config']}: {r['intervention']} ({r['kind']}) | {r['real']:.4f} | {r['delta']:+.4f} | "
-                         f"{r['ppl_ratio']:.3f} | {r['hurt']}/{r['n']} |")
+    return _md(title, "| configuration: intervention (kind) | real nats/token | Δ nats/token | "
+               "perplexity × | hurt |", rows,
+               lambda r: f"| {r['config']}: {r['intervention']} ({r['kind']}) | {r['real']:.4f} | "
+                         f"{r['delta']:+.4f} | {r['ppl_ratio']:.3f} | {r['hurt']}/{r['n']} |")
 
 
 def attention_markdown(rows, title):
-    return _md(title, "| configuration: attention share | baseline % | configuration % | Δ points | higher | sign p | q |",
-               rows, lambda r: f"| {r['config']}: {r['share']} | {r['base']:.2f} | {r['value']:.2f} | "
-                               f"{r['points']:+.2f} | {r['higher']}/{r['n']} | {r['sign_p']:.3g} | {r['q']:.3g} |")
+    return _md(title, "| configuration: attention share | baseline % | configuration % | Δ points | higher | "
+               "sign p | q |", rows,
+               lambda r: f"| {r['config']}: {r['share']} | {r['base']:.2f} | {r['value']:.2f} | "
+                         f"{r['points']:+.2f} | {r['higher']}/{r['n']} | {r['sign_p']:.3g} | {r['q']:.3g} |")
 
 
 def heads_markdown(rows, title):
-    return _md(title, "| configuration: attention share | seeds × heads | Δ points, mean over heads | largest head move "
-               "per seed | largest rise | largest fall | top head, baseline % | top head, configuration % |", rows,
+    return _md(title, "| configuration: attention share | seeds × heads | Δ points, mean over heads | "
+               "largest head move per seed | largest rise | largest fall | top head, baseline % | "
+               "top head, configuration % |", rows,
                lambda r: f"| {r['config']}: {r['share']} | {r['n']} × {r['heads']} | {r['mean']:+.2f} | "
                          f"{r['largest_lo']:.1f}–{r['largest_hi']:.1f} | {r['rise']:+.1f} ({r['rise_at']}) | "
                          f"{r['fall']:+.1f} ({r['fall_at']}) | {r['top_base']:.1f} | {r['top']:.1f} |")
 
 
 def rotation_off_markdown(rows, title):
-    return _md(title, "| configuration: attention share | baseline % | rotation on % | rotation off % | off − on points | fell |",
-               rows, lambda r: f"| {r['config']}: {r['share']} | {r['base']:.2f} | {r['on']:.2f} | {r['off']:.2f} | "
-                               f"{r['points']:+.2f} | {r['fell']}/{r['n']} |")
+    return _md(title, "| configuration: attention share | baseline % | rotation on % | rotation off % | "
+               "off − on points | fell |", rows,
+               lambda r: f"| {r['config']}: {r['share']} | {r['base']:.2f} | {r['on']:.2f} | "
+                         f"{r['off']:.2f} | {r['points']:+.2f} | {r['fell']}/{r['n']} |")
 
 
 def spread_markdown(rows, title):
-    return _md(title, "| configuration | seeds | SD baseline | SD configuration | SD paired Δ | SD unpaired Δ | paired / unpaired |",
-               rows, lambda r: f"| {r['config']} | {r['n']} | {r['sd_base']:.4f} | {r['sd_config']:.4f} | {r['sd_paired']:.4f} | "
-                               f"{r['sd_unpaired']:.4f} | {r['ratio']:.2f} |")
+    return _md(title, "| configuration | seeds | SD baseline | SD configuration | SD paired Δ | "
+               "SD unpaired Δ | paired / unpaired |", rows,
+               lambda r: f"| {r['config']} | {r['n']} | {r['sd_base']:.4f} | {r['sd_config']:.4f} | "
+                         f"{r['sd_paired']:.4f} | {r['sd_unpaired']:.4f} | {r['ratio']:.2f} |")
 
 
 def noise_markdown(r):
-    return _md(f"noise floor: {r['config']} at seed {r['seed']}, final validation loss (appendix §2; paper, web pages: "
-               f"0.0023 over 3 replicates, 0.0109 over 10 seeds = 21%, 11% of the depth effect)",
-               "| replicates | SD | range | seeds | SD over seeds | replicate SD / seed SD | paired Δ vs baseline | replicate SD / abs(Δ) |",
-               [r], lambda r: f"| {r['replicates']} | {r['sd']:.4f} | {r['range']:.4f} | {r['seeds']} | {r['sd_seeds']:.4f} | "
-                              f"{100 * r['of_seeds']:.0f}% | {r['delta']:+.4f} vs {r['baseline']} ({r['paired_seeds']} seeds) | "
-                              f"{100 * r['of_effect']:.0f}% |")
+    return _md(f"noise floor: {r['config']} at seed {r['seed']}, final validation loss (appendix §2; paper, "
+               f"web pages: 0.0023 over 3 replicates, 0.0109 over 10 seeds = 21%, 11% of the depth effect)",
+               "| replicates | SD | range | seeds | SD over seeds | replicate SD / seed SD | "
+               "paired Δ vs baseline | replicate SD / abs(Δ) |", [r],
+               lambda r: f"| {r['replicates']} | {r['sd']:.4f} | {r['range']:.4f} | {r['seeds']} | "
+                         f"{r['sd_seeds']:.4f} | {100 * r['of_seeds']:.0f}% | "
+                         f"{r['delta']:+.4f} vs {r['baseline']} ({r['paired_seeds']} seeds) | "
+                         f"{100 * r['of_effect']:.0f}% |")
 
 
 KEY_KINDS = ("after_close", "after_leaf", "new_block", "row_end", "copied_above", "cell_ref")
@@ -545,10 +580,11 @@ COLUMNS = ["config", "n", "delta", "se", "t", "p", "ci_lo", "ci_hi", "won", "sig
 
 
 def markdown(rows, title):
-    return _md(title, "| configuration | Δ nats/token | SE | t | p | 95% CI | won | sign p | q | ppl reduction % |", rows,
-               lambda r: f"| {r['config']} | {r['delta']:+.4f} | {r['se']:.4f} | {r['t']:.2f} | {r['p']:.3g} | "
-                         f"[{r['ci_lo']:+.4f}, {r['ci_hi']:+.4f}] | {r['won']}/{r['n']} | {r['sign_p']:.3g} | "
-                         f"{r['q']:.3g} | {r['ppl_reduction']:+.2f} |")
+    return _md(title, "| configuration | Δ nats/token | SE | t | p | 95% CI | won | sign p | q | "
+               "ppl reduction % |", rows,
+               lambda r: f"| {r['config']} | {r['delta']:+.4f} | {r['se']:.4f} | {r['t']:.2f} | "
+                         f"{r['p']:.3g} | [{r['ci_lo']:+.4f}, {r['ci_hi']:+.4f}] | {r['won']}/{r['n']} | "
+                         f"{r['sign_p']:.3g} | {r['q']:.3g} | {r['ppl_reduction']:+.2f} |")
 
 
 def write_csv_rows(rows, path):
@@ -567,17 +603,21 @@ def write_csv(rows, path):
 
 
 def references_markdown(data_dir, r):
-    pct = lambda k, of: f"{100 * r[k] / max(r[of], 1):.2f}%"
+    def pct(k, of):
+        return f"{100 * r[k] / max(r[of], 1):.2f}%"
     meta = os.path.join(data_dir, "meta.json")
     synthetic = os.path.exists(meta) and json.load(open(meta)).get("synthetic")
-    return _md(f"references in {data_dir}{' (SYNTHETIC)' if synthetic else ''}, all splits (appendix §5; paper: 17.25% of "
-               f"spreadsheet references name another sheet; Python 20.6% of tokens affected, 91.7% of whole-path overwrites "
-               f"shorter, by 3.13 levels)",
-               "| tokens | reference tokens | tokens affected | references | target under another level-1 node (sheet) | "
-               "whole path shorter | levels lost, shorter ones / all |", [r],
-               lambda r: f"| {r['tokens']:,} | {pct('reference_tokens', 'tokens')} | {pct('affected', 'tokens')} | "
-                         f"{r['references']:,} | {pct('other_level1', 'references')} | {pct('shorter', 'references')} | "
-                         f"{r['lost_shorter'] / max(r['shorter'], 1):.2f} / {r['lost'] / max(r['references'], 1):.2f} |")
+    return _md(f"references in {data_dir}{' (SYNTHETIC)' if synthetic else ''}, all splits (appendix §5; "
+               f"paper: 17.25% of spreadsheet references name another sheet; Python 20.6% of tokens "
+               f"affected, 91.7% of whole-path overwrites shorter, by 3.13 levels)",
+               "| tokens | reference tokens | tokens affected | references | "
+               "target under another level-1 node (sheet) | whole path shorter | "
+               "levels lost, shorter ones / all |", [r],
+               lambda r: f"| {r['tokens']:,} | {pct('reference_tokens', 'tokens')} | "
+                         f"{pct('affected', 'tokens')} | {r['references']:,} | "
+                         f"{pct('other_level1', 'references')} | {pct('shorter', 'references')} | "
+                         f"{r['lost_shorter'] / max(r['shorter'], 1):.2f} / "
+                         f"{r['lost'] / max(r['references'], 1):.2f} |")
 
 
 # ---------------------------------------------------------------------- two runs, token by token ----
@@ -586,7 +626,8 @@ def token_gap(run_a, run_b, draws=2000, seed=0, split="test"):
     by token: mean Δ = a − b nats/token per kind, with a document-cluster bootstrap 95% CI."""
     za, zb = (np.load(os.path.join(r, f"eval_{split}_tokens.npz")) for r in (run_a, run_b))
     if not (np.array_equal(za["record"], zb["record"]) and np.array_equal(za["kind"], zb["kind"])):
-        raise SystemExit("error: the two runs were not scored on the same tokens (same data, split, --max_docs)")
+        raise SystemExit("error: the two runs were not scored on the same tokens "
+                         "(same data, split, --max_docs)")
     d = za["nll"].astype(float) - zb["nll"].astype(float)
     docs, doc_of = np.unique(za["doc"], return_inverse=True)
     rng = np.random.default_rng(seed)
@@ -611,40 +652,43 @@ def parse(argv):
     ap.add_argument("root", nargs="?", help="out/<corpus> (or out/)")
     ap.add_argument("--baseline", default=None, help="default: seq_only (flat for hRoPE runs)")
     ap.add_argument("--figures", default=None, help="write PNG figures + their numbers here")
-    ap.add_argument("--finished", action="store_true", help="only finished runs (final.json): for a study still running")
-    ap.add_argument("--depth", nargs="+", metavar="NPZ", help="cell accumulators depth_<split>.npz: model [control]; "
-                    "Table 3 reads the depth_read_<split>.npz beside each where there is one; then the App. A.6/A.7 "
-                    "diagnostics, and with --figures Fig. 2 and the A.6 heatmaps")
+    ap.add_argument("--finished", action="store_true",
+                    help="only finished runs (final.json): for a study still running")
+    ap.add_argument("--depth", nargs="+", metavar="NPZ", help="cell accumulators depth_<split>.npz: model "
+                    "[control]; Table 3 reads the depth_read_<split>.npz beside each where there is one; "
+                    "then the App. A.6/A.7 diagnostics, and with --figures Fig. 2 and the A.6 heatmaps")
     ap.add_argument("--tokens", nargs=2, metavar="RUN", help="pair two runs token by token (evaluate.py npz)")
     ap.add_argument("--draws", type=int, default=2000)
-    ap.add_argument("--boundary", metavar="ROOT", help="paper 004 Table 1 from evaluate.py --boundary sums under ROOT")
+    ap.add_argument("--boundary", metavar="ROOT",
+                    help="paper 004 Table 1 from evaluate.py --boundary sums under ROOT")
     ap.add_argument("--split", default="test", help="with --boundary: the split evaluate.py scored")
-    ap.add_argument("--hubs", nargs="+", metavar="RUN", help="paper 004 Table 13 from evaluate.py --hubs: the "
-                    "seeds of one configuration, each document's cells summed over them")
+    ap.add_argument("--hubs", nargs="+", metavar="RUN", help="paper 004 Table 13 from evaluate.py --hubs: "
+                    "the seeds of one configuration, each document's cells summed over them")
     ap.add_argument("--paragraphs", nargs="+", metavar="CONFIG_DIR", help="paper 004 Tables 5 and 9 from "
                     "evaluate.py --paragraphs: one out/<corpus>/hrope_axial per corpus, its seeds pooled")
-    ap.add_argument("--gate", type=int, default=400, help="with --paragraphs: pairs a baseline cell needs (A.10: 400)")
-    ap.add_argument("--embedder", default=None, help="with --paragraphs / --candidates: a local sentence-embedding "
-                    "model folder (default: the stand-in embedding)")
-    ap.add_argument("--candidates", nargs="+", metavar="DATA", help="paper 004 Table 4 for prepared paragraph "
-                    "corpora (hrope/candidates.py; no model)")
-    ap.add_argument("--replicates", nargs="+", metavar="RUN", help="the noise floor: replicate runs of one configuration "
-                    "at one seed (train.py --name), the published run first")
-    ap.add_argument("--references", nargs="+", metavar="DATA", help="reference statistics of prepared corpora "
-                    "(data/python, data/sheets; no model)")
+    ap.add_argument("--gate", type=int, default=400,
+                    help="with --paragraphs: pairs a baseline cell needs (A.10: 400)")
+    ap.add_argument("--embedder", default=None, help="with --paragraphs / --candidates: a local "
+                    "sentence-embedding model folder (default: the stand-in embedding)")
+    ap.add_argument("--candidates", nargs="+", metavar="DATA", help="paper 004 Table 4 for prepared "
+                    "paragraph corpora (hrope/candidates.py; no model)")
+    ap.add_argument("--replicates", nargs="+", metavar="RUN", help="the noise floor: replicate runs of one "
+                    "configuration at one seed (train.py --name), the published run first")
+    ap.add_argument("--references", nargs="+", metavar="DATA", help="reference statistics of prepared "
+                    "corpora (data/python, data/sheets; no model)")
     return ap, ap.parse_args(argv)
 
 
 # ------------------------------------------------------------------------------------ modes ----
 def hub_mode(args):
     print(hubs.hub_markdown(hubs.hub_table(args.hubs, args.split, draws=args.draws),
-                                   f"compression depth under hub masking, {len(args.hubs)} seed(s) pooled by document "
-                                   f"(paper 004 Table 13)"))
+                            f"compression depth under hub masking, {len(args.hubs)} seed(s) pooled "
+                            f"by document (paper 004 Table 13)"))
 
 
 def paragraphs_mode(args):
-    print(compression.paragraph_markdown([compression.paragraph_regression(d, args.split, args.gate, args.embedder)
-                                          for d in args.paragraphs]))
+    print(compression.paragraph_markdown(
+        [compression.paragraph_regression(d, args.split, args.gate, args.embedder) for d in args.paragraphs]))
 
 
 def candidates_mode(args):
@@ -655,17 +699,20 @@ def candidates_mode(args):
 def boundary_mode(args):
     pooled = boundaries.boundary_pool(args.boundary, args.split)
     if not pooled:
-        raise SystemExit(f"error: no boundary_{args.split}.npz under {args.boundary}; run evaluate.py RUN --boundary first")
+        raise SystemExit(f"error: no boundary_{args.split}.npz under {args.boundary}; "
+                         "run evaluate.py RUN --boundary first")
     print(boundaries.boundary_markdown(boundaries.boundary_table(pooled, max(args.draws, 4000)),
-                                       f"{args.boundary}: normalised boundary effect, seeds pooled, 95% document-cluster "
-                                       f"bootstrap CIs (paper 004 Table 1)"))
+                                       f"{args.boundary}: normalised boundary effect, seeds pooled, "
+                                       f"95% document-cluster bootstrap CIs (paper 004 Table 1)"))
 
 
 def tokens_mode(args):
-    print(f"### token-paired Δ = {args.tokens[0]} − {args.tokens[1]} (nats/token, document-cluster bootstrap)\n")
+    print(f"### token-paired Δ = {args.tokens[0]} − {args.tokens[1]} "
+          "(nats/token, document-cluster bootstrap)\n")
     print("| kind | tokens | documents | Δ | 95% CI |\n| --- | ---: | ---: | ---: | --- |")
     for k, r in token_gap(*args.tokens, draws=args.draws).items():
-        print(f"| {k} | {r['tokens']} | {r['documents']} | {r['delta']:+.4f} | [{r['ci_lo']:+.4f}, {r['ci_hi']:+.4f}] |")
+        print(f"| {k} | {r['tokens']} | {r['documents']} | {r['delta']:+.4f} | "
+              f"[{r['ci_lo']:+.4f}, {r['ci_hi']:+.4f}] |")
 
 
 def replicates_mode(args):
@@ -718,7 +765,8 @@ def print_deltas(runs, baseline, figure_dir):
     spread = seed_spread(runs, baseline)
     for setting in sorted({r["setting"] for r in spread}):
         print(spread_markdown([r for r in spread if r["setting"] == setting],
-                              f"{setting[0]}: seed-to-seed SD of validation loss, paired and unpaired (appendix §1)"))
+                              f"{setting[0]}: seed-to-seed SD of validation loss, paired and unpaired "
+                              "(appendix §1)"))
         print()
     kinds = compare_kinds(runs, baseline)
     for setting in sorted({r["setting"] for r in kinds}):
@@ -728,7 +776,8 @@ def print_deltas(runs, baseline, figure_dir):
     intervened = compare_intervened(runs, baseline)
     for setting in sorted({r["setting"] for r in intervened}):
         print(markdown([r for r in intervened if r["setting"] == setting],
-                       f"{setting[0]}: test Δ vs {baseline} as it is, with the configuration's structure shuffled or removed"))
+                       f"{setting[0]}: test Δ vs {baseline} as it is, with the configuration's structure "
+                       "shuffled or removed"))
         print()
     return kinds
 
@@ -737,8 +786,10 @@ def print_interventions(runs):
     """Coordinate interventions per configuration, and paper 004's p1 substitutions (Table 2, §4.3)."""
     inter = interventions(runs)
     for setting in sorted({r["setting"] for r in inter}):
-        print(interventions_markdown([r for r in inter if r["setting"] == setting and r["kind"] in ("all",) + KEY_KINDS],
-                                     f"{setting[0]}: coordinate interventions on the test split (mean over seeds)"))
+        print(interventions_markdown([r for r in inter
+                                      if r["setting"] == setting and r["kind"] in ("all",) + KEY_KINDS],
+                                     f"{setting[0]}: coordinate interventions on the test split "
+                                     "(mean over seeds)"))
         print()
     across = defaultdict(list)      # configuration -> [(corpus, its adjacent comparisons)]
     for r in substitution(inter):
@@ -750,10 +801,10 @@ def print_interventions(runs):
             print(table2_signs_markdown(config, per) + "\n")
     for r in inter:    # the reverse substitution: true p1 fed to a model trained on generated labels
         if r["intervention"] == "real" and r["kind"] == "all":
-            print(f"### {r['setting'][0]}: true p1 fed to {r['config']} (paper 004 §4.3 reverse substitution; "
-                  f"paper, period_axial: +0.015 to +0.040 nats)\n\n| own coordinate | true p1 | Δ nats/token | "
-                  f"higher in |\n| ---: | ---: | ---: | ---: |\n| {r['real']:.4f} | {r['real'] + r['delta']:.4f} | "
-                  f"{r['delta']:+.4f} | {r['hurt']}/{r['n']} seeds |\n")
+            print(f"### {r['setting'][0]}: true p1 fed to {r['config']} (paper 004 §4.3 reverse "
+                  f"substitution; paper, period_axial: +0.015 to +0.040 nats)\n\n| own coordinate | "
+                  f"true p1 | Δ nats/token | higher in |\n| ---: | ---: | ---: | ---: |\n| {r['real']:.4f} | "
+                  f"{r['real'] + r['delta']:.4f} | {r['delta']:+.4f} | {r['hurt']}/{r['n']} seeds |\n")
     return inter
 
 
@@ -773,12 +824,14 @@ def print_variants_and_attention(runs, baseline):
     heads = head_shifts(runs, baseline)
     for setting in sorted({r["setting"] for r in heads}):
         print(heads_markdown([r for r in heads if r["setting"] == setting],
-                             f"{setting[0]}: attention shares vs {baseline}, head by head, paired at each seed (test)"))
+                             f"{setting[0]}: attention shares vs {baseline}, head by head, "
+                             "paired at each seed (test)"))
         print()
     off = rotation_off(runs, baseline)
     for setting in sorted({r["setting"] for r in off}):
         print(rotation_off_markdown([r for r in off if r["setting"] == setting],
-                                    f"{setting[0]}: attention shares with the structural rotation switched off, mean over heads (test)"))
+                                    f"{setting[0]}: attention shares with the structural rotation "
+                                    "switched off, mean over heads (test)"))
         print()
 
 
@@ -795,7 +848,8 @@ def write_figures(runs, baseline, kinds, inter, out_dir):
     planes = {}
     for r in rows:
         try:
-            planes[r["config"]] = max(p for L in Rotary(r["config"], 128, r["setting"][1]).count()[0] for p in L)
+            planes[r["config"]] = max(p for L in Rotary(r["config"], 128, r["setting"][1]).count()[0]
+                                      for p in L)
         except (ValueError, KeyError):
             pass
     figures.figure_planes(rows, out_dir, planes)

@@ -34,7 +34,8 @@ def figure_gap(rows, baseline, out_dir):
         table = []
         for name, rs in sorted(configs.items()):
             ax.plot([r["step"] for r in rs], [r["ppl_reduction"] for r in rs], marker="o", label=name)
-            ax.fill_between([r["step"] for r in rs], [r["ppl_lo"] for r in rs], [r["ppl_hi"] for r in rs], alpha=0.15)
+            ax.fill_between([r["step"] for r in rs], [r["ppl_lo"] for r in rs], [r["ppl_hi"] for r in rs],
+                            alpha=0.15)
             table += [(name, r["step"], r["ppl_reduction"], r["ppl_lo"], r["ppl_hi"]) for r in rs]
         ax.axhline(0, color="grey", lw=0.8)
         ax.set_xlabel("step")
@@ -45,7 +46,8 @@ def figure_gap(rows, baseline, out_dir):
         fig.tight_layout()
         save_figure(fig, os.path.join(out_dir, name + ".png"))
         plt.close(fig)
-        write_table(os.path.join(out_dir, name + ".csv"), ["config", "step", "ppl_reduction", "ci_lo", "ci_hi"], table)
+        write_table(os.path.join(out_dir, name + ".csv"),
+                    ["config", "step", "ppl_reduction", "ci_lo", "ci_hi"], table)
 
 
 def figure_planes(rows, out_dir, planes):
@@ -58,8 +60,8 @@ def figure_planes(rows, out_dir, planes):
         if extra <= 0:
             continue
         lo, hi = r["ppl_lo"], r["ppl_hi"]
-        ax.errorbar([extra], [r["ppl_reduction"]], yerr=[[r["ppl_reduction"] - lo], [hi - r["ppl_reduction"]]],
-                    fmt="o", capsize=3)
+        ax.errorbar([extra], [r["ppl_reduction"]],
+                    yerr=[[r["ppl_reduction"] - lo], [hi - r["ppl_reduction"]]], fmt="o", capsize=3)
         ax.annotate(r["config"], (extra, r["ppl_reduction"]), fontsize=7)
         table.append((r["config"], extra, r["ppl_reduction"], lo, hi))
     ax.set_xscale("log")
@@ -69,7 +71,8 @@ def figure_planes(rows, out_dir, planes):
     fig.tight_layout()
     save_figure(fig, os.path.join(out_dir, "fig4_planes.png"))
     plt.close(fig)
-    write_table(os.path.join(out_dir, "fig4_planes.csv"), ["config", "extra_planes", "ppl_reduction", "ci_lo", "ci_hi"], table)
+    write_table(os.path.join(out_dir, "fig4_planes.csv"),
+                ["config", "extra_planes", "ppl_reduction", "ci_lo", "ci_hi"], table)
 
 
 def figure_kinds(rows, out_dir):
@@ -87,17 +90,20 @@ def figure_kinds(rows, out_dir):
             if r["kind"] == "all":
                 ax.axhspan(y - 0.5, y + 0.5, color="grey", alpha=0.15)
             ax.errorbar([r["ppl_reduction"]], [y], xerr=[[r["ppl_reduction"] - lo], [hi - r["ppl_reduction"]]]
-                        if r["n"] > 1 else None, fmt="o", capsize=3, color=f"C{sorted({x['config'] for x in rs}).index(r['config'])}")
+                        if r["n"] > 1 else None, fmt="o", capsize=3,
+                        color=f"C{sorted({x['config'] for x in rs}).index(r['config'])}")
             table.append((r["config"], r["kind"], r["ppl_reduction"], lo, hi, r["won"], r["n"]))
         ax.set_yticks(range(len(rs)), [f"{r['config']}: {r['kind']}" for r in rs], fontsize=7)
         ax.axvline(0, color="grey", lw=0.8)
-        ax.set_xlabel(f"perplexity reduction vs {rs[0]['baseline'] if 'baseline' in rs[0] else 'baseline'} (%), test")
+        ax.set_xlabel(f"perplexity reduction vs {rs[0]['baseline'] if 'baseline' in rs[0] else 'baseline'} "
+                      "(%), test")
         ax.set_title(f"{setting[0]}: gain by kind of token")
         fig.tight_layout()
         name = f"fig5_kinds_{setting[0]}"
         save_figure(fig, os.path.join(out_dir, name + ".png"))
         plt.close(fig)
-        write_table(os.path.join(out_dir, name + ".csv"), ["config", "kind", "ppl_reduction", "ci_lo", "ci_hi", "won", "n"], table)
+        write_table(os.path.join(out_dir, name + ".csv"),
+                    ["config", "kind", "ppl_reduction", "ci_lo", "ci_hi", "won", "n"], table)
 
 
 def figure_columns(runs, out_dir):
@@ -107,10 +113,11 @@ def figure_columns(runs, out_dir):
     for setting, configs in runs.items():
         curves = {}
         for name, seeds in sorted(configs.items()):
-            att = [s["attention"] for s in seeds.values() if "same_row_by_column_offset" in s.get("attention", {})]
+            att = [s["attention"] for s in seeds.values()
+                   if "same_row_by_column_offset" in s.get("attention", {})]
             if att:
-                curves[name] = {reg: np.mean([a[reg + "_by_column_offset"]["mean_over_heads"] for a in att], 0)
-                                for reg in ("same_row", "rows_above")}
+                curves[name] = {reg: np.mean([a[reg + "_by_column_offset"]["mean_over_heads"]
+                                              for a in att], 0) for reg in ("same_row", "rows_above")}
                 offsets = att[0]["same_row_by_column_offset"]["offsets"]
         if not curves:
             continue
@@ -128,7 +135,8 @@ def figure_columns(runs, out_dir):
         name = f"fig6_columns_{setting[0]}"
         save_figure(fig, os.path.join(out_dir, name + ".png"))
         plt.close(fig)
-        write_table(os.path.join(out_dir, name + ".csv"), ["config", "region", "column_offset", "attention_pct"], table)
+        write_table(os.path.join(out_dir, name + ".csv"),
+                    ["config", "region", "column_offset", "attention_pct"], table)
 
 
 def figure_demo(runs, out_dir):
@@ -141,11 +149,13 @@ def figure_demo(runs, out_dir):
              if any("demo" in s.get("eval", {}) for s in seeds.values())}
     if not demos:
         return
-    diff = {k: np.array(d["fake_split"]["attention"]) - np.array(d["real"]["attention"]) for k, d in demos.items()}
+    diff = {k: np.array(d["fake_split"]["attention"]) - np.array(d["real"]["attention"])
+            for k, d in demos.items()}
     lead = next((k for k in demos if np.abs(diff[k]).max() > 0), next(iter(demos)))
     panels = [(f"{lead}: Cond. A (real)", np.array(demos[lead]["real"]["attention"]), "viridis"),
               (f"{lead}: Cond. B (fake-split)", np.array(demos[lead]["fake_split"]["attention"]), "viridis")]
-    panels += [(f"{k}: B − A (max |Δ| {np.abs(diff[k]).max():.2g})", diff[k], "coolwarm") for k in [lead] + sorted(set(demos) - {lead})]
+    panels += [(f"{k}: B − A (max |Δ| {np.abs(diff[k]).max():.2g})", diff[k], "coolwarm")
+               for k in [lead] + sorted(set(demos) - {lead})]
     fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.4))
     ticks = demos[lead]["tokens"]
     for ax, (title, m, cmap) in zip(np.atleast_1d(axes), panels):
@@ -157,8 +167,10 @@ def figure_demo(runs, out_dir):
     fig.tight_layout()
     save_figure(fig, os.path.join(out_dir, "fig3_demo.png"))
     plt.close(fig)
-    write_table(os.path.join(out_dir, "fig3_demo.csv"), ["config", "d_eff_change_across_boundary", "max_abs_map_change"],
-           [[k, d["d_eff_change_across_boundary"], float(np.abs(diff[k]).max())] for k, d in demos.items()])
+    write_table(os.path.join(out_dir, "fig3_demo.csv"),
+                ["config", "d_eff_change_across_boundary", "max_abs_map_change"],
+                [[k, d["d_eff_change_across_boundary"], float(np.abs(diff[k]).max())]
+                 for k, d in demos.items()])
 
 
 def figure_response(paths, out_dir, draws, gate=2000):
@@ -185,28 +197,33 @@ def figure_response(paths, out_dir, draws, gate=2000):
             boot = compression.bootstrap_depth(acc, draws=draws, gate=gate)[0]
             missing = int(np.isnan(boot).sum())
             lo, hi = ci(boot) if missing <= draws / 2 else (float("nan"), float("nan"))
-            band = f"[{lo:+.3f}, {hi:+.3f}]" if not math.isnan(lo) else f"CI not identifiable ({missing}/{draws} draws)"
+            band = (f"[{lo:+.3f}, {hi:+.3f}]" if not math.isnan(lo)
+                    else f"CI not identifiable ({missing}/{draws} draws)")
             legend = f"{name}: U* = {u:+.3f} {band} at Δp1* = {x:.2f}"
             ax.plot([x], [u], "*", ms=12, color=f"C{i}")
-            ax.vlines(x, lo, hi, color=f"C{i}", lw=2.5, alpha=0.6)    # a percentile CI need not hold u: a bar, not ± errors
+            # a percentile CI need not hold u: a bar, not ± errors
+            ax.vlines(x, lo, hi, color=f"C{i}", lw=2.5, alpha=0.6)
             depths.append((name, x, u, lo, hi, missing, draws))
         ax.plot(k[ok], U[ok], "o", color=f"C{i}", label=legend)
         if f is not None:
             grid = np.linspace(f[1], f[2], 200)
             ax.plot(grid, np.polyval(f[0], grid), "-", color=f"C{i}", lw=1)
-        points += [(name, int(j), U[j], tot[j], np.polyval(f[0], j) if f is not None and f[1] <= j <= f[2] else "")
-                   for j in k[ok]]
+        points += [(name, int(j), U[j], tot[j],
+                    np.polyval(f[0], j) if f is not None and f[1] <= j <= f[2] else "") for j in k[ok]]
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xlabel("paragraph displacement Δp1")
     ax.set_ylabel("U(Δp1)  (< 0: compression)")
-    ax.set_title(f"compression response, exact-distance estimator, n ≥ {gate:,} (paper 004 Fig. 2)", fontsize=9)
+    ax.set_title(f"compression response, exact-distance estimator, n ≥ {gate:,} (paper 004 Fig. 2)",
+                 fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     save_figure(fig, os.path.join(out_dir, "fig2_response.png"))
     plt.close(fig)
-    write_table(os.path.join(out_dir, "fig2_response.csv"), ["model", "delta_p1", "U", "pair_weight", "fitted_deg2"], points)
-    write_table(os.path.join(out_dir, "fig2_depth.csv"), ["model", "delta_p1_star", "U_star", "ci_lo", "ci_hi",
-                                                     "draws_without_minimum", "draws"], depths)
+    write_table(os.path.join(out_dir, "fig2_response.csv"),
+                ["model", "delta_p1", "U", "pair_weight", "fitted_deg2"], points)
+    write_table(os.path.join(out_dir, "fig2_depth.csv"),
+                ["model", "delta_p1_star", "U_star", "ci_lo", "ci_hi", "draws_without_minimum", "draws"],
+                depths)
 
 
 def figure_cells(paths, out_dir, gate=200):
@@ -218,7 +235,8 @@ def figure_cells(paths, out_dir, gate=200):
     table = []
     for row, path in zip(axes, paths):
         acc = compression.load_acc(path)
-        n, mean, _, contrast, keep = compression.cell_contrast(*(acc[k].sum(0) for k in ("sum", "sumsq", "count")), gate)
+        n, mean, _, contrast, keep = compression.cell_contrast(
+            *(acc[k].sum(0) for k in ("sum", "sumsq", "count")), gate)
         K = int(np.flatnonzero(n.sum(0)).max(initial=0)) + 1          # Δp1 columns holding pairs
         lim = np.nanmax(np.abs(np.where(keep, contrast, np.nan)[:, 1:K]), initial=0) or 1.0
         name = compression.run_label(path)
@@ -239,8 +257,8 @@ def figure_cells(paths, out_dir, gate=200):
     fig.tight_layout()
     save_figure(fig, os.path.join(out_dir, "figA6_cells.png"))
     plt.close(fig)
-    write_table(os.path.join(out_dir, "figA6_cells.csv"), ["model", "d", "delta_p1", "pairs", "mean_log_attention",
-                                                      f"contrast_gate{gate}"], table)
+    write_table(os.path.join(out_dir, "figA6_cells.csv"),
+                ["model", "d", "delta_p1", "pairs", "mean_log_attention", f"contrast_gate{gate}"], table)
 
 
 def save_figure(fig, path):

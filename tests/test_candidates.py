@@ -50,10 +50,12 @@ def test_vocabulary_cut_and_empty_paragraphs_by_hand():
 def test_table14_ordering_by_hand():
     """Planted λ_struct: at the full vocabulary code 4.0 > web 3.5 > prose 3.0; the top-256 cut
     swaps web and prose ('no'), top-512 keeps the order ('yes'), a failed fit prints 'no fit'."""
-    row = lambda k, lams: {"cutoff": k, "corpora": [{"corpus": n, "lambda_struct": l, "ci": [l - 1, l + 1],
-                                                     "token_share": 0.5, "empty": 0} for n, l in zip(("prose", "code", "web"), lams)]}
-    t = candidates.table14([row(256, [3.6, 4.0, 3.5]), row(512, [3.1, 4.2, 3.3]), row(1024, [3.0, float("nan"), 3.3]),
-                            row(None, [3.0, 4.0, 3.5])]).splitlines()
+    def row(k, lams):
+        return {"cutoff": k, "corpora": [{"corpus": n, "lambda_struct": lam, "ci": [lam - 1, lam + 1],
+                                          "token_share": 0.5, "empty": 0}
+                                         for n, lam in zip(("prose", "code", "web"), lams)]}
+    t = candidates.table14([row(256, [3.6, 4.0, 3.5]), row(512, [3.1, 4.2, 3.3]),
+                            row(1024, [3.0, float("nan"), 3.3]), row(None, [3.0, 4.0, 3.5])]).splitlines()
     assert t[2].endswith("| code > prose > web | no |") and t[3].endswith("| code > web > prose | yes |")
     assert t[4].endswith("| no fit | n/a |") and t[5].endswith("| code > web > prose | — |")
     assert "| top 256 types | 3.60 [2.60, 4.60] (50% of tokens) |" in t[2]
@@ -73,7 +75,8 @@ def test_candidates_on_a_planted_corpus(tmp_path, capsys, monkeypatch):
     displacements past the documents' 12 paragraphs have no pairs (NaN, not 0), λ_struct is
     finite, and the table labels the stand-in embedding."""
     rng = np.random.default_rng(0)
-    topics = [[chr(97 + t % 26) + chr(97 + t // 26) + chr(97 + i) + "q" for i in range(12)] for t in range(40)]
+    topics = [[chr(97 + t % 26) + chr(97 + t // 26) + chr(97 + i) + "q" for i in range(12)]
+              for t in range(40)]
     src = tmp_path / "src"
     src.mkdir()
     for d in range(12):
@@ -82,8 +85,8 @@ def test_candidates_on_a_planted_corpus(tmp_path, capsys, monkeypatch):
             words = [w for t in range(k + d, k + d + 3) for w in topics[t % 40]]
             paras.append(" ".join(rng.choice(words, 40)).capitalize() + ".")
         (src / f"doc{d}.txt").write_text("\n\n".join(paras))
-    d = prepare.main(["prose", "--src", str(src), "--out", str(tmp_path / "data"), "--vocab", "400", "--max_len", "256",
-                      "--workers", "1"])
+    d = prepare.main(["prose", "--src", str(src), "--out", str(tmp_path / "data"), "--vocab", "400",
+                      "--max_len", "256", "--workers", "1"])
     r = candidates.candidates(d, draws=100)
     s = np.array(r["S_exc"])
     assert s[0] > s[1] > 0 > s[2] and np.isnan(s[11:]).all() and 0.3 < r["lambda_struct"] < 15
@@ -94,11 +97,14 @@ def test_candidates_on_a_planted_corpus(tmp_path, capsys, monkeypatch):
     # Table 14: the full-vocabulary row is Table 4's λ_struct; a cut keeps the top types' share of tokens
     rows = candidates.main(["--cutoffs", d, "--draws", "50"])
     Q, doc = candidates.paragraphs(d)
-    assert [r["cutoff"] for r in rows] == [256, 512, 1024, 2048, None] and "Table 14" in capsys.readouterr().out
+    assert [r["cutoff"] for r in rows] == [256, 512, 1024, 2048, None] and \
+        "Table 14" in capsys.readouterr().out
     assert rows[-1]["corpora"][0]["lambda_struct"] == candidates.lexical(Q, doc, 50)["lambda_struct"]
     assert rows[-1]["corpora"][0]["token_share"] == 1
-    top = candidates.vocabulary_robustness([d], cutoffs=(40,), draws=50)[0]["corpora"][0]   # the planted corpus uses < 256 types
-    assert top["token_share"] == pytest.approx(np.sort(Q.sum(0).A1)[::-1][:40].sum() / Q.sum()) and top["token_share"] < 1
+    # the planted corpus uses < 256 types
+    top = candidates.vocabulary_robustness([d], cutoffs=(40,), draws=50)[0]["corpora"][0]
+    assert top["token_share"] == pytest.approx(np.sort(Q.sum(0).A1)[::-1][:40].sum() / Q.sum()) \
+        and top["token_share"] < 1
     assert top["lambda_struct"] != rows[-1]["corpora"][0]["lambda_struct"]
     (tmp_path / "MiniLM").mkdir()
     fake_sentence_transformers(monkeypatch, [])
@@ -116,7 +122,8 @@ def fake_sentence_transformers(monkeypatch, seen):
         def encode(self, texts, batch_size, normalize_embeddings):
             seen.extend(texts)
             return np.array([[1.0, 0.0] if " ho " in f" {t.lower()} " else [0.0, 1.0] for t in texts])
-    monkeypatch.setitem(sys.modules, "sentence_transformers", types.SimpleNamespace(SentenceTransformer=SentenceTransformer))
+    monkeypatch.setitem(sys.modules, "sentence_transformers",
+                        types.SimpleNamespace(SentenceTransformer=SentenceTransformer))
 
 
 def test_paragraph_predictors_on_a_planted_corpus(tmp_path, monkeypatch):
@@ -127,13 +134,14 @@ def test_paragraph_predictors_on_a_planted_corpus(tmp_path, monkeypatch):
     position; the paragraphs around it are whole."""
     words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
     rng = np.random.default_rng(0)
-    para = lambda n: " ".join(rng.choice(words, n)).capitalize() + "."
+    def para(n):
+        return " ".join(rng.choice(words, n)).capitalize() + "."
     src = tmp_path / "src"
     src.mkdir()
     (src / "c.txt").write_text("\n\n".join([para(30), "Ho " + "ho " * 10 + "ho.", para(30)]))
     (src / "b.txt").write_text("\n\n".join([para(20), " ".join(rng.choice(words, 600)), para(20)]))
-    d = prepare.main(["prose", "--src", str(src), "--out", str(tmp_path / "data"), "--vocab", "300", "--max_len", "128",
-                      "--workers", "1"])
+    d = prepare.main(["prose", "--src", str(src), "--out", str(tmp_path / "data"), "--vocab", "300",
+                      "--max_len", "128", "--workers", "1"])
     r = candidates.paragraph_predictors(d, "train", 128)
     by_doc = {}
     for k in range(len(r["record"])):
@@ -145,7 +153,8 @@ def test_paragraph_predictors_on_a_planted_corpus(tmp_path, monkeypatch):
     mid = b[1:-1]                                                 # the long paragraph's pieces
     assert len(mid) >= 4 and r["truncated"][mid].all() and not r["truncated"][[b[0], b[-1]]].any()
     assert r["position"][b].tolist() == pytest.approx([0] + [1 / 3] * len(mid) + [2 / 3])
-    assert (r["p1"][mid] == 1).all() and len(set(r["record"][b])) == len(b) - 1   # p1 in the document; the last piece shares a record
+    # p1 in the document; the last piece shares a record
+    assert (r["p1"][mid] == 1).all() and len(set(r["record"][b])) == len(b) - 1
     # --embedder: a local model folder embeds the decoded paragraphs. Document a's middle paragraph
     # alone says 'ho', so every pair of neighbours there has cosine 0; in document b all have 1.
     folder = tmp_path / "MiniLM"
@@ -153,9 +162,11 @@ def test_paragraph_predictors_on_a_planted_corpus(tmp_path, monkeypatch):
     seen = []
     fake_sentence_transformers(monkeypatch, seen)
     m = candidates.paragraph_predictors(d, "train", 128, embedder=str(folder))
-    assert seen[0] == str(folder) and len(seen) == 1 + len(m["record"]) and sum("ho ho" in t for t in seen[1:]) == 1
+    assert seen[0] == str(folder) and len(seen) == 1 + len(m["record"]) \
+        and sum("ho ho" in t for t in seen[1:]) == 1
     assert m["coherence"][a].tolist() == [0, 0, 0] and (m["coherence"][b] == 1).all()
-    assert {k: m[k].tolist() for k in ("length", "ttr", "position")} == {k: r[k].tolist() for k in ("length", "ttr", "position")}
+    assert {k: m[k].tolist() for k in ("length", "ttr", "position")} == \
+        {k: r[k].tolist() for k in ("length", "ttr", "position")}
     with pytest.raises(SystemExit, match="no such folder"):
         candidates.paragraph_predictors(d, "train", 128, embedder=str(tmp_path / "missing"))
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)          # not installed

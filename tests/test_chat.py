@@ -42,8 +42,10 @@ def test_chat_coordinates_by_hand():
         part = TALK[:k]
         if len({s for s, _ in part}) < 2:
             continue
-        p = data.token_coords(chat.chat_doc(part), ids[:len("\n".join(t for _, t in part))], np.ones(256, np.int64))
-        assert (p["chat"] == c["chat"][:len(p["chat"])]).all() and (p["path"] == c["path"][:len(p["path"])]).all()
+        p = data.token_coords(chat.chat_doc(part), ids[:len("\n".join(t for _, t in part))],
+                              np.ones(256, np.int64))
+        assert (p["chat"] == c["chat"][:len(p["chat"])]).all() and \
+            (p["path"] == c["path"][:len(p["path"])]).all()
 
 
 def test_one_speaker_is_a_counted_skip():
@@ -54,8 +56,8 @@ def test_one_speaker_is_a_counted_skip():
 def test_prepare_chat_default_source_and_a_step(tmp_path):
     """The default source is the installed chitchat_dataset: real conversations, never synthetic."""
     pytest.importorskip("chitchat_dataset")
-    out = prepare.main(["chat", "--conversations", "240", "--vocab", "300", "--max_len", "128", "--workers", "1",
-                        "--out", str(tmp_path)])
+    out = prepare.main(["chat", "--conversations", "240", "--vocab", "300", "--max_len", "128",
+                        "--workers", "1", "--out", str(tmp_path)])
     meta = json.load(open(os.path.join(out, "meta.json")))
     assert not meta["synthetic"] and meta["documents"] + meta["skipped_total"] == 240
     a = data.load_split(out, "train")
@@ -65,8 +67,9 @@ def test_prepare_chat_default_source_and_a_step(tmp_path):
     record_start[np.asarray(a["doc_start"])[:-1]] = True
     new_turn = np.r_[True, (g[1:, :2] != g[:-1, :2]).any(1)] & ~record_start
     same_turn = ~new_turn & ~record_start
-    assert (g[new_turn, 2] == 0).all() and (g[same_turn, 2] == g[np.flatnonzero(same_turn) - 1, 2] + 1).all()
+    assert (g[new_turn, 2] == 0).all() and \
+        (g[same_turn, 2] == g[np.flatnonzero(same_turn) - 1, 2] + 1).all()
     run = train.main(["--corpus", "chat", "--config", "seq_chat_grid", "--data", str(tmp_path),
-                      "--out", str(tmp_path / "out"), "--steps=1", "--n_layer=1", "--n_embd=128", "--n_head=1",
-                      "--max_len=128", "--docs_per_step=4", "--compile=0", "--bf16=0"])
+                      "--out", str(tmp_path / "out"), "--steps=1", "--n_layer=1", "--n_embd=128",
+                      "--n_head=1", "--max_len=128", "--docs_per_step=4", "--compile=0", "--bf16=0"])
     assert np.isfinite(json.load(open(os.path.join(run, "final.json")))["val_loss"])

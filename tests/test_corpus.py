@@ -1,5 +1,6 @@
 """README "Add a corpus": a corpus is one entry in a module's CORPORA plus its builder, named in
-corpora.MODULES. A toy corpus (this module's CORPORA) registered at runtime is prepared, trained a step and evaluated, no other file touched.
+corpora.MODULES. A toy corpus (this module's CORPORA) registered at runtime is prepared, trained
+a step and evaluated, no other file touched.
 Run: python -m pytest -q tests/test_corpus.py"""
 import json
 import os
@@ -56,17 +57,20 @@ def test_a_new_corpus_is_one_entry_and_its_builder(monkeypatch, tmp_path):
     names = [f"doc{i}.txt" for i in range(200)]
     for s in data.SPLITS:     # three documents in every split, whichever way the names hash
         for name in [n for n in names if prepare.split_of(n) == s][:3 if s != "train" else 30]:
-            (src / name).write_text("\n".join(" ".join(rng.choice(words, rng.integers(2, 7))) for _ in range(12)))
+            (src / name).write_text("\n".join(" ".join(rng.choice(words, rng.integers(2, 7)))
+                                              for _ in range(12)))
     monkeypatch.setitem(corpora.MODULES, "toy", __name__)
     out = str(tmp_path / "data")
-    prepare.main(["toy", "--src", str(src), "--out", out, "--vocab", "300", "--max_len", "64", "--workers", "1"])
+    prepare.main(["toy", "--src", str(src), "--out", out, "--vocab", "300", "--max_len", "64",
+                  "--workers", "1"])
     meta = json.load(open(os.path.join(out, "toy", "meta.json")))
     assert meta["documents"] == 36 and meta["settings"]["defaults"] == \
         {"preset": "paper", "recipe": "tree", "attention": ["same_depth"]}
-    run = train.main(["--corpus", "toy", "--config", "seq_tree", "--data", out, "--out", str(tmp_path / "out"),
-                      "--steps=1", "--n_layer=1", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4",
-                      "--compile=0", "--bf16=0"])
+    run = train.main(["--corpus", "toy", "--config", "seq_tree", "--data", out,
+                      "--out", str(tmp_path / "out"), "--steps=1", "--n_layer=1", "--n_embd=128",
+                      "--n_head=1", "--max_len=64", "--docs_per_step=4", "--compile=0", "--bf16=0"])
     result = evaluate.main([run, "--attention", "--max_docs", "3"])
-    assert set(result["interventions"]) == {"shuffle", "remove"} and np.isfinite(result["kinds"]["all"]["nll"])
+    assert set(result["interventions"]) == {"shuffle", "remove"} and \
+        np.isfinite(result["kinds"]["all"]["nll"])
     shares = json.load(open(os.path.join(run, "attention_test.json")))
     assert 0 < shares["same_depth_elsewhere"]["mean_over_heads"] < 1

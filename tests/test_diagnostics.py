@@ -142,7 +142,8 @@ def test_baseline_pair_counts_by_hand():
     c = compression.baseline_counts(N)
     assert c["total"] == 541650 and c["far"] == 650 and c["largest"] == 465
     assert c["ranges"] == [(1, 64, 192000), (65, 128, 141600), (129, 256, 153600), (257, 1024, 54450)]
-    assert c["gates"] == {200: (300, 300), 1000: (300, 300), 1500: (100, 100), 2000: (100, 100), 3000: (100, 100)}
+    assert c["gates"] == {200: (300, 300), 1000: (300, 300), 1500: (100, 100), 2000: (100, 100),
+                          3000: (100, 100)}
 
 
 def plant_substitutions(root, corpus, values):
@@ -154,9 +155,10 @@ def plant_substitutions(root, corpus, values):
             "run": {"corpus": corpus, "config": "hrope_axial", "seed": seed, "steps": 10},
             "model": {"n_layer": 4, "n_embd": 128, "n_head": 2, "max_len": 256}}))
         (d / "log.jsonl").write_text(json.dumps({"step": 10, "val_loss": 2.0}) + "\n")
-        score = lambda c: {"all": {"nll": values[c][seed], "tokens": 100}}
-        (d / "eval_test.json").write_text(json.dumps({"kinds": score("real"),
-                                                      "interventions": {c: score(c) for c in ("period", "rand", "const0")}}))
+        def score(c):
+            return {"all": {"nll": values[c][seed], "tokens": 100}}
+        (d / "eval_test.json").write_text(json.dumps({
+            "kinds": score("real"), "interventions": {c: score(c) for c in ("period", "rand", "const0")}}))
 
 
 def test_table2_non_overlap_by_hand(tmp_path, capsys):

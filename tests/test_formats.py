@@ -20,13 +20,15 @@ from corpora import formats
 FORMATS = {   # corpus: (whole-document builder, scanner for any prefix, canonical form of the input)
     "json": (formats.json_doc, formats.json_coords, lambda raw: json.loads(raw.decode("utf-8-sig"))),
     "xml": (formats.xml_doc, formats.xml_coords, lambda raw: canonical_xml(raw)),
-    "markdown": (formats.markdown_doc, formats.markdown_coords, lambda raw: raw.decode("utf-8-sig").replace("\r\n", "\n")),
+    "markdown": (formats.markdown_doc, formats.markdown_coords,
+                 lambda raw: raw.decode("utf-8-sig").replace("\r\n", "\n")),
 }
 
 
 def canonical_xml(raw):
     import lxml.etree
-    tree = lxml.etree.fromstring(raw, lxml.etree.XMLParser(no_network=True, load_dtd=False, remove_comments=True))
+    tree = lxml.etree.fromstring(raw, lxml.etree.XMLParser(no_network=True, load_dtd=False,
+                                                           remove_comments=True))
     return lxml.etree.tostring(tree.getroottree(), method="c14n", with_comments=False).decode()
 
 
@@ -61,7 +63,7 @@ def test_nodes_by_hand():
     for ch_i, ch in enumerate(d.text):
         owner.setdefault(ch, []).append((int(depth[d.char_node[ch_i]]), path[d.char_node[ch_i]][:5].tolist()))
     obj, member_a, arr = [0, -1, -1, -1, -1], [0, 0, -1, -1, -1], [0, 0, 0, -1, -1]
-    assert owner["{"] == [(1, obj), (4, [0, 0, 0, 1, -1])]            # the outer object; the array's 2nd value
+    assert owner["{"] == [(1, obj), (4, [0, 0, 0, 1, -1])]            # outer object; the array's 2nd value
     assert owner[":"] == [(2, member_a), (5, [0, 0, 0, 1, 0]), (2, [0, 1, -1, -1, -1])]
     assert owner["1"] == [(4, [0, 0, 0, 0, -1])]                         # the array's first value
     assert owner[","] == [(3, arr), (1, obj)]                            # commas belong to their container
@@ -97,7 +99,9 @@ def test_xml_nodes_by_hand():
     d = formats.xml_doc(b'<?xml version="1.0"?><r b="x"><!-- gone --><x>t</x>u</r>')
     assert d.text == '<r b="x"><x>t</x>u</r>'
     depth, path = d.node_coords()
-    at = lambda i: (int(depth[d.char_node[i]]), path[d.char_node[i]][:3].tolist()) if d.char_node[i] >= 0 else None
+    def at(i):
+        n = d.char_node[i]
+        return (int(depth[n]), path[n][:3].tolist()) if n >= 0 else None
     assert [at(i) for i in range(len(d.text))] == (
         [None, (1, [0, -1, -1])] + [(2, [0, 0, -1])] * 6 + [(1, [0, -1, -1])]        # <r, ` b="x"`, >
         + [None] + [(2, [0, 1, -1])] * 2 + [(3, [0, 1, 0])]                           # <x>t
@@ -112,27 +116,32 @@ def test_markdown_nodes_and_paragraphs_by_hand():
     text = "Intro. Two.\n\n# A\nText here.\n\n## B\n```\nx\n\ny\n```\n# C\n"
     d = formats.markdown_coords(text)
     depth, _ = d.node_coords()
-    line = lambda s: [int(depth[n]) if n >= 0 else 0 for n in d.char_node[text.index(s):text.index(s) + len(s)]]
+    def line(s):
+        i = text.index(s)
+        return [int(depth[n]) if n >= 0 else 0 for n in d.char_node[i:i + len(s)]]
     assert line("Intro. Two.") == [2] * 11 and line("# A") == [0, 1, 1] and line("Text here.") == [3] * 10
     assert line("## B") == [0, 0, 2, 2] and line("x\n\ny") == [4] * 4 and line("# C") == [0, 1, 1]
-    p = lambda s: d.char_p[text.index(s), :2].tolist()
+    def p(s):
+        return d.char_p[text.index(s), :2].tolist()
     assert [p("Intro"), p("Two"), p("A\n"), p("Text"), p("B\n"), p("x\n"), p("y\n"), p("C\n")] == \
-        [[0, 0], [0, 1], [1, 0], [2, 0], [3, 0], [4, 0], [4, 0], [5, 0]]       # the fence keeps its blank line
-    assert set(formats.markdown_coords("e.g.Foo and x. y").char_p[:, 1].tolist()) == {0}   # no space, no capital
+        [[0, 0], [0, 1], [1, 0], [2, 0], [3, 0], [4, 0], [4, 0], [5, 0]]   # the fence keeps its blank line
+    # "e.g.Foo": no space after the stop, and "y" no capital: one sentence throughout
+    assert set(formats.markdown_coords("e.g.Foo and x. y").char_p[:, 1].tolist()) == {0}
 
 
 @pytest.mark.parametrize("build,raw,reason", [
-    (formats.json_doc, b'{"a": [1, 2', "invalid json"),                                   # truncated
-    (formats.json_doc, b'{"a":' * 11 + b"1" + b"}" * 11, "deeper than 22 levels"),        # 11 x (object, member) + 1
+    (formats.json_doc, b'{"a": [1, 2', "invalid json"),                    # truncated
+    (formats.json_doc, b'{"a":' * 11 + b"1" + b"}" * 11, "deeper than 22 levels"),  # 11 x (obj, member) + 1
     (formats.json_doc, b'{"a": "\xff"}', "not utf-8"),
     (formats.json_doc, b"", "invalid json"),
-    (formats.json_doc, b"[NaN]", "invalid json"),                                         # Python reads it; JSON has none
+    (formats.json_doc, b"[NaN]", "invalid json"),                          # Python reads it; JSON has none
     (formats.json_doc, json.dumps(list(range(400))).encode(), "wider than 318 siblings"),
-    (formats.xml_doc, b"<a><b>text</b", "invalid xml (gt required)"),                      # truncated
+    (formats.xml_doc, b"<a><b>text</b", "invalid xml (gt required)"),      # truncated
     (formats.xml_doc, b"<a>" * 23 + b"</a>" * 23, "deeper than 22 levels"),
-    (formats.xml_doc, b"<a>\xff</a>", "invalid xml"),                                      # not UTF-8
+    (formats.xml_doc, b"<a>\xff</a>", "invalid xml"),                      # not UTF-8
     (formats.xml_doc, b"<a>" + b"<b/>" * 400 + b"</a>", "wider than 318 siblings"),
-    (formats.xml_doc, b'<!DOCTYPE a SYSTEM "http://example.invalid/a.dtd"><a>&x;</a>', "invalid xml (undeclared entity)"),
+    (formats.xml_doc, b'<!DOCTYPE a SYSTEM "http://example.invalid/a.dtd"><a>&x;</a>',
+     "invalid xml (undeclared entity)"),
     (formats.markdown_doc, b"  \n\n", "empty"),
     (formats.markdown_doc, b"# a\n\xff", "not utf-8"),
 ])
@@ -204,8 +213,9 @@ def test_a_character_cut_by_a_token_reads_as_content():
 def test_sample_py_end_to_end(tiny, tmp_path, capsys):
     root, _ = tiny("json")
     run = train.main(["--corpus", "json", "--config", "seq_depth", "--data", root, "--out", str(tmp_path),
-                      "--steps=3", "--preset=cpu", "--n_layer=1", "--n_embd=64", "--n_head=1", "--max_len=128",
-                      "--docs_per_step=4", "--val_docs=4", "--test_docs=4", "--milestones=1", "--mb_tokens=512"])
+                      "--steps=3", "--preset=cpu", "--n_layer=1", "--n_embd=64", "--n_head=1",
+                      "--max_len=128", "--docs_per_step=4", "--val_docs=4", "--test_docs=4", "--milestones=1",
+                      "--mb_tokens=512"])
     texts = sample.main([run, "--num_samples", "2", "--max_new_tokens", "20", "--seed", "1"])
     out = capsys.readouterr().out
     assert len(texts) == 2 and all(t.startswith("{") for t in texts)
@@ -223,9 +233,10 @@ def test_a_run_refuses_data_prepared_again(tiny, tmp_path):
     root, _ = tiny("json")
     data_root = tmp_path / "data"
     shutil.copytree(root, data_root)
-    run = train.main(["--corpus", "json", "--config", "seq_only", "--data", str(data_root), "--out", str(tmp_path),
-                      "--steps=1", "--preset=cpu", "--n_layer=1", "--n_embd=32", "--n_head=1", "--max_len=128",
-                      "--docs_per_step=2", "--val_docs=2", "--test_docs=2", "--milestones=1", "--mb_tokens=512"])
+    run = train.main(["--corpus", "json", "--config", "seq_only", "--data", str(data_root),
+                      "--out", str(tmp_path), "--steps=1", "--preset=cpu", "--n_layer=1", "--n_embd=32",
+                      "--n_head=1", "--max_len=128", "--docs_per_step=2", "--val_docs=2", "--test_docs=2",
+                      "--milestones=1", "--mb_tokens=512"])
     sample.load(run, "cpu")                       # the data it trained on: accepted
     ranks = json.load(open(data_root / "json" / "tokenizer.json"))
     ranks["ranks"][300], ranks["ranks"][301] = ranks["ranks"][301], ranks["ranks"][300]

@@ -1,4 +1,4 @@
-"""The GPT is causal and its training loss is the token mean (issue 15's uncaught mutations).
+"""The GPT is causal and its training loss is the token mean.
 
 Causality: for every registered configuration, on the SDPA and the explicit-attention path,
 changing the tokens and every coordinate after position t never changes a logit at or before t
@@ -31,15 +31,19 @@ def fields(seed):
     return {"tokens": torch.randint(0, 64, (B, T), generator=g), "path": path, "depth": depth,
             "within": torch.randint(-1, 30, (B, T), generator=g),
             "ref_path": torch.where(torch.rand(B, T, 1, generator=g) < 0.3, path, -1),
-            "symbol": torch.randint(-1, 5, (B, T), generator=g), "p": torch.randint(0, 9, (B, T, 3), generator=g),
-            "label": torch.randint(-1, 6, (B, T), generator=g), "grid": torch.randint(-1, 9, (B, T, 2), generator=g),
-            "source": torch.randint(0, 2, (B, T), generator=g), "chat": torch.randint(0, 9, (B, T, 3), generator=g)}
+            "symbol": torch.randint(-1, 5, (B, T), generator=g),
+            "p": torch.randint(0, 9, (B, T, 3), generator=g),
+            "label": torch.randint(-1, 6, (B, T), generator=g),
+            "grid": torch.randint(-1, 9, (B, T, 2), generator=g),
+            "source": torch.randint(0, 2, (B, T), generator=g),
+            "chat": torch.randint(0, 9, (B, T, 3), generator=g)}
 
 
 @pytest.mark.parametrize("name", sorted(rotary.CONFIGS))
 def test_a_later_token_never_changes_an_earlier_logit(name):
     torch.manual_seed(0)
-    m = GPT(GPTConfig(vocab_size=64, n_layer=6, n_embd=256, n_head=2, max_len=T, rotary=name, corpus=CORPUS)).eval()
+    m = GPT(GPTConfig(vocab_size=64, n_layer=6, n_embd=256, n_head=2, max_len=T, rotary=name,
+                      corpus=CORPUS)).eval()
     a, b = fields(1), fields(2)
     for k in a:                                 # b: the same prefix, everything after CUT different
         b[k][:, :CUT + 1] = a[k][:, :CUT + 1]
@@ -60,9 +64,10 @@ def test_a_later_token_never_changes_an_earlier_logit(name):
 def test_step_loss_is_the_mean_over_predicted_tokens(tiny_python, tmp_path):
     """Records of different lengths in several micro-batches: padding, the last token of each
     record and other micro-batches must not enter the normaliser."""
-    run = train.main(["--compile=0", "--bf16=0", "--corpus", "python", "--config", "seq_depth", "--data", tiny_python, "--out", str(tmp_path),
-                      "--seed=5", "--steps=1", "--milestones=1", "--preset=cpu", "--n_layer=1", "--max_len=256",
-                      "--docs_per_step=6", "--mb_tokens=512", "--val_docs=2", "--test_docs=2"])
+    run = train.main(["--compile=0", "--bf16=0", "--corpus", "python", "--config", "seq_depth",
+                      "--data", tiny_python, "--out", str(tmp_path), "--seed=5", "--steps=1",
+                      "--milestones=1", "--preset=cpu", "--n_layer=1", "--max_len=256", "--docs_per_step=6",
+                      "--mb_tokens=512", "--val_docs=2", "--test_docs=2"])
     logged = json.loads(open(os.path.join(run, "log.jsonl")).readline())["train_loss"]
     cfg = json.load(open(os.path.join(run, "config.json")))
     split = data.Split(os.path.join(tiny_python, "python"), "train", 256)
@@ -84,9 +89,10 @@ def test_a_packed_step_scores_every_record_as_if_alone(tiny_python, tmp_path):
     step equals the NLL of its records scored one at a time, over the hand-counted predicted tokens:
     attention leaking into the earlier record, a target crossing the seam, or t running on across the
     block each change it."""
-    run = train.main(["--compile=0", "--bf16=0", "--corpus", "python", "--config", "seq_depth", "--data", tiny_python,
-                      "--out", str(tmp_path), "--seed=5", "--steps=1", "--milestones=1", "--preset=cpu", "--n_layer=1",
-                      "--max_len=256", "--docs_per_step=3", "--pack=1", "--mb_tokens=512", "--val_docs=2", "--test_docs=2"])
+    run = train.main(["--compile=0", "--bf16=0", "--corpus", "python", "--config", "seq_depth",
+                      "--data", tiny_python, "--out", str(tmp_path), "--seed=5", "--steps=1",
+                      "--milestones=1", "--preset=cpu", "--n_layer=1", "--max_len=256", "--docs_per_step=3",
+                      "--pack=1", "--mb_tokens=512", "--val_docs=2", "--test_docs=2"])
     logged = json.loads(open(os.path.join(run, "log.jsonl")).readline())["train_loss"]
     cfg = json.load(open(os.path.join(run, "config.json")))
     split = data.Split(os.path.join(tiny_python, "python"), "train", 256)
@@ -105,7 +111,8 @@ def test_a_packed_step_scores_every_record_as_if_alone(tiny_python, tmp_path):
     packed = split.batch(blocks, "cpu")
     seam = int(split.len[blocks[j][0]])                                     # the second record's first token
     assert packed["pos"][j, seam] == 0 and packed["pos"][j, seam - 1] == seam - 1
-    assert packed["targets"][j, seam - 1] == -1 and packed["targets"][j, seam - 2] == packed["tokens"][j, seam - 1]
+    assert packed["targets"][j, seam - 1] == -1 and \
+        packed["targets"][j, seam - 2] == packed["tokens"][j, seam - 1]
     assert packed["segment"][j, seam - 1] == 0 and packed["segment"][j, seam] == 1
 
 
@@ -114,7 +121,8 @@ def test_blocked_pairs_get_exactly_zero_attention_and_none_changes_nothing():
     blocked pair receives exactly zero attention on both paths; an all-False mask and no mask give
     identical outputs; a token's attention to itself is never blocked."""
     torch.manual_seed(0)
-    m = GPT(GPTConfig(vocab_size=64, n_layer=2, n_embd=128, n_head=2, max_len=T, rotary="hrope_axial", corpus=CORPUS)).eval()
+    m = GPT(GPTConfig(vocab_size=64, n_layer=2, n_embd=128, n_head=2, max_len=T, rotary="hrope_axial",
+                      corpus=CORPUS)).eval()
     f = fields(3)
     p = torch.zeros(B, T, 3, dtype=torch.long)
     p[:, 6:, 0] = 1                                            # two paragraphs: tokens 0-5 and 6-11
@@ -132,7 +140,8 @@ def test_blocked_pairs_get_exactly_zero_attention_and_none_changes_nothing():
         sdpa = m(f["tokens"], C, blocked=blocked)[0]
         assert torch.allclose(sdpa, logits, atol=1e-5)           # both paths block the same pairs
         plain = m(f["tokens"], C)[0]
-        assert torch.allclose(m(f["tokens"], C, blocked=torch.zeros(B, T, T, dtype=torch.bool))[0], plain, atol=1e-6)
+        assert torch.allclose(m(f["tokens"], C, blocked=torch.zeros(B, T, T, dtype=torch.bool))[0], plain,
+                              atol=1e-6)
         assert not torch.allclose(sdpa, plain)
         self_only = torch.ones(B, T, T, dtype=torch.bool)        # block everything: self-attention remains
         assert torch.isfinite(m(f["tokens"], C, blocked=self_only)[0]).all()

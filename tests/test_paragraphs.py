@@ -30,7 +30,8 @@ def test_three_paragraphs_hand_worked():
                         '\n\nThird one! "Quoted start" next. lower case stays.')      # "ok" < 20 chars
     c = per_byte(doc)
     p = c["p"]
-    at = lambda s: doc.text.index(s)
+    def at(s):
+        return doc.text.index(s)
     assert p[at("This")].tolist() == [0, 0, 0] and p[at("You")].tolist() == [0, 1, 0]
     assert p[at("reason")].tolist() == [0, 1, 12]                  # "You are the " is 12 characters
     assert p[at("Second")].tolist() == [1, 0, 0]
@@ -49,7 +50,8 @@ def test_two_block_python_file_hand_worked():
     doc = paragraphs.code_doc(src)
     assert doc.text == src.decode()                                # the text is unchanged
     p = per_byte(doc)["p"]
-    at = lambda s: doc.text.index(s)
+    def at(s):
+        return doc.text.index(s)
     assert p[at("import os")].tolist() == [0, 0, 0]
     assert p[at("import sys")].tolist() == [0, 1, 0]
     assert p[at("def")].tolist() == [1, 0, 0]
@@ -158,7 +160,8 @@ def test_prepare_code_and_wikitext(tmp_path):
     a = data.load_split(d, "train")
     starts = a["doc_start"][:-1]
     first = np.r_[True, a["record_doc"][1:] != a["record_doc"][:-1]]
-    assert (a["p"][starts[first], 0] == 0).all() and (a["p"][starts[~first], 0] > 0).any()   # p1 counted in the file
+    # p1 counted in the file
+    assert (a["p"][starts[first], 0] == 0).all() and (a["p"][starts[~first], 0] > 0).any()
     assert (a["p"][starts, 1:] == 0).all() and (a["p"] >= 0).all()
     assert meta["p_max"][0] <= meta["p1_cap"] and 0 < meta["p1_density"] < 1 and meta["p1_period"] > 1
 
@@ -182,7 +185,8 @@ def test_records_start_a_paragraph():
     assert [r["p"].tolist() for r in rs] == [p[:3].tolist(), [[0, 0, 0]], [[1, 0, 0], [1, 0, 1], [1, 1, 0]]]
     whole = prepare.records(coords, 7, "split", boundary, p1_cap=0)[0]["p"]
     assert whole[:, 0].tolist() == [0] * 7 and whole[:, 1:].tolist() == p[:, 1:].tolist()
-    assert controls.paragraph_stats(prepare.records(coords, 3, "split", boundary, p1_cap=0))["paragraphs"] == 3
+    capped = prepare.records(coords, 3, "split", boundary, p1_cap=0)
+    assert controls.paragraph_stats(capped)["paragraphs"] == 3
 
 
 def test_p1_cap_and_m1_on_a_long_tailed_corpus(tmp_path):
@@ -193,7 +197,8 @@ def test_p1_cap_and_m1_on_a_long_tailed_corpus(tmp_path):
     not truncate, keeps the long document's 200 paragraphs: M_1 = 199."""
     name = next(f"long{i}" for i in range(100) if prepare.split_of(f"long{i}.py") == "train"
                 and prepare.split_of(f"long{i}.txt") == "train")
-    for corpus, ext, block in (("code", "py", "x{0} = {0}\n"), ("prose", "txt", "Paragraph number {0} is here.")):
+    for corpus, ext, block in (("code", "py", "x{0} = {0}\n"),
+                               ("prose", "txt", "Paragraph number {0} is here.")):
         src = tmp_path / corpus
         src.mkdir()
         for k in range(20):

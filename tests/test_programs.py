@@ -28,7 +28,8 @@ class K:
 def test_programs_are_top_level_functions_and_classes_with_the_imports():
     progs = dict(pycorpus.python_programs(MODULE))
     assert sorted(progs) == ["K", "kept"]          # short: 2 lines; long: 61 lines; X is no program
-    assert progs["kept"] == "import os\nfrom a.b import c as d\n@decorated\ndef kept(y):\n    z = y + 1\n    return z\n"
+    assert progs["kept"] == \
+        "import os\nfrom a.b import c as d\n@decorated\ndef kept(y):\n    z = y + 1\n    return z\n"
     assert progs["K"].endswith("class K:\n    def m(self):\n        return os.sep\n")
     for text in progs.values():                    # every program is itself a Python file the corpus reads
         pycorpus.python_doc(text)

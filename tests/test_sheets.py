@@ -51,7 +51,9 @@ def test_two_sheet_workbook_hand_worked():
     assert doc.text == ("Name\tMon\tTue\tTotal\nAnn\t8\t7\t=SUM(B2:C2)\nBob\t8\t7\t=B3+C3*2\n\n"
                         "Grand\t=SUM(Hours!D2:D3)+'My Sheet'!B3\t=Rate*2\n5\n")
     depth, path = doc.node_coords()
-    p = lambda s, nth=0: path[node_of(doc, s, nth)][:depth[node_of(doc, s, nth)]].tolist()
+    def p(s, nth=0):
+        n = node_of(doc, s, nth)
+        return path[n][:depth[n]].tolist()
     assert p("Ann") == [0, 1, 0, 0]                     # sheet 0, row 1, column 0, the literal
     assert p("5") == [1, 2, 1, 0]                       # absolute row 2 although row 1 is empty
     # =B3+C3*2 in D3: operands and operators are siblings in reading order (no precedence tree,
@@ -64,7 +66,8 @@ def test_two_sheet_workbook_hand_worked():
     assert p("+'") == [1, 0, 1, 1] and p("'My") == [1, 0, 1, 2]
     # references: target sheet/row/column from their own text; ranges name their first cell;
     # cross-sheet, quoted, forward and defined-name references
-    ref = lambda s: doc.ref_path[node_of(doc, s)]
+    def ref(s):
+        return doc.ref_path[node_of(doc, s)]
     assert ref("B2:C2") == [0, 1, 1] and ref("Hours!D2:D3") == [0, 1, 3]
     assert ref("'My Sheet'!B3") == [1, 2, 1] and ref("Rate") == [0, 1, 1]
     assert node_of(doc, "2\n") not in doc.ref_path                 # a number is not a reference
@@ -171,8 +174,8 @@ def with_prefixes(formulas):
 
 
 def test_formula_trees_by_hand():
-    """The formulas of issue 23: a later operator does not move an earlier token. Paths below the
-    cell, per character after the '='."""
+    """Formulas a precedence tree would read wrongly: a later operator does not move an earlier
+    token. Paths below the cell, per character after the '='."""
     got = with_prefixes(["=A1+B1", "=SUM(A1,B1)*2", "=-(1+2)%"])
     assert got["=A1+B1"][1]["=A1"] == [(0,)] * 2                    # depth 4 in the workbook, as alone
     assert got["=A1+B1"][0] == [(0,)] * 2 + [(1,)] + [(2,)] * 2     # A1 not under the later '+'
@@ -181,7 +184,8 @@ def test_formula_trees_by_hand():
     assert got["=SUM(A1,B1)*2"][1]["=SUM(A1,B1)"] == got["=SUM(A1,B1)*2"][0][:10]   # SUM( not under '*'
 
 
-REAL_WORKBOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "workbooks")
+REAL_WORKBOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data",
+                              "workbooks")
 
 
 def test_formula_prefix_keeps_coordinates():
@@ -192,7 +196,8 @@ def test_formula_prefix_keeps_coordinates():
     bracket open around it), and every formula the former precedence parser read is still read."""
     books = []
     if os.path.isdir(REAL_WORKBOOKS):
-        books += [("real", open(os.path.join(REAL_WORKBOOKS, f), "rb").read()) for f in sorted(os.listdir(REAL_WORKBOOKS))]
+        books += [("real", open(os.path.join(REAL_WORKBOOKS, f), "rb").read())
+                  for f in sorted(os.listdir(REAL_WORKBOOKS))]
     with tempfile.TemporaryDirectory() as d:
         sheets.synthetic_workbooks(d, 25, seed=0)
         books += [("synthetic", open(os.path.join(d, f), "rb").read()) for f in sorted(os.listdir(d))]
@@ -268,8 +273,8 @@ def test_rejected_formula_is_kept_as_text_and_counted():
 
 
 def test_prepare_sheets_synthetic(tmp_path, capsys):
-    d = prepare.main(["sheets", "--workbooks", "10", "--out", str(tmp_path), "--vocab", "300", "--max_len", "256",
-                      "--workers", "1"])
+    d = prepare.main(["sheets", "--workbooks", "10", "--out", str(tmp_path), "--vocab", "300",
+                      "--max_len", "256", "--workers", "1"])
     assert "SYNTHETIC" in capsys.readouterr().out
     meta = json.load(open(os.path.join(d, "meta.json")))
     assert meta["synthetic"] and meta["documents"] == 10 and meta["references"] > 0
@@ -277,8 +282,9 @@ def test_prepare_sheets_synthetic(tmp_path, capsys):
     is_ref = (a["kind"] & trees.KIND_CELL_REF) > 0
     assert (a["ref_path"][is_ref, 0] >= 0).mean() > 0.9              # references carry their target
     assert (a["ref_path"][~is_ref, 0] < 0).all()
-    assert (a["depth"][a["path"][:, 0] >= 0] >= 3).all()             # every cell token sits under sheet/row/col
-    refs = data.reference_stats(d)                   # a reference merged into a token of its neighbour is lost
+    assert (a["depth"][a["path"][:, 0] >= 0] >= 3).all()             # cell tokens sit under sheet/row/col
+    # a reference merged into a token of its neighbour is lost
+    refs = data.reference_stats(d)
     assert 0 < refs["references"] <= meta["references"] and 0 < refs["other_level1"] < refs["references"]
 
 
@@ -319,11 +325,13 @@ def test_reference_statistics_on_a_planted_workbook(tmp_path, capsys):
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)
     rec = {**data.token_coords(doc, ids, np.ones(256, np.int64)), "tokens": ids, "doc": 0}
     data.write_split(str(tmp_path), "train", [rec])
-    assert data.reference_stats(str(tmp_path)) == {"tokens": 37, "reference_tokens": 15, "affected": 13, "references": 5,
-                                                   "other_level1": 1, "shorter": 5, "lost_shorter": 6, "lost": 6}
+    assert data.reference_stats(str(tmp_path)) == {"tokens": 37, "reference_tokens": 15, "affected": 13,
+                                                   "references": 5, "other_level1": 1, "shorter": 5,
+                                                   "lost_shorter": 6, "lost": 6}
     analyze.main(["--references", str(tmp_path)])
     assert "| 37 | 40.54% | 35.14% | 5 | 20.00% | 100.00% | 1.20 / 1.20 |" in capsys.readouterr().out
     # two records cut between the two B1 tokens of A2's range: the reference counts once in each
     rec2 = [{k: v[s:e] for k, v in rec.items() if k != "doc"} | {"doc": 0} for s, e in ((0, 20), (20, 37))]
     data.write_split(str(tmp_path), "train", rec2)
-    assert data.reference_stats(str(tmp_path))["references"] == data.reference_stats(str(tmp_path), chunk=1)["references"] == 6
+    assert data.reference_stats(str(tmp_path))["references"] == \
+        data.reference_stats(str(tmp_path), chunk=1)["references"] == 6

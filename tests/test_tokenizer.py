@@ -1,4 +1,4 @@
-"""The tokeniser (tokenizer.py): rustbpe trains, tiktoken encodes (issue 16 item 1).
+"""The tokeniser (tokenizer.py): rustbpe trains, tiktoken encodes, as in nanochat.
 
 A throwaway tokeniser is trained in-process on real text (standard-library files): entries,
 merges learned from frequent pairs, non-ASCII round trip, byte lengths, determinism, and the
@@ -37,7 +37,8 @@ def test_deterministic_and_saved_ranks_load_into_tiktoken(ranks, tmp_path):
     assert tokenizer.train(TEXTS, 600) == ranks
     tokenizer.save(ranks, tmp_path / "tokenizer.json")
     enc = tokenizer.load(tmp_path)
-    assert enc.n_vocab == 600 and enc.encode_ordinary(SAMPLE) == tokenizer.encoding(ranks).encode_ordinary(SAMPLE)
+    assert enc.n_vocab == 600 and \
+        enc.encode_ordinary(SAMPLE) == tokenizer.encoding(ranks).encode_ordinary(SAMPLE)
 
 
 def test_byte_cap_limits_the_training_text():

@@ -49,12 +49,11 @@ def test_hand_worked_program():
     assert doc.ref[7] == 2 and doc.ref[8] == 3 and doc.ref[10] == 5
     assert doc.ref[5] == -1 and doc.ref[14] == -1
     assert doc.symbol[[2, 3, 5, 7, 8, 10]].tolist() == [0, 1, 2, 0, 1, 2]
-    # kinds (our reading of "right after a subtree closes"): after_close where a subtree of 2+
-    # nodes closed, the node shallower than its predecessor (Assign 4 after arguments' subtree,
-    # Return 9 after the BinOp's, Assign 11 after the function's); after_leaf where the predecessor
-    # is a leaf sibling (:x1 3, =Add 6, x1 8, =Call 13, 1 15, 2 16); none on a first child
+    # kinds, our reading of "right after a subtree closes": after_close where a subtree of 2+ nodes
+    # closed (nodes 4, 9, 11), after_leaf after a leaf sibling (3, 6, 8, 13, 15, 16), none on a first child
     starts = np.flatnonzero(np.r_[True, doc.char_node[1:] != doc.char_node[:-1]])   # a node owns its space
-    flagged = lambda k: [i for i, s in enumerate(starts) if doc.char_kind[s] & k]
+    def flagged(k):
+        return [i for i, s in enumerate(starts) if doc.char_kind[s] & k]
     assert flagged(trees.KIND_AFTER_CLOSE) == [4, 9, 11]
     assert flagged(trees.KIND_AFTER_LEAF) == [3, 6, 8, 13, 15, 16]
 
@@ -174,7 +173,8 @@ def test_label_and_statement_grid_by_hand():
 def test_web_and_sheet_labels():
     html = b"<html><body><p>one <b>two</b></p><p>three</p>four</body></html>"
     doc = web.web_doc(html)
-    node = lambda s: doc.char_node[doc.text.index(s)]
+    def node(s):
+        return doc.char_node[doc.text.index(s)]
     assert [doc.label[node(s)] for s in ("one", "two", "three", "four")] == [0, 1, 0, 2]   # p, b, p, body
 
 
@@ -225,7 +225,8 @@ def test_web_page_hand_worked():
     doc = web.web_doc(html)
     assert doc.text == "Hello big world\none\ntwo\ndeep\na\nb\nend"
     depth, path = doc.node_coords()
-    node = lambda s: doc.char_node[doc.text.index(s)]
+    def node(s):
+        return doc.char_node[doc.text.index(s)]
     assert path[node("big"), :4].tolist() == [0, 1, 0, -1]        # h1 > b > text
     assert path[node("deep"), :6].tolist() == [1, 1, 1, 0, 0, -1]  # ul > li[1] > ul > li > text
     assert path[node("b\n"), :5].tolist() == [2, 0, 1, 0, -1]     # table > tr > td[1] > text
@@ -282,7 +283,7 @@ def test_symbol_ids_are_unique_over_the_document():
     assert [nodes[i] for i in (2, 10)] == ["=:x0", "=:x0"]
     assert doc.symbol[[2, 4, 5, 7]].tolist() == [0, 1, 0, 1]                 # f: a, b, a, b
     assert doc.symbol[[10, 12, 13, 15]].tolist() == [2, 3, 2, 3]             # g: c, d, c, d
-    assert doc.ref[[5, 7, 13, 15]].tolist() == [2, 4, 10, 12]                 # uses point at their definitions
+    assert doc.ref[[5, 7, 13, 15]].tolist() == [2, 4, 10, 12]                # uses point at their definitions
 
 
 def test_web_skip_list_applies_inside_body():
@@ -318,7 +319,8 @@ def test_warc_response_records(tmp_path):
     page = b"<html><body><p>Hello warc</p></body></html>"
     data = (record("request", "http://a/", b"GET / HTTP/1.1\r\n\r\n")
             + record("response", "http://a/", b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n" + page)
-            + record("response", "http://a/x.png", b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\n\r\n\x89PNG"))
+            + record("response", "http://a/x.png",
+                     b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\n\r\n\x89PNG"))
     (tmp_path / "crawl.warc").write_bytes(data)
     with gzip.open(tmp_path / "crawl.warc.gz", "wb") as f:
         f.write(data)

@@ -40,10 +40,12 @@ def test_main_text_paragraphs_and_sentences(open_, close):
     assert doc.text == "\n\n".join(MAIN)
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)
     p = data.token_coords(doc, ids, np.ones(256, np.int64))["p"]     # one token per byte
-    at = lambda s: doc.text.index(s)
+    def at(s):
+        return doc.text.index(s)
     assert p[at("First")].tolist() == [0, 0, 0] and p[at("The second")].tolist() == [0, 1, 0]
     assert p[at("here.")].tolist() == [0, 1, len("The second one is ")]
-    assert p[at('"Quoted')].tolist() == [1, 1, 0] and p[at("lower")][:2].tolist() == [1, 1]   # WikiText-2's rule
+    # WikiText-2's rule: a quote opens a sentence, lowercase after '.' does not
+    assert p[at('"Quoted')].tolist() == [1, 1, 0] and p[at("lower")][:2].tolist() == [1, 1]
     assert p[at("Short.")].tolist() == [2, 0, 0]
 
 
@@ -63,8 +65,9 @@ def test_deep_pages_are_read_whole_or_skipped():
     """lxml's default parser keeps 256 levels and drops the rest of the page without a word:
     at 300 levels the deep paragraph and the one after it must both be there; past our cap of
     512 the page is a counted skip, never a page cut short."""
-    nest = lambda n: ("<html><body><p>First one.</p>" + "<div>" * n + "<p>Deep one.</p>" + "</div>" * n
-                      + "<p>After it.</p></body></html>")
+    def nest(n):
+        return ("<html><body><p>First one.</p>" + "<div>" * n + "<p>Deep one.</p>" + "</div>" * n
+                + "<p>After it.</p></body></html>")
     assert paragraphs.webtext_paragraphs(nest(300)) == ["First one.", "Deep one.", "After it."]
     with pytest.raises(trees.Skip) as e:
         paragraphs.webtext_paragraphs(nest(600))
@@ -98,7 +101,8 @@ def test_near_duplicates_planted():
     near = a[:300] + words(rng, 100)
     half = a[:150] + words(rng, 250)
     other = words(rng, 400)
-    jac = lambda x, y: len(grams(x) & grams(y)) / len(grams(x) | grams(y))
+    def jac(x, y):
+        return len(grams(x) & grams(y)) / len(grams(x) | grams(y))
     assert jac(a, near) == pytest.approx(0.6, abs=0.02) and jac(a, half) == pytest.approx(0.23, abs=0.02)
     texts = [" ".join(t) for t in (a, half, near, other)]
     assert paragraphs.near_duplicates(texts) == {2}
@@ -115,7 +119,8 @@ def page(body):
 def prose(rng, n_paragraphs, sentences=2, n=8):
     out = []
     for _ in range(n_paragraphs):
-        out.append("<p>" + " ".join(" ".join(words(rng, n)).capitalize() + "." for _ in range(sentences)) + "</p>")
+        out.append("<p>" + " ".join(" ".join(words(rng, n)).capitalize() + "." for _ in range(sentences))
+                   + "</p>")
     return "".join(out)
 
 
@@ -144,9 +149,11 @@ def test_prepare_webtext_end_to_end(tmp_path):
     starts = a["doc_start"][:-1]
     assert (a["p"][starts, 1:] == 0).all() and (a["p"][starts, 0] > 0).any()   # records mid-page keep p1
     # hRoPE trains on it with paper 004's recipe, its p1 spectrum calibrated on this M_1
-    assert meta["settings"]["defaults"]["recipe"] == "hrope" and meta["settings"]["defaults"]["preset"] == "paper_hrope"
-    train.main(["--corpus", "webtext", "--data", str(out), "--out", str(tmp_path / "out"), "--config", "hrope_axial",
-                "--steps", "1", "--docs_per_step", "2", "--val_docs", "2", "--test_docs", "2", "--milestones", "1"])
+    assert meta["settings"]["defaults"]["recipe"] == "hrope" and \
+        meta["settings"]["defaults"]["preset"] == "paper_hrope"
+    train.main(["--corpus", "webtext", "--data", str(out), "--out", str(tmp_path / "out"),
+                "--config", "hrope_axial", "--steps", "1", "--docs_per_step", "2", "--val_docs", "2",
+                "--test_docs", "2", "--milestones", "1"])
     run = json.load(open(tmp_path / "out" / "webtext" / "hrope_axial" / "seed0" / "config.json"))
     assert run["run"]["recipe"] == "hrope_cpu" and run["model"]["corpus"]["p_max"] == meta["p_max"]
 
