@@ -171,7 +171,8 @@ def parse(argv):
     ap.add_argument("--out", default="data")
     # the flags that shape the data default to None here: settings.PREPARE, or the setting's, fill them
     ap.add_argument("--vocab", type=int, help="BPE entries (paper: 32,768; CPU default 4,096)")
-    ap.add_argument("--max_len", type=int, help="longest record in tokens (the context; default 256, the CPU scale's)")
+    ap.add_argument("--max_len", type=int,
+                    help="longest record in tokens (the context; default 256, the CPU scale's)")
     ap.add_argument("--long", choices=("split", "crop", "drop"),
                     help="longer documents: split at statement/text-block boundaries (default), "
                          "crop (the larger web run) or drop (the small web setting)")

@@ -533,9 +533,10 @@ def plan(cfg, model_over, origin, master):
     run.train, run.val, run.test = load_splits(run.data_dir, run.mcfg.max_len)
     whole = np.diff(run.train.a["doc_start"])
     if prepared > run.mcfg.max_len and master and (whole > run.mcfg.max_len).any():
+        unseen = 1 - np.minimum(whole, run.mcfg.max_len).sum() / whole.sum()
         print(f"note: {(whole > run.mcfg.max_len).mean():.0%} of the training records are longer than the "
               f"context ({run.mcfg.max_len:,}): only their first {run.mcfg.max_len:,} tokens train, "
-              f"{1 - np.minimum(whole, run.mcfg.max_len).sum() / whole.sum():.0%} of the split's tokens never "
+              f"{unseen:.0%} of the split's tokens never "
               f"(prepare.py {cfg['corpus']} --max_len {run.mcfg.max_len})")
     run.val_ids = np.arange(min(cfg["val_docs"], len(run.val)))             # the same fixed records
     run.test_ids = np.arange(len(run.test) if cfg["test_docs"] is None

@@ -29,8 +29,10 @@ def test_a_second_prepare_into_a_folder_being_written_is_refused(tmp_path):
     with data.owned(os.path.join(out, "web"), "the prepared data"):     # a first writer, alive
         second = script("prepare.py", "web", "--src", src, "--out", out, "--vocab", "300", "--workers", "1")
     assert second.returncode == 1 and not os.path.exists(os.path.join(out, "web"))
-    assert second.stderr.strip().count("\n") == 0 and f"being written by process {os.getpid()}" in second.stderr
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    assert second.stderr.strip().count("\n") == 0
+    assert f"being written by process {os.getpid()}" in second.stderr
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True)
     with open(os.path.join(out, "web.lock"), "w") as f:                 # left by a process that is gone
         f.write(dead.stdout.strip())
     first = script("prepare.py", "web", "--src", src, "--out", out, "--vocab", "300", "--workers", "1")
@@ -41,7 +43,8 @@ def test_a_second_prepare_into_a_folder_being_written_is_refused(tmp_path):
 
 def test_a_second_train_on_a_run_being_written_is_refused_and_up_to_date_checks_the_arrays(tmp_path):
     src, out = pages(tmp_path), str(tmp_path / "data")
-    assert script("prepare.py", "web", "--src", src, "--out", out, "--vocab", "300", "--workers", "1").returncode == 0
+    prep = ["prepare.py", "web", "--src", src, "--out", out, "--vocab", "300", "--workers", "1"]
+    assert script(*prep).returncode == 0
     run = os.path.join(str(tmp_path / "out"), "web", "seq_depth", "seed0")
     flags = ["train.py", "--config", "seq_depth", "--data", out, "--out", str(tmp_path / "out"), "--steps=1",
              "--val_docs=2", "--test_docs=2", "--compile=0", "--bf16=0"]
@@ -51,6 +54,6 @@ def test_a_second_train_on_a_run_being_written_is_refused_and_up_to_date_checks_
     assert not os.path.exists(os.path.join(run, "final.json"))
     assert script(*flags).returncode == 0 and os.path.exists(os.path.join(run, "final.json"))
     os.remove(os.path.join(out, "web", "val_doc_start.npy"))   # meta.json alone is not "up to date"
-    again = script("prepare.py", "web", "--src", src, "--out", out, "--vocab", "300", "--workers", "1")
+    again = script(*prep)
     assert again.returncode == 0 and "up to date" not in again.stdout
     assert os.path.exists(os.path.join(out, "web", "val_doc_start.npy"))
