@@ -74,6 +74,8 @@ class Block(nn.Module):
 class GPT(nn.Module):
     def __init__(self, cfg):
         super().__init__()
+        if cfg.n_embd % cfg.n_head:
+            raise ValueError(f"n_embd {cfg.n_embd} is not a multiple of n_head {cfg.n_head}")
         self.cfg = cfg
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.drop = nn.Dropout(cfg.dropout)   # nanoGPT's places: embeddings, attention, residual branches

@@ -353,13 +353,16 @@ def write(out_dir, recs, split, ranks, pattern, meta):
     tmp = out_dir + f".tmp{os.getpid()}"   # private to this process
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
-    for s in SPLITS:
-        write_split(tmp, s, recs[s])
-    tokenizer.save(ranks, os.path.join(tmp, "tokenizer.json"), pattern)
-    with open(os.path.join(tmp, "meta.json"), "w") as f:
-        json.dump(meta, f, indent=1)
-    shutil.rmtree(out_dir, ignore_errors=True)
-    os.replace(tmp, out_dir)
+    try:
+        for s in SPLITS:
+            write_split(tmp, s, recs[s])
+        tokenizer.save(ranks, os.path.join(tmp, "tokenizer.json"), pattern)
+        with open(os.path.join(tmp, "meta.json"), "w") as f:
+            json.dump(meta, f, indent=1)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        os.replace(tmp, out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def report(meta, docs):
@@ -375,4 +378,7 @@ def report(meta, docs):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit("\ninterrupted: the prepared folder is as it was before this run")

@@ -640,4 +640,7 @@ def milestone(run, model, opt, autocast, log, step, step_loss, lr, tokens_seen, 
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit("\ninterrupted: the same command resumes from the last milestone's checkpoint")

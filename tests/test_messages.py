@@ -1,0 +1,35 @@
+"""What a new user typed gets one line back, naming it: no traceback, no advice that ignores it.
+Run: python -m pytest -q tests/test_messages.py"""
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import train
+from tests.test_ownership import ROOT, pages, script
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("web")
+    out = str(tmp / "data")
+    assert script("prepare.py", "web", "--src", pages(tmp), "--out", out, "--vocab", "300",
+                  "--workers", "1").returncode == 0
+    return out
+
+
+def test_heads_that_do_not_divide_the_width_are_one_line(web, tmp_path):
+    with pytest.raises(SystemExit, match="n_embd 128 is not a multiple of n_head 3"):
+        train.main(["--config", "seq_only", "--data", web, "--out", str(tmp_path), "--n_head=3", "--steps=1"])
+
+
+def test_ctrl_c_is_one_line_that_says_how_to_resume(web, tmp_path):
+    p = subprocess.Popen([sys.executable, "train.py", "--config", "seq_only", "--data", web, "--out",
+                          str(tmp_path), "--steps=100000", "--compile=0", "--bf16=0"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(8)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 1 and "Traceback" not in err and "resumes from the last milestone" in err
