@@ -3,14 +3,14 @@ read its attention.
 
     python evaluate.py out/python/seq_depth/seed0                 # test split, auto interventions
     python evaluate.py out/web/seq_depth/seed0 --attention --max_docs 64
-    python evaluate.py out/sheets/seq_grid/seed0 --rotation_off   # + the shares with its structural rotation off
+    python evaluate.py out/sheets/seq_grid/seed0 --rotation_off   # + shares, structural rotation off
     python evaluate.py out/code/hrope_axial/seed0 --attention     # + compression-depth cells
     python evaluate.py out/prose/hrope_axial/seed0 --demo         # paper 004 Fig. 1, one example
     python evaluate.py out/code/hrope_axial/seed0 --boundary      # sums for Table 1 (analyze.py --boundary)
     python evaluate.py out/code/hrope_axial/seed0 --probe         # same-paragraph probe (Table 8)
-    python evaluate.py out/code/hrope_axial/seed0 --paragraphs    # sums for Tables 5, 9 (analyze.py --paragraphs)
+    python evaluate.py out/code/hrope_axial/seed0 --paragraphs    # sums for Tables 5, 9 (analyze.py)
     for s in 0 1 2; do python evaluate.py out/code/hrope_axial/seed$s --hub_contributions; done   # Table 13,
-    for s in 0 1 2; do python evaluate.py out/code/hrope_axial/seed$s --hubs; done   # pass 1 on every seed first
+    for s in 0 1 2; do python evaluate.py out/code/hrope_axial/seed$s --hubs; done  # all seeds' pass 1 first
 
 Interventions change coordinates only, never tokens (depth-perception appendix §2 "How the
 structure is used"; paragraph-boundaries paper §3.2, §4.3):
@@ -27,7 +27,8 @@ depth_read_<split>.npz bins them by the labels read, rand_axial's averaged over 
 draws); with --boundary, --hubs and --paragraphs the sums analyze.py's Tables 1, 13 and 5/9 read
 (boundary_, hub_*_, paragraph_<split>.npz; --hub_contributions writes hub_contrib_<split>.npz alone,
 the pass that --hubs pools over the seeds).
-Those paper 004 measures live in hrope/boundaries.py (Layer I), hrope/compression.py (Layers II-III) and hrope/hubs.py (Table 13).
+Those paper 004 measures live in hrope/boundaries.py (Layer I), hrope/compression.py (Layers II-III)
+and hrope/hubs.py (Table 13).
 """
 import argparse
 import functools
@@ -156,15 +157,17 @@ def attention_stats(shares, context):
     Shares are over strictly earlier keys, averaged over queries that have at least one such key;
     paragraph data also gets compression-depth cells."""
     acc = {"sum": {}, "queries": {}}
-    cells = {"": {}, "_read": {}}    # per record, summed over the passes (label draws) that call collect_cells
+    cells = {"": {}, "_read": {}}    # per record, summed over the label draws that call collect_cells
 
     def collect_cells(r, b, att):
         """Compression-depth cells binned by the true p1 and, where the p1 channel reads generated
-        labels (period_p1, rand_p1), by the labels it read: Table 3 bins Δp1 by these (REFERENCE.md)."""
+        labels (period_p1, rand_p1), by the labels it read: Table 3 bins Δp1 by these
+        (REFERENCE.md)."""
         for suffix, p1 in (("", b["p"][:, 0]), ("_read", b.get("p1_read"))):
             if p1 is not None:
                 new = depth_cells(att, p1.cpu(), min(D_MAX + 1, context))
-                cells[suffix][r] = [x + y for x, y in zip(cells[suffix][r], new)] if r in cells[suffix] else new
+                cells[suffix][r] = ([x + y for x, y in zip(cells[suffix][r], new)] if r in cells[suffix]
+                                    else new)
 
     def collect(r, b, att):
         path, depth = b.get("path"), b.get("depth")
@@ -191,13 +194,14 @@ def attention_stats(shares, context):
         out = {}
         for name, s in acc["sum"].items():
             per_head = (s / max(acc["queries"][name], 1)).numpy()
-            out[name] = {"mean_over_heads": float(per_head.mean()), "per_layer_head": per_head.round(5).tolist(),
-                         "queries": acc["queries"][name]}
+            out[name] = {"mean_over_heads": float(per_head.mean()),
+                         "per_layer_head": per_head.round(5).tolist(), "queries": acc["queries"][name]}
         for region in ("same_row", "rows_above"):   # Fig. 6 as one histogram per region
             keys = [f"{region}_{o:+d}" for o in range(-COL_OFFSETS, COL_OFFSETS + 1)]
             if keys[0] in out:
-                out[region + "_by_column_offset"] = {"offsets": list(range(-COL_OFFSETS, COL_OFFSETS + 1)),
-                                                     "mean_over_heads": [out.pop(k)["mean_over_heads"] for k in keys]}
+                out[region + "_by_column_offset"] = {
+                    "offsets": list(range(-COL_OFFSETS, COL_OFFSETS + 1)),
+                    "mean_over_heads": [out.pop(k)["mean_over_heads"] for k in keys]}
         return out, cells
     return collect, collect_cells, summary
 
@@ -230,11 +234,12 @@ def score(model, split, ids, cfg, corpus, change=None, attention=None, seed=0, b
             change(b, g)
         C = coords_for(model, b, corpus, torch.Generator(device=cfg["device"]).manual_seed(seed))
         read = [n for n in ("rand_p1", "period_p1") if n in model.rotary.names]
-        if read:                     # the labels this model's p1 channel read (depth cells binned by them too)
+        if read:                     # the labels this model's p1 channel read (depth cells binned by them)
             b["p1_read"] = C[..., model.rotary.names.index(read[0])].long()
         if block is not None:
             b["blocked"] = block(b)
-        _, nll, atts = model(b["tokens"], C, b["targets"], return_attn=attention is not None, blocked=b.get("blocked"))
+        _, nll, atts = model(b["tokens"], C, b["targets"], return_attn=attention is not None,
+                             blocked=b.get("blocked"))
         for j, r in enumerate(rec):
             n = int(split.len[r])
             per[int(r)] = nll[j, :n - 1].float().cpu().numpy()
@@ -274,23 +279,30 @@ def parse(argv):
     ap.add_argument("run", help="out/<corpus>/<config>/seed<k>")
     ap.add_argument("--split", default="test", choices=("train", "val", "test"))
     ap.add_argument("--max_docs", type=int, default=None,
-                    help="score N records, taken round-robin across documents (each one's first record, then its second, ...)")
+                    help="score N records, taken round-robin across documents (each one's first record, "
+                    "then its second, ...)")
     ap.add_argument("--interventions", default="auto", help="comma list, 'auto' or 'none'")
     ap.add_argument("--attention", action="store_true", help="attention statistics (explicit path)")
-    ap.add_argument("--rotation_off", action="store_true", help="--attention, and the same statistics with the "
-                    "configuration's structural rotation switched off (appendix §2)")
+    ap.add_argument("--rotation_off", action="store_true",
+                    help="--attention, and the same statistics with the configuration's structural rotation "
+                    "switched off (appendix §2)")
     ap.add_argument("--demo", action="store_true", help="paper 004 Fig. 1 single example")
     ap.add_argument("--probe", action="store_true", help="paper 004 App. A.9: same-paragraph probe per layer")
     ap.add_argument("--hub_contributions", action="store_true",
-                    help="paper 004 App. E, pass 1: this run's per-type contributions only (run it on every seed, then --hubs)")
-    ap.add_argument("--hubs", action="store_true", help="paper 004 App. E, pass 2: hub sets chosen on the contributions "
-                    "pooled over the sibling seeds (out/<corpus>/<config>/seed*), depth cells per condition")
+                    help="paper 004 App. E, pass 1: this run's per-type contributions only (run it on "
+                    "every seed, then --hubs)")
+    ap.add_argument("--hubs", action="store_true",
+                    help="paper 004 App. E, pass 2: hub sets chosen on the contributions pooled over the "
+                    "sibling seeds (out/<corpus>/<config>/seed*), depth cells per condition")
     ap.add_argument("--paragraphs", action="store_true",
-                    help="paper 004 App. A.10: per-paragraph sums for the paragraph-level regression (analyze.py --paragraphs)")
+                    help="paper 004 App. A.10: per-paragraph sums for the paragraph-level regression "
+                    "(analyze.py --paragraphs)")
     ap.add_argument("--boundary", action="store_true",
-                    help="paper 004 Table 1: per-document sums for the normalised boundary effect (analyze.py --boundary)")
+                    help="paper 004 Table 1: per-document sums for the normalised boundary effect "
+                    "(analyze.py --boundary)")
     ap.add_argument("--label_draws", type=int, default=5,
-                    help="with --attention on rand_axial: draws of its random labels the depth cells average over (Table 3)")
+                    help="with --attention on rand_axial: draws of its random labels the depth cells "
+                    "average over (Table 3)")
     ap.add_argument("--data", default=None, help="data root (default: the run's)")
     args = ap.parse_args(argv)
     if args.label_draws < 1:
@@ -312,7 +324,8 @@ def chosen_interventions(arg, names, split):
 
 
 def print_scores(result, todo):
-    print(f"{result['run']} ({result['split']}, {result['records']} records): {result['kinds']['all']['nll']:.4f} nats/token")
+    print(f"{result['run']} ({result['split']}, {result['records']} records): "
+          f"{result['kinds']['all']['nll']:.4f} nats/token")
     for name, v in result["kinds"].items():
         line = f"  {name:14s} {v['nll']:.4f}  ({v['tokens']} tokens)"
         for t in todo:
@@ -356,10 +369,14 @@ def write_rotation_off(model, split, ids, cfg, corpus, shares, run, split_name):
     """What switching the rotation off does to the attention (appendix §2, "Full tables, and what
     switching the rotation off does to the attention scores"): the shares again with the
     configuration's structural planes at angle 0 (`remove`; sequence planes keep turning, our
-    reading), each key still classed by the record's true coordinates -> attention_<split>_rotation_off.json."""
+    reading), each key still classed by the record's true coordinates ->
+    attention_<split>_rotation_off.json."""
     collect, _, summary = attention_stats(shares, model.cfg.max_len)
-    true = lambda r: {k: v[0] for k, v in split.batch(np.array([r]), "cpu").items()}
-    score(model, split, ids, cfg, corpus, change=remove, attention=lambda r, row, att: collect(r, {**row, **true(r)}, att))
+
+    def true(r):
+        return {k: v[0] for k, v in split.batch(np.array([r]), "cpu").items()}
+    score(model, split, ids, cfg, corpus, change=remove,
+          attention=lambda r, row, att: collect(r, {**row, **true(r)}, att))
     stats = summary()[0]
     write_json(stats, os.path.join(run, f"attention_{split_name}_rotation_off.json"))
     for name, v in stats.items():
@@ -378,15 +395,19 @@ def paragraph_measures(args, model, split, ids, cfg, corpus, data_dir):
               + " ".join(f"L{r['layer']} {r['balanced_accuracy']:.3f}" for r in out["probe"]["layers"]))
     if args.hubs:
         chosen = hubs.write_hubs(run, split, ids, model.cfg.vocab_size, args.run, args.split, data_dir)
-        off = lambda v: f" ({v['difference']:+d} from the target)" if "difference" in v else ""
+
+        def off(v):
+            return f" ({v['difference']:+d} from the target)" if "difference" in v else ""
         print(f"  hub masking (App. E), sets chosen over {', '.join(chosen['pooled_from'])}: " + ", ".join(
-            f"{k} {len(v['types'])} types / {v['blocked_pairs']} pairs{off(v)}" for k, v in chosen["conditions"].items()))
+            f"{k} {len(v['types'])} types / {v['blocked_pairs']} pairs{off(v)}"
+            for k, v in chosen["conditions"].items()))
         checks = chosen["checks"].values()
-        wrong = [f"{k} {c['blocked']} vs {c['expected']}" for k, c in chosen["checks"].items() if c["blocked"] != c["expected"]]
-        print(f"  App. E checks, this run: pairs blocked = pass 1's count in {len(checks) - len(wrong)} of {len(checks)} "
-              f"conditions{' (NOT: ' + ', '.join(wrong) + ')' if wrong else ''}; max |Σ_j A − 1| "
-              f"{max(c['row_sum_error'] for c in checks):.1e}; max attention on a blocked pair "
-              f"{max(c['blocked_attention'] for c in checks):.1e}")
+        wrong = [f"{k} {c['blocked']} vs {c['expected']}" for k, c in chosen["checks"].items()
+                 if c["blocked"] != c["expected"]]
+        print(f"  App. E checks, this run: pairs blocked = pass 1's count in {len(checks) - len(wrong)} of "
+              f"{len(checks)} conditions{' (NOT: ' + ', '.join(wrong) + ')' if wrong else ''}; "
+              f"max |Σ_j A − 1| {max(c['row_sum_error'] for c in checks):.1e}; "
+              f"max attention on a blocked pair {max(c['blocked_attention'] for c in checks):.1e}")
     if args.boundary:
         path = os.path.join(args.run, f"boundary_{args.split}.npz")
         boundaries.write_boundary(lambda rec, **kw: score(model, split, rec, cfg, corpus, **kw), split, ids,
@@ -399,8 +420,9 @@ def paragraph_measures(args, model, split, ids, cfg, corpus, data_dir):
     if args.demo:
         d = out["demo"] = boundaries.demo(model, data_dir, corpus)
         print(f"  demo: attention from {d['tokens'][d['query']]!r} to the first sentence "
-              f"{d['real']['to_first_sentence']:.4f} -> {d['fake_split']['to_first_sentence']:.4f} under fake-split; "
-              f"D_eff across the boundary changes by {d['d_eff_change_across_boundary']:+.3f} (paper, hrope_axial: -3.105)")
+              f"{d['real']['to_first_sentence']:.4f} -> {d['fake_split']['to_first_sentence']:.4f} "
+              f"under fake-split; D_eff across the boundary changes by "
+              f"{d['d_eff_change_across_boundary']:+.3f} (paper, hrope_axial: -3.105)")
     return out
 
 
@@ -426,19 +448,21 @@ def main(argv=None):
     todo = chosen_interventions(args.interventions, model.rotary.names, split)
 
     shares = meta["settings"]["defaults"]["attention"]
-    collect, collect_cells, summary = attention_stats(shares, model.cfg.max_len) if args.attention else (None,) * 3
+    collect, collect_cells, summary = (attention_stats(shares, model.cfg.max_len) if args.attention
+                                       else (None,) * 3)
     per = score(model, split, ids, cfg, corpus, attention=collect)
     result["kinds"], nll, kind = by_kind(per, split, ids)
     rec = np.concatenate([np.full(len(per[int(r)]), r, np.int32) for r in ids])
     with replacing(os.path.join(args.run, f"eval_{args.split}_tokens.npz")) as tmp:
-        np.savez_compressed(tmp, nll=nll.astype(np.float32), record=rec, doc=record_docs(split, rec), kind=kind)
-    result["interventions"] = {t: by_kind(score(model, split, ids, cfg, corpus, change=INTERVENTIONS[t]), split, ids)[0]
-                               for t in tqdm(todo, desc="interventions")}
+        np.savez_compressed(tmp, nll=nll.astype(np.float32), record=rec, doc=record_docs(split, rec),
+                            kind=kind)
+    result["interventions"] = {
+        t: by_kind(score(model, split, ids, cfg, corpus, change=INTERVENTIONS[t]), split, ids)[0]
+        for t in tqdm(todo, desc="interventions")}
     print_scores(result, todo)
     if args.attention:
-        # Table 3 bins rand_axial by the labels it reads, and one draw of them carries its own
-        # noise: draws 1..k-1 (score's seed) add their cells to draw 0's, written as the mean per
-        # draw so that a cell's count, and the gate, keep one pass's scale (our reading, REFERENCE.md)
+        # Table 3 bins rand_axial by its labels, and one draw carries its own noise: draws 1..k-1 add to
+        # draw 0's cells as a mean per draw, so counts and the gate keep one pass's scale (our reading)
         draws = label_draws(model.rotary.names, args.label_draws) if "p" in split.a else 1
         for seed in range(1, draws):
             score(model, split, ids, cfg, corpus, attention=collect_cells, seed=seed)

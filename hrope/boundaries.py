@@ -23,10 +23,7 @@ from data import coords_for, pack, record_docs, replacing, token_coords
 
 
 # ---------------------------------------------------------------------------- interventions ----
-# Layer I's sites (this repository's reading where §4.3 is silent, REFERENCE.md): fake-merge at a
-# real paragraph boundary, fake-split at a sentence start inside a paragraph, both only where p1 is
-# under the C.1 cap (past it, clipped paragraphs share one p1 and a "sentence start" may be a real
-# paragraph boundary the model cannot see).
+# Layer I's sites, our reading where §4.3 is silent (REFERENCE.md): both only where p1 is under the C.1 cap
 def merge_sites(p, cap):
     """Real paragraph boundaries b of one record's (n, 3) coordinates with p1(b) < cap."""
     p1 = p[:, 0]
@@ -34,7 +31,9 @@ def merge_sites(p, cap):
 
 
 def split_sites(p, cap):
-    """Sentence starts s inside a paragraph with p1(s) < cap (so p1 + 1 stays <= cap)."""
+    """Sentence starts s inside a paragraph with p1(s) < cap (so p1 + 1 stays <= cap). Past the cap,
+    clipped paragraphs share one p1 and a "sentence start" may be a real paragraph boundary the
+    model cannot see."""
     p1, p2 = p[:, 0], p[:, 1]
     return torch.nonzero((p1[1:] == p1[:-1]) & (p2[1:] != p2[:-1]) & (p1[1:] < cap)).flatten() + 1
 
@@ -61,21 +60,7 @@ def _move_p1(b, g, sites, step):
 
 
 # --------------------------------------------------------------- normalised boundary effect ----
-# Paper 004 §3.2-3.3, App. A.1-A.2, in the one reading where all of the paper's identities hold:
-#  - Ā(i, j): attention averaged over layers and heads; y = log Ā on causal pairs j < i (d = i - j).
-#  - D_eff = y - b0 - b1 d: one line per model fitted by least squares on every causal pair of the
-#    unmanipulated condition A (real p1) of the scored records.
-#  - M_B(b): pairs with the key in the paragraph ending at the site b and the query in the one
-#    starting there; M_C(s): the same for the sentences around s. Each site is intervened on alone
-#    (its own forward pass), and its observed y is read on its own pairs.
-#  - anchors from condition A: within = every Δp1 = 0 pair; para = ∪ M_B (so β_A^para ≡ 1 in every
-#    resample, A.2); β_A^sent = β(∪ M_C).
-#  - β(S) = (mean D_eff over S - within) / (para - within). Δ = β_observed - β_unmanipulated (§3.3)
-#    on the same pairs is then Δ_B = β_B - 1 and Δ_C = β_C - β_A^sent (A.2), β_observed = 1 + Δ_B
-#    (§4.2), and exactly 0 for a model that does not read p1 (H0(1)).
-#  - C_pct: β_C's percentile among the real boundaries, each with β_A over its own M_B(b).
-# Everything is kept as per-document sums (count, Σd, Σy; Σd², Σdy for the fit), so analyze.py can
-# resample documents and recompute the fit, anchors and β in every bootstrap draw.
+# Paper 004 §3.2-3.3, App. A.1-A.2 (the reading: boundary_effect), as per-document sums analyze.py resamples
 BOUNDARY_SETS = ("within", "para", "sent", "merge_obs", "split_obs")
 
 
@@ -109,7 +94,9 @@ def boundary_sums(A, p, merged, split, cap):
     mb = [site_pairs(p, int(s), 1) for s in merge_sites(tp, cap)]
     mc = [site_pairs(p, int(s), 2) for s in split_sites(tp, cap)]
     bounds = [_block(A, *m) for m in mb]
-    total = lambda blocks: np.sum(blocks, 0) if blocks else np.zeros(3)
+
+    def total(blocks):
+        return np.sum(blocks, 0) if blocks else np.zeros(3)
     sets = [[same.sum(), d[same].sum(), y[same].sum()], total(bounds), total([_block(A, *m) for m in mc]),
             total([_block(merged[m[1]], *m) for m in mb]), total([_block(split[m[1]], *m) for m in mc])]
     return fit, np.asarray(sets, np.float64), bounds
@@ -131,7 +118,8 @@ def write_boundary(score, split, ids, cap, path):
     b_doc, b_sums = [], []
     for r, (p, read) in seen.items():
         tp = torch.as_tensor(p)
-        todo = [(0, 0)] + [(-1, int(s)) for s in merge_sites(tp, cap)] + [(+1, int(s)) for s in split_sites(tp, cap)]
+        todo = ([(0, 0)] + [(-1, int(s)) for s in merge_sites(tp, cap)]
+                + [(+1, int(s)) for s in split_sites(tp, cap)])
         observed = {0: {}, -1: {}, +1: {}}
 
         def change(b, g):      # copy k moves p1 from its own site on (the first copy: condition A)
@@ -188,7 +176,22 @@ def boundary_pool(root, split="test"):
 def boundary_effect(fit, sets, b_doc, b_sums, W):
     """The Table 1 quantities for each row of document weights W (R, D): the line, the anchors and
     every mean recomputed from the same weighted documents (App. A.2). Returns {name: (R,)};
-    beta_para is β_unm(M_B), 1 by construction (kept so a test can see it stay 1)."""
+    beta_para is β_unm(M_B), 1 by construction (kept so a test can see it stay 1).
+
+    The reading (§3.2-3.3, App. A.1-A.2), the one where all of the paper's identities hold:
+     - Ā(i, j): attention averaged over layers and heads; y = log Ā on causal pairs j < i (d = i - j).
+     - D_eff = y - b0 - b1 d: one line per model fitted by least squares on every causal pair of the
+       unmanipulated condition A (real p1) of the scored records.
+     - M_B(b): pairs with the key in the paragraph ending at the site b and the query in the one
+       starting there; M_C(s): the same for the sentences around s. Each site is intervened on alone
+       (its own forward pass), and its observed y is read on its own pairs.
+     - anchors from condition A: within = every Δp1 = 0 pair; para = ∪ M_B (so β_A^para ≡ 1 in every
+       resample, A.2); β_A^sent = β(∪ M_C).
+     - β(S) = (mean D_eff over S - within) / (para - within). Δ = β_observed - β_unmanipulated (§3.3)
+       on the same pairs is then Δ_B = β_B - 1 and Δ_C = β_C - β_A^sent (A.2), β_observed = 1 + Δ_B
+       (§4.2), and exactly 0 for a model that does not read p1 (H0(1)).
+     - C_pct: β_C's percentile among the real boundaries, each with β_A over its own M_B(b).
+    The sums per document: count, Σd, Σy; Σd², Σdy for the fit."""
     n, sd, sdd, sy, sdy = (W @ fit).T
     b1 = (n * sdy - sd * sy) / (n * sdd - sd ** 2)
     b0 = (sy - b1 * sd) / n
@@ -214,7 +217,8 @@ def boundary_table(pooled, draws=4000, seed=0):
     rng = np.random.default_rng(seed)
     for config, (fit, sets, b_doc, b_sums) in sorted(pooled.items()):
         D = len(fit)
-        point = {k: float(v[0]) for k, v in boundary_effect(fit, sets, b_doc, b_sums, np.ones((1, D))).items()}
+        point = {k: float(v[0])
+                 for k, v in boundary_effect(fit, sets, b_doc, b_sums, np.ones((1, D))).items()}
         boot = {k: [] for k in point}
         for start in range(0, draws, 500):     # chunks keep the (draws x boundaries) matrix small
             W = rng.multinomial(D, np.full(D, 1 / D), size=min(500, draws - start)).astype(np.float64)
@@ -236,23 +240,27 @@ def boundary_table(pooled, draws=4000, seed=0):
 
 
 def boundary_markdown(rows, title):
-    f = lambda r, k, fmt="+.3f": f"{r[k]:{fmt}} [{r[k + '_lo']:{fmt}}, {r[k + '_hi']:{fmt}}]"
+    def f(r, k, fmt="+.3f"):
+        return f"{r[k]:{fmt}} [{r[k + '_lo']:{fmt}}, {r[k + '_hi']:{fmt}}]"
     lines = [f"### {title}", "",
-             "| model | docs | boundaries | Δ_B = β_B − 1 | Δ_C = β_C − β_A^sent (A.2 CI) | Δ_C per-draw CI | β_A^sent | "
-             "β_C | C_pct % | H0(1) Δ=0 | H0(2) β_C=1 |",
+             "| model | docs | boundaries | Δ_B = β_B − 1 | Δ_C = β_C − β_A^sent (A.2 CI) | Δ_C per-draw CI "
+             "| β_A^sent | β_C | C_pct % | H0(1) Δ=0 | H0(2) β_C=1 |",
              "| --- | ---: | ---: | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if not r["estimable"]:
-            lines.append(f"| {r['config']} | {r['documents']} | {r['boundaries']} | not estimable: the scored records "
-                         "hold no real paragraph boundary or no sentence start inside a paragraph | | | | | | | |")
+            lines.append(f"| {r['config']} | {r['documents']} | {r['boundaries']} | not estimable: the "
+                         "scored records hold no real paragraph boundary or no sentence start inside a "
+                         "paragraph | | | | | | | |")
             continue
         exact = r["delta_B"] == 0 and r["delta_C"] == 0
         h1 = "holds exactly" if exact else ("rejected" if not (r["delta_B_lo"] <= 0 <= r["delta_B_hi"]
-                                                             and r["delta_C_lo"] <= 0 <= r["delta_C_hi"]) else "not rejected")
+                                                             and r["delta_C_lo"] <= 0 <= r["delta_C_hi"])
+                                            else "not rejected")
         h2 = "—" if exact else ("rejected" if not r["beta_C_lo"] <= 1 <= r["beta_C_hi"] else "not rejected")
-        lines.append(f"| {r['config']} | {r['documents']} | {r['boundaries']} | {f(r, 'delta_B')} | {f(r, 'delta_C')} | "
-                     f"[{r['delta_C_draw_lo']:+.3f}, {r['delta_C_draw_hi']:+.3f}] | {f(r, 'beta_sent')} | "
-                     f"{f(r, 'beta_C', '.3f')} | {f(r, 'C_pct', '.1f')} | {h1} | {h2} |")
+        lines.append(f"| {r['config']} | {r['documents']} | {r['boundaries']} | {f(r, 'delta_B')} | "
+                     f"{f(r, 'delta_C')} | [{r['delta_C_draw_lo']:+.3f}, {r['delta_C_draw_hi']:+.3f}] | "
+                     f"{f(r, 'beta_sent')} | {f(r, 'beta_C', '.3f')} | {f(r, 'C_pct', '.1f')} | "
+                     f"{h1} | {h2} |")
     return "\n".join(lines)
 
 
@@ -285,7 +293,8 @@ def logistic_probe(Xtr, ytr, Xte, yte, l2=1e-3, steps=100):
     ranks[score.argsort()] = torch.arange(1, len(score) + 1, dtype=torch.float32)
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     auroc = (ranks[y].sum() - n_pos * (n_pos + 1) / 2) / max(n_pos * n_neg, 1)
-    return {"balanced_accuracy": float((tpr + tnr) / 2), "macro_f1": float(sum(f1) / 2), "auroc": float(auroc)}
+    return {"balanced_accuracy": float((tpr + tnr) / 2), "macro_f1": float(sum(f1) / 2),
+            "auroc": float(auroc)}
 
 
 @torch.no_grad()
@@ -303,7 +312,8 @@ def probe(model, split, ids, cfg, corpus, test_share=0.3):
             rec = ids[group]
             b = split.batch(rec, cfg["device"])
             hidden.clear()
-            model(b["tokens"], coords_for(model, b, corpus, torch.Generator(device=cfg["device"]).manual_seed(0)))
+            model(b["tokens"],
+                  coords_for(model, b, corpus, torch.Generator(device=cfg["device"]).manual_seed(0)))
             H = torch.stack(hidden, 1)                                    # (B, L, T, E)
             for j, r in enumerate(rec):
                 n = int(split.len[r])
@@ -321,9 +331,11 @@ def probe(model, split, ids, cfg, corpus, test_share=0.3):
     if y[~te].sum() == 0 or y[te].sum() == 0:
         raise SystemExit("error: --probe found no paragraph boundary in the training or test documents; "
                          "score more records (--max_docs)")
-    layers = [{"layer": l, **logistic_probe(X[l][~te], y[~te], X[l][te], y[te])} for l in range(X.shape[0])]
-    return {"layers": layers, "boundary_share": float(y.float().mean()), "train_documents": len(uniq) - len(test_docs),
-            "test_documents": len(test_docs), "tokens": int(len(y))}
+    layers = [{"layer": layer, **logistic_probe(X[layer][~te], y[~te], X[layer][te], y[te])}
+              for layer in range(X.shape[0])]
+    return {"layers": layers, "boundary_share": float(y.float().mean()),
+            "train_documents": len(uniq) - len(test_docs), "test_documents": len(test_docs),
+            "tokens": int(len(y))}
 
 
 def table8(runs):
@@ -336,12 +348,15 @@ def table8(runs):
         probes = {c: p for c, p in probes.items() if p}
         if not probes:
             continue
-        bacc = lambda p: np.array([l["balanced_accuracy"] for l in p["layers"]])
+
+        def bacc(p):
+            return np.array([layer["balanced_accuracy"] for layer in p["layers"]])
         rows = {c: np.mean([bacc(p) for p in ps.values()], 0) for c, ps in sorted(probes.items())}
         higher = None
         if {"hrope_axial", "rand_axial"} <= set(probes):
             common = sorted(set(probes["hrope_axial"]) & set(probes["rand_axial"]))
-            higher = (sum(bacc(probes["hrope_axial"][s]) > bacc(probes["rand_axial"][s]) for s in common), len(common))
+            higher = (sum(bacc(probes["hrope_axial"][s]) > bacc(probes["rand_axial"][s]) for s in common),
+                      len(common))
         out.append({"setting": setting, "rows": rows, "higher": higher})
     return out
 
@@ -349,7 +364,7 @@ def table8(runs):
 def table8_markdown(t):
     L = len(next(iter(t["rows"].values())))
     lines = [f"### {t['setting'][0]}: same-paragraph probe, balanced accuracy by layer, mean over seeds "
-             "(paper 004 Table 8)", "", "| model | " + " | ".join(f"L{l}" for l in range(L)) + " |",
+             "(paper 004 Table 8)", "", "| model | " + " | ".join(f"L{layer}" for layer in range(L)) + " |",
              "| --- |" + " ---: |" * L]
     lines += [f"| {c} | " + " | ".join(f"{v:.3f}" for v in vals) + " |" for c, vals in t["rows"].items()]
     if t["higher"]:
@@ -371,7 +386,8 @@ def demo(model, data_dir, corpus, text="This is what I love. You are the reason.
     doc = paragraphs.paragraphs_doc([text])
     ids = np.asarray(enc.encode_ordinary(doc.text), np.int64)
     c = token_coords(doc, ids, tokenizer.token_lengths(enc))
-    b = {k: torch.as_tensor(np.asarray(v, np.int64))[None] for k, v in c.items() if k in ("pos", "p", "path", "depth")}
+    b = {k: torch.as_tensor(np.asarray(v, np.int64))[None] for k, v in c.items()
+         if k in ("pos", "p", "path", "depth")}
     b.update(corpus)
     second = int(np.flatnonzero(c["p"][:, 1] == 1)[0])
     out = {"tokens": [enc.decode([int(t)]) for t in ids], "query": second}

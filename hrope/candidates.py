@@ -2,7 +2,7 @@
 
     python candidates.py data/prose data/code            # Table 4 (and Table 6) for prepared corpora
     python candidates.py data/prose --ustar -0.48        # with the model's U* per corpus, in order
-    python candidates.py --cutoffs data/prose data/code data/webtext   # Table 14 (App. F): λ_struct by vocabulary
+    python candidates.py --cutoffs data/prose data/code data/webtext   # Table 14: λ_struct by vocabulary
 
 No model is involved. Paragraphs are read from a prepared paragraph corpus (prepare.py prose/code):
 the records of one document, in order, give its sequence of paragraphs, and each paragraph's
@@ -45,7 +45,7 @@ from scipy.sparse.linalg import svds
 from data import load_split
 
 D_MAX = 15          # displacements fitted (paragraphs)
-CUTOFFS = (256, 512, 1024, 2048)   # Table 14's vocabulary cut-offs (a reading, docstring), then the full vocabulary
+CUTOFFS = (256, 512, 1024, 2048)   # Table 14's cut-offs (a reading, docstring), then the full vocabulary
 EMBED_DIM = 64      # the stand-in embedding's dimension
 
 
@@ -76,7 +76,7 @@ def paragraphs(data_dir, split="train", min_paragraphs=3, with_texts=False):
     a = load_split(data_dir, split)
     if "p" not in a:
         sys.exit(f"error: {data_dir} has no paragraph coordinates (prepare.py prose or code)")
-    tokens, rec, par, first = segment(a, true_paragraphs=True)      # corpus-only: the cap does not merge blocks
+    tokens, rec, par, first = segment(a, true_paragraphs=True)   # corpus-only: the cap does not merge blocks
     par_doc = np.asarray(a["record_doc"])[rec[first]]
     Q = sparse.csr_matrix((np.ones(len(tokens)), (par, tokens)), shape=(len(first), int(tokens.max()) + 1))
     keep = np.bincount(par_doc)[par_doc] >= min_paragraphs
@@ -88,7 +88,8 @@ def paragraphs(data_dir, split="train", min_paragraphs=3, with_texts=False):
 def _entropy_rows(M):
     """Shannon entropy (bits) of each row of a row-stochastic sparse matrix."""
     d = M.data
-    return -np.add.reduceat(np.where(d > 0, d * np.log2(np.maximum(d, 1e-300)), 0.0), M.indptr[:-1]) * (np.diff(M.indptr) > 0)
+    return -np.add.reduceat(np.where(d > 0, d * np.log2(np.maximum(d, 1e-300)), 0.0),
+                            M.indptr[:-1]) * (np.diff(M.indptr) > 0)
 
 
 def js_similarity(P, R):
@@ -134,9 +135,10 @@ def fit_decay(s_exc):
     dl = np.arange(1, len(s_exc) + 1, dtype=float)
     ok = np.isfinite(s_exc)
     try:
-        (s_inf, amp, lam), _ = optimize.curve_fit(lambda x, s, a, l: s + a * np.exp(-x / l), dl[ok], s_exc[ok],
-                                                  p0=(s_exc[ok][-1], s_exc[ok][0] - s_exc[ok][-1], 2.0),
-                                                  bounds=([-1, -1, 0.05], [1, 1, 100]), maxfev=5000)
+        (s_inf, amp, lam), _ = optimize.curve_fit(
+            lambda x, s, a, lam: s + a * np.exp(-x / lam), dl[ok], s_exc[ok],
+            p0=(s_exc[ok][-1], s_exc[ok][0] - s_exc[ok][-1], 2.0), bounds=([-1, -1, 0.05], [1, 1, 100]),
+            maxfev=5000)
     except (RuntimeError, ValueError):
         return np.nan, np.nan, np.nan
     return s_inf, amp, lam
@@ -149,7 +151,8 @@ def lexical(Q, doc, draws=1000, seed=0):
 
     def summary(w):
         with np.errstate(invalid="ignore", divide="ignore"):
-            S = lambda sc: (w @ sc[0]) / (w @ sc[1])          # NaN where no document has pairs this far apart
+            def S(sc):   # NaN where no document has pairs this far apart
+                return (w @ sc[0]) / (w @ sc[1])
             s_exc = S(real) - S(shuf)
         s_inf, amp, lam = fit_decay(s_exc)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -172,7 +175,8 @@ def lexical(Q, doc, draws=1000, seed=0):
     lam_med, lam_lo, lam_hi = q(1)
     return {"S_exc": s_exc.tolist(), "lambda_struct": lam_med, "lambda_struct_ci": [lam_lo, lam_hi],
             "lambda_struct_point": float(lam), "delta_half": lam_med * math.log(2),
-            "lambda_local": float(lam_local), "lambda_local_ci": q(2)[1:], "L_int": float(l_int), "L_int_ci": q(3)[1:],
+            "lambda_local": float(lam_local), "lambda_local_ci": q(2)[1:],
+            "L_int": float(l_int), "L_int_ci": q(3)[1:],
             "delta_zero": int(zero[0]) + 1 if len(zero) else None,
             "lambda_struct_se": _se([b[1] for b in boot]), "lambda_local_se": _se([b[2] for b in boot])}
 
@@ -196,8 +200,8 @@ def vocabulary_robustness(data_dirs, cutoffs=CUTOFFS, draws=1000, seed=0):
         for name, Q, doc in corpora:
             Qk = vocabulary_cut(Q, k)
             lex = lexical(Qk, doc, draws, seed)
-            row["corpora"].append({"corpus": name, "lambda_struct": lex["lambda_struct"], "ci": lex["lambda_struct_ci"],
-                                   "token_share": float(Qk.sum() / Q.sum()),
+            row["corpora"].append({"corpus": name, "lambda_struct": lex["lambda_struct"],
+                                   "ci": lex["lambda_struct_ci"], "token_share": float(Qk.sum() / Q.sum()),
                                    "empty": int((Qk.sum(1).A1 == 0).sum())})
         rows.append(row)
     return rows
@@ -219,17 +223,21 @@ def table14(rows):
              "| --- |" + " ---: |" * len(names) + " --- | --- |"]
     for r in rows:
         order = ordering([c["lambda_struct"] for c in r["corpora"]], names)
-        cells = [f"{c['lambda_struct']:.2f} [{c['ci'][0]:.2f}, {c['ci'][1]:.2f}] ({100 * c['token_share']:.0f}% of tokens"
-                 + (f", {c['empty']} paragraph{'s' * (c['empty'] != 1)} empty)" if c["empty"] else ")") for c in r["corpora"]]
+        cells = [f"{c['lambda_struct']:.2f} [{c['ci'][0]:.2f}, {c['ci'][1]:.2f}] "
+                 f"({100 * c['token_share']:.0f}% of tokens"
+                 + (f", {c['empty']} paragraph{'s' * (c['empty'] != 1)} empty)" if c["empty"] else ")")
+                 for c in r["corpora"]]
         label = "full" if r["cutoff"] is None else f"top {r['cutoff']:,} types"
-        same = "—" if r["cutoff"] is None else "n/a" if order is None or full is None else "yes" if order == full else "no"
+        same = ("—" if r["cutoff"] is None else "n/a" if order is None or full is None
+                else "yes" if order == full else "no")
         lines.append(f"| {label} | {' | '.join(cells)} | {order or 'no fit'} | {same} |")
     return "\n".join(lines)
 
 
 def _ci(values):
     values = np.asarray(values, float)
-    return np.percentile(values[np.isfinite(values)], [2.5, 97.5]).tolist() if np.isfinite(values).any() else [np.nan] * 2
+    return (np.percentile(values[np.isfinite(values)], [2.5, 97.5]).tolist() if np.isfinite(values).any()
+            else [np.nan] * 2)
 
 
 def _se(values):
@@ -238,7 +246,8 @@ def _se(values):
 
 
 def embedding_label(embedder=None):
-    return (f"{os.path.basename(os.path.normpath(embedder))} (sentence-transformers, local folder)" if embedder else
+    return (f"{os.path.basename(os.path.normpath(embedder))} (sentence-transformers, local folder)"
+            if embedder else
             f"STAND-IN: TF-IDF + truncated SVD ({EMBED_DIM} dimensions), not all-MiniLM-L6-v2")
 
 
@@ -250,8 +259,8 @@ def folder_embed(folder, paragraph_texts):
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError:
-        sys.exit("error: --embedder needs the sentence-transformers package (pip install sentence-transformers); "
-                 "without --embedder the stand-in embedding is used")
+        sys.exit("error: --embedder needs the sentence-transformers package "
+                 "(pip install sentence-transformers); without --embedder the stand-in embedding is used")
     model = SentenceTransformer(folder, device="cpu")
     return np.asarray(model.encode(paragraph_texts, batch_size=64, normalize_embeddings=True), np.float64)
 
@@ -263,7 +272,9 @@ def embed(Q, dim=EMBED_DIM, seed=0, fit=None):
     V = max(Q.shape[1], fit.shape[1])
     Q, fit = (sparse.csr_matrix((M.data, M.indices, M.indptr), shape=(M.shape[0], V)) for M in (Q, fit))
     idf = np.log((1 + fit.shape[0]) / (1 + np.bincount(fit.indices, minlength=V))) + 1
-    tfidf = lambda M: sparse.diags(1 / np.maximum(M.sum(1).A1, 1)) @ M @ sparse.diags(idf)
+
+    def tfidf(M):
+        return sparse.diags(1 / np.maximum(M.sum(1).A1, 1)) @ M @ sparse.diags(idf)
     k = min(dim, min(fit.shape) - 1)
     _, _, vt = svds(tfidf(fit).astype(np.float64), k=k, random_state=seed)
     e = tfidf(Q) @ vt.T
@@ -304,7 +315,8 @@ def candidates(data_dir, draws=1000, seed=0, embedder=None):
            "documents": int(len(np.unique(doc))), "median_length": float(np.median(Q.sum(1).A1)),
            "embedding": embedding_label(embedder)}
     out.update(lexical(Q, doc, draws, seed))
-    out.update(coherence(folder_embed(embedder, txt[0]) if embedder else embed(Q, seed=seed), doc, draws, seed))
+    out.update(coherence(folder_embed(embedder, txt[0]) if embedder else embed(Q, seed=seed), doc, draws,
+                         seed))
     return out
 
 
@@ -325,7 +337,8 @@ def paragraph_predictors(data_dir, split, max_len, embedder=None):
         sys.exit(f"error: {data_dir} has no paragraph coordinates (prepare.py prose or code)")
     with open(os.path.join(data_dir, "meta.json")) as f:
         cut_len = json.load(f)["settings"]["max_len"]
-    full, rec_doc, p1 = np.diff(np.asarray(a["doc_start"])), np.asarray(a["record_doc"]), np.asarray(a["p"][:, 0])
+    full, rec_doc, p1 = (np.diff(np.asarray(a["doc_start"])), np.asarray(a["record_doc"]),
+                         np.asarray(a["p"][:, 0]))
     tokens, rec, par, first = segment(a)
     offset = np.arange(len(rec)) - np.repeat(np.asarray(a["doc_start"])[:-1], full)
     n = len(first)
@@ -338,7 +351,7 @@ def paragraph_predictors(data_dir, split, max_len, embedder=None):
     cont = opens & np.r_[False, cut][rec[first]]                        # continues a cut paragraph
     truncated |= cont | (offset[last] >= max_len)
     doc = rec_doc[rec[first]]
-    index = np.cumsum(~cont) - 1                                          # paragraph pieces of a cut one share it
+    index = np.cumsum(~cont) - 1                                          # a cut paragraph's pieces share it
     doc_first = np.r_[0, np.flatnonzero(doc[1:] != doc[:-1]) + 1]
     count = np.r_[doc_first[1:], n] - doc_first
     start_index = np.repeat(index[doc_first], count)
@@ -361,7 +374,8 @@ def paragraph_predictors(data_dir, split, max_len, embedder=None):
 
 
 ROWS = [("λ_struct", "lambda_struct", "lambda_struct_se"), ("δ_1/2", "delta_half", None),
-        ("λ_local", "lambda_local", "lambda_local_se"), ("L_int", "L_int", None), ("δ_zero", "delta_zero", None),
+        ("λ_local", "lambda_local", "lambda_local_se"), ("L_int", "L_int", None),
+        ("δ_zero", "delta_zero", None),
         ("median paragraph length (tokens)", "median_length", None),
         ("coherence: aggregate", "coherence", "coherence_se"),
         ("coherence half-life (paragraphs)", "half_life", "half_life_se")]
@@ -387,7 +401,8 @@ def table4(results, ustar=None):
             pairs = [(a, b) for a in range(len(results)) for b in range(a + 1, len(results))]
             z = [abs(vals[a] - vals[b]) / math.hypot(results[a][se], results[b][se]) for a, b in pairs]
             sep = f"{sum(2 * stats.norm.sf(x) < 0.05 for x in z)}/{len(pairs)}"
-        shown = [f"> {D_MAX}" if key == "delta_zero" and r[key] is None else f"{v:.3g}" for r, v in zip(results, vals)]
+        shown = [f"> {D_MAX}" if key == "delta_zero" and r[key] is None else f"{v:.3g}"
+                 for r, v in zip(results, vals)]
         lines.append(f"| {label} | {' | '.join(shown)} | {match} | {sep} |")
     return "\n".join(lines)
 
@@ -395,25 +410,30 @@ def table4(results, ustar=None):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("data", nargs="+", help="prepared paragraph corpora: data/prose data/code ...")
-    ap.add_argument("--ustar", type=float, nargs="+", help="the model's compression depth U* per corpus, in order")
+    ap.add_argument("--ustar", type=float, nargs="+",
+                    help="the model's compression depth U* per corpus, in order")
     ap.add_argument("--draws", type=int, default=1000)
-    ap.add_argument("--embedder", default=None, help="a local sentence-embedding model folder (default: the stand-in)")
-    ap.add_argument("--cutoffs", action="store_true", help="Table 14 instead: λ_struct at the vocabulary cut-offs (App. F)")
+    ap.add_argument("--embedder", default=None,
+                    help="a local sentence-embedding model folder (default: the stand-in)")
+    ap.add_argument("--cutoffs", action="store_true",
+                    help="Table 14 instead: λ_struct at the vocabulary cut-offs (App. F)")
     args = ap.parse_args(argv)
     if args.ustar and len(args.ustar) != len(args.data):
         ap.error("give one --ustar value per corpus")
     if args.cutoffs:
         rows = vocabulary_robustness(args.data, draws=args.draws)
-        print(f"### λ_struct under vocabulary cut-offs (paper 004 App. F, Table 14); {args.draws} document-bootstrap "
-              f"draws, cut-offs a reading (candidates.py)\n")
+        print(f"### λ_struct under vocabulary cut-offs (paper 004 App. F, Table 14); {args.draws} "
+              f"document-bootstrap draws, cut-offs a reading (candidates.py)\n")
         print(table14(rows))
         return rows
     results = [candidates(d, args.draws, embedder=args.embedder) for d in args.data]
     for r in results:
-        print(f"{r['corpus']}: {r['paragraphs']} paragraphs in {r['documents']} documents; λ_struct {r['lambda_struct']:.2f} "
+        print(f"{r['corpus']}: {r['paragraphs']} paragraphs in {r['documents']} documents; "
+              f"λ_struct {r['lambda_struct']:.2f} "
               f"[{r['lambda_struct_ci'][0]:.2f}, {r['lambda_struct_ci'][1]:.2f}] (Table 6); S_exc(1..5) "
               + " ".join(f"{x:+.4f}" for x in r["S_exc"][:5]))
-    print(f"\n### Corpus-only candidates (paper 004 Table 4); coherence embedding: {results[0]['embedding']}\n")
+    print(f"\n### Corpus-only candidates (paper 004 Table 4); coherence embedding: "
+          f"{results[0]['embedding']}\n")
     print(table4(results, args.ustar))
     return results
 

@@ -29,8 +29,8 @@ def _hrope(which):
         top = (corpus or {}).get("p_max", [64, 64, 1024])
         n1, n2 = P // 4, P // 4
         n3 = P - n1 - n2
-        p1 = unrotated(n1) if which == "sent" else spectrum(which + "_p1" if which in ("rand", "period") else "p1",
-                                                             n1, top[0])
+        p1 = (unrotated(n1) if which == "sent"
+              else spectrum(which + "_p1" if which in ("rand", "period") else "p1", n1, top[0]))
         return [p1, spectrum("p2", n2, top[1]), spectrum("p3", n3, top[2])]
     return make
 
