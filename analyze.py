@@ -178,8 +178,19 @@ def load_runs(root, finished=False):
             if os.path.exists(os.path.join(d, name)):   # written by evaluate.py
                 with open(os.path.join(d, name)) as f:
                     run[key] = json.load(f)
+        if "eval" in run and stale(run["eval"], final):   # scored before the run's last step: not this run's
+            print(f"note: {d}/eval_test.json scored the checkpoint at step "
+                  f"{run['eval'].get('checkpoint_step')}, not the final step: left out "
+                  f"(rerun evaluate.py {d})")
+            del run["eval"]
         runs[setting_of(c)][r.get("name") or r["config"]][r["seed"]] = run   # --name: a variant of a config
     return runs
+
+
+def stale(evaluation, final):
+    """An evaluation of an unfinished run, or of a checkpoint older than the run's final step."""
+    return final is None or evaluation.get("unfinished", False) or \
+        evaluation.get("checkpoint_step", final["step"]) != final["step"]
 
 
 def compare(runs, baseline, metric="val"):

@@ -214,7 +214,7 @@ def load(run_dir, device="cpu"):
     ck = torch.load(path, map_location=device, weights_only=False)
     model = GPT(GPTConfig(**ck["config"])).to(device)
     model.load_state_dict(ck["model"])
-    return model.eval(), ck["run"]
+    return model.eval(), {**ck["run"], "checkpoint_step": ck.get("step")}
 
 
 @torch.no_grad()
@@ -283,6 +283,8 @@ def parse(argv):
                     "then its second, ...)")
     ap.add_argument("--interventions", default="auto", help="comma list, 'auto' or 'none'")
     ap.add_argument("--attention", action="store_true", help="attention statistics (explicit path)")
+    ap.add_argument("--unfinished", action="store_true",
+                    help="score a run whose training has not finished (its checkpoint's step is recorded)")
     ap.add_argument("--rotation_off", action="store_true",
                     help="--attention, and the same statistics with the configuration's structural rotation "
                     "switched off (appendix §2)")
@@ -429,6 +431,9 @@ def paragraph_measures(args, model, split, ids, cfg, corpus, data_dir):
 def main(argv=None):
     args = parse(argv)
     model, cfg = load(args.run)
+    if not args.unfinished and not os.path.exists(os.path.join(args.run, "final.json")):
+        raise SystemExit(f"error: {args.run} has not finished training (no final.json; its checkpoint is at "
+                         f"step {cfg['checkpoint_step']}): rerun its train.py command, or pass --unfinished")
     cfg["device"] = "cpu" if not torch.cuda.is_available() else cfg["device"]
     model.to(cfg["device"])
     data_dir = os.path.join(args.data or cfg["data"], cfg["corpus"])
@@ -444,7 +449,8 @@ def main(argv=None):
                                                model.cfg.vocab_size, args.run, args.split)
         print(f"  hub contributions (App. E, pass 1): {n} records -> {path}")
         return {"hub_contributions": path}
-    result = {"run": args.run, "split": args.split, "records": n}
+    result = {"run": args.run, "split": args.split, "records": n, "checkpoint_step": cfg["checkpoint_step"],
+              "unfinished": not os.path.exists(os.path.join(args.run, "final.json"))}
     todo = chosen_interventions(args.interventions, model.rotary.names, split)
 
     shares = meta["settings"]["defaults"]["attention"]

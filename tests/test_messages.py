@@ -33,3 +33,25 @@ def test_ctrl_c_is_one_line_that_says_how_to_resume(web, tmp_path):
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 1 and "Traceback" not in err and "resumes from the last milestone" in err
+
+
+def test_an_unfinished_run_is_scored_only_when_asked_and_a_stale_score_is_left_out(web, tmp_path, capsys):
+    import json
+    import os
+
+    import analyze
+    import evaluate
+    run = train.main(["--config", "seq_only", "--data", web, "--out", str(tmp_path), "--steps=2",
+                      "--val_docs=2", "--test_docs=2", "--compile=0", "--bf16=0"])
+    final = json.load(open(os.path.join(run, "final.json")))
+    os.rename(os.path.join(run, "final.json"), os.path.join(run, "final.bak"))   # as if stopped mid-way
+    with pytest.raises(SystemExit, match="has not finished training .* step 2.* --unfinished"):
+        evaluate.main([run, "--max_docs", "2"])
+    result = evaluate.main([run, "--max_docs", "2", "--unfinished"])
+    assert result["checkpoint_step"] == 2 and result["unfinished"]
+    json.dump({**final, "step": 4}, open(os.path.join(run, "final.json"), "w"))   # resumed, finished later
+    capsys.readouterr()
+    runs = analyze.load_runs(os.path.dirname(os.path.dirname(run)))
+    assert "left out" in capsys.readouterr().out
+    assert all("eval" not in r for configs in runs.values() for seeds in configs.values()
+               for r in seeds.values())
