@@ -20,6 +20,7 @@ import torch
 import tokenizer
 from corpora import paragraphs
 from data import coords_for, pack, record_docs, replacing, token_coords
+from hrope.compression import MIN_CLUSTERS
 
 
 # ---------------------------------------------------------------------------- interventions ----
@@ -226,7 +227,8 @@ def boundary_table(pooled, draws=4000, seed=0):
                 boot[k].append(v)
         row = {"config": config, "documents": D, "boundaries": len(b_doc),
                "sentence_sites_pairs": int(sets[:, 2, 0].sum()),
-               "estimable": bool(sets[:, 1, 0].sum() and sets[:, 2, 0].sum())}
+               "estimable": bool(sets[:, 1, 0].sum() and sets[:, 2, 0].sum()),
+               "identifiable": D >= MIN_CLUSTERS}
         for k, v in point.items():
             with warnings.catch_warnings():         # a draw without boundaries gives NaN: left out
                 warnings.simplefilter("ignore", RuntimeWarning)
@@ -251,6 +253,11 @@ def boundary_markdown(rows, title):
             lines.append(f"| {r['config']} | {r['documents']} | {r['boundaries']} | not estimable: the "
                          "scored records hold no real paragraph boundary or no sentence start inside a "
                          "paragraph | | | | | | | |")
+            continue
+        if not r.get("identifiable", True):
+            lines.append(f"| {r['config']} | {r['documents']} | {r['boundaries']} | {r['delta_B']:+.3f}, "
+                         f"not identifiable: {r['documents']} document(s), a document-cluster bootstrap "
+                         f"needs at least {MIN_CLUSTERS} | | | | | | | |")
             continue
         exact = r["delta_B"] == 0 and r["delta_C"] == 0
         h1 = "holds exactly" if exact else ("rejected" if not (r["delta_B_lo"] <= 0 <= r["delta_B_hi"]
@@ -326,6 +333,12 @@ def probe(model, split, ids, cfg, corpus, test_share=0.3):
             h.remove()
     X, y, docs = torch.cat(feats, 1), torch.cat(labels), np.concatenate(docs)
     uniq = np.unique(docs)
+    if len(uniq) < MIN_CLUSTERS:
+        held = len(np.unique(all_docs))
+        raise SystemExit(f"error: --probe scored {len(uniq)} document(s) of the split's {held}; a probe "
+                         f"split by document needs at least {MIN_CLUSTERS}" + (
+                             " (raise --max_docs)" if held >= MIN_CLUSTERS else
+                             ": this split is too small to say (prepare more documents)"))
     test_docs = np.random.default_rng(0).permutation(uniq)[:max(1, int(round(test_share * len(uniq))))]
     te = torch.from_numpy(np.isin(docs, test_docs))
     if y[~te].sum() == 0 or y[te].sum() == 0:

@@ -150,6 +150,11 @@ def compression_depth(acc, gate=2000, weights="pairs", degree=2):
     return x, u, U
 
 
+# Fewer documents than this and a document-cluster bootstrap has no spread to resample (our reading:
+# one document gives a zero-width interval): its intervals and verdicts are "not identifiable"
+MIN_CLUSTERS = 5
+
+
 def resample_weights(rng, draws, n):
     """(draws, n) multiplicities of n clusters resampled with replacement, one row per draw."""
     W = np.zeros((draws, n))
@@ -164,6 +169,8 @@ def bootstrap_depth(acc_a, acc_b=None, draws=2000, gate=2000, seed=0, chunk=100)
     rng = np.random.default_rng(seed)
     n_docs = acc_a["count"].shape[0]
     shape = acc_a["count"].shape[1:]
+    if n_docs < MIN_CLUSTERS:   # every draw NaN: reported as not identifiable
+        return [np.full(draws, np.nan) for _ in range(2 + 2 * bool(acc_b) - 1)]
 
     def flat(acc, k):
         return acc[k].reshape(n_docs, -1).astype(float)
@@ -283,9 +290,13 @@ def _depth_table(paths, draws, gates):
     lines.append("")
     lines.append(f"paired document-cluster bootstrap, {draws} draws, gate 2000:")
     names = [run_label(p) for p in paths] + (["gap (first − second)"] if len(paths) > 1 else [])
+    documents = accs[0]["count"].shape[0]
     for n, r in zip(names, res):
         missing = int(np.isnan(r).sum())
-        if missing > draws / 2:   # a CI from the few draws that happen to curve would mislead
+        if documents < MIN_CLUSTERS:
+            lines.append(f"  {n}: not identifiable ({documents} document(s); a document-cluster bootstrap "
+                         f"needs at least {MIN_CLUSTERS})")
+        elif missing > draws / 2:   # a CI from the few draws that happen to curve would mislead
             lines.append(f"  {n}: not identifiable ({missing} of {draws} draws without an interior minimum)")
         else:
             lo, hi = ci(r)
