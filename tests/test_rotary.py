@@ -17,9 +17,12 @@ def batch(B=2, T=7, seed=0):
     return {"pos": torch.arange(T).expand(B, T), "path": path, "depth": depth,
             "within": torch.randint(-1, 30, (B, T), generator=g),
             "ref_path": torch.where(torch.rand(B, T, 1, generator=g) < 0.3, path, -1),
-            "symbol": torch.randint(-1, 5, (B, T), generator=g), "p": torch.randint(0, 9, (B, T, 3), generator=g),
-            "label": torch.randint(-1, 6, (B, T), generator=g), "grid": torch.randint(-1, 9, (B, T, 2), generator=g),
-            "source": torch.randint(0, 2, (B, T), generator=g), "chat": torch.randint(0, 9, (B, T, 3), generator=g)}
+            "symbol": torch.randint(-1, 5, (B, T), generator=g),
+            "p": torch.randint(0, 9, (B, T, 3), generator=g),
+            "label": torch.randint(-1, 6, (B, T), generator=g),
+            "grid": torch.randint(-1, 9, (B, T, 2), generator=g),
+            "source": torch.randint(0, 2, (B, T), generator=g),
+            "chat": torch.randint(0, 9, (B, T, 3), generator=g)}
 
 
 def test_initial_rates_from_the_paper():
@@ -57,8 +60,9 @@ def test_hrope_spectra_by_hand():
     ("all_signals", 64, 96), ("seq_tree_depth", 62, 90), ("no_position", 0, 0), ("full_rope", 64, 0),
     ("tree_only", 44, 88), ("tree_within", 48, 96), ("seq_grid", 22, 12), ("seq_depth_rank", 20, 4),
     ("seq_tree_symbol", 62, 90), ("hrope_axial", 64, 0), ("sent_axial", 48, 0), ("flat", 64, 0),
-    ("ref_directed", 60, 94), ("ref_directed_one", 60, 89), ("ref_own_group", 64, 96), ("seq_grid_depth", 24, 14),
-    ("seq_stmt_grid_depth", 22, 6), ("seq_chat_grid", 22, 6), ("seq_label_on_depth", 18, 2), ("seq_label", 18, 2)])
+    ("ref_directed", 60, 94), ("ref_directed_one", 60, 89), ("ref_own_group", 64, 96),
+    ("seq_grid_depth", 24, 14), ("seq_stmt_grid_depth", 22, 6), ("seq_chat_grid", 22, 6),
+    ("seq_label_on_depth", 18, 2), ("seq_label", 18, 2)])
 def test_plane_counts(name, planes, learned):
     counts, n = Rotary(name, 128, 6).count()
     assert max(max(h) for h in counts) == planes and n == learned
@@ -89,8 +93,8 @@ def test_relative_position_property(name):
     rot = Rotary(name, 128, 1)
     b = batch()
     b["path"], b["within"] = b["path"].abs(), b["within"].abs()   # all present: absent turns by 0
-    shifted = {k: (v + 5 if k in ("pos", "depth", "within") else torch.where(v >= 0, v + 3, v)) if k != "ref_path" else v
-               for k, v in b.items()}
+    shifted = {k: (v + 5 if k in ("pos", "depth", "within") else torch.where(v >= 0, v + 3, v))
+               if k != "ref_path" else v for k, v in b.items()}
     assert torch.allclose(score(rot, b), score(rot, shifted), atol=1e-3)
 
 
@@ -102,8 +106,8 @@ def test_parent_and_child_differ_by_one_step_on_depth_planes():
     step = (ang[1] - ang[0])[60:62]
     assert step.tolist() == pytest.approx([FAST, FAST / 16])
     b["depth"] = torch.tensor([[7, 8]])
-    assert (rot.angles(rot.coords(b), 0)[0, 1, 0] - rot.angles(rot.coords(b), 0)[0, 0, 0])[60:62].tolist() == \
-        pytest.approx(step.tolist(), abs=1e-5)
+    assert (rot.angles(rot.coords(b), 0)[0, 1, 0] - rot.angles(rot.coords(b), 0)[0, 0, 0])[60:62].tolist() \
+        == pytest.approx(step.tolist(), abs=1e-5)
 
 
 def test_absent_levels_contribute_no_angle():
@@ -201,10 +205,11 @@ def test_directed_offset_constants_and_levels():
     constant on the same six planes."""
     ref = one_token(path=[0, 3, 6, 0, 1], ref_path=[1, 2, 4], depth=5)     # =Other!E3 in G4 of sheet 0
     cell = one_token(path=[0, 3, 6, 0, 0], depth=5)                        # a non-reference token of G4
-    for name, constants in (("ref_directed", [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]), ("ref_directed_one", [0.3] * 6)):
+    for name, constants in (("ref_directed", [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]),
+                            ("ref_directed_one", [0.3] * 6)):
         rot = Rotary(name, 128, 1)
-        assert rot.offsets.numel() == 44 + len(set(constants))           # the tree's 44 offsets, then the constants
-        assert rot.offsets.abs().sum() == 0                              # the variant starts as reference rotation
+        assert rot.offsets.numel() == 44 + len(set(constants))  # the tree's 44 offsets, then the constants
+        assert rot.offsets.abs().sum() == 0                     # the variant starts as reference rotation
         before = [rot.angles(rot.coords(b), 0)[0, 0, 0] for b in (ref, cell)]
         with torch.no_grad():
             rot.offsets[44:] = torch.tensor(sorted(set(constants)))
@@ -224,13 +229,17 @@ def test_own_group_carries_the_referenced_cell_with_its_sheet():
     rot = Rotary("ref_own_group", 128, 1)
     assert rot.layouts[0].coord[0] == ["t"] * 16 + [f"path{k}" for k in range(1, 22) for _ in "fs"] + \
         [f"refpath{k}" for k in range(1, 4) for _ in "fs"]
-    cross = one_token(path=[0, 3, 6, 0, 1], ref_path=[1, 2, 4], depth=5)   # in G4 of sheet 0, naming E3 of sheet 1
+    # in G4 of sheet 0, naming E3 of sheet 1
+    cross = one_token(path=[0, 3, 6, 0, 1], ref_path=[1, 2, 4], depth=5)
     same = one_token(path=[0, 3, 6, 0, 2], ref_path=[0, 2, 4], depth=5)    # naming E3 of sheet 0
     target = one_token(path=[1, 2, 4, 0], depth=4)                          # a token of E3 on sheet 1
-    a = {k: rot.angles(rot.coords(b), 0)[0, 0, 0] for k, b in (("cross", cross), ("same", same), ("target", target))}
-    assert torch.equal(a["cross"][58:], a["target"][58:])                  # the reference lines up with its target
-    assert not torch.equal(a["cross"][58:60], a["same"][58:60]) and torch.equal(a["cross"][60:], a["same"][60:])
-    assert a["cross"][16:18].tolist() == [0, 0] and a["cross"][18:20].tolist() == pytest.approx([3 * FAST, 3 * FAST / 16])
+    a = {k: rot.angles(rot.coords(b), 0)[0, 0, 0]
+         for k, b in (("cross", cross), ("same", same), ("target", target))}
+    assert torch.equal(a["cross"][58:], a["target"][58:])  # the reference lines up with its target
+    assert not torch.equal(a["cross"][58:60], a["same"][58:60]) and \
+        torch.equal(a["cross"][60:], a["same"][60:])
+    assert a["cross"][16:18].tolist() == [0, 0] and \
+        a["cross"][18:20].tolist() == pytest.approx([3 * FAST, 3 * FAST / 16])
 
 
 # Under TRITON_INTERPRET=1 (CPU, CI) the kernel runs in the interpreter; on a GPU machine run
@@ -246,7 +255,8 @@ def _reference_and_triton(name, dtype, head_dim=128, H=2, T=5, layer=0, n_layer=
     C = rot.coords(b)
     i = rot.layer_layout[layer]
     col, rate, offset, overlay = (t.detach() for t in rot.table(i))
-    rate, offset, overlay = (rate * 1.3).requires_grad_(), (offset + 0.2).requires_grad_(), (overlay + 0.1).requires_grad_()
+    rate, offset, overlay = ((rate * 1.3).requires_grad_(), (offset + 0.2).requires_grad_(),
+                             (overlay + 0.1).requires_grad_())
     isref = rot.names.index("isref") if rot.ov_used(i) else -1
     torch.manual_seed(0)
     q = torch.randn(2, T, H, head_dim, dtype=dtype, device=DEV, requires_grad=True)
@@ -273,13 +283,12 @@ def _reference_and_triton(name, dtype, head_dim=128, H=2, T=5, layer=0, n_layer=
     return res
 
 
-# one case per configuration family: sequence + tree, every signal, head tables (4 heads share 2),
-# odd head count, hRoPE at T = 64, references (target substitution, directed overlay), unrotated
-# groups, the spreadsheet grid, and a layer-split table
-FAMILIES = [("seq_tree_depth", 128, 2, 5, 0, 1), ("all_signals", 128, 1, 3, 0, 1), ("head_split", 128, 4, 4, 0, 1),
-            ("seq_depth", 128, 3, 2, 0, 1), ("hrope_axial", 64, 2, 64, 0, 1), ("ref_rotation", 128, 1, 6, 0, 1),
-            ("ref_directed", 128, 2, 6, 0, 1), ("sent_axial", 64, 1, 4, 0, 1), ("seq_grid", 128, 1, 4, 0, 1),
-            ("ststst", 128, 1, 4, 1, 6)]
+# one case per family: sequence + tree, every signal, head tables (4 heads share 2), odd head count, hRoPE at
+# T = 64, references (target substitution, directed overlay), unrotated groups, spreadsheet grid, layer split
+FAMILIES = [("seq_tree_depth", 128, 2, 5, 0, 1), ("all_signals", 128, 1, 3, 0, 1),
+            ("head_split", 128, 4, 4, 0, 1), ("seq_depth", 128, 3, 2, 0, 1), ("hrope_axial", 64, 2, 64, 0, 1),
+            ("ref_rotation", 128, 1, 6, 0, 1), ("ref_directed", 128, 2, 6, 0, 1),
+            ("sent_axial", 64, 1, 4, 0, 1), ("seq_grid", 128, 1, 4, 0, 1), ("ststst", 128, 1, 4, 1, 6)]
 
 
 @pytest.mark.skipif(rotary.triton is None, reason="triton not installed")
@@ -288,9 +297,8 @@ FAMILIES = [("seq_tree_depth", 128, 2, 5, 0, 1), ("all_signals", 128, 1, 3, 0, 1
                             if DEV == "cuda" else []))
 def test_triton_matches_reference_fp32(name, head_dim, H, T, layer, n_layer):
     ref, tri = _reference_and_triton(name, torch.float32, head_dim, H, T, layer, n_layer)
-    # angles reach ~T radians; one fp32 ulp there is ~T * 6e-8, and CUDA's sin/cos differ from
-    # torch's by a few ulp, so the tolerance grows with T (seen on an H200: 2e-4 at T = 1024);
-    # rate gradients are sums over tokens of coordinate x d angle, so they scale with their size
+    # angles reach ~T radians: an fp32 ulp there is ~T * 6e-8 and CUDA's sin/cos differ by a few ulp, so the
+    # tolerance grows with T; rate gradients sum coordinate x d angle over tokens, so scale with their size
     tol = 1e-4 * max(1, T / 128)
     for what, r, t in zip(("q out", "k out", "dq", "dk", "d rate", "d offset", "d overlay"), ref, tri):
         scale = max(1.0, r.abs().max().item())
@@ -350,7 +358,8 @@ def test_head_split_with_four_heads_is_two_sequence_then_two_tree_heads():
     for h in range(4):
         eq, ek = rotary.rotate(q[:, :, h:h + 1], k[:, :, h:h + 1], ang[:, :, h // 2:h // 2 + 1])
         assert torch.equal(qo[:, :, h:h + 1], eq) and torch.equal(ko[:, :, h:h + 1], ek)
-    assert not torch.allclose(qo[:, :, 1], rotary.rotate(q[:, :, 1:2], k[:, :, 1:2], ang[:, :, 1:2])[0][:, :, 0])
+    assert not torch.allclose(qo[:, :, 1],
+                              rotary.rotate(q[:, :, 1:2], k[:, :, 1:2], ang[:, :, 1:2])[0][:, :, 0])
     with pytest.raises(ValueError, match="3 heads cannot share"):
         rot.check_heads(3)
 
@@ -380,6 +389,7 @@ def test_every_configuration_trains_a_step(name):
 def test_adding_a_configuration_is_one_line(monkeypatch):
     """README "Add a configuration": one registry line, and the model trains it."""
     monkeypatch.setitem(rotary.CONFIGS, "seq_within", lambda P, c: [rotary.seq(16), rotary.within()])
-    assert Rotary("seq_within", 128, 1).count() == ([[20]], 8)   # 16 + 4 within planes; each learns a rate and an offset
+    # 16 + 4 within planes; each learns a rate and an offset
+    assert Rotary("seq_within", 128, 1).count() == ([[20]], 8)
     m, nll = train_step("seq_within", n_layer=1, n_embd=128, n_head=1)
     assert torch.isfinite(nll).all() and m.rotary.rates.grad.abs().sum() > 0

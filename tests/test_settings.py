@@ -34,12 +34,14 @@ PAPER = {
     "web_large": (4096, (10, 512, 4), 31.5, 6e-4, ("passes", 1), "final"),
     # paper 004 Table 11: d_model 512, 8 layers, 8 heads, block size 1024, 5000 steps, lr 3e-4;
     # Table 12 reports the runs' validation loss, "all logged runs reached 5000 steps"
-    **{f"hrope_{c}": (1024, (8, 512, 8), None, 3e-4, ("steps", 5000), "final") for c in ("prose", "code", "webtext")},
+    **{f"hrope_{c}": (1024, (8, 512, 8), None, 3e-4, ("steps", 5000), "final")
+       for c in ("prose", "code", "webtext")},
 }
 # reproduce_cpu.sh: STEPS=200 "x 16 records of <= 256 tokens"; HSTEPS=120 for the sheets; --milestones 10;
-# settings.SCALES["cpu"]: preset cpu, 16 records, 128 validation and 256 test records, micro-batches of 4,096 tokens
+# settings.SCALES["cpu"]: preset cpu, 16 records, 128 val and 256 test records, 4,096-token micro-batches
 CPU = {"cpu_python": ("python", 200, "cpu", "tree", 1024), "cpu_web": ("web", 200, "cpu", "tree", 1024),
-       "cpu_programs": ("programs", 200, "cpu", "tree", 256), "cpu_sheets": ("sheets", 120, "cpu", "tree", 256),
+       "cpu_programs": ("programs", 200, "cpu", "tree", 256),
+       "cpu_sheets": ("sheets", 120, "cpu", "tree", 256),
        "cpu_prose": ("prose", 200, "cpu_hrope", "hrope_cpu", 256),
        "cpu_code": ("code", 200, "cpu_hrope", "hrope_cpu", 256)}
 
@@ -60,7 +62,8 @@ def test_every_setting_is_the_papers(tmp_path):
     assert set(settings.SETTINGS) == set(PAPER) | set(CPU)
     for name, (context, shape, millions, lr, (unit, length), report) in PAPER.items():
         s = settings.SETTINGS[name]
-        cfg = train.parse(["--setting", name, *meta_for(tmp_path / name, name)])[0]   # on CPU: still the paper's
+        # on CPU: still the paper's
+        cfg = train.parse(["--setting", name, *meta_for(tmp_path / name, name)])[0]
         p = PRESETS[cfg["preset"]]
         assert (p["max_len"], settings.preparation(name)["max_len"]) == (context, context), name
         assert (p["n_layer"], p["n_embd"], p["n_head"]) == shape, name
@@ -73,26 +76,30 @@ def test_every_setting_is_the_papers(tmp_path):
         # documents"; "micro-batches of at most 8,192 padded tokens"
         assert (cfg["milestones"], cfg["val_docs"], cfg["mb_tokens"]) == (20, 1024, 8192), name
         assert s["source"]
-    # "A byte-pair tokenizer with 32,768 entries"; "The splits are contiguous record ranges over an unshuffled corpus"
+    # "A byte-pair tokenizer with 32,768 entries"; "The splits are contiguous record ranges over an
+    # unshuffled corpus"
     assert settings.SETTINGS["python"]["corpus"] == "programs"
-    assert {k: settings.preparation("python")[k] for k in ("vocab", "split")} == {"vocab": 32768, "split": "contiguous"}
+    assert {k: settings.preparation("python")[k] for k in ("vocab", "split")} == \
+        {"vocab": 32768, "split": "contiguous"}
     # "The larger web run crops them, keeping the first 4,096 tokens; Web pages drops them"
-    assert (settings.preparation("web_large")["long"], settings.preparation("web_pages")["long"]) == ("crop", "drop")
+    assert (settings.preparation("web_large")["long"], settings.preparation("web_pages")["long"]) == \
+        ("crop", "drop")
     # "8,192 test documents for Python ..., 2,048 for the larger web run"
-    assert [settings.SETTINGS[n]["test_docs"] for n in ("python", "web_large", "sheets")] == [8192, 2048, None]
+    assert [settings.SETTINGS[n]["test_docs"] for n in ("python", "web_large", "sheets")] == \
+        [8192, 2048, None]
     # "no position ... was run at 0.00015"; "the larger web run tree-only run, which diverged and is
     # reported at its best milestone"; every other configuration there at 0.0006, reported at the final step
     web_large = meta_for(tmp_path / "web_large", "web_large")
     assert train.parse(["--setting", "web_large", "--config", "no_position", *web_large])[0]["lr"] == 1.5e-4
     t = train.parse(["--setting", "web_large", "--config", "tree_only", *web_large])[0]
     assert (t["lr"], t["report"]) == (6e-4, "best_milestone")
-    # the sweeps: "five rates (0.0003 to 0.0048, 560 steps each) on four configurations — sequence only,
-    # tree only, tree + within-node index and sequence + tree"; web pages "three rates (600 steps) on
-    # sequence + tree"; none for spreadsheets ("not re-swept") or the larger web run
-    assert settings.SETTINGS["python"]["sweep"] == dict(rates=(3e-4, 6e-4, 1.2e-3, 2.4e-3, 4.8e-3), steps=560,
-                                                        configs=("seq_only", "tree_only", "tree_within", "seq_tree"))
-    assert (len(settings.SETTINGS["web_pages"]["sweep"]["rates"]), settings.SETTINGS["web_pages"]["sweep"]["steps"],
-            settings.SETTINGS["web_pages"]["sweep"]["configs"]) == (3, 600, ("seq_tree",))
+    # the sweeps: "five rates (0.0003 to 0.0048, 560 steps each) on four configurations"; web pages "three
+    # rates (600 steps) on sequence + tree"; none for spreadsheets ("not re-swept") or the larger web run
+    assert settings.SETTINGS["python"]["sweep"] == dict(
+        rates=(3e-4, 6e-4, 1.2e-3, 2.4e-3, 4.8e-3), steps=560,
+        configs=("seq_only", "tree_only", "tree_within", "seq_tree"))
+    web_sweep = settings.SETTINGS["web_pages"]["sweep"]
+    assert (len(web_sweep["rates"]), web_sweep["steps"], web_sweep["configs"]) == (3, 600, ("seq_tree",))
     assert settings.SETTINGS["sheets"]["sweep"] is None and settings.SETTINGS["web_large"]["sweep"] is None
     # Table 11: batch 16, weight decay 0.01, min lr 0.01 x base, dropout 0.1, patience 10
     h = train.parse(["--setting", "hrope_code", *meta_for(tmp_path / "hrope_code", "hrope_code")])[0]
@@ -105,8 +112,8 @@ def test_cpu_settings_are_reproduce_cpu_sh(tmp_path):
         cfg = train.parse(["--setting", name, *meta_for(tmp_path / name, name)])[0]
         assert (cfg["corpus"], cfg["steps"], cfg["preset"], cfg["recipe"], cfg["lr"]) == \
             (corpus, steps, preset, recipe, 1.2e-3), name
-        assert (cfg["docs_per_step"], cfg["val_docs"], cfg["test_docs"], cfg["mb_tokens"], cfg["milestones"]) == \
-            (16, 128, 256, 4096, 10), name
+        assert (cfg["docs_per_step"], cfg["val_docs"], cfg["test_docs"], cfg["mb_tokens"],
+                cfg["milestones"]) == (16, 128, 256, 4096, 10), name
         assert settings.preparation(name) == {**settings.PREPARE, "max_len": max_len}, name
 
 
@@ -122,7 +129,8 @@ def cpu_python(tmp_path_factory):
     return str(src), str(out)
 
 
-SMALL = ["--steps=4", "--val_docs=8", "--test_docs=8", "--milestones=2", "--compile=0", "--bf16=0", "--n_layer=2"]
+SMALL = ["--steps=4", "--val_docs=8", "--test_docs=8", "--milestones=2", "--compile=0", "--bf16=0",
+         "--n_layer=2"]
 
 
 def test_prepare_records_the_setting(cpu_python, tmp_path, capsys):
@@ -130,27 +138,29 @@ def test_prepare_records_the_setting(cpu_python, tmp_path, capsys):
     recorded = json.load(open(os.path.join(data, "python", "meta.json")))["settings"]
     assert recorded["setting"] == "cpu_python" and (recorded["vocab"], recorded["max_len"]) == (4096, 1024)
     # a flag that departs from the setting is applied, and the data is then no setting's
-    prepare.main(["--setting", "cpu_python", "--src", src, "--out", str(tmp_path), "--workers", "1", "--vocab", "512"])
+    prepare.main(["--setting", "cpu_python", "--src", src, "--out", str(tmp_path), "--workers", "1",
+                  "--vocab", "512"])
     assert "--vocab 512 given, so meta.json records no setting" in capsys.readouterr().out
     other = json.load(open(os.path.join(tmp_path, "python", "meta.json")))["settings"]
     assert "setting" not in other and other["vocab"] == 512
     with pytest.raises(SystemExit, match="prepared with --vocab 512 where the setting has 4096"):
-        train.main(["--setting", "cpu_python", "--data", str(tmp_path), "--out", str(tmp_path / "out"), *SMALL])
+        train.main(["--setting", "cpu_python", "--data", str(tmp_path), "--out", str(tmp_path / "out"),
+                    *SMALL])
     with pytest.raises(SystemExit):                             # the setting names its corpus
         prepare.main(["web", "--setting", "cpu_python", "--out", str(tmp_path)])
 
 
 def test_train_prints_its_setting_and_reports_by_rule(cpu_python, tmp_path, capsys):
     _, data = cpu_python
-    out = train.main(["--setting", "cpu_python", "--data", data, "--out", str(tmp_path), "--report", "best_milestone",
-                      *SMALL])
-    line = [l for l in capsys.readouterr().out.splitlines() if l.startswith("setting ")]
-    assert line == [line[0]] and line[0].startswith("setting cpu_python: python, preset cpu (2 layers, d=128, 1 head, "
-                                                    "context 256), recipe tree, lr 0.0012, 4 steps x 16 records, "
-                                                    "reported at its best milestone")
+    out = train.main(["--setting", "cpu_python", "--data", data, "--out", str(tmp_path), "--report",
+                      "best_milestone", *SMALL])
+    line = [text for text in capsys.readouterr().out.splitlines() if text.startswith("setting ")]
+    assert line == [line[0]] and line[0].startswith("setting cpu_python: python, preset cpu (2 layers, "
+                                                    "d=128, 1 head, context 256), recipe tree, lr 0.0012, "
+                                                    "4 steps x 16 records, reported at its best milestone")
     assert "given: " in line[0] and "--steps" in line[0] and "--n_layer" in line[0]
     final = json.load(open(os.path.join(out, "final.json")))
-    log = [json.loads(l) for l in open(os.path.join(out, "log.jsonl"))]
+    log = [json.loads(text) for text in open(os.path.join(out, "log.jsonl"))]
     best = min(log, key=lambda e: e["val_loss"])
     assert final["report"] == "best_milestone"
     assert final["reported"] == {"val_loss": best["val_loss"], "step": best["step"]}
@@ -173,7 +183,8 @@ def test_train_refuses_data_prepared_for_another_setting(tmp_path):
         train.parse(["--setting", "web_pages", *hand])
     with pytest.raises(SystemExit, match="trains the web corpus, not python"):
         train.parse(["--setting", "web_pages", "--corpus", "python", *web])
-    assert train.parse(["--setting", "web_pages", "--lr", "3e-3", "--steps", "7", *web])[0]["lr"] == 3e-3   # flags win
+    # flags win
+    assert train.parse(["--setting", "web_pages", "--lr", "3e-3", "--steps", "7", *web])[0]["lr"] == 3e-3
     assert train.parse(["--setting", "web_pages", "--steps", "7", *web])[0]["passes"] is None
 
 
@@ -182,7 +193,8 @@ def test_contiguous_split_is_three_ranges(cpu_python, tmp_path):
     split = prepare.contiguous_split(names)
     assert [split[n] for n in names] == ["train"] * 90 + ["val"] * 5 + ["test"] * 5
     # prepare.py --setting python: the programs in source order, train first, then val, then test
-    prepare.main(["--setting", "python", "--src", cpu_python[0], "--out", str(tmp_path), "--workers", "1"])
+    prepare.main(["--setting", "python", "--src", cpu_python[0], "--out", str(tmp_path),
+                  "--workers", "1"])
     d = os.path.join(tmp_path, "programs")
     recorded = json.load(open(os.path.join(d, "meta.json")))["settings"]
     assert (recorded["setting"], recorded["split"], recorded["vocab"], recorded["max_len"]) == \
@@ -192,8 +204,8 @@ def test_contiguous_split_is_three_ranges(cpu_python, tmp_path):
 
 
 def test_reported_loss_follows_the_rule():
-    log = [{"step": 5, "val_loss": 3.0}, {"step": 10, "val_loss": 2.5}, {"step": 15, "val_loss": float("nan")},
-           {"step": 20, "val_loss": 2.9}]
+    log = [{"step": 5, "val_loss": 3.0}, {"step": 10, "val_loss": 2.5},
+           {"step": 15, "val_loss": float("nan")}, {"step": 20, "val_loss": 2.9}]
     assert train.reported(log, "final") == (2.9, 20)
     assert train.reported(log, "best_milestone") == (2.5, 10)
 
@@ -202,14 +214,15 @@ def test_a_diverged_best_milestone_run_is_reported(cpu_python, tmp_path):
     """Under best_milestone a non-finite loss ends the run with final.json (diverged_at); elsewhere it
     stops with exit code 2 and no final.json, as before."""
     _, data = cpu_python
-    out = train.main(["--setting", "cpu_python", "--data", data, "--out", str(tmp_path), "--report", "best_milestone",
-                      "--lr=1e30", *SMALL])
+    out = train.main(["--setting", "cpu_python", "--data", data, "--out", str(tmp_path), "--report",
+                      "best_milestone", "--lr=1e30", *SMALL])
     final = json.load(open(os.path.join(out, "final.json")))
     assert final["diverged_at"] is not None and final["report"] == "best_milestone"
 
 
 def test_pick_lr_takes_the_lowest_mean_over_configurations():
-    losses = {("a", 1e-3): 1.0, ("a", 2e-3): 2.0, ("b", 1e-3): 3.0, ("b", 2e-3): 1.5}   # a prefers 1e-3, b 2e-3
+    # a prefers 1e-3, b 2e-3
+    losses = {("a", 1e-3): 1.0, ("a", 2e-3): 2.0, ("b", 1e-3): 3.0, ("b", 2e-3): 1.5}
     assert train.pick_lr(losses) == 2e-3
 
 
@@ -226,4 +239,5 @@ def test_lr_sweep_runs_every_rate_and_picks(cpu_python, tmp_path, monkeypatch, c
     losses = {r["lr"]: r["val_loss"] for r in record["losses"]}
     assert losses[1e30] == float("inf") and losses[3e-3] < losses[1e-6]
     assert "picked lr 0.003" in capsys.readouterr().out
-    assert os.path.exists(os.path.join(tmp_path, "lr_sweep", "python", "seq_only_lr0.003", "seed0", "final.json"))
+    assert os.path.exists(os.path.join(tmp_path, "lr_sweep", "python", "seq_only_lr0.003", "seed0",
+                                       "final.json"))

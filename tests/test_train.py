@@ -17,7 +17,8 @@ from model import GPT, GPTConfig
 
 TINY = ["--preset=cpu", "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4",
         "--val_docs=8", "--test_docs=8", "--compile=0", "--bf16=0", "--milestones=4", "--mb_tokens=128"]
-# eager fp32 keeps these tests fast and exact; test_default_cpu_path_takes_the_machines_precision covers the default
+# eager fp32 keeps these tests fast and exact;
+# test_default_cpu_path_takes_the_machines_precision covers the default
 
 
 def run(data, out, config="seq_only", steps=8, extra=()):
@@ -35,7 +36,7 @@ def test_prepared_data_on_disk(tiny_python):
     assert a["doc_start"][-1] == n and (np.diff(a["doc_start"]) <= 256).all()
     assert (a["depth"] >= 1).all()                         # every Python token has a node
     assert a["label"].shape == (n,) and a["grid"].shape == (n, 2)
-    assert (a["label"] >= 0).all() and (a["grid"] >= 0).all()   # every Python token has a type and a statement
+    assert (a["label"] >= 0).all() and (a["grid"] >= 0).all()  # every Python token has a type and a statement
     assert ((a["path"] >= 0).sum(1) == np.minimum(a["depth"], 22)).all()
     enc = tokenizer.load(d)
     # idempotent: a second run is a no-op
@@ -93,8 +94,8 @@ def test_blocks_fill_by_hand():
 
 def test_run_records_its_provenance(tiny_python, tmp_path):
     import subprocess
-    run = train.main(["--corpus", "python", "--config", "seq_only", "--data", tiny_python, "--out", str(tmp_path),
-                      "--steps=1", *TINY])
+    run = train.main(["--corpus", "python", "--config", "seq_only", "--data", tiny_python, "--out",
+                      str(tmp_path), "--steps=1", *TINY])
     prov = json.load(open(os.path.join(run, "config.json")))["provenance"]
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                           cwd=os.path.dirname(os.path.abspath(train.__file__))).stdout.strip()
@@ -121,17 +122,19 @@ def test_lr_schedule_is_a_cosine_between_warmup_and_end():
 def test_weight_decay_groups():
     m = GPT(GPTConfig(vocab_size=300, n_layer=1, n_embd=128, n_head=1, rotary="seq_tree"))
     decay, no_decay = train.param_groups(m, 0.1)
-    ids = lambda g: {id(p) for p in g["params"]}
+    def ids(g):
+        return {id(p) for p in g["params"]}
     assert id(m.rotary.rates) in ids(no_decay) and id(m.rotary.offsets) in ids(no_decay)
     assert id(m.blocks[0].ln_1.weight) in ids(no_decay)
     assert id(m.blocks[0].attn.c_attn.weight) in ids(decay) and decay["weight_decay"] == 0.1
 
 
 def test_resume_after_a_kill_matches_an_uninterrupted_run(tiny_python, tmp_path):
-    args = lambda out: ["--corpus", "python", "--config", "seq_tree_depth", "--data", tiny_python,
-                        "--out", out, "--steps=8", *TINY[:-2], "--milestones=2", "--mb_tokens=128"]
+    def args(out):
+        return ["--corpus", "python", "--config", "seq_tree_depth", "--data", tiny_python,
+                "--out", out, "--steps=8", *TINY[:-2], "--milestones=2", "--mb_tokens=128"]
     whole = train.main(args(str(tmp_path / "whole")))          # milestones (and checkpoints) at 4, 8
-    log_w = [json.loads(l) for l in open(os.path.join(whole, "log.jsonl"))]
+    log_w = [json.loads(line) for line in open(os.path.join(whole, "log.jsonl"))]
     assert log_w[-1]["val_loss"] < log_w[0]["val_loss"]       # it learns
     # the same run killed right after its step-4 checkpoint, then restarted
     kill = ("import sys, train\n"
@@ -142,7 +145,8 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(tiny_python, tmp_path)
             "train.atomic_save = killed\n"
             "train.main(sys.argv[1:])\n")
     r = subprocess.run([sys.executable, "-c", kill, *args(str(tmp_path / "killed"))],
-                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), capture_output=True, text=True)
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                       capture_output=True, text=True)
     assert r.returncode == 3, r.stderr[-2000:]
     killed = os.path.join(str(tmp_path / "killed"), "python", "seq_tree_depth", "seed0")
     assert os.path.exists(os.path.join(killed, "ckpt.pt"))
@@ -152,7 +156,7 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(tiny_python, tmp_path)
     ck["log"][-1]["elapsed"] = 1000.0
     torch.save(ck, os.path.join(killed, "ckpt.pt"))
     resumed = train.main(args(str(tmp_path / "killed")))
-    log_r = [json.loads(l) for l in open(os.path.join(resumed, "log.jsonl"))]
+    log_r = [json.loads(line) for line in open(os.path.join(resumed, "log.jsonl"))]
     assert [x["step"] for x in log_r] == [4, 8]
     final = json.load(open(os.path.join(resumed, "final.json")))
     assert 1000 < log_r[1]["elapsed"] <= final["elapsed"] < 1000 + 600
@@ -173,16 +177,17 @@ def test_data_parallel_two_cpu_processes(tiny_python, tmp_path):
     into micro-batches of at most 64 padded tokens and dealt round-robin (one process may get more),
     gradients synced once per step; the loss curve, training and validation, equals the
     single-process run to float tolerance."""
-    args = ["--corpus", "python", "--config", "seq_depth", "--data", tiny_python, "--steps=4", *TINY[:-2],
-            "--milestones=2", "--mb_tokens=64", "--docs_per_step=3"]
+    args = ["--corpus", "python", "--config", "seq_depth", "--data", tiny_python, "--steps=4",
+            *TINY[:-2], "--milestones=2", "--mb_tokens=64", "--docs_per_step=3"]
     single = train.main(args + ["--out", str(tmp_path / "one")])
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517",
-                        "train.py", *args, "--out", str(tmp_path / "two")],
-                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                        "--master_port=29517", "train.py", *args, "--out", str(tmp_path / "two")],
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                       capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    one = [json.loads(l) for l in open(os.path.join(single, "log.jsonl"))]
-    two = [json.loads(l) for l in open(os.path.join(str(tmp_path / "two"), "python", "seq_depth", "seed0", "log.jsonl"))]
+    one = [json.loads(line) for line in open(os.path.join(single, "log.jsonl"))]
+    two = [json.loads(line) for line in
+           open(os.path.join(str(tmp_path / "two"), "python", "seq_depth", "seed0", "log.jsonl"))]
     assert [a["step"] for a in one] == [b["step"] for b in two] == [2, 4]
     for a, b in zip(one, two):
         assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-4)
@@ -192,8 +197,9 @@ def test_data_parallel_two_cpu_processes(tiny_python, tmp_path):
 def test_precision_follows_the_processor():
     """bf16 autocast (and, on CPU, torch.compile) only where the processor multiplies bf16 natively;
     the two variables that cap torch's instruction set are honoured over the flags."""
-    native = lambda flags, env={}: machine.native_bf16(set(flags), env)[0]
-    assert not native({"avx", "avx2", "fma"})                       # AVX2-only: bf16 emulated, ~30x slower
+    def native(flags, env={}):
+        return machine.native_bf16(set(flags), env)[0]
+    assert not native({"avx", "avx2", "fma"})                       # AVX2-only: bf16 emulated
     assert not native({"avx2", "avx512f", "avx512bw"})              # AVX-512 without BF16
     assert native({"avx2", "avx512f", "avx512_bf16"}) and native({"amx_bf16"}) and native({"asimd", "bf16"})
     assert not native({"avx512_bf16"}, {"ATEN_CPU_CAPABILITY": "avx2"})
@@ -205,8 +211,8 @@ def test_precision_follows_the_processor():
 
 
 def test_this_hosts_detection_agrees_with_a_timed_matmul():
-    """Where bf16 is emulated a bf16 matmul is ~30x slower than fp32 (issue 24: 484 vs 15.9 ms);
-    where it is native, faster. The detection must say which of the two this machine is."""
+    """Where bf16 is emulated a bf16 matmul is many times slower than fp32; where it is native,
+    faster. The detection must say which of the two this machine is."""
     import time
     a, b = torch.randn(1024, 128), torch.randn(128, 512)
     def best(x, y):
@@ -218,7 +224,8 @@ def test_this_hosts_detection_agrees_with_a_timed_matmul():
             times.append(time.perf_counter() - t)
         return min(times)
     ratio = best(a.bfloat16(), b.bfloat16()) / best(a, b)
-    assert (ratio < 4) == machine.native_bf16(machine.cpu_flags(), os.environ)[0], f"bf16 / fp32 matmul time {ratio:.1f}"
+    assert (ratio < 4) == machine.native_bf16(machine.cpu_flags(), os.environ)[0], \
+        f"bf16 / fp32 matmul time {ratio:.1f}"
 
 
 def test_default_cpu_path_takes_the_machines_precision(tiny_python, tmp_path, capsys):
@@ -235,7 +242,7 @@ def test_default_cpu_path_takes_the_machines_precision(tiny_python, tmp_path, ca
     assert run["bf16"] == run["compile"] == native and "given" not in run["precision"]
     assert first.startswith("precision: " + ("bf16 autocast, compiled" if native else "fp32, eager"))
     assert run["precision"] in first
-    a, b = ([json.loads(l) for l in open(os.path.join(d, "log.jsonl"))] for d in (fast, exact))
+    a, b = ([json.loads(line) for line in open(os.path.join(d, "log.jsonl"))] for d in (fast, exact))
     assert [x["step"] for x in a] == [y["step"] for y in b] == [1, 2, 3, 4, 5, 6]
     assert all(x["bf16"] == native for x in a) and not any(y["bf16"] for y in b)
     for x, y in zip(a, b):
@@ -253,7 +260,7 @@ def test_a_run_resumes_under_another_precision(tiny_python, tmp_path):
     state["step"], state["log"] = 2, state["log"][:1]             # as if stopped at the first milestone
     torch.save(state, ck)
     d = run(tiny_python, out, steps=4, extra=["--milestones=2", "--bf16=1"])
-    log = [json.loads(l) for l in open(os.path.join(d, "log.jsonl"))]
+    log = [json.loads(line) for line in open(os.path.join(d, "log.jsonl"))]
     assert [(e["step"], e["bf16"]) for e in log] == [(2, False), (4, True)]
     assert "--bf16=1 given" in json.load(open(os.path.join(d, "config.json")))["run"]["precision"]
 
@@ -271,8 +278,8 @@ def test_sweep_runs_what_is_pending_and_resumes(tiny_python, tmp_path):
     only that run (from its checkpoint, so its log is unchanged)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "OUT": str(tmp_path)}
-    cmd = ["bash", os.path.join(root, "sweep.sh"), "python", "seq_only seq_depth", "0", "2", "--data", tiny_python,
-           "--steps=2", *TINY[:10], "--milestones=1", "--mb_tokens=128"]
+    cmd = ["bash", os.path.join(root, "sweep.sh"), "python", "seq_only seq_depth", "0", "2", "--data",
+           tiny_python, "--steps=2", *TINY[:10], "--milestones=1", "--mb_tokens=128"]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "failed" not in r.stdout, r.stdout + r.stderr
     runs = [os.path.join(str(tmp_path), "python", k, "seed0") for k in ("seq_only", "seq_depth")]
@@ -285,14 +292,17 @@ def test_sweep_runs_what_is_pending_and_resumes(tiny_python, tmp_path):
     assert os.path.getmtime(os.path.join(runs[0], "final.json")) == stamp           # finished: not rerun
     assert "resuming" in open(os.path.join(runs[1], "train.log")).read()
     assert open(os.path.join(runs[1], "log.jsonl")).read() == logs[1]
-    named = subprocess.run(cmd[:3] + ["seq_depth", "0", "1"] + cmd[6:] + ["--depth_dropout=0.3", "--name=seq_depth_dropout"],
+    named = subprocess.run(cmd[:3] + ["seq_depth", "0", "1"] + cmd[6:]
+                           + ["--depth_dropout=0.3", "--name=seq_depth_dropout"],
                            env=env, capture_output=True, text=True, timeout=300)
     drop = os.path.join(str(tmp_path), "python", "seq_depth_dropout", "seed0")
-    assert named.returncode == 0 and json.load(open(os.path.join(drop, "config.json")))["run"]["depth_dropout"] == 0.3
-    assert open(os.path.join(runs[1], "log.jsonl")).read() == logs[1]            # seq_depth itself untouched
-    bad = subprocess.run(cmd[:3] + ["seq_only tree_nope", "1"] + cmd[5:], env=env, capture_output=True, text=True,
-                         timeout=300)                                  # one good run, one that cannot start
-    assert bad.returncode != 0 and "failed: " + os.path.join(str(tmp_path), "python", "tree_nope", "seed1") in bad.stdout
+    assert named.returncode == 0 and \
+        json.load(open(os.path.join(drop, "config.json")))["run"]["depth_dropout"] == 0.3
+    assert open(os.path.join(runs[1], "log.jsonl")).read() == logs[1]  # seq_depth itself untouched
+    bad = subprocess.run(cmd[:3] + ["seq_only tree_nope", "1"] + cmd[5:], env=env, capture_output=True,
+                         text=True, timeout=300)                       # one good run, one that cannot start
+    assert bad.returncode != 0 and \
+        "failed: " + os.path.join(str(tmp_path), "python", "tree_nope", "seed1") in bad.stdout
     assert os.path.exists(os.path.join(str(tmp_path), "python", "seq_only", "seed1", "final.json"))
 
 
@@ -319,14 +329,14 @@ def test_cuda_presets_follow_the_paper_per_corpus(monkeypatch, tmp_path):
     prepare.CORPORA says which, through the prepared data's meta.json."""
     from settings import MODELS as PRESETS
     data = prepared(tmp_path, "python", "web", "sheets")
-    assert train.parse(["--corpus", "web", "--device", "cpu", *data])[0]["preset"] == "cpu"   # CPU stays small
+    assert train.parse(["--corpus", "web", "--device", "cpu", *data])[0]["preset"] == "cpu"  # CPU stays small
     as_if_cuda(monkeypatch)
     ctx = {c: PRESETS[train.parse(["--corpus", c, "--device", "cuda", *data])[0]["preset"]]["max_len"]
            for c in ("python", "web", "sheets")}
     assert ctx == {"python": 1024, "web": 2048, "sheets": 4096}
     assert PRESETS["paper_web_large"] == dict(n_layer=10, n_embd=512, n_head=4, max_len=4096)
-    assert train.parse(["--corpus", "web", "--device", "cuda", "--preset", "paper_web_large", *data])[0]["preset"] == \
-        "paper_web_large"
+    assert train.parse(["--corpus", "web", "--device", "cuda", "--preset", "paper_web_large",
+                        *data])[0]["preset"] == "paper_web_large"
     with pytest.raises(SystemExit, match="not prepared"):
         train.parse(["--corpus", "prose", *data])
 
@@ -341,14 +351,16 @@ def test_record_units_restart_level1_ranks():
     ref = np.full((n, 22), -1)
     ref[5, :2] = [3, 0]                                # target in statement 3
     ref[3, :2] = [4, 0]                                # target in statement 4
-    c = {"pos": np.arange(n), "path": path, "ref_path": ref, "depth": np.array([1, 2] * 3), "node": np.arange(n)}
+    c = {"pos": np.arange(n), "path": path, "ref_path": ref, "depth": np.array([1, 2] * 3),
+         "node": np.arange(n)}
     boundary = np.array([1, 0, 1, 0, 1, 0], bool)
     module = prepare.records(c, 4, "split", boundary)
     record = prepare.records(c, 4, "split", boundary, restart_level1=True)
     # the window of 4 ends inside statement 5, so the cut falls at the last boundary before it
     assert [r["path"][:, 0].tolist() for r in module] == [[3, 3], [4, 4, 5, 5]]
     assert [r["path"][:, 0].tolist() for r in record] == [[0, 0], [0, 0, 1, 1]]
-    assert record[1]["ref_path"][1, :2].tolist() == [0, 0] and record[1]["ref_path"][3, :2].tolist() == [-1, 0]
+    assert record[1]["ref_path"][1, :2].tolist() == [0, 0] and \
+        record[1]["ref_path"][3, :2].tolist() == [-1, 0]
     assert (record[1]["path"][:, 1] == path[2:, 1]).all()                       # deeper levels untouched
     assert prepare.record_rank_stats(record)["max"] == 1 and prepare.record_rank_stats(module)["max"] == 5
 
@@ -359,13 +371,13 @@ def test_hrope_recipe_is_table_11(monkeypatch, tmp_path):
     data = prepared(tmp_path, "prose", "python", "code")
     as_if_cuda(monkeypatch)
     h = train.parse(["--corpus", "prose", "--device", "cuda", *data])[0]
-    assert (h["recipe"], h["lr"], h["weight_decay"], h["min_lr"], h["dropout"], h["patience"], h["docs_per_step"]) == \
-        ("hrope", 3e-4, 0.01, 0.01, 0.1, 10, 16)
+    assert (h["recipe"], h["lr"], h["weight_decay"], h["min_lr"], h["dropout"], h["patience"],
+            h["docs_per_step"]) == ("hrope", 3e-4, 0.01, 0.01, 0.1, 10, 16)
     t = train.parse(["--corpus", "python", *data])[0]
     assert (t["recipe"], t["lr"], t["weight_decay"], t["min_lr"], t["dropout"], t["patience"]) == \
         ("tree", 1.2e-3, 0.1, 0.1, 0.0, 0)
-    assert train.parse(["--corpus", "code", "--lr", "1e-3", *data])[0]["lr"] == 1e-3             # explicit beats recipe
-    c = train.parse(["--corpus", "code", "--device", "cpu", *data])[0]                         # CPU scale: only lr differs
+    assert train.parse(["--corpus", "code", "--lr", "1e-3", *data])[0]["lr"] == 1e-3  # explicit beats recipe
+    c = train.parse(["--corpus", "code", "--device", "cpu", *data])[0]  # CPU scale: only lr differs
     same = ("weight_decay", "min_lr", "dropout", "patience")
     assert (c["recipe"], c["lr"]) == ("hrope_cpu", 1.2e-3) and [c[k] for k in same] == [h[k] for k in same]
     assert train.parse(["--corpus", "code", "--device", "cpu", "--recipe", "hrope", *data])[0]["lr"] == 3e-4
@@ -387,7 +399,8 @@ def test_early_stopping_counts_evaluations_without_improvement():
 
 def test_dropout_in_training_only(tiny_python):
     torch.manual_seed(0)
-    m = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=16, rotary="seq_only", dropout=0.1))
+    m = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=16, rotary="seq_only",
+                      dropout=0.1))
     x = torch.randint(0, 512, (2, 16))
     C = m.rotary.coords({"pos": torch.arange(16).expand(2, 16)})
     for path in (False, True):                                    # SDPA and the explicit path
@@ -397,7 +410,8 @@ def test_dropout_in_training_only(tiny_python):
         m.eval()
         a, b = m(x, C, return_attn=path)[0], m(x, C, return_attn=path)[0]
         assert torch.equal(a, b)
-    m0 = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=16, rotary="seq_only")).train()
+    m0 = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=16,
+                       rotary="seq_only")).train()
     assert torch.equal(m0(x, C)[0], m0(x, C)[0])                  # the tree recipe has none
 
 
@@ -408,7 +422,8 @@ def test_depth_dropout_hides_depth_on_the_records_the_generator_picks():
     B, T = 2000, 6
     g = torch.Generator().manual_seed(0)
     b = {"pos": torch.arange(T).expand(B, T), "depth": torch.randint(1, 22, (B, T), generator=g),
-         "path": torch.randint(0, 8, (B, T, 22), generator=g), "p": torch.randint(0, 5, (B, T, 3), generator=g)}
+         "path": torch.randint(0, 8, (B, T, 22), generator=g),
+         "p": torch.randint(0, 5, (B, T, 3), generator=g)}
     corpus = {"p1_density": 0.2, "p1_period": 3}
     picked = torch.rand(B, generator=torch.Generator().manual_seed(7)) < 0.3   # one draw per record
     assert 0.27 < picked.float().mean() < 0.33
@@ -416,7 +431,8 @@ def test_depth_dropout_hides_depth_on_the_records_the_generator_picks():
         m = GPT(GPTConfig(vocab_size=300, n_layer=1, n_embd=128, n_head=1, rotary=name))
         C, C0 = (data.coords_for(m, dict(b), corpus, torch.Generator().manual_seed(7), p) for p in (0.3, 0.0))
         reads_depth = "depth" in name
-        assert torch.equal((C != C0).flatten(1).any(1), picked if reads_depth else torch.zeros_like(picked)), name
+        assert torch.equal((C != C0).flatten(1).any(1),
+                           picked if reads_depth else torch.zeros_like(picked)), name
         if reads_depth:
             d = m.rotary.names.index("depth")
             assert (C[picked, :, d] == -1).all() and torch.equal(C[~picked, :, d], b["depth"][~picked].int())
@@ -440,15 +456,17 @@ def test_depth_dropout_in_training_not_in_evaluation(tiny_python, tmp_path, monk
         return C
 
     monkeypatch.setattr(train, "coords_for", spy)
-    run(tiny_python, str(tmp_path), "seq_depth", steps=2, extra=["--depth_dropout=0.3", "--docs_per_step=24", "--n_layer=1"])
+    run(tiny_python, str(tmp_path), "seq_depth", steps=2,
+        extra=["--depth_dropout=0.3", "--docs_per_step=24", "--n_layer=1"])
     train_lost, eval_lost = torch.cat(lost[True]), torch.cat(lost[False])
-    assert len(train_lost) > 48 and 0.2 < train_lost.float().mean() < 0.4     # 48 records and a 1-record probe
+    assert len(train_lost) > 48 and 0.2 < train_lost.float().mean() < 0.4    # 48 records and a 1-record probe
     assert len(eval_lost) and not eval_lost.any()
 
 
 def test_early_stop_ends_a_run_and_says_so(tiny_python, tmp_path):
     """lr 0: the validation loss never improves, so patience 2 stops after 3 of 8 evaluations."""
-    run = train.main(["--corpus", "python", "--config", "seq_only", "--data", tiny_python, "--out", str(tmp_path),
-                      "--steps=8", *TINY[:-2], "--milestones=8", "--mb_tokens=128", "--lr=1e-12", "--patience=2"])
+    run = train.main(["--corpus", "python", "--config", "seq_only", "--data", tiny_python, "--out",
+                      str(tmp_path), "--steps=8", *TINY[:-2], "--milestones=8", "--mb_tokens=128",
+                      "--lr=1e-12", "--patience=2"])
     final = json.load(open(os.path.join(run, "final.json")))
     assert final["stopped_early"] and final["step"] == 3
