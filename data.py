@@ -4,7 +4,8 @@ data/<corpus>/ holds, per split, {split}_{field}.npy (memory-mappable): tokens, 
 offsets, n_records + 1), record_doc (the document of each record) and the per-token fields of
 FIELDS; and meta.json (counts, skips and their reasons, the tokenizer, the corpus's defaults).
 Here: that format and its table of fields, the Doc -> per-token fields step, atomic writes,
-Split and packing into micro-batches, and the coordinate matrix a position configuration reads (rotary.COORDINATES).
+Split and packing into micro-batches, and the coordinate matrix a position configuration reads
+(rotary.COORDINATES).
 
     python data.py data/web             # what a prepared folder holds, field by field
 """
@@ -23,9 +24,8 @@ from trees import LEVELS
 
 SPLITS = ("train", "val", "test")
 
-# Per-token fields beside the token ids, -1 where absent. Structural fields place a token in its
-# document's structure: evaluate.py's shuffle and remove move or erase exactly these, so a new
-# coordinate is structural here or those interventions silently leave it alone.
+# Per-token fields beside the token ids, -1 where absent. Structural ones place a token in its document:
+# evaluate.py's shuffle and remove move or erase exactly these, and silently leave any other alone.
 FIELDS = {   # name: (structural, what it holds)
     "pos": (False, "index in its record: the sequence coordinate t"),
     "path": (True, f"({LEVELS},) sibling ranks from the root down"),
@@ -105,56 +105,19 @@ def owned(path, what):
 def token_coords(doc, ids, tok_len):
     """Per-token coordinates of one Doc. A token belongs to the node of its first byte that has
     a node (for web text: its first non-space byte; sheets: separators belong to no node)."""
-    b = doc.text.encode("utf-8")
-    if len(b) == len(doc.text):
-        byte_char = np.arange(len(b))
-    else:                                          # map bytes to characters
-        byte_char = np.cumsum((np.frombuffer(b, np.uint8) & 0xC0) != 0x80) - 1
-    byte_node = doc.char_node[byte_char]
+    node, char, byte_char, end = _token_nodes(doc, ids, tok_len)
     n = len(ids)
-    lens = tok_len[ids]
-    end = np.cumsum(lens)
-    start = end - lens
-    idx = np.where(byte_node >= 0, np.arange(len(b)), len(b))
-    nxt = np.minimum.accumulate(idx[::-1])[::-1]
-    first = nxt[start]
-    has = first < end
-    at = np.where(has, first, start)
-    node = np.where(has, byte_node[np.minimum(at, len(b) - 1)], -1)
-
     depth_n, path_n = doc.node_coords()
     out = {"pos": np.arange(n, dtype=np.int32)}
     out["path"] = np.where(node[:, None] >= 0, path_n[node], -1)
     out["depth"] = np.where(node >= 0, depth_n[node], 0).astype(np.int32)
     # within-node index: how many earlier tokens the same node has (node -1: absent)
-    order = np.argsort(node, kind="stable")
-    sn = node[order]
-    group_start = np.r_[0, np.flatnonzero(sn[1:] != sn[:-1]) + 1]
-    cnt = np.arange(n) - np.repeat(group_start, np.diff(np.r_[group_start, n]))
-    within = np.empty(n, np.int64)
-    within[order] = cnt
-    out["within"] = np.where(node >= 0, within, -1).astype(np.int32)
-    kind = doc.char_kind[byte_char[np.minimum(at, len(b) - 1)]] if doc.char_kind is not None else None
-    out["kind"] = kind if kind is not None else np.zeros(n, np.uint8)
+    out["within"] = np.where(node >= 0, _index_in_group(node), -1).astype(np.int32)
+    out["kind"] = doc.char_kind[char] if doc.char_kind is not None else np.zeros(n, np.uint8)
     if doc.copied_from is not None:   # "copied from the cell above" counts only across >= 256 tokens
-        char_first_byte = np.searchsorted(byte_char, np.arange(len(doc.text)))
-        src = doc.copied_from[byte_char[np.minimum(at, len(b) - 1)]]
-        src_tok = np.searchsorted(end, char_first_byte[np.maximum(src, 0)], side="right")
-        near = (src >= 0) & (np.arange(n) - src_tok < trees.COPY_DISTANCE)
-        out["kind"] = np.where(near, out["kind"] & ~np.uint8(trees.KIND_COPIED), out["kind"]).astype(np.uint8)
+        out["kind"] = _clear_near_copies(doc, out["kind"], char, byte_char, end)
     if doc.ref is not None or doc.ref_path is not None:   # a workbook without references has one too
-        ref_path = np.full((n, LEVELS), -1, np.int64)
-        if doc.ref is not None:
-            tgt = np.where(node >= 0, doc.ref[node], -1)
-            ref_path[tgt >= 0] = path_n[tgt[tgt >= 0]]
-        if doc.ref_path:                                  # sheets: explicit targets per node
-            table = np.full((len(doc.parent) + 1, LEVELS), -1, np.int64)   # last row: no node
-            for nid, p in doc.ref_path.items():
-                table[nid, :len(p)] = p
-            has = np.zeros(len(doc.parent) + 1, bool)
-            has[list(doc.ref_path)] = True
-            ref_path = np.where(has[node][:, None], table[node], ref_path)
-        out["ref_path"] = ref_path
+        out["ref_path"] = _ref_paths(doc, node, path_n)
     if doc.symbol is not None:
         out["symbol"] = np.where(node >= 0, doc.symbol[node], -1).astype(np.int32)
     if doc.source >= 0:
@@ -164,20 +127,71 @@ def token_coords(doc, ids, tok_len):
     if doc.stmt is not None:   # the statement grid (this repository's reading of the paper's term):
         s = np.where(node >= 0, doc.stmt[node], -1)   # row = statement ordinal, column = token in it
         row = np.searchsorted(np.flatnonzero(doc.stmt == np.arange(len(doc.stmt))), s)
-        order = np.argsort(s, kind="stable")
-        ss = s[order]
-        starts = np.r_[0, np.flatnonzero(ss[1:] != ss[:-1]) + 1]
-        col = np.empty(n, np.int64)
-        col[order] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
-        out["grid"] = np.where((s >= 0)[:, None], np.stack([row, col], 1), -1).astype(np.int32)
+        out["grid"] = np.where((s >= 0)[:, None], np.stack([row, _index_in_group(s)], 1), -1).astype(np.int32)
     if doc.char_p is not None:
-        p = doc.char_p[byte_char[np.minimum(at, len(b) - 1)]].astype(np.int64)
+        p = doc.char_p[char].astype(np.int64)
         p[:, 2] = _index_in_run(p[:, :2])        # p3: token index inside its sentence
         out["p"] = p
     if doc.char_chat is not None:                # position: token index inside its turn
-        c = doc.char_chat[byte_char[np.minimum(at, len(b) - 1)]].astype(np.int64)
+        c = doc.char_chat[char].astype(np.int64)
         out["chat"] = np.concatenate([c, _index_in_run(c)[:, None]], 1)
     out["node"] = node
+    return out
+
+
+def _token_nodes(doc, ids, tok_len):
+    """(node, char, byte_char, end): per token its node (-1: none), the character that decides
+    it and the byte after it; byte_char: the character of each byte of the text."""
+    b = doc.text.encode("utf-8")
+    if len(b) == len(doc.text):
+        byte_char = np.arange(len(b))
+    else:                                          # map bytes to characters
+        byte_char = np.cumsum((np.frombuffer(b, np.uint8) & 0xC0) != 0x80) - 1
+    byte_node = doc.char_node[byte_char]
+    lens = tok_len[ids]
+    end = np.cumsum(lens)
+    start = end - lens
+    idx = np.where(byte_node >= 0, np.arange(len(b)), len(b))
+    nxt = np.minimum.accumulate(idx[::-1])[::-1]
+    first = nxt[start]
+    has = first < end
+    at = np.minimum(np.where(has, first, start), len(b) - 1)
+    return np.where(has, byte_node[at], -1), byte_char[at], byte_char, end
+
+
+def _clear_near_copies(doc, kind, char, byte_char, end):
+    """kind without KIND_COPIED where the copied cell is fewer than COPY_DISTANCE tokens back."""
+    char_first_byte = np.searchsorted(byte_char, np.arange(len(doc.text)))
+    src = doc.copied_from[char]
+    src_tok = np.searchsorted(end, char_first_byte[np.maximum(src, 0)], side="right")
+    near = (src >= 0) & (np.arange(len(kind)) - src_tok < trees.COPY_DISTANCE)
+    return np.where(near, kind & ~np.uint8(trees.KIND_COPIED), kind).astype(np.uint8)
+
+
+def _ref_paths(doc, node, path_n):
+    """(tokens, LEVELS) path of the node each token's node refers to, -1 where it refers to none."""
+    ref_path = np.full((len(node), LEVELS), -1, np.int64)
+    if doc.ref is not None:
+        tgt = np.where(node >= 0, doc.ref[node], -1)
+        ref_path[tgt >= 0] = path_n[tgt[tgt >= 0]]
+    if doc.ref_path:                                  # sheets: explicit targets per node
+        table = np.full((len(doc.parent) + 1, LEVELS), -1, np.int64)   # last row: no node
+        for nid, p in doc.ref_path.items():
+            table[nid, :len(p)] = p
+        has = np.zeros(len(doc.parent) + 1, bool)
+        has[list(doc.ref_path)] = True
+        ref_path = np.where(has[node][:, None], table[node], ref_path)
+    return ref_path
+
+
+def _index_in_group(keys):
+    """Per entry of keys (n,), how many earlier entries have the same key."""
+    n = len(keys)
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    starts = np.r_[0, np.flatnonzero(sk[1:] != sk[:-1]) + 1]
+    out = np.empty(n, np.int64)
+    out[order] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
     return out
 
 
@@ -190,20 +204,23 @@ def _index_in_run(keys):
 
 # ------------------------------------------------------------------------------- on disk ----
 def write_split(out_dir, split, recs):
-    fields = {k for r in recs for k in r if k not in ("node", "doc")} or {"tokens", "pos"}   # an empty split stays loadable
+    # an empty split stays loadable
+    fields = {k for r in recs for k in r if k not in ("node", "doc")} or {"tokens", "pos"}
     lens = np.array([len(r["pos"]) for r in recs], np.int64)
     arrays = {"doc_start": np.r_[0, np.cumsum(lens)].astype(np.int64),
               "record_doc": np.array([r["doc"] for r in recs], np.int64)}   # records of one document share it
     for k in sorted(fields):   # a field some records lack (web pages beside workbooks) is absent there: -1
         like = next((r[k] for r in recs if k in r), np.zeros(0, np.int64))
-        arrays[k] = np.concatenate([r[k] if k in r else np.full((len(r["pos"]),) + like.shape[1:], -1, like.dtype)
+        shape = like.shape[1:]
+        arrays[k] = np.concatenate([r[k] if k in r else np.full((len(r["pos"]),) + shape, -1, like.dtype)
                                     for r in recs]) if recs else like
     if "path" in arrays:   # int16 keeps 22 levels x tokens small; wide sheets need int32
         for k in ("path", "ref_path"):
             if k in arrays:
                 big = arrays[k].max(initial=0) > np.iinfo(np.int16).max
                 arrays[k] = arrays[k].astype(np.int32 if big else np.int16)
-    arrays["tokens"] = arrays["tokens"].astype(np.uint16 if arrays["tokens"].max(initial=0) < 65536 else np.uint32)
+    small = arrays["tokens"].max(initial=0) < 65536
+    arrays["tokens"] = arrays["tokens"].astype(np.uint16 if small else np.uint32)
     for k, v in arrays.items():
         np.save(os.path.join(out_dir, f"{split}_{k}.npy"), v)
     return int(lens.sum())
@@ -224,7 +241,8 @@ def corpus_stats(data_dir):
     p1_period). meta["settings"]["defaults"]: what the corpus's entry in corpora/ asks of
     train.py (preset on CUDA, recipe) and evaluate.py (attention shares)."""
     if not os.path.exists(os.path.join(data_dir, "meta.json")):
-        sys.exit(f"error: {data_dir} is not prepared; run `python prepare.py {os.path.basename(data_dir)}` first")
+        sys.exit(f"error: {data_dir} is not prepared; "
+                 f"run `python prepare.py {os.path.basename(data_dir)}` first")
     with open(os.path.join(data_dir, "meta.json")) as f:
         meta = json.load(f)
     if "defaults" not in meta["settings"]:   # the corpus entry's preset, recipe, attention shares
@@ -353,9 +371,10 @@ def reference_counts(path, ref_path, starts):
     P, R = path[first], ref[first]
     lost = (P >= 0).sum(1) - (R >= 0).sum(1)
     return {"tokens": len(path), "reference_tokens": int(is_ref.sum()),
-            "affected": int(((ref >= 0) & (path >= 0) & (ref != path)).any(1).sum()), "references": len(first),
-            "other_level1": int(((R[:, 0] >= 0) & (R[:, 0] != P[:, 0])).sum()),
-            "shorter": int((lost > 0).sum()), "lost_shorter": int(lost[lost > 0].sum()), "lost": int(lost.sum())}
+            "affected": int(((ref >= 0) & (path >= 0) & (ref != path)).any(1).sum()),
+            "references": len(first), "other_level1": int(((R[:, 0] >= 0) & (R[:, 0] != P[:, 0])).sum()),
+            "shorter": int((lost > 0).sum()), "lost_shorter": int(lost[lost > 0].sum()),
+            "lost": int(lost.sum())}
 
 
 def reference_stats(data_dir, chunk=4096):

@@ -1,6 +1,6 @@
 """Any tree in, beyond both papers: JSON, XML and Markdown as trees, each `raw -> Doc` or a `Skip`,
-read from the files installed packages and /usr/share ship (or --src). Each builder's *_coords scanner decides every character's node
-from the text up to it, so sample.py calls it on a growing text.
+read from the files installed packages and /usr/share ship (or --src). Each builder's *_coords
+scanner decides every character's node from the text up to it, so sample.py calls it on a growing text.
 """
 import functools
 import json
@@ -27,19 +27,18 @@ from trees import (
 )
 
 
-# ---------------------------------------------------------------------------------------------
-# JSON: objects, members, arrays and values as nodes, written as compact JSON (beyond the papers)
-#
-# An object's children are its members (rank = member index); a member writes `"key":` and has
-# one child, its value; an array's children are its values. A container writes its brackets and
-# the commas between its children; a scalar writes itself. The nodes are assigned by a scanner
-# that reads the text left to right and decides each character's node from the text up to and
-# including it (appendix §5's no-look-ahead rule), so sample.py can call it on a growing text.
-# ---------------------------------------------------------------------------------------------
+# -------------------------------------------------- JSON: compact JSON as a tree (beyond the papers) ----
 def json_doc(raw, max_levels=LEVELS, max_width=MAX_WIDTH):
     """Bytes of a .json file -> Doc of its compact form (json.loads of the text equals the
     input's). Documents deeper than 22 levels or wider than 318 siblings are skipped, as web
-    pages are (a member is a level: `{"a": 1}` puts 1 at depth 3)."""
+    pages are (a member is a level: `{"a": 1}` puts 1 at depth 3).
+
+    Objects, members, arrays and values are nodes. An object's children are its members (rank =
+    member index); a member writes `"key":` and has one child, its value; an array's children
+    are its values. A container writes its brackets and the commas between its children; a
+    scalar writes itself. The nodes are assigned by a scanner (json_coords) that reads the text
+    left to right and decides each character's node from the text up to and including it
+    (appendix §5's no-look-ahead rule), so sample.py can call it on a growing text."""
     text = source_text(raw)
     def no_constant(name):          # NaN and Infinity: Python reads them, JSON has no such values
         raise ValueError(f"{name} is not json")
@@ -86,13 +85,11 @@ def json_coords(text):
     string = None       # node owning the open string, or None
     escaped = scalar = False
 
-    def new(typ):       # a node at the current value position
-        top = stack[-1] if stack else None
-        r = top[2] if top else 0
-        if top:
-            top[2] += 1
-        parent.append(top[0] if top else -1)
-        rank.append(r)
+    def new(typ):       # a node at the current value position (the top-level value: under no node)
+        top = stack[-1] if stack else [-1, None, 0]
+        parent.append(top[0])
+        rank.append(top[2])
+        top[2] += 1
         types.append(typ)
         return len(parent) - 1
 
@@ -101,16 +98,13 @@ def json_coords(text):
             stack.pop()
 
     for i, c in enumerate(text):
-        if string is not None:
+        if string is not None:                               # to the string's unescaped closing quote
             char_node[i] = string
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
-            elif c == '"':
+            if c == '"' and not escaped:
                 string = None
                 if types[char_node[i]] != "member":
                     close()
+            escaped = c == "\\" and not escaped
             continue
         if scalar:
             if c in _JSON_SCALAR:
@@ -135,7 +129,8 @@ def json_coords(text):
         elif c == '"':
             char_node[i] = string = new("string")
         elif c in _JSON_SCALAR:
-            char_node[i] = new("number" if c in "0123456789-" else {"t": "true", "f": "false"}.get(c, "null"))
+            char_node[i] = new("number" if c in "0123456789-"
+                               else {"t": "true", "f": "false"}.get(c, "null"))
             scalar = True
         elif top:                                            # , : and anything else: the open node
             char_node[i] = top[0]
@@ -143,21 +138,20 @@ def json_coords(text):
                label=first_appearance(types))
 
 
-# ---------------------------------------------------------------------------------------------
-# XML: elements, attributes and text as nodes, written as canonical XML (beyond the papers)
-#
-# The text is the input's C14N form (attributes sorted, namespaces kept, empty elements written
-# out, comments dropped). An element writes its tag name, the `>` of its start tag and its end
-# tag; its children are its attributes (each writes ` name="value"`, from the space), then its
-# content: text runs and child elements in order. A `<` belongs to no node: only the character
-# after it says whether a child starts or the element ends (a token takes the node of its first
-# byte that has one, as web text does). Labels are node kinds (element, attribute, text, pi),
-# not tag names, which are known only when the name ends. A scanner assigns the nodes, each
-# character from the text up to it, so sample.py can call it on a growing text.
-# ---------------------------------------------------------------------------------------------
+# ----------------------------------------------- XML: canonical XML as a tree (beyond the papers) ----
 def xml_doc(raw, max_levels=LEVELS, max_width=MAX_WIDTH):
     """Bytes of an XML file -> Doc of its canonical form. No DTD is loaded and nothing is fetched;
-    documents deeper than 22 levels or wider than 318 siblings are skipped, as web pages are."""
+    documents deeper than 22 levels or wider than 318 siblings are skipped, as web pages are.
+
+    Elements, attributes and text are nodes. The text is the input's C14N form (attributes
+    sorted, namespaces kept, empty elements written out, comments dropped). An element writes
+    its tag name, the `>` of its start tag and its end tag; its children are its attributes
+    (each writes ` name="value"`, from the space), then its content: text runs and child
+    elements in order. A `<` belongs to no node: only the character after it says whether a
+    child starts or the element ends (a token takes the node of its first byte that has one, as
+    web text does). Labels are node kinds (element, attribute, text, pi), not tag names, which
+    are known only when the name ends. A scanner (xml_coords) assigns the nodes, each character
+    from the text up to it, so sample.py can call it on a growing text."""
     import lxml.etree
     check_size("a page", len(raw), MAX_PAGE_BYTES, "bytes")        # lxml's memory, as for HTML
     # huge_tree: past 10 MB lxml would refuse a text node as "invalid"; our caps bound it instead
@@ -206,24 +200,14 @@ def xml_coords(text):
             if node < 0 or kinds[node] != "text":
                 node = new("text") if stack else -1     # outside the root element: separators
             char_node[i] = node
-        elif state == "lt":                             # the character after `<` decides
-            if c == "/":
-                state, node = "end", stack[-1][0] if stack else -1
-            elif c in "?!":
-                state, node = "pi", new("pi")
-            else:
-                node = new("element")
-                stack.append([node, 0])
-                state = "name"
+        elif state == "lt":
+            state, node = _after_lt(c, stack, new)
             char_node[i] = node
         elif state == "name":                           # a start tag: name, attributes, `>`
             if c == " ":
-                node = new("attribute")
-                state = "attribute"
+                node, state = new("attribute"), "attribute"
             elif c == ">":
-                node, state = stack[-1][0], "content"
-                char_node[i] = node
-                node = -1
+                char_node[i], state, node = stack[-1][0], "content", -1
                 continue
             char_node[i] = node
         elif state == "attribute":
@@ -250,22 +234,32 @@ def xml_coords(text):
                label=first_appearance(kinds))
 
 
-# ---------------------------------------------------------------------------------------------
-# Markdown: sections by ATX heading level, blocks, sentences; also hRoPE's p1/p2 (beyond the papers)
-#
-# A `# ` .. `###### ` heading opens a section under the nearest open section of a lower level
-# (document -> section -> subsection); the section writes its title. Blocks (paragraphs, lists,
-# code) are runs of lines separated by blank lines (inside a ``` or ~~~ fence a blank line does
-# not separate) and are children of the innermost section; sentences are children of blocks and
-# write the text. p1 = block (a heading counts), p2 = sentence in it, as App. C.1's rules for
-# WikiText: a sentence starts at an uppercase letter or quote after [.!?] and whitespace.
-# Readings, so that each character's node follows from the text up to it: the `#` run of a
-# heading belongs to no node (only the space after it makes the line a heading); a setext
-# heading (a title underlined by === or ---) is a paragraph, since only the line after it
-# would say otherwise; a fence that opens inside a paragraph stays in that paragraph's block.
-# ---------------------------------------------------------------------------------------------
+def _after_lt(c, stack, new):
+    """After `<`, the next character decides: an end tag, a pi or a new element -> (state, node)."""
+    if c == "/":
+        return "end", stack[-1][0] if stack else -1
+    if c in "?!":
+        return "pi", new("pi")
+    node = new("element")
+    stack.append([node, 0])
+    return "name", node
+
+
+# ----------------------- Markdown: sections, blocks, sentences; also hRoPE's p1/p2 (beyond the papers) ----
 def markdown_doc(raw):
-    """Bytes of a Markdown file -> Doc (the text unchanged)."""
+    """Bytes of a Markdown file -> Doc (the text unchanged).
+
+    A `# ` .. `###### ` heading opens a section under the nearest open section of a lower level
+    (document -> section -> subsection); the section writes its title. Blocks (paragraphs,
+    lists, code) are runs of lines separated by blank lines (inside a ``` or ~~~ fence a blank
+    line does not separate) and are children of the innermost section; sentences are children
+    of blocks and write the text. p1 = block (a heading counts), p2 = sentence in it, as App.
+    C.1's rules for WikiText: a sentence starts at an uppercase letter or quote after [.!?] and
+    whitespace. Readings, so that each character's node follows from the text up to it
+    (markdown_coords): the `#` run of a heading belongs to no node (only the space after it
+    makes the line a heading); a setext heading (a title underlined by === or ---) is a
+    paragraph, since only the line after it would say otherwise; a fence that opens inside a
+    paragraph stays in that paragraph's block."""
     text = source_text(raw).replace("\r\n", "\n")
     if not text.strip():
         raise Skip("empty")

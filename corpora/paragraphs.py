@@ -21,16 +21,7 @@ from corpora.web import WEB_BLOCKS, WEB_SKIP, html_root
 from hrope.controls import paragraph_stats
 from trees import MAX_FILE_BYTES, MAX_TEXT_CHARS, Doc, Skip, check_size, source_text, too_large
 
-# ---------------------------------------------------------------------------------------------
-# hRoPE paragraph corpora (paragraph-boundaries paper §3.1, §3.4, App. C.1)
-#
-# Every character carries (p1, p2): paragraph (or code block) index in the document and
-# sentence (or line) index in its paragraph; p3, the token's index in its sentence, is filled
-# per token by prepare.py. The tree is the same hierarchy: paragraphs at depth 1, their
-# sentences at depth 2. Separators (the blank line, the space between sentences, a newline)
-# belong to no node and keep the (p1, p2) of the text before them, so a coordinate never
-# depends on text that follows it.
-# ---------------------------------------------------------------------------------------------
+# ------------------------- hRoPE paragraph corpora (paragraph-boundaries paper §3.1, §3.4, App. C.1) ----
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'])")   # App. C.1, WikiText-2
 WIKI_TITLE = re.compile(r"^\s*=\s[^=].*[^=]\s=\s*$")         # a top-level heading starts a document
 WIKI_HEADING = re.compile(r"^\s*(=\s)+.*(\s=)+\s*$")
@@ -38,7 +29,14 @@ MIN_PARAGRAPH = 20                                          # shorter paragraphs
 
 
 def _hier_doc(text, spans):
-    """spans: (start, end, p1, p2) character ranges in reading order, one node each."""
+    """spans: (start, end, p1, p2) character ranges in reading order, one node each.
+
+    Every character carries (p1, p2): paragraph (or code block) index in the document and
+    sentence (or line) index in its paragraph; p3, the token's index in its sentence, is filled
+    per token by prepare.py. The tree is the same hierarchy: paragraphs at depth 1, their
+    sentences at depth 2. Separators (the blank line, the space between sentences, a newline)
+    belong to no node and keep the (p1, p2) of the text before them, so a coordinate never
+    depends on text that follows it."""
     n = len(text)
     char_node = np.full(n, -1, np.int32)
     parent, rank, para_node = [], [], {}
@@ -50,8 +48,7 @@ def _hier_doc(text, spans):
         char_node[start:end] = len(parent)
         parent.append(para_node[p1])
         rank.append(p2)
-    # every character takes the (p1, p2) of the last span started at or before it, so the
-    # separators keep the coordinates of the text before them
+    # every character takes the (p1, p2) of the last span started at or before it
     starts = np.array([s[0] for s in spans])
     latest = np.searchsorted(starts, np.arange(n), side="right") - 1
     char_p = np.zeros((n, 3), np.int32)
@@ -162,17 +159,18 @@ def rst_paragraphs(text):
             s = s[item.end():]
         cur.append(s)
     flush()
-    out = []
-    for p in paras:
-        p = _RST_LINK.sub(r"\1", _RST_ROLE.sub(r"\1", p))
-        p = re.sub(r"``([^`]*)``", r"\1", p)
-        p = re.sub(r"\*\*([^*]+)\*\*|\*([^*]+)\*", lambda m: m.group(1) or m.group(2), p)
-        p = re.sub(r"`([^`]+)`__?", r"\1", p)
-        p = re.sub(r"\s*\[#[\w-]*\]_|\\ ", "", p)
-        p = p.replace("`", "")
-        p = re.sub(r"::$", ":", p)
-        out.append(p)
-    return out
+    return [_rst_inline(p) for p in paras]
+
+
+def _rst_inline(p):
+    """One paragraph's inline markup (roles, links, literals, emphasis, footnotes) reduced to its text."""
+    p = _RST_LINK.sub(r"\1", _RST_ROLE.sub(r"\1", p))
+    p = re.sub(r"``([^`]*)``", r"\1", p)
+    p = re.sub(r"\*\*([^*]+)\*\*|\*([^*]+)\*", lambda m: m.group(1) or m.group(2), p)
+    p = re.sub(r"`([^`]+)`__?", r"\1", p)
+    p = re.sub(r"\s*\[#[\w-]*\]_|\\ ", "", p)
+    p = p.replace("`", "")
+    return re.sub(r"::$", ":", p)
 
 
 def prose_doc(raw, fmt="text"):
@@ -203,21 +201,24 @@ def code_doc(raw):
 
 
 # OpenWebText's stand-in (App. C.1 "OpenWebText"; newspaper's extraction, our reading): the main
-# text of a page is what is left after markup a reader skips. A paragraph is one text block (the
-# text between two WEB_BLOCKS boundaries, as `web` splits it); headings, code listings (pre) and
-# link lists are not paragraphs; sentences split as WikiText-2's; no paragraph length filter
-# (C.1: "we do not apply an additional per-paragraph character-length filter").
-WEBTEXT_DROP = WEB_SKIP | {"nav", "header", "footer", "aside", "form", "button", "select", "menu", "pre", "title",
-                           "h1", "h2", "h3", "h4", "h5", "h6"}
+# text of a page is what is left after markup a reader skips (webtext_paragraphs).
+WEBTEXT_DROP = WEB_SKIP | {"nav", "header", "footer", "aside", "form", "button", "select", "menu", "pre",
+                           "title", "h1", "h2", "h3", "h4", "h5", "h6"}
 MAX_NESTING = 512   # our cap, well inside lxml's 2,048 (huge_tree) and Python's recursion limit
-WEBTEXT_BOILERPLATE = re.compile(r"nav|menu|sidebar|footer|header|breadcrumb|related|banner|cookie|skip|\btoc", re.I)
+WEBTEXT_BOILERPLATE = re.compile(r"nav|menu|sidebar|footer|header|breadcrumb|related|banner|cookie|skip"
+                                 r"|\btoc", re.I)
 
 
 def webtext_paragraphs(html):
     """HTML (bytes or str) -> its main-text paragraphs. The first <main>, <article> or
     role="main" element is the page's text where there is one, else <body>. Dropped: WEBTEXT_DROP
     elements, elements whose class, id or role names navigation or boilerplate, and text blocks
-    more than half of whose characters are link text (menus, indexes, 'next | previous')."""
+    more than half of whose characters are link text (menus, indexes, 'next | previous').
+
+    A paragraph is one text block (the text between two WEB_BLOCKS boundaries, as `web` splits
+    it): headings, code listings (pre) and link lists are not paragraphs. Sentences split as
+    WikiText-2's, and no paragraph length filter applies (C.1: "we do not apply an additional
+    per-paragraph character-length filter")."""
     root = html_root(html)
     main = root.xpath("//main | //article | //*[@role='main']")
     paras, cur = [], []                     # cur: (text, in a link) runs of the open block
@@ -273,17 +274,19 @@ def prose_sources(args):
     if not dirs:
         sys.exit("error: no prose found on this machine (looked in " + ", ".join(PROSE_PLACES) + ").\n"
                  "On Debian/Ubuntu: sudo apt-get install python3-doc  (its .rst sources, ~40k paragraphs),\n"
-                 "or pass text files: python prepare.py prose --src DIR  (.txt/.rst/.md; WikiText .tokens/.raw)")
+                 "or pass text files: python prepare.py prose --src DIR  "
+                 "(.txt/.rst/.md; WikiText .tokens/.raw)")
     items = []
     for name, path in find_files(dirs, PROSE_EXTS):
         fmt = "rst" if name.endswith((".rst", ".rst.txt")) else "text"
+        # a file over the cap is skipped, but not WikiText's: they hold many articles, each capped
         if os.path.getsize(path) > MAX_FILE_BYTES and not name.endswith((".tokens", ".raw")):
-            items.append((name, too_large("a file", MAX_FILE_BYTES, "bytes")))   # WikiText's files
-            continue                                                    # hold many articles, each capped
+            items.append((name, too_large("a file", MAX_FILE_BYTES, "bytes")))
+            continue
         with open(path, "rb") as f:
             raw = f.read()
         text = raw.decode("utf-8", "replace")
-        if fmt == "text" and any(WIKI_TITLE.match(l) for l in text.split("\n")):
+        if fmt == "text" and any(WIKI_TITLE.match(line) for line in text.split("\n")):
             # WikiText: one file holds many articles; each `= Title =` starts a document
             for k, (title, paras) in enumerate(wikitext_documents(text)):
                 items.append((f"{name}#{k}:{title}", ("paragraphs", paras)))
@@ -294,10 +297,8 @@ def prose_sources(args):
     return items, dirs
 
 
-# `prepare.py webtext` without --src: every HTML page under /usr/share/doc (symlinks followed, each
-# file once) except python3-doc's, whose documents `prose` already reads from their .rst sources,
-# and Node.js's all.html: the chapter pages installed beside it, on one page (2 MB of text; a
-# page that contains others is no near-duplicate of any one of them by C.1's similarity).
+# `prepare.py webtext` without --src: each HTML page under /usr/share/doc once, but not python3-doc's (`prose`
+# reads their .rst) nor Node.js's all.html: its chapter pages in one, by C.1 a near-duplicate of none.
 WEBTEXT_ROOT = "/usr/share/doc"
 WEBTEXT_SKIP = {"nodejs/api/all.html"}
 
@@ -318,11 +319,13 @@ def webtext_sources(args):
         for f in sorted(files):
             path = os.path.join(root, f)
             name = os.path.relpath(path, WEBTEXT_ROOT)
-            if f.lower().endswith((".html", ".htm")) and os.path.realpath(path) not in seen and name not in WEBTEXT_SKIP:
+            if (f.lower().endswith((".html", ".htm")) and os.path.realpath(path) not in seen
+                    and name not in WEBTEXT_SKIP):
                 seen.add(os.path.realpath(path))
                 items.append((name, path))
     if not items:
-        sys.exit(f"error: no HTML pages under {WEBTEXT_ROOT} besides python3-doc's; pass --src DIR (.html/.htm/.warc)")
+        sys.exit(f"error: no HTML pages under {WEBTEXT_ROOT} besides python3-doc's; "
+                 "pass --src DIR (.html/.htm/.warc)")
     return items, [WEBTEXT_ROOT]
 
 
@@ -347,7 +350,7 @@ def near_duplicates(texts, threshold=0.5, bands=64):
         keys = {(k, band.tobytes()) for k, band in enumerate(np.split(sig, bands))}
         if any(np.mean(sigs[j] == sig) > threshold for j in {j for key in keys for j in buckets[key]}):
             dropped.add(i)
-            continue                         # kept texts only: a duplicate of a duplicate is compared to its source
+            continue                 # only kept texts: a duplicate of a duplicate is compared to its source
         for key in keys:
             buckets[key].append(i)
     return dropped
@@ -366,7 +369,8 @@ def prose(src):
 def drop_near_duplicates(docs):
     """App. C.1: near-duplicate pages removed, the first kept."""
     dup = near_duplicates([d.text for _, d in docs])
-    return [x for i, x in enumerate(docs) if i not in dup], {"near-duplicate (5-gram MinHash > 0.5)": len(dup)}
+    kept = [x for i, x in enumerate(docs) if i not in dup]
+    return kept, {"near-duplicate (5-gram MinHash > 0.5)": len(dup)}
 
 
 def paragraph_starts(c, doc):

@@ -6,6 +6,22 @@
     python prepare.py python --src DIR  # any folder(s) of .py files
 
 The record rule: a record may start at a top-level statement.
+
+The serialisation (appendix §4): nodes in pre-order, parent first, separated by one space; no
+brackets, no indentation, no newlines. Each node is self-delimiting:
+    [=...]Type scalar scalar ...     any node (the type fixes how many scalars follow)
+    [=...]identifier                 a Name (written `Name id` when id is an ast class name)
+    [=...].attr  :name  @key         an Attribute, an arg (parameter), a keyword (@ alone: **)
+    [=...]Add  Not  And  Lt          a BinOp, UnaryOp, BoolOp, one-operator Compare: the operator
+    [=...]literal                    a Constant: its repr ('a b', b'x', 12, 1.5, True, ...) with
+                                     raw newlines for \\n, u'x' for a u-string, `Constant inf`
+                                     when repr is no literal
+    [=...]~                          an absent child inside a list (Dict.keys, kw_defaults)
+The marker `=` x k says the node is in its parent's child field k (0-based); it is written only
+where the field differs from the previous sibling's (the first child: from field 0). The
+nesting lives only in the depths, so decoding needs the text plus each node's depth
+(decode_python). The root Module is implicit. Operators are scalars of their parent
+(BinOp Add); expression contexts (Load/Store) are dropped, since ast.unparse does not read them.
 """
 import ast
 import functools
@@ -32,26 +48,6 @@ from trees import (
     parents_from_depth,
     source_text,
 )
-
-# ---------------------------------------------------------------------------------------------
-# Python: compact pre-order serialisation of the syntax tree (appendix §4)
-#
-# Nodes in pre-order, parent first, separated by one space; no brackets, no indentation, no
-# newlines. Each node is self-delimiting:
-#     [=...]Type scalar scalar ...     any node (the type fixes how many scalars follow)
-#     [=...]identifier                 a Name (written `Name id` when id is an ast class name)
-#     [=...].attr  :name  @key         an Attribute, an arg (parameter), a keyword (@ alone: **)
-#     [=...]Add  Not  And  Lt          a BinOp, UnaryOp, BoolOp, one-operator Compare: the operator
-#     [=...]literal                    a Constant: its repr ('a b', b'x', 12, 1.5, True, ...) with
-#                                      raw newlines for \n, u'x' for a u-string, `Constant inf`
-#                                      when repr is no literal
-#     [=...]~                          an absent child inside a list (Dict.keys, kw_defaults)
-# The marker `=` x k says the node is in its parent's child field k (0-based); it is written only
-# where the field differs from the previous sibling's (the first child: from field 0). The
-# nesting lives only in the depths, so decoding needs the text plus each node's depth
-# (decode_python). The root Module is implicit. Operators are scalars of their parent
-# (BinOp Add); expression contexts (Load/Store) are dropped, since ast.unparse does not read them.
-# ---------------------------------------------------------------------------------------------
 
 _IDENT_LISTS = {("Global", "names"), ("Nonlocal", "names"), ("MatchClass", "kwd_attrs")}
 _SCALARS = {"name", "id", "arg", "attr", "module", "asname", "level", "conversion", "simple",
@@ -115,7 +111,8 @@ def _scalar_value(type_name, f, s):
     return int(s) if f in {"level", "conversion", "simple", "is_async"} else s
 
 
-_AST_NAMES = {n for n in dir(ast) if isinstance(getattr(ast, n), type) and issubclass(getattr(ast, n), ast.AST)}
+_AST_NAMES = {n for n in dir(ast)
+              if isinstance(getattr(ast, n), type) and issubclass(getattr(ast, n), ast.AST)}
 _STRING = re.compile(r"""[bBuU]?(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")   # a str/bytes repr
 
 
@@ -134,7 +131,8 @@ _ESCAPE = re.compile(r"\\.")             # one escape sequence of a repr
 _OP_OWNER = {**{o: "BinOp" for o in ("Add", "Sub", "Mult", "MatMult", "Div", "Mod", "Pow", "LShift", "RShift",
                                       "BitOr", "BitXor", "BitAnd", "FloorDiv")},
              **{o: "UnaryOp" for o in ("Invert", "Not", "UAdd", "USub")}, "And": "BoolOp", "Or": "BoolOp",
-             **{o: "Compare" for o in ("Eq", "NotEq", "Lt", "LtE", "Gt", "GtE", "Is", "IsNot", "In", "NotIn")}}
+             **{o: "Compare" for o in ("Eq", "NotEq", "Lt", "LtE", "Gt", "GtE", "Is", "IsNot", "In",
+                                       "NotIn")}}
 _SIGIL = {"Attribute": ".", "arg": ":", "keyword": "@"}   # .attr, :x0 (a parameter), @key (key=...)
 _FROM_SIGIL = {v: k for k, v in _SIGIL.items()}
 
@@ -157,7 +155,8 @@ def _node_text(node, t, values):
     if t == "Constant":
         r = values[0]
         if _STRING.fullmatch(r):          # newlines stay raw: repr never writes one, so it is reversible
-            return ("u" if node.kind == "u" else "") + _ESCAPE.sub(lambda m: "\n" if m.group() == "\\n" else m.group(), r)
+            raw = _ESCAPE.sub(lambda m: "\n" if m.group() == "\\n" else m.group(), r)
+            return ("u" if node.kind == "u" else "") + raw
         if r in ("True", "False", "None", "...") or (r[0].isdigit() and _is_literal(r)):
             return r
     return " ".join([t] + values)
@@ -398,18 +397,23 @@ def python_doc(source, rename=True):
     doc = Doc(text, char_node, parent, np.asarray(w.rank, np.int32),
               ref=np.asarray(w.ref, np.int32), symbol=np.asarray(w.symbol, np.int32),
               label=first_appearance(w.type_names), stmt=np.asarray(w.stmt, np.int32))
-    # The appendix (§2, "Where the gain lands") names "tokens right after a subtree closes" and
-    # defines it no further. Our reading: a node shallower than its predecessor, so the subtree
-    # the predecessor ended had 2+ nodes (after_close). A node as deep as its predecessor follows
-    # a leaf sibling, a one-node subtree, counted apart (after_leaf). A node deeper than its
-    # predecessor is its child: nothing closed. Each depends only on the node and its predecessor.
-    depth = doc.node_coords()[0]
-    kind = np.zeros(len(text), np.uint8)
+    doc.char_kind = _close_kinds(doc.node_coords()[0], lengths, len(text))
+    return doc
+
+
+def _close_kinds(depth, lengths, n_chars):
+    """Per character, KIND_AFTER_CLOSE or KIND_AFTER_LEAF where a node's text (its space) starts.
+
+    The appendix (§2, "Where the gain lands") names "tokens right after a subtree closes" and
+    defines it no further. Our reading: a node shallower than its predecessor, so the subtree
+    the predecessor ended had 2+ nodes (after_close). A node as deep as its predecessor follows
+    a leaf sibling, a one-node subtree, counted apart (after_leaf). A node deeper than its
+    predecessor is its child: nothing closed. Each depends only on the node and its predecessor."""
+    kind = np.zeros(n_chars, np.uint8)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     kind[starts[1:][depth[1:] < depth[:-1]]] = KIND_AFTER_CLOSE
     kind[starts[1:][depth[1:] == depth[:-1]]] = KIND_AFTER_LEAF
-    doc.char_kind = kind
-    return doc
+    return kind
 
 
 def python_programs(source, min_lines=3, max_lines=60):
@@ -461,38 +465,7 @@ def decode_python(text, depths):
             children = fields(owner_t)[1]
             fi = expected.get(p, 0) + k
             slot, expected[p] = children[fi], _next_field(owner_t, children, fi)
-        if head == "~":
-            node = None
-        elif head in _OP_OWNER:           # BinOp, UnaryOp, BoolOp or Compare by its operator
-            t = _OP_OWNER[head]
-            f = fields(t)[0][0]
-            node = getattr(ast, t)(**{f: _scalar_value(t, f, head)})
-        elif head[0] in _FROM_SIGIL and head != "...":
-            t = _FROM_SIGIL[head[0]]
-            node = getattr(ast, t)(**{fields(t)[0][0]: head[1:] or None})
-        elif head in _AST_NAMES:
-            cls = getattr(ast, head)
-            node = cls()
-            vals = []
-            for f in fields(head)[0]:
-                if f != "kind":
-                    word, pos = _word(text, pos + 1)
-                    vals.append(word)
-                    setattr(node, f, _scalar_value(head, f, word))
-            if head == "Constant":
-                node.kind = None
-        elif _STRING.fullmatch(head) or head[0].isdigit() or head in ("True", "False", "None", "..."):
-            node = ast.Constant(value=_scalar_value("Constant", "value", head.replace("\n", "\\n")),
-                                kind="u" if head[0] in "uU" else None)
-        else:
-            node = ast.Name(id=head)
-        if node is not None:
-            cls = type(node)
-            for f in cls._fields:         # list fields start empty, the rest None
-                if not hasattr(node, f):
-                    setattr(node, f, [] if _LIST_FIELD.get((cls.__name__, f), False) else None)
-            if "ctx" in cls._fields:
-                node.ctx = ast.Load()
+        node, pos = _decode_node(head, text, pos)
         nodes.append(node)
         cur = getattr(owner, slot, None)
         if isinstance(cur, list):
@@ -502,6 +475,39 @@ def decode_python(text, depths):
     if pos != len(text):
         raise ValueError(f"{len(depths)} depths but text remains at character {pos}")
     return ast.fix_missing_locations(module)
+
+
+def _decode_node(head, text, pos):
+    """The node a head writes (None for `~`), its scalars read from the text after pos -> (node, pos)."""
+    if head == "~":
+        return None, pos
+    if head in _OP_OWNER:                 # BinOp, UnaryOp, BoolOp or Compare by its operator
+        t = _OP_OWNER[head]
+        f = fields(t)[0][0]
+        node = getattr(ast, t)(**{f: _scalar_value(t, f, head)})
+    elif head[0] in _FROM_SIGIL and head != "...":
+        t = _FROM_SIGIL[head[0]]
+        node = getattr(ast, t)(**{fields(t)[0][0]: head[1:] or None})
+    elif head in _AST_NAMES:
+        node = getattr(ast, head)()
+        for f in fields(head)[0]:
+            if f != "kind":
+                word, pos = _word(text, pos + 1)
+                setattr(node, f, _scalar_value(head, f, word))
+        if head == "Constant":
+            node.kind = None
+    elif _STRING.fullmatch(head) or head[0].isdigit() or head in ("True", "False", "None", "..."):
+        node = ast.Constant(value=_scalar_value("Constant", "value", head.replace("\n", "\\n")),
+                            kind="u" if head[0] in "uU" else None)
+    else:
+        node = ast.Name(id=head)
+    cls = type(node)
+    for f in cls._fields:                 # list fields start empty, the rest None
+        if not hasattr(node, f):
+            setattr(node, f, [] if _LIST_FIELD.get((cls.__name__, f), False) else None)
+    if "ctx" in cls._fields:
+        node.ctx = ast.Load()
+    return node, pos
 
 
 def _list_fields():
@@ -540,9 +546,8 @@ def _programs_of(item):
     return [(f"{name}::{q}", p.encode()) for q, p in python_programs(source)]
 
 
-# The default programs: a fixed sample of those found (84,527 here, ~5x the standard library's
-# tokens), since prepare holds a corpus's coordinates in memory (the whole standard library as
-# modules peaks at 9.6 GB) and every one of them overflowed a 24 GB machine.
+# The default programs: a fixed sample of those found, since prepare holds a corpus's coordinates
+# in memory, which all of them overflow.
 DEFAULT_PROGRAMS = 30_000
 
 
@@ -573,6 +578,6 @@ build_python = functools.partial(build, builder=python_doc)
 CORPORA = {   # the serialisation's sigils need a pattern of their own
     "python": Corpus(python_sources, build_python, statements, options=("units",), attention=("ancestor",),
                      pattern=tokenizer.CODE_PAT),
-    "programs": Corpus(programs_sources, build_python, statements, options=("units",), attention=("ancestor",),
-                       pattern=tokenizer.CODE_PAT),
+    "programs": Corpus(programs_sources, build_python, statements, options=("units",),
+                       attention=("ancestor",), pattern=tokenizer.CODE_PAT),
 }

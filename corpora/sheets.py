@@ -35,26 +35,7 @@ from trees import (
     first_appearance,
 )
 
-# ---------------------------------------------------------------------------------------------
-# Spreadsheets: workbook -> sheet -> row -> cell -> literal or formula tree (appendix §4)
-#
-# Path levels 1-3 are the sheet index, absolute row and absolute column (0-based), not sibling
-# ranks, since empty rows and cells are not stored. Deeper levels are sibling ranks inside the
-# formula. Renders: 'values' writes each cell's content, 'addressed' writes 'G4:=E4+F4'; tabs
-# separate cells, newlines rows, a blank line sheets (separators: no node). A reference's target
-# (sheet, row, column) comes from its own text, so it is known even when the named cell comes later.
-#
-# The formula's tree is our reading. Appendix §4 calls it an expression tree, but §5 asks that "a
-# token's node and path depend only on the document up to that token", and over infix text no
-# precedence tree can do both: in =A1+B1 the operand A1 is a child of the '+' written after it. We
-# keep §5: only brackets nest, since a bracket opens before its contents. A function call,
-# parenthesis or array constant is a node (its opening token starts it; its separators and closing
-# token belong to it) whose children are the operands and operators written inside it, as ordered
-# siblings; outside every bracket they are children of the cell. =B3+C3*2 is five siblings; in
-# =SUM(A1,B1)*2, A1 and B1 are children of SUM( and '*' is its next sibling. Precedence is left to
-# the model, as in the text. It accepts exactly the formulas the precedence parser it replaced did
-# (issue 23: all 3,592 of the real workbooks, 200,000 random ones).
-# ---------------------------------------------------------------------------------------------
+# ------------------------- spreadsheets: workbook -> sheet -> row -> cell -> literal or formula tree ----
 MAX_SHEET_ROWS = 10_000         # a documented limit: bigger sheets are skipped, not truncated
 SYNTHETIC_CREATOR = "treerope synthetic workbook generator"   # prepare.py's generator signs its files
 _A1 = re.compile(r"\$?([A-Za-z]{1,3})?\$?([0-9]+)?")
@@ -65,11 +46,20 @@ def formula_tree(items):
     """openpyxl's token list of one formula -> (nodes, owner), read once in order: nodes as
     (parent, rank, token index), parent -1 for the cell; owner[i] the node emitting token i, -1
     for white space. Raises ValueError for a malformed formula (an operator without its operand,
-    an unclosed bracket, two operands side by side outside brackets)."""
+    an unclosed bracket, two operands side by side outside brackets).
+
+    The tree is our reading. Appendix §4 calls it an expression tree, but §5 asks that "a token's
+    node and path depend only on the document up to that token", and over infix text no
+    precedence tree can do both: in =A1+B1 the operand A1 is a child of the '+' written after it.
+    We keep §5: only brackets nest, since a bracket opens before its contents. A function call,
+    parenthesis or array constant is a node (its opening token starts it; its separators and
+    closing token belong to it) whose children are the operands and operators written inside it,
+    as ordered siblings; outside every bracket they are children of the cell. =B3+C3*2 is five
+    siblings; in =SUM(A1,B1)*2, A1 and B1 are children of SUM( and '*' is its next sibling.
+    Precedence is left to the model, as in the text."""
     nodes, owner = [], [-1] * len(items)
-    # brackets open, the cell outermost: [node, children so far, state], the state saying what may
-    # come next: 'operand' (at the start, after an operator: an operand), 'start' (after an
-    # opening bracket or a separator: anything but an operator), 'after' (an operand just ended)
+    # open brackets, the cell outermost: [node, children so far, state]. 'operand': an operand must
+    # come (start, after an operator); 'start': no operator (after ( or a separator); 'after': it ended
     open_ = [[-1, 0, "operand"]]
     for i, t in enumerate(items):
         if t.type == "WHITE-SPACE":
@@ -143,7 +133,15 @@ def check_zip(raw):
 
 
 def sheet_doc(raw, render="values", max_rows=MAX_SHEET_ROWS):
-    """An .xlsx/.xlsm workbook (bytes) -> Doc. Formulas are read as written (not cached values)."""
+    """An .xlsx/.xlsm workbook (bytes) -> Doc. Formulas are read as written (not cached values).
+
+    The tree is workbook -> sheet -> row -> cell -> literal or formula tree (appendix §4). Path
+    levels 1-3 are the sheet index, absolute row and absolute column (0-based), not sibling
+    ranks, since empty rows and cells are not stored; deeper levels are sibling ranks inside the
+    formula (formula_tree). Renders: 'values' writes each cell's content, 'addressed' writes
+    'G4:=E4+F4'; tabs separate cells, newlines rows, a blank line sheets (separators: no node). A
+    reference's target (sheet, row, column) comes from its own text, so it is known even when
+    the named cell comes later."""
     import openpyxl
     if raw[:4] == b"\xd0\xcf\x11\xe0":
         raise Skip("OLE file: .xls or password-protected")
@@ -174,114 +172,125 @@ def sheet_doc(raw, render="values", max_rows=MAX_SHEET_ROWS):
 
 def _workbook_doc(wb, render, max_rows):
     """The Doc of an open workbook (sheet_doc turns its failures into skips)."""
-    from openpyxl.formula.tokenizer import Tokenizer
-    sheets = {n.lower(): i for i, n in enumerate(wb.sheetnames)}
-    names = {}
-    for n, dn in getattr(wb, "defined_names", {}).items():
-        if getattr(dn, "attr_text", None):
-            names[n.lower()] = dn.attr_text.lstrip("=").split(",")[0]
-    text, char_node, char_kind, copied_from = [], [], [], []
-    parent, rank, kinds, ref_path = [], [], [], {}
-    notes = {"formulas kept as text (parser rejected)": 0, "references to unknown targets": 0}
-    at = read = 0
+    w = _WorkbookWriter(wb)
+    for si, ws in enumerate(wb.worksheets):
+        w.sheet(si, ws, render, max_rows)
+    synthetic = (wb.properties.creator or "") == SYNTHETIC_CREATOR
+    if not w.parent or not w.text:
+        raise Skip("empty workbook")
+    return Doc("".join(w.text), np.asarray(w.char_node, np.int32), np.asarray(w.parent, np.int32),
+               np.asarray(w.rank, np.int32), ref_path=w.ref_path, char_kind=np.asarray(w.char_kind, np.uint8),
+               copied_from=np.asarray(w.copied_from, np.int64), label=first_appearance(w.kinds),
+               notes={k: v for k, v in w.notes.items() if v},
+               synthetic=synthetic)
 
-    def emit(s, node, kind=0):
-        nonlocal at
-        check_size("a document", at + len(s), MAX_DOC_CHARS)   # one shared string may fill many cells
-        text.append(s)
-        char_node.extend([node] * len(s))
-        char_kind.extend([kind] * len(s))
-        copied_from.extend([-1] * len(s))
-        at += len(s)
 
-    def add(p, r, kind):
-        parent.append(p)
-        rank.append(r)
-        kinds.append(kind)
-        return len(parent) - 1
+class _WorkbookWriter:
+    """The text and tree of one workbook, written a sheet, a row and a cell at a time."""
 
-    def formula(cell_id, f, sheet_i):
+    def __init__(self, wb):
+        self.sheets = {n.lower(): i for i, n in enumerate(wb.sheetnames)}
+        self.names = {}
+        for n, dn in getattr(wb, "defined_names", {}).items():
+            if getattr(dn, "attr_text", None):
+                self.names[n.lower()] = dn.attr_text.lstrip("=").split(",")[0]
+        self.text, self.char_node, self.char_kind, self.copied_from = [], [], [], []
+        self.parent, self.rank, self.kinds, self.ref_path = [], [], [], {}
+        self.notes = {"formulas kept as text (parser rejected)": 0, "references to unknown targets": 0}
+        self.at = self.read = 0
+
+    def emit(self, s, node, kind=0):
+        """Write s, its characters owned by `node` (-1: none) and flagged `kind`."""
+        check_size("a document", self.at + len(s), MAX_DOC_CHARS)   # one shared string may fill many cells
+        self.text.append(s)
+        self.char_node.extend([node] * len(s))
+        self.char_kind.extend([kind] * len(s))
+        self.copied_from.extend([-1] * len(s))
+        self.at += len(s)
+
+    def add(self, p, r, kind):
+        """A new node under p with rank r and label `kind`; returns its id."""
+        self.parent.append(p)
+        self.rank.append(r)
+        self.kinds.append(kind)
+        return len(self.parent) - 1
+
+    def sheet(self, si, ws, render, max_rows):
+        """Sheet si: its non-empty rows, a line each, after a blank line if a sheet came before."""
+        sheet_id, above, rows_kept = self.add(-1, si, "sheet"), {}, 0
+        if self.text:
+            self.emit("\n", -1)                 # a blank line between sheets
+        if hasattr(ws, "reset_dimensions"):
+            ws.reset_dimensions()               # the stored dimension can be wrong (A1:AMJ1048576 for 4 rows)
+        for row in ws.iter_rows():
+            self.read += 1 + len(row)           # a 2 KB file can ask for hours of empty rows and cells
+            check_size("a workbook", self.read, MAX_CELLS_READ, "rows and cells read (empty ones included)")
+            cells = [c for c in row if getattr(c, "value", None) is not None and str(c.value) != ""]
+            if not cells:
+                continue                        # empty rows are not stored
+            rows_kept += 1
+            if rows_kept > max_rows:
+                raise Skip(f"sheet with more than {max_rows:,} rows")
+            row_id = self.add(sheet_id, cells[0].row - 1, "row")
+            for ci, c in enumerate(cells):
+                if ci:
+                    self.emit("\t", -1)
+                self.cell(c, self.add(row_id, c.column - 1, "cell"), si, render, above)
+            self.emit("\n", -1, KIND_ROW_END)   # the newline is the token that ends a row
+
+    def cell(self, c, cell_id, si, render, above):
+        """One cell: a formula's tree, or a literal flagged where it repeats the cell above it."""
+        if render == "addressed":
+            self.emit(f"{c.coordinate}:", cell_id)
+        v = c.value
+        v = getattr(v, "text", v)       # an array formula ({=...} in Excel): its text, not the object's repr
+        s = str(v)
+        check_size("a cell", len(s), MAX_CELL_CHARS, "characters (Excel's own cap)")
+        if isinstance(v, str) and v.startswith("=") and len(v) > 1:
+            self.formula(cell_id, v, si)
+            above.pop(c.column, None)
+            return
+        s = s.replace("\t", " ").replace("\n", " ")
+        start = self.at
+        self.emit(s, self.add(cell_id, 0, type(v).__name__))   # a literal: int, float, str, datetime...
+        prev = above.get(c.column)
+        if prev and prev[0] == c.row - 1 and prev[1] == s:      # equal to the cell directly above
+            for k in range(len(s)):
+                self.char_kind[start + k] |= KIND_COPIED
+                self.copied_from[start + k] = prev[2] + k
+        above[c.column] = (c.row, s, start)
+
+    def formula(self, cell_id, f, sheet_i):
+        """Formula f of a cell: its tree's nodes (formula_tree), or one literal node if rejected."""
+        from openpyxl.formula.tokenizer import Tokenizer
         try:
             items = Tokenizer(f).items           # f includes its leading '='
             nodes, owner = formula_tree(items)
         except Exception:           # the tokenizer or the parser rejects it: one literal node
-            notes["formulas kept as text (parser rejected)"] += 1
-            emit(f, add(cell_id, 0, "unparsed formula"))
+            self.notes["formulas kept as text (parser rejected)"] += 1
+            self.emit(f, self.add(cell_id, 0, "unparsed formula"))
             return
         ids = []                    # a token belongs to the node emitting it
         for p, r, i in nodes:
-            ids.append(add(cell_id if p < 0 else ids[p], r, f"{items[i].type} {items[i].subtype}"))
-        emit("=", cell_id)
+            ids.append(self.add(cell_id if p < 0 else ids[p], r, f"{items[i].type} {items[i].subtype}"))
+        self.emit("=", cell_id)
         for i, t in enumerate(items):
             nid = ids[owner[i]] if owner[i] >= 0 else -1
             if t.type == "OPERAND" and t.subtype == "RANGE":
-                target = _cell_ref(t.value, sheets, names)
+                target = _cell_ref(t.value, self.sheets, self.names)
                 if target is None:
-                    notes["references to unknown targets"] += 1
+                    self.notes["references to unknown targets"] += 1
                 else:
-                    ref_path[nid] = [sheet_i if target[0] == -2 else target[0]] + target[1:]
-                emit(t.value, nid, KIND_CELL_REF)
+                    self.ref_path[nid] = [sheet_i if target[0] == -2 else target[0]] + target[1:]
+                self.emit(t.value, nid, KIND_CELL_REF)
             else:
-                emit(t.value, nid)
-
-    for si, ws in enumerate(wb.worksheets):
-        sheet_id, above, rows_kept = add(-1, si, "sheet"), {}, 0
-        if text:
-            emit("\n", -1)                       # a blank line between sheets
-        if hasattr(ws, "reset_dimensions"):
-            ws.reset_dimensions()                 # the stored dimension can be wrong (A1:AMJ1048576 for 4 rows)
-        for row in ws.iter_rows():
-            read += 1 + len(row)                  # a 2 KB file can ask for hours of empty rows and cells
-            check_size("a workbook", read, MAX_CELLS_READ, "rows and cells read (empty ones included)")
-            cells = [c for c in row if getattr(c, "value", None) is not None and str(c.value) != ""]
-            if not cells:
-                continue                          # empty rows are not stored
-            rows_kept += 1
-            if rows_kept > max_rows:
-                raise Skip(f"sheet with more than {max_rows:,} rows")
-            row_id = add(sheet_id, cells[0].row - 1, "row")
-            for ci, c in enumerate(cells):
-                if ci:
-                    emit("\t", -1)
-                cell_id = add(row_id, c.column - 1, "cell")
-                if render == "addressed":
-                    emit(f"{c.coordinate}:", cell_id)
-                v = c.value
-                v = getattr(v, "text", v)   # an array formula ({=...} in Excel): its formula text, not the object's repr
-                s = str(v)
-                check_size("a cell", len(s), MAX_CELL_CHARS, "characters (Excel's own cap)")
-                if isinstance(v, str) and v.startswith("=") and len(v) > 1:
-                    formula(cell_id, v, si)
-                    above.pop(c.column, None)
-                    continue
-                s = s.replace("\t", " ").replace("\n", " ")
-                start = at
-                emit(s, add(cell_id, 0, type(v).__name__))   # a literal: int, float, str, datetime...
-                prev = above.get(c.column)
-                if prev and prev[0] == c.row - 1 and prev[1] == s:   # equal to the cell directly above
-                    for k in range(len(s)):
-                        char_kind[start + k] |= KIND_COPIED
-                        copied_from[start + k] = prev[2] + k
-                above[c.column] = (c.row, s, start)
-            emit("\n", -1, KIND_ROW_END)         # the newline is the token that ends a row
-    synthetic = (wb.properties.creator or "") == SYNTHETIC_CREATOR
-    if not parent or not text:
-        raise Skip("empty workbook")
-    return Doc("".join(text), np.asarray(char_node, np.int32), np.asarray(parent, np.int32),
-               np.asarray(rank, np.int32), ref_path=ref_path, char_kind=np.asarray(char_kind, np.uint8),
-               copied_from=np.asarray(copied_from, np.int64), label=first_appearance(kinds),
-               notes={k: v for k, v in notes.items() if v},
-               synthetic=synthetic)
+                self.emit(t.value, nid)
 
 
 # --------------------------------------------------------------- spreadsheets (synthetic) ----
-# No real spreadsheet corpus is reachable offline, so `prepare.py sheets` without --src writes
-# SYNTHETIC workbooks: realistic shapes (timesheets, budgets, invoices, grade books,
-# inventories; several sheets, cross-sheet formulas, SUM/AVERAGE/IF/VLOOKUP/COUNTIF, a defined
-# name, blank rows and columns), saved as real .xlsx and read back through the same openpyxl
-# path as user files. Every file is signed SYNTHETIC_CREATOR; meta.json says synthetic.
-NAMES = ["Ann", "Bob", "Carla", "Dev", "Elif", "Femi", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lena", "Mo", "Nia",
-         "Omar", "Pia", "Quinn", "Rosa", "Sam", "Tara", "Uma", "Vic", "Wen", "Xavi", "Yara", "Zed"]
+# No real spreadsheet corpus is reachable offline: `prepare.py sheets` without --src writes SYNTHETIC ones.
+NAMES = ["Ann", "Bob", "Carla", "Dev", "Elif", "Femi", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lena", "Mo",
+         "Nia", "Omar", "Pia", "Quinn", "Rosa", "Sam", "Tara", "Uma", "Vic", "Wen", "Xavi", "Yara", "Zed"]
 GOODS = ["bolts", "nuts", "washers", "hinges", "screws", "brackets", "rivets", "springs", "clamps", "pins",
          "gears", "valves", "seals", "pipes", "fuses", "cables"]
 
@@ -310,11 +319,12 @@ def _budget(wb, rng):
     ws = wb.active
     ws.title = "Budget"
     ws.append(["Category", "Planned", "Actual", "Difference", "Status"])
-    cats = rng.sample(["Rent", "Salaries", "Travel", "Software", "Hardware", "Marketing", "Training", "Utilities",
-                       "Insurance", "Legal", "Catering", "Office"], rng.randint(5, 12))
+    cats = rng.sample(["Rent", "Salaries", "Travel", "Software", "Hardware", "Marketing", "Training",
+                       "Utilities", "Insurance", "Legal", "Catering", "Office"], rng.randint(5, 12))
     for r, c in enumerate(cats, 2):
         plan = rng.choice([500, 1000, 1500, 2000, 5000, 12000])
-        ws.append([c, plan, round(plan * rng.uniform(0.7, 1.3), 2), f"=C{r}-B{r}", f'=IF(D{r}>0,"over","ok")'])
+        ws.append([c, plan, round(plan * rng.uniform(0.7, 1.3), 2), f"=C{r}-B{r}",
+                   f'=IF(D{r}>0,"over","ok")'])
     n = len(cats) + 1
     ws.append(["Total", f"=SUM(B2:B{n})", f"=SUM(C2:C{n})", f"=C{n + 1}-B{n + 1}"])
     q = wb.create_sheet("Quarters")
@@ -335,8 +345,8 @@ def _invoice(wb, rng):
     ws.append(["Item", "Qty", "Price", "Amount"])
     n = rng.randint(3, 25)
     for r in range(2, n + 2):
-        ws.append([rng.choice(goods), rng.randint(1, 50), f"=VLOOKUP(A{r},Prices!$A$1:$B${len(goods)},2,FALSE)",
-                   f"=B{r}*C{r}"])
+        ws.append([rng.choice(goods), rng.randint(1, 50),
+                   f"=VLOOKUP(A{r},Prices!$A$1:$B${len(goods)},2,FALSE)", f"=B{r}*C{r}"])
     ws.append([])
     ws.append(["Subtotal", None, None, f"=SUM(D2:D{n + 1})"])
     ws.append(["Tax", None, None, f"=D{n + 3}*TaxRate"])
@@ -379,7 +389,11 @@ def _inventory(wb, rng):
 
 
 def synthetic_workbooks(out_dir, n, seed=0):
-    """Write n SYNTHETIC .xlsx workbooks (deterministic per seed) into out_dir."""
+    """Write n SYNTHETIC .xlsx workbooks (deterministic per seed) into out_dir: realistic shapes
+    (timesheets, budgets, invoices, grade books, inventories; several sheets, cross-sheet
+    formulas, SUM/AVERAGE/IF/VLOOKUP/COUNTIF, a defined name, blank rows and columns), saved as
+    real .xlsx and read back through the same openpyxl path as user files. Every file is signed
+    SYNTHETIC_CREATOR; meta.json says synthetic."""
     rng = random.Random(seed)
     kinds = [_timesheet, _budget, _invoice, _gradebook, _inventory]
     os.makedirs(out_dir, exist_ok=True)
@@ -434,8 +448,8 @@ def rows_or_text_blocks(c, doc):
 
 
 CORPORA = {
-    "sheets": Corpus(sheets_sources, build_sheets, rows, options=("render",), root_ranks=True, preset="paper_sheets",
-                     attention=("cells",)),
+    "sheets": Corpus(sheets_sources, build_sheets, rows, options=("render",), root_ranks=True,
+                     preset="paper_sheets", attention=("cells",)),
     "web_sheets": Corpus(web_sheets_sources, build_web_sheets, rows_or_text_blocks, options=("render",),
                          preset="paper_sheets"),
 }

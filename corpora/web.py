@@ -80,7 +80,7 @@ def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
         """Children of element `el` (node id nid, or -1 for body) in document order."""
         nonlocal chars
         r = 0
-        runs = itertools.chain([(el.text, None)], ((c.tail, c) for c in el))   # lazy: a width skip comes early
+        runs = itertools.chain([(el.text, None)], ((c.tail, c) for c in el))  # lazy: a width skip comes early
         for text, child in runs:
             if child is not None and isinstance(child.tag, str) and child.tag.lower() not in WEB_SKIP:
                 cid = add_node(nid, r, d + 1, child.tag.lower())
@@ -102,6 +102,13 @@ def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
     walk(body, -1, 0, "body")
     if not pieces:
         raise Skip("no visible text")
+    text, char_node, kind = _join_runs(pieces, piece_node, piece_block, raw_edges)
+    return Doc(text, np.asarray(char_node, np.int32), np.asarray(parent, np.int32),
+               np.asarray(rank, np.int32), char_kind=np.asarray(kind, np.uint8), label=first_appearance(tags))
+
+
+def _join_runs(pieces, piece_node, piece_block, raw_edges):
+    """The page's text runs joined: a newline between blocks, else a space where the source had one."""
     text, char_node, kind = [], [], []
     for i, s in enumerate(pieces):
         new_block = i == 0 or piece_block[i] != piece_block[i - 1]
@@ -113,8 +120,7 @@ def web_doc(html, max_levels=LEVELS, max_width=MAX_WIDTH):
         text.append(s)
         char_node.extend([piece_node[i]] * len(s))
         kind.extend([KIND_NEW_BLOCK if new_block else 0] + [0] * (len(s) - 1))
-    return Doc("".join(text), np.asarray(char_node, np.int32), np.asarray(parent, np.int32),
-               np.asarray(rank, np.int32), char_kind=np.asarray(kind, np.uint8), label=first_appearance(tags))
+    return "".join(text), char_node, kind
 
 
 def warc_records(path, cut=None):
@@ -172,8 +178,8 @@ def warc_records(path, cut=None):
 
 
 # Where `prepare.py web` looks for real HTML when no --src is given (first hit wins).
-WEB_PLACES = ["/usr/share/doc/python3/html", "/usr/share/doc/python3.*/html", "/usr/share/doc/python3-doc/html",
-              "/usr/share/doc/*/html"]
+WEB_PLACES = ["/usr/share/doc/python3/html", "/usr/share/doc/python3.*/html",
+              "/usr/share/doc/python3-doc/html", "/usr/share/doc/*/html"]
 
 
 def web_sources(args):
@@ -186,7 +192,8 @@ def web_sources(args):
     for name, path in find_files(dirs, (".html", ".htm", ".warc", ".warc.gz")):
         if path.endswith((".warc", ".warc.gz")):
             cut = []
-            found = [(f"{name}#{i}:{uri}", payload) for i, (uri, payload) in enumerate(warc_records(path, cut))]
+            found = [(f"{name}#{i}:{uri}", payload)
+                     for i, (uri, payload) in enumerate(warc_records(path, cut))]
             if cut:   # counted like a skipped document: the records after the cut are lost
                 found.append((f"{name}#cut", Skip(cut[0])))
             items += found or [(name, Skip("warc without html responses"))]
