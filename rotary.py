@@ -135,8 +135,9 @@ def load_extensions():
     for module in EXTENSIONS:
         try:
             importlib.import_module(module)
-        except ModuleNotFoundError:    # rotary.py copied alone: its own configurations only
-            pass
+        except ModuleNotFoundError as e:    # rotary.py copied alone: its own configurations only
+            if e.name != module.split(".")[0]:
+                raise
 
 
 @dataclass

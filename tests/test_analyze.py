@@ -615,3 +615,25 @@ def test_packed_runs_are_another_setting(tmp_path):
     write_run(tmp_path, "code", "flat_packed", 0, 3.1, "flat", name="flat_packed", pack=True)
     (packed,) = [s for s in analyze.load_runs(str(tmp_path / "code")) if s[-1]]
     assert sorted(analyze.load_runs(str(tmp_path / "code"))[packed]) == ["flat_packed", "hrope_axial"]
+
+
+def test_too_few_documents_are_not_identifiable_never_an_interval():
+    """A one-document split resamples to itself: a zero-width interval and a "rejected" verdict
+    would be a result that looks valid but is not. Under 5 documents: not identifiable."""
+    from hrope import boundaries, compression
+    rng = np.random.default_rng(0)
+
+    def pooled(D):
+        fit = np.c_[np.full(D, 50.0), rng.uniform(100, 200, D), rng.uniform(1e3, 2e3, D),
+                    rng.uniform(-50, -10, D), rng.uniform(-500, -100, D)]
+        sets = np.stack([np.c_[np.full(7, 10.0), rng.uniform(10, 50, 7), rng.uniform(-20, -5, 7)]
+                         for _ in range(D)])
+        b_doc = np.arange(D)
+        b_sums = np.c_[np.full(D, 10.0), rng.uniform(10, 50, D), rng.uniform(-20, -5, D)]
+        return {"m": (fit, sets, b_doc, b_sums)}
+    one = boundaries.boundary_markdown(boundaries.boundary_table(pooled(1), draws=200), "t")
+    six = boundaries.boundary_markdown(boundaries.boundary_table(pooled(6), draws=200), "t")
+    assert "not identifiable: 1 document(s)" in one and "rejected" not in one
+    assert "not identifiable" not in six
+    acc = {k: rng.uniform(1, 5, (3, 4, 4)) for k in ("sum", "sumsq", "count")}
+    assert all(np.isnan(r).all() for r in compression.bootstrap_depth(acc, acc, draws=50))

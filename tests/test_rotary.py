@@ -45,6 +45,7 @@ def test_hrope_spectra_by_hand():
     """App. C: base_g = (S M_g / 2 pi)^(D_g / (D_g - 1)), S = 2, rates base^(-i / D_g). A 64-wide
     head has 32 planes: 8 for p1, 8 for p2, 16 for p3. By hand for M = (10, 40, 200): bases
     3.755656, 18.312786, 83.972832; the slowest plane of each group turns exactly pi over M."""
+    rotary.load_extensions()   # paper 004's configurations register from hrope/controls.py
     groups = rotary.CONFIGS["hrope_axial"](32, {"p_max": [10, 40, 200]})
     assert [g.coord[0] for g in groups] == ["p1", "p2", "p3"] and [len(g.rates) for g in groups] == [8, 8, 16]
     for g, base, M in zip(groups, (3.755656, 18.312786, 83.972832), (10, 40, 200)):

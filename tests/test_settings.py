@@ -136,7 +136,7 @@ SMALL = ["--steps=4", "--val_docs=8", "--test_docs=8", "--milestones=2", "--comp
 def test_prepare_records_the_setting(cpu_python, tmp_path, capsys):
     src, data = cpu_python
     recorded = json.load(open(os.path.join(data, "python", "meta.json")))["settings"]
-    assert recorded["setting"] == "cpu_python" and (recorded["vocab"], recorded["max_len"]) == (4096, 1024)
+    assert recorded["setting"] == "cpu_python" and (recorded["vocab"], recorded["max_len"]) == (4096, 256)
     # a flag that departs from the setting is applied, and the data is then no setting's
     prepare.main(["--setting", "cpu_python", "--src", src, "--out", str(tmp_path), "--workers", "1",
                   "--vocab", "512"])
