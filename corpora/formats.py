@@ -139,11 +139,21 @@ def json_coords(text):
 
 
 # ----------------------------------------------- XML: canonical XML as a tree (beyond the papers) ----
+def canonical(tree):
+    """C14N 1.0, or 2.0 where 1.0 refuses (relative namespace URIs such as xmlns:ns="ns"); 2.0 also
+    moves namespace declarations to where they are used, so 1.0 stays the form of every other file."""
+    import lxml.etree
+    try:
+        return lxml.etree.tostring(tree, method="c14n", with_comments=False)
+    except lxml.etree.C14NError:
+        return lxml.etree.tostring(tree, method="c14n2", with_comments=False)
+
+
 def xml_doc(raw, max_levels=LEVELS, max_width=MAX_WIDTH):
     """Bytes of an XML file -> Doc of its canonical form. No DTD is loaded and nothing is fetched;
     documents deeper than 22 levels or wider than 318 siblings are skipped, as web pages are.
 
-    Elements, attributes and text are nodes. The text is the input's C14N form (attributes
+    Elements, attributes and text are nodes. The text is the input's C14N form (`canonical`: attributes
     sorted, namespaces kept, empty elements written out, comments dropped). An element writes
     its tag name, the `>` of its start tag and its end tag; its children are its attributes
     (each writes ` name="value"`, from the space), then its content: text runs and child
@@ -161,13 +171,13 @@ def xml_doc(raw, max_levels=LEVELS, max_width=MAX_WIDTH):
         for node in tree.iter():
             for s in (node.text, node.tail, *node.attrib.values()):
                 check_size("a text node", len(s or ""), MAX_TEXT_CHARS)
-        text = lxml.etree.tostring(tree, method="c14n", with_comments=False).decode("utf-8")
+        text = canonical(tree).decode("utf-8")
         check_size("a document", len(text), MAX_DOC_CHARS)
     except lxml.etree.XMLSyntaxError as e:      # libxml2's error type, e.g. ERR_TAG_NAME_MISMATCH
         kind = e.error_log.last_error.type_name if e.error_log else "ERR_SYNTAX"   # or WAR_…
         raise Skip(f"invalid xml ({kind.split('_', 1)[1].replace('_', ' ').lower()})")
     except (lxml.etree.C14NError, ValueError):
-        raise Skip("invalid xml (no canonical form)")
+        raise Skip("invalid xml (neither C14N 1.0 nor 2.0 gives a canonical form)")
     doc = xml_coords(text)
     if (doc.rank >= max_width).any():
         raise Skip(f"wider than {max_width} siblings")

@@ -110,6 +110,17 @@ def test_xml_nodes_by_hand():
     assert d.label.tolist() == [0, 1, 0, 2, 2]                  # element attribute element text text
 
 
+def test_xml_with_a_relative_namespace_uri_is_kept():
+    """C14N 1.0 refuses xmlns:ns="ns" (a relative URI, common in XSD test suites); C14N 2.0 takes it,
+    writing the declaration where it is used. Files 1.0 takes keep their 1.0 form."""
+    d = formats.xml_doc(b'<?xml version="1.0"?><a xmlns:ns="ns"><ns:b x="1">t</ns:b></a>')
+    assert d.text == '<a><ns:b xmlns:ns="ns" x="1">t</ns:b></a>'
+    depth, _ = d.node_coords()
+    assert int(depth[d.char_node[d.text.index("t<")]]) == 3          # a text under ns:b under a
+    kept = formats.xml_doc(b'<a xmlns:u="http://x" xmlns:v="http://y"><u:b>t</u:b></a>')
+    assert kept.text == '<a xmlns:u="http://x" xmlns:v="http://y"><u:b>t</u:b></a>'   # 1.0: unused v kept
+
+
 def test_markdown_nodes_and_paragraphs_by_hand():
     """Sections nest by heading level; blocks under the innermost section; sentences under blocks;
     p1 counts blocks (a heading is one), p2 sentences; a heading's `#`s belong to no node."""
