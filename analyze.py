@@ -189,8 +189,8 @@ def load_runs(root, finished=False):
 
 def stale(evaluation, final):
     """An evaluation of an unfinished run, or of a checkpoint older than the run's final step."""
-    return final is None or evaluation.get("unfinished", False) or \
-        evaluation.get("checkpoint_step", final["step"]) != final["step"]
+    return evaluation.get("unfinished", False) or (
+        final is not None and evaluation.get("checkpoint_step", final["step"]) != final["step"])
 
 
 def compare(runs, baseline, metric="val"):

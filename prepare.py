@@ -336,6 +336,10 @@ def describe(args, entry, settings, docs, skipped, recs, stats, enc, split, seco
         "kind_tokens": {name: sum(int(((r["kind"] & flag) > 0).sum()) for s in SPLITS for r in recs[s])
                         for flag, name in trees.KIND_NAMES.items()},
     }
+    wide = [(int(d.rank.max(initial=0)), n) for n, d in docs if d.rank.max(initial=0) >= trees.MAX_WIDTH]
+    if wide:   # web pages this wide are skipped; kept here, and said (the paper drops nothing on Python)
+        rank, name = max(wide)
+        meta["wider_than_web_limit"] = {"documents": len(wide), "widest": {"file": name, "rank": rank}}
     notes = collections.Counter()
     for _, d in docs:
         notes.update(d.notes or {})
@@ -372,6 +376,11 @@ def report(meta, docs):
         if not meta["splits"][s]["records"]:
             print(f"WARNING: the {s} split is empty ({len(docs)} documents, split 90/5/5 by name); "
                   f"train.py refuses a corpus without {s} records: add documents")
+    if "wider_than_web_limit" in meta:
+        w = meta["wider_than_web_limit"]
+        print(f"note: {w['documents']} document(s) have nodes with more than {trees.MAX_WIDTH} siblings "
+              f"(kept; web pages that wide are skipped): the widest {w['widest']['file']}, "
+              f"rank {w['widest']['rank']:,}")
     print(json.dumps({k: meta[k] for k in ("synthetic", "documents", "skipped", "tokens", "nodes_per_token",
                                            "sibling_rank_p99", "sibling_rank_max", "record_sibling_rank",
                                            "seconds")}, indent=1))

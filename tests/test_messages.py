@@ -55,3 +55,27 @@ def test_an_unfinished_run_is_scored_only_when_asked_and_a_stale_score_is_left_o
     assert "left out" in capsys.readouterr().out
     assert all("eval" not in r for configs in runs.values() for seeds in configs.values()
                for r in seeds.values())
+
+
+def test_python_wider_than_the_web_limit_is_kept_and_said(tmp_path, capsys):
+    """Web pages past 318 siblings are skipped; Python keeps them (the paper drops nothing), and says so."""
+    import json
+    import os
+    import shutil
+
+    import prepare
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "table.py").write_text("X = [" + ", ".join(map(str, range(400))) + "]\n")
+    for p in sorted(glob_stdlib("json")):
+        shutil.copy(p, tmp_path / "src")
+    out = prepare.main(["python", "--src", str(tmp_path / "src"), "--out", str(tmp_path / "data"),
+                        "--vocab", "300", "--workers", "1"])
+    assert "the widest table.py, rank 399" in capsys.readouterr().out
+    meta = json.load(open(os.path.join(out, "meta.json")))
+    assert meta["wider_than_web_limit"] == {"documents": 1, "widest": {"file": "table.py", "rank": 399}}
+
+
+def glob_stdlib(package):
+    import glob
+    import os
+    return glob.glob(os.path.join(os.path.dirname(os.__file__), package, "*.py"))
