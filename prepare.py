@@ -184,6 +184,9 @@ def parse(argv):
     ap.add_argument("--force", action="store_true", help="rebuild even if the data is up to date")
     ap.add_argument("--render", choices=("values", "addressed"),
                     help="sheets: write each cell's content, or 'G4:=E4+F4'")
+    ap.add_argument("--blocks", choices=("space", "newline"),
+                    help="web: text blocks joined by a space (default: structure only in the rotation) "
+                         "or a newline (the older stream)")
     ap.add_argument("--workbooks", type=int, default=600, help="sheets without --src: synthetic workbooks")
     ap.add_argument("--conversations", type=int, help="chat: only the first N conversations (default: all)")
     ap.add_argument("--units", choices=("module", "record"),
@@ -251,7 +254,8 @@ def timed(seconds, name):
 
 def documents(args, entry, items, dirs):
     """[(name, Doc)] and the skipped files' reasons counted; one worker process per core."""
-    build = functools.partial(entry.build, render=args.render) if "render" in entry.options else entry.build
+    build = functools.partial(entry.build, **{k: getattr(args, k) for k in entry.options
+                                              if k in ("render", "blocks")})   # the builders' flags
     docs, skipped = [], collections.Counter()
     with multiprocessing.Pool(args.workers) as pool:
         for name, doc, reason in tqdm(pool.imap(build, items, chunksize=8), total=len(items),

@@ -48,7 +48,8 @@ CPU_RECIPES = {"hrope": "hrope_cpu"}   # a corpus's recipe, as the CPU scale run
 
 # prepare.py's flags that shape the data, at their defaults; a setting names those it changes.
 # max_len is the CPU scale's context, so no record is cropped (appendix: "No document is split across steps")
-PREPARE = dict(vocab=4096, max_len=256, long="split", split="hash", units="module", render="values")
+PREPARE = dict(vocab=4096, max_len=256, long="split", split="hash", units="module", render="values",
+               blocks="space")
 
 # Appendix §4: micro-batches of at most 8,192 padded tokens, validation every 5% of the planned steps (a
 # milestone) on the same 1,024 documents, results at the final step; the batch (64 records) is not given: ours

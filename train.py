@@ -45,6 +45,7 @@ from tqdm import tqdm
 
 import rotary
 import tokenizer
+import trees
 from data import (
     SPLITS,
     Split,
@@ -520,6 +521,9 @@ def plan(cfg, model_over, origin, master):
         print(origins(cfg, origin))
     run = SimpleNamespace(cfg=cfg, master=master, data_dir=os.path.join(cfg["data"], cfg["corpus"]))
     run.meta, run.corpus = corpus_stats(run.data_dir)
+    if run.meta["settings"].get("format") != trees.FORMAT:   # an older stream or record rule
+        sys.exit(f"error: {run.data_dir} was written by an older prepare.py; "
+                 f"rerun prepare.py {cfg['corpus']}")
     cfg["tokenizer"] = tokenizer.fingerprint(run.data_dir)     # sample.py and evaluate.py check it
     run.mcfg = GPTConfig(**{**MODELS[cfg["preset"]], "vocab_size": run.meta["tokenizer"]["vocab"],
                             "rotary": cfg["config"], "corpus": run.corpus, "dropout": cfg["dropout"],

@@ -18,8 +18,7 @@ import numpy as np
 
 from rotary import LEVELS  # path levels encoded (appendix §5: tree planes are 22 levels x {fast, slow})
 
-FORMAT = 5   # what prepare.py writes; a data folder of another format is rebuilt (4: p1 in its document;
-             # 5: formula trees without look-ahead, after_leaf)
+FORMAT = 6   # what prepare.py writes: another is rebuilt by prepare.py, refused by train.py (REFERENCE.md)
 MAX_WIDTH = 318   # the slow plane counts about 318 siblings before it wraps (appendix §5)
 
 # token-kind flags (evaluate.py breaks the loss down by these)

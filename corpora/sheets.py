@@ -430,9 +430,9 @@ def build_sheets(item, render="values"):
     return build(item, lambda raw: sheet_doc(raw, render))
 
 
-def build_web_sheets(item, render="values"):
+def build_web_sheets(item, render="values", blocks="space"):
     is_sheet = item[0].lower().endswith((".xlsx", ".xlsm", ".xls"))
-    name, doc, reason = (build_sheets(item, render) if is_sheet else web.CORPORA["web"].build(item))
+    name, doc, reason = build_sheets(item, render) if is_sheet else web.build_web(item, blocks)
     if doc is not None:
         doc.source = int(is_sheet)
     return name, doc, reason
@@ -450,6 +450,6 @@ def rows_or_text_blocks(c, doc):
 CORPORA = {
     "sheets": Corpus(sheets_sources, build_sheets, rows, options=("render",), root_ranks=True,
                      preset="paper_sheets", attention=("cells",)),
-    "web_sheets": Corpus(web_sheets_sources, build_web_sheets, rows_or_text_blocks, options=("render",),
-                         preset="paper_sheets"),
+    "web_sheets": Corpus(web_sheets_sources, build_web_sheets, rows_or_text_blocks,
+                         options=("render", "blocks"), preset="paper_sheets"),
 }

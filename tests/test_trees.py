@@ -222,18 +222,31 @@ def test_web_page_hand_worked():
     <h1>Hello <b>big</b> world</h1><script>var x;</script>
     <ul><li>one</li><li>two<ul><li>deep</li></ul></li></ul>
     <table><tr><td>a</td><td>b</td></tr></table><!-- c --><p>end</p></body></html>"""
-    doc = web.web_doc(html)
-    assert doc.text == "Hello big world\none\ntwo\ndeep\na\nb\nend"
+    assert web.web_doc(html, blocks="newline").text == "Hello big world\none\ntwo\ndeep\na\nb\nend"
+    doc = web.web_doc(html)   # appendix §4: "all markup is removed": blocks joined by a space
+    assert doc.text == "Hello big world one two deep a b end"
     depth, path = doc.node_coords()
     def node(s):
         return doc.char_node[doc.text.index(s)]
     assert path[node("big"), :4].tolist() == [0, 1, 0, -1]        # h1 > b > text
     assert path[node("deep"), :6].tolist() == [1, 1, 1, 0, 0, -1]  # ul > li[1] > ul > li > text
-    assert path[node("b\n"), :5].tolist() == [2, 0, 1, 0, -1]     # table > tr > td[1] > text
+    assert path[node("b e"), :5].tolist() == [2, 0, 1, 0, -1]     # table > tr > td[1] > text
     assert path[node("end"), :3].tolist() == [3, 0, -1]           # script and comment skipped
-    assert (doc.char_node[doc.text.index("\n")] == -1)
+    assert (doc.char_node[doc.text.index(" one")] == -1)          # the separator is no node's
     blocks = [doc.text[i:i + 3] for i in np.flatnonzero(doc.char_kind & trees.KIND_NEW_BLOCK)]
-    assert blocks == ["Hel", "one", "two", "dee", "a\nb", "b\ne", "end"]
+    assert blocks == ["Hel", "one", "two", "dee", "a b", "b e", "end"]
+
+
+def test_web_text_is_one_line_and_pre_keeps_its_whitespace():
+    """Headings, paragraphs and list items: one line, no newline between blocks (the structure is
+    only in the rotation); inside <pre> the whitespace is visible text, its spans' gaps kept."""
+    doc = web.web_doc(b"<h1>Title</h1><p>First paragraph.</p><ul><li>item one</li><li>two</li></ul>"
+                      b"<pre>\ndef f():\n    <span>return</span> <b>1</b>\n</pre><p>After.</p>")
+    assert doc.text == "Title First paragraph. item one two def f():\n    return 1 After."
+    starts = [doc.text[i:i + 4] for i in np.flatnonzero(doc.char_kind & trees.KIND_NEW_BLOCK)]
+    assert starts == ["Titl", "Firs", "item", "two ", "def ", "Afte"]
+    gap = doc.text.index(" 1 After") 
+    assert doc.char_node[gap] == -1 and doc.char_node[doc.text.index("\n    return")] >= 0
 
 
 def test_no_lookahead_on_web_pages():
@@ -292,7 +305,7 @@ def test_web_skip_list_applies_inside_body():
     html = (b"<html><body><p>keep</p><style>p{color:red}</style><svg><text>no</text></svg><script>no</script>"
             b"<noscript>no</noscript><template><p>no</p></template><iframe>no</iframe><p>also</p></body></html>")
     doc = web.web_doc(html)
-    assert doc.text == "keep\nalso"
+    assert doc.text == "keep also"
     assert doc.node_coords()[1][doc.char_node[doc.text.index("also")], :2].tolist() == [1, 0]
 
 
