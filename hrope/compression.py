@@ -169,8 +169,6 @@ def bootstrap_depth(acc_a, acc_b=None, draws=2000, gate=2000, seed=0, chunk=100)
     rng = np.random.default_rng(seed)
     n_docs = acc_a["count"].shape[0]
     shape = acc_a["count"].shape[1:]
-    if n_docs < MIN_CLUSTERS:   # every draw NaN: reported as not identifiable
-        return [np.full(draws, np.nan) for _ in range(2 + 2 * bool(acc_b) - 1)]
 
     def flat(acc, k):
         return acc[k].reshape(n_docs, -1).astype(float)

@@ -26,7 +26,15 @@ import numpy as np
 import torch
 
 from data import load_split, record_docs, replacing, write_json
-from hrope.compression import D_MAX, bootstrap_depth, ci, compression_depth, depth_cells, document_cells
+from hrope.compression import (
+    D_MAX,
+    MIN_CLUSTERS,
+    bootstrap_depth,
+    ci,
+    compression_depth,
+    depth_cells,
+    document_cells,
+)
 
 HUB_SHARE, MASS_SWEEP = 0.05, (25, 50, 75)
 
@@ -267,6 +275,7 @@ def hub_table(run_dirs, split="test", gate=2000, draws=1000):
         row["pairs"], row["difference"] = blocked(names)
         if cond in pooled and cond in ("original", "hub", "freq"):
             boot = bootstrap_depth(pooled[cond], draws=draws, gate=gate)[0]
+            row["documents"] = pooled[cond]["count"].shape[0]
             ok = np.isfinite(boot)
             row["ci"] = ci(boot) if (~ok).sum() <= draws / 2 else int((~ok).sum())
             if np.isnan(m) and ok.any():
@@ -345,6 +354,8 @@ def hub_markdown(table, title):
         u = fmt(r["U"]) + ("†" if r["fallback"] else "") + spread
         band = ("—" if r["ci"] is None else f"not identifiable ({r['ci']} of {draws} draws without a well)"
                 if isinstance(r["ci"], int) else f"[{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]")
+        if r.get("documents", MIN_CLUSTERS) < MIN_CLUSTERS:
+            band = f"not identifiable ({r['documents']} documents; the bootstrap needs {MIN_CLUSTERS})"
         first = r["condition"] == "original"
         lines.append(f"| {r['condition']} | {u} | {band} | {'—' if first else pct(r['removed'])} | "
                      f"{r['U1']:+.3f} | {'—' if first else pct(r['removed_U1'])} | {pairs(r)} |")

@@ -617,7 +617,7 @@ def test_packed_runs_are_another_setting(tmp_path):
     assert sorted(analyze.load_runs(str(tmp_path / "code"))[packed]) == ["flat_packed", "hrope_axial"]
 
 
-def test_too_few_documents_are_not_identifiable_never_an_interval():
+def test_too_few_documents_are_not_identifiable_never_an_interval(tmp_path):
     """A one-document split resamples to itself: a zero-width interval and a "rejected" verdict
     would be a result that looks valid but is not. Under 5 documents: not identifiable."""
     from hrope import boundaries, compression
@@ -636,4 +636,6 @@ def test_too_few_documents_are_not_identifiable_never_an_interval():
     assert "not identifiable: 1 document(s)" in one and "rejected" not in one
     assert "not identifiable" not in six
     acc = {k: rng.uniform(1, 5, (3, 4, 4)) for k in ("sum", "sumsq", "count")}
-    assert all(np.isnan(r).all() for r in compression.bootstrap_depth(acc, acc, draws=50))
+    np.savez(tmp_path / "a.npz", **acc)
+    report = compression.depth_report(str(tmp_path / "a.npz"), draws=50)
+    assert "not identifiable (3 document(s)" in report and "CI [" not in report

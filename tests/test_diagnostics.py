@@ -14,7 +14,7 @@ import analyze
 from hrope import compression
 
 
-def cells(contrast, counts, var=0.25, docs=4, slope=-0.01):
+def cells(contrast, counts, var=0.25, docs=5, slope=-0.01):
     """Per-document depth cells (docs, D + 1, K + 1) from a planted contrast(d, Δp1) and pooled
     counts (D + 1, K + 1), split evenly over identical documents: log Ā = slope * d + contrast,
     with variance `var` (a scalar or one value per d) inside every cell."""
@@ -35,7 +35,7 @@ def read_csv(path):
 
 
 def test_fig2_planted_well_and_gate_1500(tmp_path, capsys):
-    """Model a: U(Δp1) = (Δp1 − 2)² − 1 at every d (4,000 pairs per cell over 4 identical
+    """Model a: U(Δp1) = (Δp1 − 2)² − 1 at every d (4,000 pairs per cell over 5 identical
     documents): the points are 0, −1, 0, 3, 8, the degree-2 fit passes through them, and U* = −1
     at Δp1* = 2 with a bootstrap CI of exactly [−1, −1] (every resample is the same curve).
     Model b: U = −Δp1, monotonic: no interior minimum, so no U* row. The gate table has 1,500."""

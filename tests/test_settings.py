@@ -39,7 +39,7 @@ PAPER = {
 }
 # reproduce_cpu.sh: STEPS=200 "x 16 records of <= 256 tokens"; HSTEPS=120 for the sheets; --milestones 10;
 # settings.SCALES["cpu"]: preset cpu, 16 records, 128 val and 256 test records, 4,096-token micro-batches
-CPU = {"cpu_python": ("python", 200, "cpu", "tree", 1024), "cpu_web": ("web", 200, "cpu", "tree", 1024),
+CPU = {"cpu_python": ("python", 200, "cpu", "tree", 256), "cpu_web": ("web", 200, "cpu", "tree", 256),
        "cpu_programs": ("programs", 200, "cpu", "tree", 256),
        "cpu_sheets": ("sheets", 120, "cpu", "tree", 256),
        "cpu_prose": ("prose", 200, "cpu_hrope", "hrope_cpu", 256),
@@ -179,7 +179,7 @@ def test_train_refuses_data_prepared_for_another_setting(tmp_path):
     # data prepared by hand (no setting named) serves a setting whose flags it has, and no other
     hand = meta_for(tmp_path / "hand", "cpu_web", record=False)
     assert train.parse(["--setting", "cpu_web", *hand])[0]["setting"] == "cpu_web"
-    with pytest.raises(SystemExit, match="--max_len 1024 where the setting has 2048"):
+    with pytest.raises(SystemExit, match="--max_len 256 where the setting has 2048"):
         train.parse(["--setting", "web_pages", *hand])
     with pytest.raises(SystemExit, match="trains the web corpus, not python"):
         train.parse(["--setting", "web_pages", "--corpus", "python", *web])
