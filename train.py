@@ -553,8 +553,14 @@ def plan(cfg, model_over, origin, master):
     if cfg["setting"] and master:
         print(setting_line(cfg, run.mcfg, model_over))
     run.steps = cfg["steps"]
-    run.every = max(1, run.steps // cfg["milestones"])
+    run.milestones = milestone_steps(run.steps, cfg["milestones"])
     return run
+
+
+def milestone_steps(steps, n):
+    """Appendix §4: validation "every 5% of a run's planned steps": n evenly spaced steps, the last
+    the final one (fewer when the run has fewer steps)."""
+    return {math.ceil(k * steps / n) for k in range(1, n + 1)}
 
 
 def build(run):
@@ -617,7 +623,7 @@ def train_loop(run, model, fwd, opt, autocast, start, log, rank, world):
         tokens_seen += n_tok
         dt = time.time() - t0
         bar.set_postfix(loss=f"{step_loss:.3f}", tok_s=f"{tokens_seen / max(dt, 1e-9):.0f}")
-        if (step + 1) % run.every == 0 or step + 1 == run.steps:           # a milestone
+        if step + 1 in run.milestones:
             if milestone(run, model, opt, autocast, log, step, step_loss, lr, tokens_seen, dt):
                 break
     return log, None

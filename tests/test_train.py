@@ -470,3 +470,13 @@ def test_early_stop_ends_a_run_and_says_so(tiny_python, tmp_path):
                       "--lr=1e-12", "--patience=2"])
     final = json.load(open(os.path.join(run, "final.json")))
     assert final["stopped_early"] and final["step"] == 3
+
+
+def test_twenty_milestones_every_five_percent_the_last_at_the_final_step():
+    """Appendix §4: every 5% of the planned steps, so 20 whatever the length (steps // 20 gave 39
+    for 39 steps and 22 for 319); the CPU scale's 200 steps / 10 keep their every-20 rule."""
+    for steps in (39, 319, 5000):
+        m = train.milestone_steps(steps, 20)
+        assert len(m) == 20 and max(m) == steps and min(m) >= steps / 20
+    assert train.milestone_steps(200, 10) == set(range(20, 201, 20))
+    assert train.milestone_steps(7, 20) == set(range(1, 8))
