@@ -173,16 +173,17 @@ def load_runs(root, finished=False):
             continue
         r = c["run"]
         run = {"log": {e["step"]: e for e in log}, "final": final, "dir": d}
-        for key, name in (("eval", "eval_test.json"), ("attention", "attention_test.json"),
+        for key, name in (("eval", "eval_test.json"), ("eval_val", "eval_val.json"),
+                          ("attention", "attention_test.json"),
                           ("attention_off", "attention_test_rotation_off.json")):
             if os.path.exists(os.path.join(d, name)):   # written by evaluate.py
                 with open(os.path.join(d, name)) as f:
                     run[key] = json.load(f)
-        if "eval" in run and stale(run["eval"], final):   # scored before the run's last step: not this run's
-            print(f"note: {d}/eval_test.json scored the checkpoint at step "
-                  f"{run['eval'].get('checkpoint_step')}, not the final step: left out "
-                  f"(rerun evaluate.py {d})")
-            del run["eval"]
+        for key in ("eval", "eval_val"):   # scored before the run's last step: not this run's
+            if key in run and stale(run[key], final):
+                print(f"note: {d}'s {key} scored the checkpoint at step {run[key].get('checkpoint_step')}, "
+                      f"not the final step: left out (rerun evaluate.py {d})")
+                del run[key]
         runs[setting_of(c)][r.get("name") or r["config"]][r["seed"]] = run   # --name: a variant of a config
     return runs
 
@@ -323,8 +324,14 @@ def substitution(rows):
 SUBSTITUTES = ("real", "period", "rand", "const0")     # paper 004 §4.3's order, best first
 
 
+def on_split(runs, key):
+    """`runs` with each run's evaluation `key` (eval_val: evaluate.py --split val) as its "eval"."""
+    return {setting: {c: {s: {**r, "eval": r[key]} for s, r in seeds.items() if key in r}
+                      for c, seeds in configs.items()} for setting, configs in runs.items()}
+
+
 def substitution_seeds(runs, setting, config):
-    """(conditions, seeds) test nats/token on all tokens under each of SUBSTITUTES, one column
+    """(conditions, seeds) nats/token on all tokens under each of SUBSTITUTES, one column
     per seed scored under all four."""
     evals = [s["eval"] for s in runs[setting][config].values()
              if "eval" in s and all(k in s["eval"]["interventions"] for k in SUBSTITUTES[1:])]
@@ -348,11 +355,12 @@ def substitution_overlap(v):
              "disjoint": bool(v[i].max() < v[i + 1].min() or v[i + 1].max() < v[i].min())} for i in range(3)]
 
 
-def table2_markdown(r, v):
+def table2_markdown(r, v, split):
     """Table 2 for one corpus (means over seeds), the seeds holding the order, and §4.3's
     non-overlap check of each adjacent comparison."""
     ok, n = substitution_order(v)
-    lines = [f"### {r['setting'][0]}: p1 substitution on {r['config']} (paper 004 Table 2), test nats/token",
+    lines = [f"### {r['setting'][0]}: p1 substitution on {r['config']} (paper 004 Table 2), "
+             f"{split} nats/token",
              "", "| real | period | rand | const0 | real < period < rand < const0 |",
              "| ---: | ---: | ---: | ---: | ---: |",
              f"| {r['real']:.4f} | {r['period']:.4f} | {r['rand']:.4f} | {r['const0']:.4f} | "
@@ -803,16 +811,22 @@ def print_interventions(runs):
                                      "(mean over seeds)"))
         print()
     across = defaultdict(list)      # configuration -> [(corpus, its adjacent comparisons)]
-    for r in substitution(inter):
-        v = substitution_seeds(runs, r["setting"], r["config"])
+    # Table 2 is "Validation loss under p1 substitution": eval_val.json where the runs have it
+    val = on_split(runs, "eval_val")
+    split, scored = ("validation", val) if substitution(interventions(val)) else ("test", runs)
+    if split == "test" and substitution(inter):
+        print("note: Table 2 below is on the test split: the paper's is validation "
+              "(python evaluate.py RUN --split val)\n")
+    for r in substitution(interventions(scored)):
+        v = substitution_seeds(scored, r["setting"], r["config"])
         across[r["config"]].append((r["setting"][0], substitution_overlap(v)))
-        print(table2_markdown(r, v) + "\n")
+        print(table2_markdown(r, v, split) + "\n")
     for config, per in across.items():
         if len(per) > 1:
             print(table2_signs_markdown(config, per) + "\n")
-    for r in inter:    # the reverse substitution: true p1 fed to a model trained on generated labels
+    for r in interventions(scored):   # the reverse substitution: true p1 fed to a model trained on labels
         if r["intervention"] == "real" and r["kind"] == "all":
-            print(f"### {r['setting'][0]}: true p1 fed to {r['config']} (paper 004 §4.3 reverse "
+            print(f"### {r['setting'][0]}: true p1 fed to {r['config']}, {split} (paper 004 §4.3 reverse "
                   f"substitution; paper, period_axial: +0.015 to +0.040 nats)\n\n| own coordinate | "
                   f"true p1 | Δ nats/token | higher in |\n| ---: | ---: | ---: | ---: |\n| {r['real']:.4f} | "
                   f"{r['real'] + r['delta']:.4f} | {r['delta']:+.4f} | {r['hurt']}/{r['n']} seeds |\n")

@@ -146,18 +146,18 @@ def test_baseline_pair_counts_by_hand():
                           3000: (100, 100)}
 
 
-def plant_substitutions(root, corpus, values):
-    """Three seeds of hrope_axial scored under real / period / rand / const0 (eval_test.json)."""
+def plant_substitutions(root, corpus, values, split="test"):
+    """Three seeds of hrope_axial scored under real / period / rand / const0 (eval_<split>.json)."""
     for seed in range(3):
         d = root / corpus / "hrope_axial" / f"seed{seed}"
-        os.makedirs(d)
+        os.makedirs(d, exist_ok=True)
         (d / "config.json").write_text(json.dumps({
             "run": {"corpus": corpus, "config": "hrope_axial", "seed": seed, "steps": 10},
             "model": {"n_layer": 4, "n_embd": 128, "n_head": 2, "max_len": 256}}))
         (d / "log.jsonl").write_text(json.dumps({"step": 10, "val_loss": 2.0}) + "\n")
         def score(c):
             return {"all": {"nll": values[c][seed], "tokens": 100}}
-        (d / "eval_test.json").write_text(json.dumps({
+        (d / f"eval_{split}.json").write_text(json.dumps({
             "kinds": score("real"), "interventions": {c: score(c) for c in ("period", "rand", "const0")}}))
 
 
@@ -187,3 +187,20 @@ def test_table2_non_overlap_by_hand(tmp_path, capsys):
     assert "| rand < const0 | [2.4900, 2.6200] | [2.7000, 2.7200] | +0.1400 | yes |" in out
     assert "| real < period | +0.0867 | -0.0100 | no |" in out
     assert "| period < rand | +0.0933 | +0.1000 | yes |" in out
+
+
+def test_table2_reads_the_validation_split(tmp_path, capsys):
+    """Paper 004 Table 2 is "Validation loss under p1 substitution": where eval_val.json exists it
+    is the table's, titled so; with test scores only, the table says it is the test split."""
+    val = {"real": [2.38, 2.39, 2.40], "period": [2.45, 2.48, 2.50], "rand": [2.49, 2.60, 2.62],
+           "const0": [2.70, 2.71, 2.72]}
+    test = {k: [x + 1 for x in v] for k, v in val.items()}
+    plant_substitutions(tmp_path, "code", test)
+    analyze.main([str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "Table 2), test nats/token" in out and "the paper's is validation" in out
+    plant_substitutions(tmp_path, "code", val, split="val")
+    analyze.main([str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "Table 2), validation nats/token" in out
+    assert "| 2.3900 | 2.4767 | 2.5700 | 2.7100 | 3/3 seeds |" in out
