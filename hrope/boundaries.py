@@ -184,8 +184,9 @@ def boundary_effect(fit, sets, b_doc, b_sums, W):
      - D_eff = y - b0 - b1 d: one line per model fitted by least squares on every causal pair of the
        unmanipulated condition A (real p1) of the scored records.
      - M_B(b): pairs with the key in the paragraph ending at the site b and the query in the one
-       starting there; M_C(s): the same for the sentences around s. Each site is intervened on alone
-       (its own forward pass), and its observed y is read on its own pairs.
+       starting there; M_C(s): the same for the sentences around s (our reading: the half-paragraph
+       set, keys from the paragraph start to s, satisfies the identities too). Each site is
+       intervened on alone (its own forward pass), and its observed y is read on its own pairs.
      - anchors from condition A: within = every Δp1 = 0 pair; para = ∪ M_B (so β_A^para ≡ 1 in every
        resample, A.2); β_A^sent = β(∪ M_C).
      - β(S) = (mean D_eff over S - within) / (para - within). Δ = β_observed - β_unmanipulated (§3.3)

@@ -98,7 +98,8 @@ def response(S, Q, N, gate=2000, weights="pairs", d_max=1024):
 
 def fit(U, tot, degree=2):
     """Weighted polynomial fit to U(Δp1) over Δp1 >= 1 with data (App. A.3): coefficients,
-    highest power first, and the Δp1 range fitted; None with fewer points than coefficients."""
+    highest power first, and the Δp1 range fitted; None with fewer points than coefficients.
+    Our reading: Δp1 = 0 (U = 0 by construction) left out, each Δp1 weighted by its pair count."""
     k = np.arange(U.shape[-1], dtype=float)
     ok = ~np.isnan(U) & (k >= 1) & (tot > 0)
     if ok.sum() < degree + 1:

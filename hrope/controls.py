@@ -22,9 +22,9 @@ def spectrum(coord, n, top):
 
 def _hrope(which):
     """hRoPE (§3.1): P/4 planes for p1 (paragraph), P/4 for p2 (sentence, or line in code), P/2 for
-    p3 (token inside its sentence; the split is our reading), each a fixed spectrum calibrated from
-    the corpus maxima. sent_axial leaves the p1 planes unrotated; rand/period replace p1 by a
-    density-matched random label / floor(t/L)."""
+    p3 (token inside its sentence), each a fixed spectrum calibrated from the corpus maxima M_g.
+    Our reading: the P/4, P/4, P/2 allocation (the paper gives no plane counts). sent_axial leaves
+    the p1 planes unrotated; rand/period replace p1 by a density-matched random label / floor(t/L)."""
     def make(P, corpus):
         top = (corpus or {}).get("p_max", [64, 64, 1024])
         n1, n2 = P // 4, P // 4
@@ -68,7 +68,8 @@ def paragraph_stats(recs):
     """What hRoPE's base calibration and controls need (App. C): the largest p1, p2, p3 (M_g; p1 in
     its document, clipped: the per-file distribution C.1 calibrates on), the paragraph-boundary
     density per token (rand_axial) and the mean paragraph length in tokens L (period_axial: p1 =
-    floor(t / L)). Density and L count the true paragraphs, clipped or not."""
+    floor(t / L)). Density and L count the true paragraphs, clipped or not. Our reading: M_1 is the
+    largest training p1 after the corpus's p1_cap (code: C.1's 95th percentile; prose, webtext: none)."""
     p_max = np.max([r["p"].max(0) for r in recs], 0)
     # a paragraph starts where p2 and p3 are both 0: every record start, and inside a record
     # wherever p1 moves on or would move on above the cap
