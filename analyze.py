@@ -765,10 +765,12 @@ MODES = (("hubs", hub_mode), ("paragraphs", paragraphs_mode), ("candidates", can
 def print_deltas(runs, baseline, figure_dir):
     """Every configuration against the baseline: validation at the last shared milestone, test at the
     end, per kind of token (Fig. 5), and with its structure shuffled or removed."""
+    printed = False
     for metric in ("val", "test"):
         rows = compare(runs, baseline, metric)
         if not rows:
             continue
+        printed = True
         by_setting = defaultdict(list)
         for r in rows:
             by_setting[r["setting"], r["step"]].append(r)
@@ -781,6 +783,9 @@ def print_deltas(runs, baseline, figure_dir):
             print()
         if figure_dir:
             write_csv(rows, os.path.join(figure_dir, f"table_{metric}.csv"))
+    if not printed and len({c for s in runs.values() for c in s}) > 1:
+        print(f"note: no paired table: no seed of any configuration shares a milestone or a final test "
+              f"score with {baseline} in the same setting (same steps, model and seed)\n")
     spread = seed_spread(runs, baseline)
     for setting in sorted({r["setting"] for r in spread}):
         print(spread_markdown([r for r in spread if r["setting"] == setting],
@@ -894,7 +899,12 @@ def main(argv=None):
     if args.figures:
         os.makedirs(args.figures, exist_ok=True)
     names = {c for s in runs.values() for c in s}
-    baseline = args.baseline or ("seq_only" if "seq_only" in names else "flat")
+    hrope_runs = "seq_only" not in names and ("flat" in names or any(n.endswith("_axial") for n in names))
+    baseline = args.baseline or ("flat" if hrope_runs else "seq_only")
+    if baseline not in names or len(names) < 2:   # nothing pairs: say what to train
+        missing = baseline if baseline not in names else "a second configuration (e.g. seq_depth)"
+        print(f"note: no paired table: {args.root} holds {', '.join(sorted(names))}; train {missing} "
+              "at the same seeds (python train.py --config NAME --seed K)\n")
     kinds = print_deltas(runs, baseline, args.figures)
     inter = print_interventions(runs)
     print_variants_and_attention(runs, baseline)

@@ -241,8 +241,10 @@ def corpus_stats(data_dir):
     p1_period). meta["settings"]["defaults"]: what the corpus's entry in corpora/ asks of
     train.py (preset on CUDA, recipe) and evaluate.py (attention shares)."""
     if not os.path.exists(os.path.join(data_dir, "meta.json")):
+        root = os.path.dirname(os.path.normpath(data_dir))
+        out = f" --out {root}" if os.path.normpath(root) != "data" else ""   # the --data typed, as --out
         sys.exit(f"error: {data_dir} is not prepared; "
-                 f"run `python prepare.py {os.path.basename(data_dir)}` first")
+                 f"run `python prepare.py {os.path.basename(data_dir)}{out}` first")
     with open(os.path.join(data_dir, "meta.json")) as f:
         meta = json.load(f)
     if "defaults" not in meta["settings"]:   # the corpus entry's preset, recipe, attention shares

@@ -79,3 +79,19 @@ def glob_stdlib(package):
     import glob
     import os
     return glob.glob(os.path.join(os.path.dirname(os.__file__), package, "*.py"))
+
+
+def test_analyze_after_the_quickstart_says_what_to_train(web, tmp_path, capsys):
+    """One configuration under out/web: not silence, but what would pair it."""
+    import analyze
+    train.main(["--config", "seq_depth", "--data", web, "--out", str(tmp_path), "--steps=1",
+                "--val_docs=2", "--test_docs=2", "--compile=0", "--bf16=0"])
+    capsys.readouterr()
+    analyze.main([str(tmp_path / "web")])
+    out = capsys.readouterr().out
+    assert "no paired table" in out and "train seq_only at the same seeds" in out
+
+
+def test_not_prepared_names_the_data_typed(tmp_path):
+    with pytest.raises(SystemExit, match=f"prepare.py json --out {tmp_path}"):
+        train.main(["--corpus", "json", "--config", "seq_only", "--data", str(tmp_path)])
