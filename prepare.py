@@ -151,6 +151,9 @@ def prepared(args, entry, items, dirs, settings, out_dir):
         ranks = tokenizer.train((d.text for n, d in docs if split[n] == "train"), args.vocab, args.bpe_bytes,
                                 entry.pattern)
         enc = tokenizer.encoding(ranks, entry.pattern)
+    if enc.n_vocab < args.vocab:   # too little training text for the entries asked
+        print(f"note: the BPE stopped at {enc.n_vocab:,} entries of the {args.vocab:,} asked (--vocab): the "
+              "training split has too little text; meta.json records both")
     with timed(seconds, "tiktoken_encode"):
         docs, all_ids = encode(args, entry, enc, docs, skipped, dirs)
     split = {name: split[name] for name, _ in docs}
@@ -333,6 +336,7 @@ def describe(args, entry, settings, docs, skipped, recs, stats, enc, split, seco
         "nodes_deeper_than_22_levels": stats["deeper_than_levels"],
         "records_dropped_long": stats["records_dropped_long"],
         "tokenizer": {"kind": "byte-level BPE (rustbpe, trained here)", "vocab": enc.n_vocab,
+                      "vocab_asked": args.vocab,
                       "pattern": entry.pattern,
                       "trained_on_bytes": min(args.bpe_bytes,
                                               sum(len(d.text) for n, d in docs if split[n] == "train"))},
@@ -385,6 +389,11 @@ def report(meta, docs):
         print(f"note: {w['documents']} document(s) have nodes with more than {trees.MAX_WIDTH} siblings "
               f"(kept; web pages that wide are skipped): the widest {w['widest']['file']}, "
               f"rank {w['widest']['rank']:,}")
+    held = sum(meta["splits"][s]["tokens"] for s in SPLITS)
+    if held < meta["tokens"]:
+        print(f"note: the splits' records hold {held:,} of the documents' {meta['tokens']:,} tokens "
+              f"(--long {meta['settings']['long']}: {meta['records_dropped_long']} long documents dropped, "
+              "or each cropped to its first --max_len tokens)")
     print(json.dumps({k: meta[k] for k in ("synthetic", "documents", "skipped", "tokens", "nodes_per_token",
                                            "sibling_rank_p99", "sibling_rank_max", "record_sibling_rank",
                                            "seconds")}, indent=1))

@@ -95,3 +95,25 @@ def test_analyze_after_the_quickstart_says_what_to_train(web, tmp_path, capsys):
 def test_not_prepared_names_the_data_typed(tmp_path):
     with pytest.raises(SystemExit, match=f"prepare.py json --out {tmp_path}"):
         train.main(["--corpus", "json", "--config", "seq_only", "--data", str(tmp_path)])
+
+
+def test_prepare_says_what_the_splits_hold_and_a_short_bpe(tmp_path, capsys):
+    """--long drop loses long pages: the tokens line is what the records hold, beside the documents';
+    a BPE that cannot reach --vocab says so, and meta.json keeps both numbers."""
+    import json
+    import os
+
+    import prepare
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(40):
+        words = " ".join(f"w{i}x{j}" for j in range(400 if i % 4 == 0 else 20))
+        (src / f"p{i}.html").write_text(f"<html><body><p>{words}</p></body></html>")
+    out = prepare.main(["web", "--src", str(src), "--out", str(tmp_path / "data"), "--vocab", "100000",
+                        "--long", "drop", "--workers", "1"])
+    printed = capsys.readouterr().out
+    meta = json.load(open(os.path.join(out, "meta.json")))
+    held = sum(meta["splits"][s]["tokens"] for s in ("train", "val", "test"))
+    assert held < meta["tokens"] and f"hold {held:,} of the documents' {meta['tokens']:,} tokens" in printed
+    assert f"the BPE stopped at {meta['tokenizer']['vocab']:,} entries of the 100,000 asked" in printed
+    assert meta["tokenizer"]["vocab_asked"] == 100000 and meta["tokenizer"]["vocab"] < 100000
