@@ -1,8 +1,15 @@
-"""Benchmarks (not tests): the rotation alone, eager against torch.compile and the Triton kernel.
-Run: python bench.py rotation [B T]   (default B=8, T=1,024)"""
+"""Benchmarks (not tests).
+    python bench.py rotation [B T]          # the rotation alone: eager, torch.compile, Triton (B=8, T=1,024)
+    python bench.py train [DATA] [STEPS]    # train.py's loop beside a bare loop (data/web, 60 steps)
+"""
+import math
+import os
+import statistics
 import sys
+import tempfile
 import time
 
+import numpy as np
 import torch
 
 import rotary
@@ -49,11 +56,84 @@ def rotation(config="seq_tree_depth", B=8, T=1024, H=2, D=128, reps=5):
     return out
 
 
+def bare_loop(data_dir, steps, seed=0, docs_per_step=16, mb_tokens=4096, lr=1.2e-3):
+    """The CPU scale's run written plainly: the same model, records, micro-batches, AdamW, clipping
+    and lr schedule as train.py, training steps only. Returns (tokens, seconds)."""
+    from data import Split, corpus_stats, pack
+    from model import GPT, GPTConfig
+    from settings import MODELS
+    meta, corpus = corpus_stats(data_dir)
+    cfg = GPTConfig(**MODELS["cpu"], vocab_size=meta["tokenizer"]["vocab"], rotary="seq_depth", corpus=corpus)
+    train = Split(data_dir, "train", cfg.max_len)
+    torch.manual_seed(seed)
+    model = GPT(cfg)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and not n.startswith("rotary")]
+    rest = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and not n.startswith("rotary"))]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                            lr=lr, betas=(0.9, 0.95))
+    warm, per_pass, tokens = max(1, int(0.02 * steps)), max(len(train) // docs_per_step, 1), 0
+    t0 = time.perf_counter()
+    for step in range(steps):
+        frac = (step - warm) / max(1, steps - 1 - warm)
+        for g in opt.param_groups:
+            g["lr"] = lr * (step + 1) / warm if step < warm else \
+                lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+        epoch, j = divmod(step, per_pass)
+        order = np.random.default_rng([seed, epoch]).permutation(len(train))
+        rows = order[j * docs_per_step:(j + 1) * docs_per_step]
+        n_tok = int((train.len[rows] - 1).sum())
+        for group in pack(train.len[rows], mb_tokens):
+            b = train.batch(rows[group], "cpu")
+            _, nll, _ = model(b["tokens"], model.rotary.coords(b), b["targets"])
+            (nll.sum() / n_tok).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        tokens += n_tok
+    return tokens, time.perf_counter() - t0
+
+
+def train_py(data_dir, steps, seed=0):
+    """train.py's loop as it runs (milestones and checkpoints included; setup and the final test
+    score not): (tokens, seconds)."""
+    import train
+    timed, loop = {}, train.train_loop
+
+    def clocked(run, *args):
+        t0 = time.perf_counter()
+        out = loop(run, *args)
+        timed["s"], timed["tokens"] = time.perf_counter() - t0, out[0][-1]["tokens"]
+        return out
+    train.train_loop = clocked
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            train.main(["--config", "seq_depth", "--data", os.path.dirname(data_dir), "--out", out,
+                        f"--steps={steps}", f"--seed={seed}", "--compile=0", "--bf16=0"])
+    finally:
+        train.train_loop = loop
+    return timed["tokens"], timed["s"]
+
+
+def training(data_dir="data/web", steps=60, reps=3):
+    """Median tokens/s of interleaved repetitions of each, fp32 eager, the threads torch has."""
+    rates = {"bare": [], "train.py": []}
+    for _ in range(reps):
+        for name, fn in (("bare", bare_loop), ("train.py", train_py)):
+            tokens, seconds = fn(data_dir, steps)
+            rates[name].append(tokens / seconds)
+    return {k: statistics.median(v) for k, v in rates.items()}
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["rotation"]:
+    if sys.argv[1:2] == ["train"]:
+        args = sys.argv[2:]
+        r = training(args[0] if args else "data/web", int(args[1]) if len(args) > 1 else 60)
+        print(f"tokens/s, median of 3 interleaved: bare loop {r['bare']:,.0f}, train.py {r['train.py']:,.0f} "
+              f"({r['train.py'] / r['bare']:.2f}x), {torch.get_num_threads()} threads")
+    elif sys.argv[1:2] == ["rotation"]:
         sizes = [int(a) for a in sys.argv[2:]]
         r = rotation(B=sizes[0], T=sizes[1]) if len(sizes) == 2 else rotation()
         print({k: round(v, 5) for k, v in r.items()})
         print(f"compile / eager time: {r['compile'] / r['eager']:.2f}")
     else:
-        sys.exit("usage: python bench.py rotation [B T]")
+        sys.exit("usage: python bench.py rotation [B T] | python bench.py train [DATA] [STEPS]")
