@@ -79,10 +79,10 @@ CONFIGS.update({
     # the target's sheet, row and column there; tree level 22, which no sheet token reaches, gives way
     "ref_own_group": lambda P, c: [seq(16), tree(range(1, 22), label="tree 42 (levels 1-21)"),
                                    tree(range(1, 4), source="refpath", label="reference sheet+row+col 6")],
-    # two corpora in one model (web_sheets): web pages write depth and workbooks their grid into
-    # one plane group, or each corpus has a group of its own
-    "two_corpus_shared": lambda P, c: [seq(16),
-                                       tree(range(1, 4), source="shared", label="shared: depth | grid 6")],
+    # two corpora in one model (web_sheets): web pages write depth and workbooks their grid into one
+    # group, level 1 without an offset as every depth plane (our reading), or each corpus its own
+    "two_corpus_shared": lambda P, c: [seq(16), pair("shared1", "shared: depth | sheet 2"),
+                                       tree(range(2, 4), source="shared", label="shared: row, column 4")],
     "two_corpus_own": lambda P, c: [seq(16), pair("owndepth", "web depth 2"),
                                     tree(range(1, 4), source="ownsheet", label="sheet grid 6")],
     # Figure 4's "label-on-depth variant" (our reading): the label on the depth planes, no extra plane

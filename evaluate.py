@@ -255,11 +255,17 @@ def by_kind(per, split, ids):
     """{'all': {...}, kind name: {...}}: mean NLL and token count; a kind is that of the token
     being predicted."""
     nll = np.concatenate([per[int(r)] for r in ids])
-    kind = np.concatenate([np.asarray(split.a["kind"][split.start[r] + 1:split.start[r] + split.len[r]])
-                           for r in ids]) if "kind" in split.a else np.zeros(len(nll), np.uint8)
+
+    def predicted(field):   # the field of each predicted token (a record's tokens after its first)
+        return np.concatenate([np.asarray(split.a[field][split.start[r] + 1:split.start[r] + split.len[r]])
+                               for r in ids])
+    kind = predicted("kind") if "kind" in split.a else np.zeros(len(nll), np.uint8)
     out = {"all": {"nll": float(nll.mean()), "tokens": int(len(nll))}}
-    for flag, name in trees.KIND_NAMES.items():
-        m = (kind & flag) > 0
+    masks = {name: (kind & flag) > 0 for flag, name in trees.KIND_NAMES.items()}
+    if "source" in split.a:   # the two-corpus model scored per corpus (appendix §2)
+        source = predicted("source")
+        masks.update({"corpus: web pages": source == 0, "corpus: spreadsheets": source == 1})
+    for name, m in masks.items():
         if m.any():
             out[name] = {"nll": float(nll[m].mean()), "tokens": int(m.sum())}
     return out, nll, kind

@@ -482,7 +482,8 @@ def describe(head_dim=128, n_layer=6):
 
 
 if __name__ == "__main__":
+    import rotary  # this file runs as __main__: the extensions register into the module `rotary`
     print(f"{'configuration':20} {'rotating planes':>15} {'learned':>8}  groups (128-wide head, 6 layers)")
-    for name, planes, n, groups in describe():
+    for name, planes, n, groups in rotary.describe():
         print(f"{name:20} {planes:>15} {n:>8}  {groups}")
     print("and any layer split by its letters, one per layer (s sequence, t tree, n none): e.g. ststststst")

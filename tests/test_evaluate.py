@@ -678,3 +678,31 @@ def test_depth_cells_leave_out_blocked_pairs():
     _, _, kept = compression.depth_cells(att, p1, 4, 3, exclude=blocked)
     assert all_pairs[2, 1] == 1 and kept[2, 1] == 0
     assert (np.delete(all_pairs.ravel(), 2 * 3 + 1) == np.delete(kept.ravel(), 2 * 3 + 1)).all()
+
+
+def test_the_two_corpus_model_is_scored_per_corpus(tmp_path):
+    """Appendix §2's two-corpus precursor reports web pages and spreadsheets apart: evaluate.py
+    splits every score by the record's source (real pages of python3-doc, real workbooks)."""
+    import glob
+    import shutil
+    pages = sorted(glob.glob("/usr/share/doc/python3-doc/html/library/*.html"))[:40]
+    shared = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared")
+    books = sorted(glob.glob(os.path.join(shared, "data", "workbooks", "*.xlsx")))[:40]
+    if len(pages) < 40 or len(books) < 40:
+        pytest.skip("needs python3-doc and ../shared/data/workbooks")
+    for sub, files in (("web", pages), ("sheets", books)):
+        os.makedirs(tmp_path / sub)
+        for f in files:
+            shutil.copy(f, tmp_path / sub)
+    out = str(tmp_path / "data")
+    prepare.main(["web_sheets", "--src", str(tmp_path / "web"), "--src", str(tmp_path / "sheets"),
+                  "--out", out, "--vocab", "400", "--workers", "1"])
+    run = train.main(["--corpus", "web_sheets", "--config", "two_corpus_shared", "--data", out,
+                      "--out", str(tmp_path / "out"), "--steps=1", "--val_docs=2", "--test_docs=8",
+                      "--compile=0", "--bf16=0"])
+    kinds = evaluate.main([run, "--interventions", "none", "--max_docs", "40"])["kinds"]
+    web, sheets = kinds["corpus: web pages"], kinds["corpus: spreadsheets"]
+    assert web["tokens"] > 0 and sheets["tokens"] > 0
+    assert web["tokens"] + sheets["tokens"] == kinds["all"]["tokens"]
+    mean = (web["nll"] * web["tokens"] + sheets["nll"] * sheets["tokens"]) / kinds["all"]["tokens"]
+    assert mean == pytest.approx(kinds["all"]["nll"], rel=1e-5)

@@ -89,3 +89,12 @@ def test_no_function_over_sixty_lines():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and lines > 60:
                 long.append(f"{os.path.relpath(path, ROOT)}:{node.name} ({lines})")
     assert long == []
+
+
+def test_rotary_lists_every_configuration():
+    """`python rotary.py` lists the core registry and the ones registered from configs.py and hrope/."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "rotary.py"], capture_output=True, text=True, cwd=ROOT).stdout
+    names = {line.split()[0] for line in out.splitlines()[1:-1]}
+    assert {"seq_depth", "two_corpus_shared", "ref_directed", "hrope_axial", "rand_axial"} <= names

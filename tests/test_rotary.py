@@ -332,7 +332,9 @@ def test_two_corpus_coordinates_by_hand():
            ("shared1", "shared2", "shared3", "owndepth", "ownsheet1", "ownsheet2", "ownsheet3")}
     assert got == {"shared1": [3, 0], "shared2": [-1, 4], "shared3": [-1, 6], "owndepth": [3, -1],
                    "ownsheet1": [-1, 0], "ownsheet2": [-1, 4], "ownsheet3": [-1, 6]}
-    assert Rotary("two_corpus_shared", 128, 1).count() == ([[22]], 12)     # 6 planes, two meanings
+    assert Rotary("two_corpus_shared", 128, 1).count() == ([[22]], 10)     # 6 planes, two meanings
+    level1 = [g for g in rotary.CONFIGS["two_corpus_shared"](64, None) if "shared1" in g.coord]
+    assert [g.offset for g in level1] == [False]      # web depth has no offset, as every depth plane
     assert Rotary("two_corpus_own", 128, 1).count() == ([[24]], 14)        # 2 + 6 planes
 
 
