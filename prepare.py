@@ -383,7 +383,9 @@ def report(meta, docs):
     for s in SPLITS:
         if not meta["splits"][s]["records"]:
             print(f"WARNING: the {s} split is empty ({len(docs)} documents, split 90/5/5 by name); "
-                  f"train.py refuses a corpus without {s} records: add documents")
+                  f"train.py refuses a corpus without {s} records: add documents"
+                  + ("" if meta["settings"].get("split") == "contiguous" else
+                     ", or pass --split contiguous (90/5/5 ranges in source order)"))
     if "wider_than_web_limit" in meta:
         w = meta["wider_than_web_limit"]
         print(f"note: {w['documents']} document(s) have nodes with more than {trees.MAX_WIDTH} siblings "

@@ -318,8 +318,10 @@ def resume(cfg, mcfg, model, opt, out_dir):
     ck = torch.load(os.path.join(out_dir, "ckpt.pt"), map_location=cfg["device"], weights_only=False)
     # a key the checkpoint lacks is newer than it, and its default keeps the old behaviour: compare
     # with that default (an hrope run from before --pack must not go on packed)
-    differ = [k for k in DEFAULTS if k not in RESUMABLE and ck["run"].get(k, DEFAULTS[k]) != cfg[k]]
-    differ += [f"model.{k}" for k, v in vars(mcfg).items() if ck["config"].get(k, v) != v]
+    differ = [f"{k}: {ck['run'].get(k, DEFAULTS[k])} there, {cfg[k]} now" for k in DEFAULTS
+              if k not in RESUMABLE and ck["run"].get(k, DEFAULTS[k]) != cfg[k]]
+    differ += [f"model.{k}: {ck['config'].get(k, v)} there, {v} now" for k, v in vars(mcfg).items()
+               if ck["config"].get(k, v) != v]
     differ += (["the tokeniser (data prepared again)"]
                * (ck["run"].get("tokenizer", cfg["tokenizer"]) != cfg["tokenizer"]))
     if differ:   # a mixed schedule or another model would be filed under this run's name

@@ -347,7 +347,8 @@ def shipped_sources(exts):
         dirs = args.src or [d for d in SHIPPED if os.path.isdir(d)]
         items = find_files(dirs, exts)
         if not items:
-            sys.exit(f"error: no {'/'.join(exts)} files under {dirs}; pass --src DIR")
+            sys.exit(f"error: no {'/'.join(exts)} files under {dirs}"
+                     + ("" if args.src else "; pass --src DIR"))
         return items, dirs
     return sources
 

@@ -532,7 +532,7 @@ def python_sources(args):
     dirs = args.src or [sysconfig.get_paths()["stdlib"]]
     files = find_files(dirs, (".py",))
     if not files:
-        sys.exit(f"error: no .py files under {dirs}; pass --src DIR")
+        sys.exit(f"error: no .py files under {dirs}" + ("" if args.src else "; pass --src DIR"))
     return files, dirs
 
 
@@ -562,7 +562,8 @@ def programs_sources(args):
         items = [x for found in tqdm(pool.imap(_programs_of, modules, chunksize=16), total=len(modules),
                                      desc="programs", unit="module") for x in found]
     if not items:
-        sys.exit(f"error: no top-level functions or classes of 3-60 lines under {dirs}; pass --src DIR")
+        sys.exit(f"error: no top-level functions or classes of 3-60 lines under {dirs}"
+                 + ("" if args.src else "; pass --src DIR"))
     if not args.src and len(items) > DEFAULT_PROGRAMS:   # the same programs on every run: by name
         items = sorted(items, key=lambda it: hashlib.sha1(it[0].encode("utf-8", "surrogatepass")).digest())
         items = sorted(items[:DEFAULT_PROGRAMS])

@@ -290,11 +290,11 @@ def test_resume_refuses_changed_settings_unless_started_over(tiny_python, tmp_pa
     ck = torch.load(os.path.join(run, "ckpt.pt"), weights_only=False)
     del ck["run"]["pack"]
     torch.save(ck, os.path.join(run, "ckpt.pt"))
-    with pytest.raises(SystemExit, match=r"\(pack\)"):
+    with pytest.raises(SystemExit, match=r"\(pack: False there, True now\)"):
         train.main(tiny_args(tiny_python, str(tmp_path), "--pack=1"))
-    for args, key in ((tiny_args(tiny_python, str(tmp_path), steps=3), "(steps)"),
-                      (tiny_args(tiny_python, str(tmp_path), "--lr=0.002"), "(lr)"),
-                      (tiny_args(tiny_python, str(tmp_path), "--n_layer=2"), "(model.n_layer)")):
+    for args, key in ((tiny_args(tiny_python, str(tmp_path), steps=3), "(steps: 2 there, 3 now)"),
+                      (tiny_args(tiny_python, str(tmp_path), "--lr=0.002"), "(lr: "),
+                      (tiny_args(tiny_python, str(tmp_path), "--n_layer=2"), "(model.n_layer: ")):
         with pytest.raises(SystemExit) as e:
             train.main(args)
         assert key in str(e.value) and "--resume=0" in str(e.value)
