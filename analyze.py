@@ -146,6 +146,12 @@ def setting_of(c):
     return r["corpus"], m["n_layer"], m["n_embd"], m["n_head"], m["max_len"], r["steps"], bool(r.get("pack"))
 
 
+def setting_name(s):
+    corpus, n_layer, n_embd, n_head, max_len, steps, packed = s
+    return (f"{corpus} {n_layer}L d{n_embd} {n_head}h ctx{max_len} {steps} steps"
+            + (" packed" if packed else ""))
+
+
 def load_runs(root, finished=False):
     """{setting: {config: {seed: run}}} from out/<corpus>/<config>/seed<k>/; with `finished`, only
     runs that wrote final.json (a seed still training would hold every pair to its milestone)."""
@@ -617,8 +623,8 @@ def write_csv(rows, path):
     with replacing(path) as tmp, open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["setting", "step", "baseline", "base_loss"] + COLUMNS)
         w.writeheader()
-        for r in rows:
-            w.writerow({k: r[k] for k in w.fieldnames})
+        for r in rows:   # the setting as words, not a tuple's repr
+            w.writerow({**{k: r[k] for k in w.fieldnames}, "setting": setting_name(r["setting"])})
 
 
 def references_markdown(data_dir, r):

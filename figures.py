@@ -51,14 +51,16 @@ def figure_gap(rows, baseline, out_dir):
 
 
 def figure_planes(rows, out_dir, planes):
-    """Fig. 4: gain against the number of extra rotary planes (log scale)."""
+    """Fig. 4: gain against the number of extra rotary planes (log scale); nothing drawn when no
+    configuration with extra planes pairs with the baseline."""
+    points = [(r, planes.get(r["config"], 0) - 16) for r in rows if planes.get(r["config"], 0) > 16]
+    if not points:
+        print("note: Fig. 4 not drawn: no configuration with extra planes pairs with the baseline")
+        return
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     table = []
-    for r in rows:
-        extra = planes.get(r["config"], 0) - 16
-        if extra <= 0:
-            continue
+    for r, extra in points:
         lo, hi = r["ppl_lo"], r["ppl_hi"]
         ax.errorbar([extra], [r["ppl_reduction"]],
                     yerr=[[r["ppl_reduction"] - lo], [hi - r["ppl_reduction"]]], fmt="o", capsize=3)
@@ -68,6 +70,7 @@ def figure_planes(rows, out_dir, planes):
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xlabel("extra rotary planes")
     ax.set_ylabel("perplexity reduction (%)")
+    ax.set_title(f"{rows[0]['setting'][0]}: gain against extra rotary planes (vs {rows[0]['baseline']})")
     fig.tight_layout()
     save_figure(fig, os.path.join(out_dir, "fig4_planes.png"))
     plt.close(fig)

@@ -639,3 +639,16 @@ def test_too_few_documents_are_not_identifiable_never_an_interval(tmp_path):
     np.savez(tmp_path / "a.npz", **acc)
     report = compression.depth_report(str(tmp_path / "a.npz"), draws=50)
     assert "not identifiable (3 document(s)" in report and "CI [" not in report
+
+
+def test_fig4_without_pairs_is_not_drawn_and_the_csv_names_the_setting(tmp_path, capsys):
+    import csv
+
+    import figures
+    figures.figure_planes([], str(tmp_path), {})
+    assert "Fig. 4 not drawn" in capsys.readouterr().out and not os.listdir(tmp_path)
+    row = {"setting": ("web", 4, 128, 1, 256, 200, False), "step": 200, "baseline": "seq_only",
+           "base_loss": 5.0, **{k: 0.0 for k in analyze.COLUMNS}}
+    analyze.write_csv([row], str(tmp_path / "t.csv"))
+    [got] = list(csv.DictReader(open(tmp_path / "t.csv")))
+    assert got["setting"] == "web 4L d128 1h ctx256 200 steps"
