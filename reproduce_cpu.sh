@@ -3,6 +3,10 @@
 #   python prepare.py python && python prepare.py web
 #   for c in code prose sheets; do python prepare.py $c --max_len 256; done
 #   bash reproduce_cpu.sh            # all stages;  bash reproduce_cpu.sh train  # one stage
+# Records are cut at 256 tokens, the context these runs train (settings.PREPARE), and web blocks are
+# joined by a space. RESULTS.md's python and web rows measured on records cut at 1,024 (web: blocks
+# joined by a newline) trained on their first 256 tokens; `prepare.py python --max_len 1024` and
+# `prepare.py web --max_len 1024 --blocks newline` come closest (web's <pre> text is kept as written).
 # A finished run (final.json present) is not re-run, so an interrupted study resumes where it stopped.
 # The runs are settings.py's CPU settings (cpu_python, cpu_web, cpu_programs, cpu_sheets, cpu_prose,
 # cpu_code; `python train.py --setting cpu_web --config seq_depth` is a run of `ten`), except where
@@ -67,7 +71,7 @@ if [ "$stage" = all ] || [ "$stage" = eval ]; then
   done
 fi
 
-# The ten-seed study (issue 17), its own output root. Seeds are the outer loop, so a study stopped
+# The ten-seed study (ten paired seeds), its own output root. Seeds are the outer loop, so a study stopped
 # early still pairs every configuration at the seeds it reached; finished runs are skipped.
 #   bash reproduce_cpu.sh ten      # train + evaluate + analyze;  ten_train / ten_eval / ten_analyze; ten_long, ten_vocab
 #   bash reproduce_cpu.sh ten_hrope   # prose and code under the hRoPE recipe; ten_hrope_train / _eval / _analyze
@@ -107,8 +111,8 @@ if [ "$stage" = ten_vocab ]; then
   python analyze.py ${OUT10}_v32k/python --finished > ${OUT10}_v32k/python/analysis.md
 fi
 
-# Python as small programs (issue 23: the appendix's corpus is programs, not modules) and the formats
-# beyond the papers (issue 26), ten seeds each, seeds the outer loop:
+# Python as small programs (the appendix's corpus is programs, not modules) and the formats beyond
+# the papers (JSON, XML, Markdown), ten seeds each, seeds the outer loop:
 #   python prepare.py programs --max_len 256; for c in json xml markdown; do python prepare.py $c --max_len 256; done
 #   bash reproduce_cpu.sh beyond      # train + evaluate + analyze;  SEEDS10="0 1 2" for some seeds
 if [ "$stage" = beyond ]; then
@@ -123,7 +127,7 @@ if [ "$stage" = beyond ]; then
   for c in programs json xml markdown; do python analyze.py $OUT10/$c --finished > $OUT10/$c/analysis.md; done
 fi
 
-# Paper 004 Table 1 under the Layer I reading of issue 22 (hrope/boundaries.py), on code at seeds 0-2:
+# Paper 004 Table 1 under our Layer I reading (REFERENCE.md; hrope/boundaries.py), on code at seeds 0-2:
 # hrope_axial and flat (flat: H0(1) exact); the other variants' Δ are 0 by construction (tests).
 if [ "$stage" = table1 ]; then
   OUT=$OUT10 bash sweep.sh code "hrope_axial flat" "0 1 2" 1 --steps 200 --preset cpu_hrope --milestones 10
@@ -131,10 +135,10 @@ if [ "$stage" = table1 ]; then
   python analyze.py --boundary $OUT10/code > $OUT10/code/boundary.md
 fi
 
-# Issue 22's re-runs: Tables 1, 3 and 13 on code, prose and webtext at seeds 0-2 under this wave's
-# readings (Layer I's sites and anchors, p1 counted in its document, Table 3 by the labels read,
-# Table 13 by documents with one hub choice pooled over the seeds). flat: Table 1's H0(1) check;
-# rand_axial: Table 3's control. Two runs at a time, one thread each (JOBS=1 for one).
+# Tables 1, 3 and 13 on code, prose and webtext at seeds 0-2 under REFERENCE.md's readings (Layer I's
+# sites and anchors, p1 counted in its document, Table 3 by the labels read, Table 13 by documents
+# with one hub choice pooled over the seeds). flat: Table 1's H0(1) check; rand_axial: Table 3's
+# control. Two runs at a time, one thread each (JOBS=1 for one).
 #   CORPORA22=code bash reproduce_cpu.sh tables22   # one corpus at a time
 #   all three: ~30 min a corpus on 2 cores (code 32 min; prose + webtext 58 min)
 #   prepare: for c in code prose webtext; do python prepare.py $c --max_len 256; done
@@ -158,7 +162,7 @@ if [ "$stage" = tables22 ]; then
 fi
 
 # hRoPE under paper 004's recipe at CPU scale (train.py picks hrope_cpu for code and prose on CPU):
-# prose flat / hrope_axial / rand_axial at ten seeds (issue 17); at seeds 0-2 also prose sent_axial
+# prose flat / hrope_axial / rand_axial at ten seeds; at seeds 0-2 also prose sent_axial
 # and period_axial, and code with all five (Tables 1, 2, 3, 5, 8, 9, 12, 13, the reverse substitution).
 #   prepare: python prepare.py prose --max_len 256; python prepare.py code --max_len 256
 HRSTEPS=200

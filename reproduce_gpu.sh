@@ -88,12 +88,12 @@ TRITON_INTERPRET=0 python -m pytest -q tests/test_rotary.py -k "triton or every 
 echo "== 2. rotation fwd+bwd, seq_tree_depth, H=2, D=128"
 for size in "8 1024" "8 4096"; do echo "B T = $size"; TRITON_INTERPRET=0 python bench.py rotation $size; done
 echo "== 3. aggregate training tokens/s"
-python prepare.py python --workers 16 | tail -4
+python prepare.py python --max_len 1024 --out data_1024 --workers 16 | tail -4   # the paper preset's context
 for jobs in ${JOBS:-1 2 8 16}; do
   rm -rf /tmp/agg
   t0=$(date +%s.%N)
   OUT=/tmp/agg bash sweep.sh python seq_depth "$(seq -s ' ' 0 $((jobs - 1)))" "$jobs" --steps "$STEPS" --val_docs 64 \
-    --test_docs 64 --milestones 2
+    --test_docs 64 --milestones 2 --data data_1024
   t1=$(date +%s.%N)
   python - "$jobs" "$t0" "$t1" <<'PY'
 import glob, json, sys

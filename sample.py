@@ -91,6 +91,11 @@ def sample(model, corpus, stats, enc, tok_len, prompt, max_new_tokens, temperatu
     ids = enc.encode(prompt)
     if not ids:
         sys.exit("error: --prompt is empty")
+    if len(ids) >= model.cfg.max_len:
+        sys.exit(f"error: the prompt is {len(ids):,} tokens and the model's context {model.cfg.max_len:,}: "
+                 "no room to generate; shorten --prompt")
+    if parses(corpus, prompt):
+        sys.exit(f"error: the prompt is already a whole {corpus} document: nothing to generate")
     steps = [online_coords(corpus, ids[:i + 1], enc, tok_len) for i in range(len(ids))]
     for _ in range(min(max_new_tokens, model.cfg.max_len - len(ids))):
         b = {k: torch.as_tensor(np.stack([s[k] for s in steps]))[None] for k in steps[0]}
@@ -137,8 +142,10 @@ def main(argv=None):
     trained = f"{args.run}: trained {run['steps']} steps of {run['docs_per_step']} records"
     if None in ok:
         print(f"\n{len(texts)} samples ({run['corpus']}: any text is a document; {trained})")
-    else:
-        print(f"\n{sum(ok)}/{len(texts)} samples parse as {run['corpus']} ({trained})")
+    else:   # generation stops when the text parses, so the others ran out of tokens unclosed
+        print(f"\n{sum(ok)}/{len(texts)} samples parse as {run['corpus']}; {len(ok) - sum(ok)} ran out of "
+              f"tokens (--max_new_tokens {args.max_new_tokens}, context {model.cfg.max_len}) before their "
+              f"document closed ({trained})")
     return texts
 
 

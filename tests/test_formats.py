@@ -230,7 +230,11 @@ def test_sample_py_end_to_end(tiny, tmp_path, capsys):
     texts = sample.main([run, "--num_samples", "2", "--max_new_tokens", "20", "--seed", "1"])
     out = capsys.readouterr().out
     assert len(texts) == 2 and all(t.startswith("{") for t in texts)
-    assert "/2 samples parse as json" in out
+    assert "/2 samples parse as json" in out and "ran out of tokens (--max_new_tokens 20, context 128)" in out
+    with pytest.raises(SystemExit, match="already a whole json document"):
+        sample.main([run, "--prompt", "{}"])
+    with pytest.raises(SystemExit, match="the model's context 128: no room to generate"):
+        sample.main([run, "--prompt", '{"a": [' + "1, " * 200])
     cfg = json.load(open(os.path.join(run, "config.json")))
     cfg["run"]["corpus"] = "python"
     json.dump(cfg, open(os.path.join(run, "config.json"), "w"))
