@@ -17,6 +17,12 @@ STEPS=200          # x 16 records of <= 256 tokens: ~0.8 M tokens per run
 HSTEPS=120         # hRoPE runs (code, prose): 4 layers, d=128, 2 heads of 64, context 256
 OUT=out
 stage=${1:-all}
+STAGES="all train eval analyze sheets beyond hrope table1 tables22 ten ten_train ten_eval ten_analyze ten_long
+ten_vocab ten_hrope ten_hrope_train ten_hrope_eval ten_hrope_analyze"
+if ! grep -qw -- "$stage" <<< "$STAGES"; then
+  echo "error: unknown stage '$stage'; stages: $(echo $STAGES)" >&2
+  exit 2
+fi
 
 ev() {  # run [evaluate.py options]: a finished run not yet evaluated
   [ -f "$1/final.json" ] && [ ! -f "$1/eval_test.json" ] || return 0

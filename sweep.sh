@@ -12,6 +12,10 @@
 # exits non-zero if any run failed, after the others have finished.
 set -euo pipefail
 cd "$(dirname "$0")"
+if [ $# -lt 3 ]; then
+  echo 'usage: bash sweep.sh CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]' >&2
+  exit 2
+fi
 export CORPUS=$1 OUT=${OUT:-out} TRAIN_ARGS="${*:5}"
 configs=$2 seeds=$3 jobs=${4:-1}
 

@@ -117,3 +117,10 @@ def test_prepare_says_what_the_splits_hold_and_a_short_bpe(tmp_path, capsys):
     assert held < meta["tokens"] and f"hold {held:,} of the documents' {meta['tokens']:,} tokens" in printed
     assert f"the BPE stopped at {meta['tokenizer']['vocab']:,} entries of the 100,000 asked" in printed
     assert meta["tokenizer"]["vocab_asked"] == 100000 and meta["tokenizer"]["vocab"] < 100000
+
+
+def test_scripts_refuse_what_they_cannot_run():
+    for cmd, said in ((["bash", "reproduce_cpu.sh", "tne"], "unknown stage 'tne'"),
+                      (["bash", "sweep.sh"], "usage: bash sweep.sh CORPUS")):
+        out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert out.returncode == 2 and said in out.stderr and out.stderr.count("\n") == 1
