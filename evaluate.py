@@ -316,6 +316,8 @@ def parse(argv):
     if args.label_draws < 1:
         ap.error("--label_draws must be at least 1")
     args.attention |= args.rotation_off
+    if args.max_docs is not None and args.max_docs < 1:
+        ap.error("--max_docs must be at least 1")
     return args
 
 
@@ -443,9 +445,15 @@ def main(argv=None):
     cfg["device"] = "cpu" if not torch.cuda.is_available() else cfg["device"]
     model.to(cfg["device"])
     data_dir = os.path.join(args.data or cfg["data"], cfg["corpus"])
+    meta, corpus = corpus_stats(data_dir)              # first: a missing folder is one line
     tokenizer.check(data_dir, cfg.get("tokenizer"))
-    meta, corpus = corpus_stats(data_dir)
     split = Split(data_dir, args.split, model.cfg.max_len)
+    if args.rotation_off and not meta["settings"]["defaults"]["attention"]:
+        raise SystemExit(f"error: --rotation_off: the {cfg['corpus']} corpus defines no attention shares "
+                         "to compare (its entry in corpora/)")
+    if args.demo and "p" not in split.a:
+        raise SystemExit("error: --demo is paper 004's Fig. 1: it needs paragraph coordinates "
+                         "(data of prepare.py prose, code or webtext)")
     n = len(split) if args.max_docs is None else min(args.max_docs, len(split))
     if n == 0:
         raise SystemExit(f"error: the {args.split} split of {data_dir} has no records")

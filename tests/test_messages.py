@@ -124,3 +124,16 @@ def test_scripts_refuse_what_they_cannot_run():
                       (["bash", "sweep.sh"], "usage: bash sweep.sh CORPUS")):
         out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=60)
         assert out.returncode == 2 and said in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_evaluate_refusals_name_what_was_typed(web, tmp_path, capsys):
+    import evaluate
+    run = train.main(["--config", "seq_only", "--data", web, "--out", str(tmp_path), "--steps=1",
+                      "--val_docs=2", "--test_docs=2", "--compile=0", "--bf16=0"])
+    with pytest.raises(SystemExit, match=f"{tmp_path}/missing/web is not prepared"):
+        evaluate.main([run, "--data", str(tmp_path / "missing")])
+    with pytest.raises(SystemExit):
+        evaluate.main([run, "--max_docs", "0"])
+    assert "--max_docs must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="--demo is paper 004's Fig. 1: it needs paragraph coordinates"):
+        evaluate.main([run, "--demo"])
