@@ -333,6 +333,17 @@ def hub_checks(run_dirs, runs, split, pooled, gate):
     return out
 
 
+def _band(r, draws):
+    """A row's 95% CI, or why it has none."""
+    if r.get("documents", MIN_CLUSTERS) < MIN_CLUSTERS:
+        return f"not identifiable ({r['documents']} documents; the bootstrap needs {MIN_CLUSTERS})"
+    if r["ci"] is None:
+        return "—"
+    if isinstance(r["ci"], int):
+        return f"not identifiable ({r['ci']} of {draws} draws without a well)"
+    return f"[{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]"
+
+
 def hub_markdown(table, title):
     rows, sweep, draws, checks = table
 
@@ -352,10 +363,7 @@ def hub_markdown(table, title):
     for r in rows:
         spread = f" ± {r['std']:.3f}" if r["std"] is not None and not math.isnan(r["std"]) else ""
         u = fmt(r["U"]) + ("†" if r["fallback"] else "") + spread
-        band = ("—" if r["ci"] is None else f"not identifiable ({r['ci']} of {draws} draws without a well)"
-                if isinstance(r["ci"], int) else f"[{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]")
-        if r.get("documents", MIN_CLUSTERS) < MIN_CLUSTERS:
-            band = f"not identifiable ({r['documents']} documents; the bootstrap needs {MIN_CLUSTERS})"
+        band = _band(r, draws)
         first = r["condition"] == "original"
         lines.append(f"| {r['condition']} | {u} | {band} | {'—' if first else pct(r['removed'])} | "
                      f"{r['U1']:+.3f} | {'—' if first else pct(r['removed_U1'])} | {pairs(r)} |")
