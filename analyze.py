@@ -32,7 +32,8 @@ from scipy import stats
 
 import figures
 import trees
-from data import reference_stats, replacing
+from configs import reference_stats
+from data import replacing
 from hrope import boundaries, candidates, compression, hubs
 from hrope.compression import ci, resample_weights
 from rotary import Rotary

@@ -1,10 +1,16 @@
 """The depth-perception appendix's rarer position configurations, with the coordinates they read:
 reference rotation and the directed offset (§5), two corpora in one model (§2, the precursor),
-and the label written on the depth planes. Importing this module registers them into rotary's
-tables (rotary.py imports it the first time one of these names is asked for).
+and the label written on the depth planes; and the reference statistics (analyze.py --references).
+Importing this module registers them into rotary's tables (rotary.py imports it the first time one
+of these names is asked for).
 """
+import os
+from collections import defaultdict
+
+import numpy as np
 import torch
 
+from data import SPLITS, load_split
 from rotary import CONFIGS, COORDINATES, EXTRA, LEVELS, pair, seq, tree
 
 
@@ -90,3 +96,42 @@ CONFIGS.update({
 })
 directed("ref_directed", range(1, 4))                 # one constant per plane (6)
 directed("ref_directed_one", range(1, 4), shared=True)   # the literal one angle on all six
+
+
+# ----------------------------------------------------------------- reference statistics ----
+def reference_counts(path, ref_path, starts):
+    """Reference counts over per-token fields (appendix §5): path and ref_path (tokens, 22), -1 absent,
+    and the indices where records start. A reference is a run of tokens of one node (one path, one
+    target) inside a record; a token is affected where reference rotation changes a level (one both
+    have that differs: configs._refpath); whole-path overwrite gives a use its target's path length."""
+    path, ref = np.asarray(path), np.asarray(ref_path)
+    is_ref = (ref >= 0).any(1)
+    new = np.ones(len(path), bool)
+    new[1:] = (path[1:] != path[:-1]).any(1) | (ref[1:] != ref[:-1]).any(1)
+    new[starts] = True
+    first = np.flatnonzero(new & is_ref)
+    P, R = path[first], ref[first]
+    lost = (P >= 0).sum(1) - (R >= 0).sum(1)
+    return {"tokens": len(path), "reference_tokens": int(is_ref.sum()),
+            "affected": int(((ref >= 0) & (path >= 0) & (ref != path)).any(1).sum()),
+            "references": len(first), "other_level1": int(((R[:, 0] >= 0) & (R[:, 0] != P[:, 0])).sum()),
+            "shorter": int((lost > 0).sum()), "lost_shorter": int(lost[lost > 0].sum()),
+            "lost": int(lost.sum())}
+
+
+def reference_stats(data_dir, chunk=4096):
+    """reference_counts summed over a prepared corpus's splits, `chunk` records at a time."""
+    total = defaultdict(int)
+    for split in SPLITS:
+        if not os.path.exists(os.path.join(data_dir, f"{split}_ref_path.npy")):
+            continue
+        a = load_split(data_dir, split)
+        starts, n = a["doc_start"], len(a["doc_start"]) - 1      # record k: starts[k]:starts[k + 1]
+        for lo in range(0, n, chunk):
+            hi = min(lo + chunk, n)
+            s, e = starts[lo], starts[hi]
+            for k, v in reference_counts(a["path"][s:e], a["ref_path"][s:e], starts[lo:hi] - s).items():
+                total[k] += v
+    if not total:
+        raise SystemExit(f"error: {data_dir} holds no reference targets (prepare.py python or sheets)")
+    return total

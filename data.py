@@ -14,7 +14,6 @@ import glob
 import json
 import os
 import sys
-from collections import defaultdict
 
 import numpy as np
 import torch
@@ -306,24 +305,6 @@ def record_docs(split, ids):
     return np.asarray(ids)
 
 
-def fill_blocks(order, lengths, block, open_blocks):
-    """Records, in the order given, laid into blocks of at most `block` tokens (paper 004 Table 11's
-    "batch 16" of "block size 1024", packed: our reading): each record goes into the first of the
-    last `open_blocks` blocks with room for it, else starts a block. No record is split, so every
-    window starts where a record does. Returns lists of record ids, one per block."""
-    blocks, room = [], []
-    for r in order:
-        L = int(lengths[r])
-        j = next((j for j in range(max(0, len(blocks) - open_blocks), len(blocks)) if room[j] >= L), None)
-        if j is None:
-            blocks.append([])
-            room.append(block)
-            j = len(blocks) - 1
-        blocks[j].append(int(r))
-        room[j] -= L
-    return blocks
-
-
 def pack(lengths, budget):
     """Group records (sorted by length) into micro-batches of at most `budget` padded tokens.
     Returns lists of positions into `lengths`; no record is split."""
@@ -356,45 +337,6 @@ def coords_for(model, b, corpus, generator=None, depth_dropout=0.0):
         drop = torch.rand(b["depth"].shape[0], generator=generator, device=b["depth"].device) < depth_dropout
         b["depth"] = torch.where(drop[:, None], torch.full_like(b["depth"], -1), b["depth"])
     return model.rotary.coords(b, generator)
-
-
-# ----------------------------------------------------------------- reference statistics ----
-def reference_counts(path, ref_path, starts):
-    """Reference counts over per-token fields (appendix §5): path and ref_path (tokens, 22), -1 absent,
-    and the indices where records start. A reference is a run of tokens of one node (one path, one
-    target) inside a record; a token is affected where reference rotation changes a level (one both
-    have that differs: configs._refpath); whole-path overwrite gives a use its target's path length."""
-    path, ref = np.asarray(path), np.asarray(ref_path)
-    is_ref = (ref >= 0).any(1)
-    new = np.ones(len(path), bool)
-    new[1:] = (path[1:] != path[:-1]).any(1) | (ref[1:] != ref[:-1]).any(1)
-    new[starts] = True
-    first = np.flatnonzero(new & is_ref)
-    P, R = path[first], ref[first]
-    lost = (P >= 0).sum(1) - (R >= 0).sum(1)
-    return {"tokens": len(path), "reference_tokens": int(is_ref.sum()),
-            "affected": int(((ref >= 0) & (path >= 0) & (ref != path)).any(1).sum()),
-            "references": len(first), "other_level1": int(((R[:, 0] >= 0) & (R[:, 0] != P[:, 0])).sum()),
-            "shorter": int((lost > 0).sum()), "lost_shorter": int(lost[lost > 0].sum()),
-            "lost": int(lost.sum())}
-
-
-def reference_stats(data_dir, chunk=4096):
-    """reference_counts summed over a prepared corpus's splits, `chunk` records at a time."""
-    total = defaultdict(int)
-    for split in SPLITS:
-        if not os.path.exists(os.path.join(data_dir, f"{split}_ref_path.npy")):
-            continue
-        a = load_split(data_dir, split)
-        starts, n = a["doc_start"], len(a["doc_start"]) - 1      # record k: starts[k]:starts[k + 1]
-        for lo in range(0, n, chunk):
-            hi = min(lo + chunk, n)
-            s, e = starts[lo], starts[hi]
-            for k, v in reference_counts(a["path"][s:e], a["ref_path"][s:e], starts[lo:hi] - s).items():
-                total[k] += v
-    if not total:
-        raise SystemExit(f"error: {data_dir} holds no reference targets (prepare.py python or sheets)")
-    return total
 
 
 if __name__ == "__main__":

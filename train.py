@@ -52,7 +52,6 @@ from data import (
     atomic_save,
     coords_for,
     corpus_stats,
-    fill_blocks,
     owned,
     pack,
     replacing,
@@ -206,30 +205,6 @@ def step_records(n_records, docs_per_step, step, seed):
     epoch, j = divmod(step, per_pass)
     perm = np.random.default_rng([seed, epoch]).permutation(n_records)
     return perm[j * docs_per_step:(j + 1) * docs_per_step]
-
-
-def step_blocks(lengths, block, blocks_per_step, seed):
-    """--pack: steps of `blocks_per_step` blocks of `block` tokens (paper 004 Table 11). Each pass
-    lays a seeded permutation of the records, as step_records draws them, into blocks (fill_blocks,
-    a record into one of the step's open blocks), so no step is mostly padding. Returns
-    (step -> its blocks, the steps in the first pass)."""
-    passes = []   # each pass's blocks, laid out once
-
-    def blocks_of(epoch):
-        order = np.random.default_rng([seed, epoch]).permutation(len(lengths))
-        return fill_blocks(order, lengths, block, blocks_per_step)
-
-    def at(step):
-        epoch = 0
-        while True:
-            if epoch == len(passes):
-                passes.append(blocks_of(epoch))
-            n = max(len(passes[epoch]) // blocks_per_step, 1)
-            if step < n:
-                return passes[epoch][step * blocks_per_step:(step + 1) * blocks_per_step]
-            step, epoch = step - n, epoch + 1
-    at(0)         # lays out the first pass, whose length --passes counts in
-    return at, max(len(passes[0]) // blocks_per_step, 1)
 
 
 def lr_at(step, steps, peak, floor=0.1):
@@ -430,59 +405,12 @@ def save(out_dir, log, state):
     atomic_save(state, os.path.join(out_dir, "ckpt.pt"))
 
 
-def pick_lr(losses):
-    """The sweep's rate: the lowest mean final validation loss over the swept configurations (our
-    reading of "All four were best at 0.0012"; with one configuration, its best).
-    losses: {(config, lr): loss}."""
-    rates = sorted({r for _, r in losses})
-    mean = {r: np.mean([v for (_, q), v in losses.items() if q == r]) for r in rates}
-    return min(rates, key=lambda r: mean[r])
-
-
-def lr_sweep(cfg, argv):
-    """Appendix §4 "Learning rates": the setting's swept configurations at each of its rates, each a
-    run of the sweep's steps (--steps overrides) with its own schedule, one after another under
-    <out>/lr_sweep; a finished run is read back, a diverged one (non-finite loss) counts as infinite.
-    Prints the final validation losses and the rate picked; writes lr_sweep.json; returns the rate."""
-    sweep = SETTINGS[cfg["setting"]]["sweep"]
-    steps = cfg["steps"] if "steps" in cfg["given"] else sweep["steps"]
-    out = os.path.join(cfg["out"], "lr_sweep")
-    losses = {}
-    for config in sweep["configs"]:
-        for lr in sweep["rates"]:
-            run = [f"--config={config}", f"--lr={lr}", f"--steps={steps}", f"--name={config}_lr{lr:g}",
-                   f"--out={out}"]
-            final = os.path.join(out, cfg["corpus"], f"{config}_lr{lr:g}", f"seed{cfg['seed']}", "final.json")
-            if not os.path.exists(final):
-                try:
-                    main([*argv, "--lr_sweep=0", *run])
-                except SystemExit as e:
-                    if e.code != 2:                 # 2: stopped on a non-finite loss
-                        raise
-            losses[config, lr] = math.inf
-            if os.path.exists(final):
-                with open(final) as f:
-                    losses[config, lr] = json.load(f)["val_loss"]
-    best = pick_lr(losses)
-    print(f"\nlr sweep, setting {cfg['setting']}: {len(sweep['rates'])} rates x {steps} steps, "
-          f"seed {cfg['seed']}; final validation loss (inf: diverged)\n| config | "
-          + " | ".join(f"{r:g}" for r in sweep["rates"]) + " |")
-    for config in sweep["configs"]:
-        print(f"| {config} | " + " | ".join(f"{losses[config, r]:.4f}" for r in sweep["rates"]) + " |")
-    print(f"picked lr {best:g}: the lowest mean final validation loss over {len(sweep['configs'])} "
-          "configuration(s) "
-          f"(the setting's lr: {SETTINGS[cfg['setting']]['lr']:g})")
-    write_json({"setting": cfg["setting"], "steps": steps, "seed": cfg["seed"], "picked": best,
-                "losses": [{"config": c, "lr": r, "val_loss": v} for (c, r), v in losses.items()]},
-               os.path.join(out, cfg["corpus"], "lr_sweep.json"))
-    return best
-
-
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     cfg, model_over, origin = parse(argv)
     if cfg["lr_sweep"]:
-        return lr_sweep(cfg, argv)
+        from lr_sweep import lr_sweep  # a setting's lr sweep: runs of this file, one after another
+        return lr_sweep(cfg, argv, main)
     rank, world = start_processes(cfg)
     run = plan(cfg, model_over, origin, rank == 0)
     with owned(run.out_dir, "the run") if run.master else contextlib.nullcontext():
@@ -549,6 +477,7 @@ def plan(cfg, model_over, origin, master):
                              else min(cfg["test_docs"], len(run.test)))
     per_pass = max(len(run.train) // cfg["docs_per_step"], 1)
     if cfg["pack"]:
+        from hrope.packing import step_blocks  # paper 004 Table 11's packed blocks
         run.blocks, per_pass = step_blocks(run.train.len, run.mcfg.max_len, cfg["docs_per_step"], cfg["seed"])
     if cfg["passes"] is not None:   # a pass: "the number of steps it takes to show the model every training
         cfg["steps"] = max(1, round(cfg["passes"] * per_pass))   # record once"

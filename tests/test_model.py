@@ -16,7 +16,7 @@ import torch
 import data
 import rotary
 import train
-from hrope import hubs
+from hrope import hubs, packing
 from model import GPT, GPTConfig
 
 B, T, CUT = 2, 12, 5
@@ -96,7 +96,7 @@ def test_a_packed_step_scores_every_record_as_if_alone(tiny_python, tmp_path):
     logged = json.loads(open(os.path.join(run, "log.jsonl")).readline())["train_loss"]
     cfg = json.load(open(os.path.join(run, "config.json")))
     split = data.Split(os.path.join(tiny_python, "python"), "train", 256)
-    blocks = train.step_blocks(split.len, 256, 3, 5)[0](0)
+    blocks = packing.step_blocks(split.len, 256, 3, 5)[0](0)
     assert len(blocks) == 3 and max(len(b) for b in blocks) > 1              # the case that matters
     assert all(split.len[b].sum() <= 256 for b in blocks)
     torch.manual_seed(5)

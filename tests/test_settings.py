@@ -11,6 +11,7 @@ from conftest import stdlib_files
 
 import corpora
 import data
+import lr_sweep
 import prepare
 import settings
 import train
@@ -223,7 +224,7 @@ def test_a_diverged_best_milestone_run_is_reported(cpu_python, tmp_path):
 def test_pick_lr_takes_the_lowest_mean_over_configurations():
     # a prefers 1e-3, b 2e-3
     losses = {("a", 1e-3): 1.0, ("a", 2e-3): 2.0, ("b", 1e-3): 3.0, ("b", 2e-3): 1.5}
-    assert train.pick_lr(losses) == 2e-3
+    assert lr_sweep.pick_lr(losses) == 2e-3
 
 
 def test_lr_sweep_runs_every_rate_and_picks(cpu_python, tmp_path, monkeypatch, capsys):

@@ -13,6 +13,7 @@ import pytest
 from openpyxl.formula.tokenizer import Tokenizer
 from openpyxl.workbook.defined_name import DefinedName
 
+import configs
 import data
 import prepare
 import trees
@@ -284,7 +285,7 @@ def test_prepare_sheets_synthetic(tmp_path, capsys):
     assert (a["ref_path"][~is_ref, 0] < 0).all()
     assert (a["depth"][a["path"][:, 0] >= 0] >= 3).all()             # cell tokens sit under sheet/row/col
     # a reference merged into a token of its neighbour is lost
-    refs = data.reference_stats(d)
+    refs = configs.reference_stats(d)
     assert 0 < refs["references"] <= meta["references"] and 0 < refs["other_level1"] < refs["references"]
 
 
@@ -325,7 +326,7 @@ def test_reference_statistics_on_a_planted_workbook(tmp_path, capsys):
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)
     rec = {**data.token_coords(doc, ids, np.ones(256, np.int64)), "tokens": ids, "doc": 0}
     data.write_split(str(tmp_path), "train", [rec])
-    assert data.reference_stats(str(tmp_path)) == {"tokens": 37, "reference_tokens": 15, "affected": 13,
+    assert configs.reference_stats(str(tmp_path)) == {"tokens": 37, "reference_tokens": 15, "affected": 13,
                                                    "references": 5, "other_level1": 1, "shorter": 5,
                                                    "lost_shorter": 6, "lost": 6}
     analyze.main(["--references", str(tmp_path)])
@@ -333,5 +334,5 @@ def test_reference_statistics_on_a_planted_workbook(tmp_path, capsys):
     # two records cut between the two B1 tokens of A2's range: the reference counts once in each
     rec2 = [{k: v[s:e] for k, v in rec.items() if k != "doc"} | {"doc": 0} for s, e in ((0, 20), (20, 37))]
     data.write_split(str(tmp_path), "train", rec2)
-    assert data.reference_stats(str(tmp_path))["references"] == \
-        data.reference_stats(str(tmp_path), chunk=1)["references"] == 6
+    assert configs.reference_stats(str(tmp_path))["references"] == \
+        configs.reference_stats(str(tmp_path), chunk=1)["references"] == 6

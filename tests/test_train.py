@@ -13,6 +13,7 @@ import machine
 import prepare
 import tokenizer
 import train
+from hrope import packing
 from model import GPT, GPTConfig
 
 TINY = ["--preset=cpu", "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4",
@@ -82,10 +83,10 @@ def test_blocks_fill_by_hand():
     """fill_blocks: lengths 5 3 4 2 6 in a block of 8 with 2 open blocks: 5 opens block 0 (room 3),
     3 fills it, 4 opens block 1 (room 4), 2 goes to block 1 (block 0 is full), 6 fits neither: block 2.
     Lengths 6 5 2: with two open blocks the 2 goes back into block 0; with one (next-fit), into block 1."""
-    assert data.fill_blocks(range(5), [5, 3, 4, 2, 6], 8, 2) == [[0, 1], [2, 3], [4]]
-    assert data.fill_blocks(range(3), [6, 5, 2], 8, 2) == [[0, 2], [1]]
-    assert data.fill_blocks(range(3), [6, 5, 2], 8, 1) == [[0], [1, 2]]
-    at, per_pass = train.step_blocks(np.array([300, 700, 200, 900, 100, 1000, 24] * 30), 1024, 4, seed=3)
+    assert packing.fill_blocks(range(5), [5, 3, 4, 2, 6], 8, 2) == [[0, 1], [2, 3], [4]]
+    assert packing.fill_blocks(range(3), [6, 5, 2], 8, 2) == [[0, 2], [1]]
+    assert packing.fill_blocks(range(3), [6, 5, 2], 8, 1) == [[0], [1, 2]]
+    at, per_pass = packing.step_blocks(np.array([300, 700, 200, 900, 100, 1000, 24] * 30), 1024, 4, seed=3)
     seen = [r for step in range(per_pass) for b in at(step) for r in b]
     assert len(seen) == len(set(seen))                                # a record once per pass
     assert all(len(at(s)) == 4 for s in range(per_pass + 3))          # and on into the next pass

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from conftest import stdlib_files
 
+import configs
 import data
 import trees
 from corpora import python as pycorpus
@@ -354,6 +355,6 @@ def test_python_reference_statistics_by_hand(tmp_path):
     assert doc.text == "FunctionDef f arguments =:x0 Assign x1 =x0 Return Add x1 x0"
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)
     c = data.token_coords(doc, ids, np.ones(256, np.int64))
-    assert data.reference_counts(c["path"], c["ref_path"], [0]) == {
+    assert configs.reference_counts(c["path"], c["ref_path"], [0]) == {
         "tokens": 59, "reference_tokens": 10, "affected": 10, "references": 3, "other_level1": 0,
         "shorter": 2, "lost_shorter": 2, "lost": 2}
