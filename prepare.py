@@ -104,13 +104,24 @@ def split_of(name):
     return "train" if h < 90 else "val" if h < 95 else "test"
 
 
+def package(name):
+    """The package a document comes from: its first folder (below the source's index, for programs)."""
+    parts = name.split("::")[0].split("/")
+    return "/".join(parts[:2 if parts[0].isdigit() else 1]) if len(parts) > 1 else name
+
+
 def contiguous_split(names):
     """Appendix §2 on Python: "The splits are contiguous record ranges over an unshuffled corpus":
-    the documents in the order their sources list them, the first 90% train, then 5% val, 5% test
-    (the paper gives no proportions; ours)."""
-    n = len(names)
+    the first 90% train, then 5% val, 5% test (the proportions are ours). Our reading of the order:
+    round-robin over packages, each in its sources' order, so no split is one package."""
+    by = collections.defaultdict(list)
+    for name in names:
+        by[package(name)].append(name)
+    queues = list(by.values())
+    order = [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
+    n = len(order)
     return {name: "train" if i < 0.9 * n else "val" if i < 0.95 * n else "test"
-            for i, name in enumerate(names)}
+            for i, name in enumerate(order)}
 
 
 def _size(src):
@@ -324,7 +335,9 @@ def describe(args, entry, settings, docs, skipped, recs, stats, enc, split, seco
     meta = {
         "settings": settings, "synthetic": any(d.synthetic for _, d in docs),
         "documents": len(docs), "skipped": dict(skipped), "skipped_total": sum(skipped.values()),
-        "splits": counts, "tokens": stats["tokens"], "nodes": stats["nodes"],
+        "splits": counts,
+        **({"split_packages": {s: len({package(n) for n, v in split.items() if v == s}) for s in SPLITS}}
+           if args.split == "contiguous" else {}), "tokens": stats["tokens"], "nodes": stats["nodes"],
         "nodes_per_token": stats["nodes"] / max(stats["tokens"], 1),
         # a node owns a token when that token's first byte with a node is the node's (data.token_coords);
         # a node whose text lies inside another's token owns none. The paper's 0.86 may count every node.

@@ -5,12 +5,10 @@ the lr sweep's pick.  Run: OMP_NUM_THREADS=1 python -m pytest -q tests/test_sett
 import json
 import os
 
-import numpy as np
 import pytest
 from conftest import stdlib_files
 
 import corpora
-import data
 import lr_sweep
 import prepare
 import settings
@@ -200,8 +198,15 @@ def test_contiguous_split_is_three_ranges(cpu_python, tmp_path):
     recorded = json.load(open(os.path.join(d, "meta.json")))["settings"]
     assert (recorded["setting"], recorded["split"], recorded["vocab"], recorded["max_len"]) == \
         ("python", "contiguous", 32768, 1024)
-    docs = [np.asarray(data.load_split(d, s)["record_doc"]) for s in data.SPLITS]
-    assert docs[0].max() < docs[1].min() <= docs[1].max() < docs[2].min()
+    packages = json.load(open(os.path.join(d, "meta.json")))["split_packages"]
+    assert packages["train"] > packages["val"] >= 1 and packages["test"] >= 1
+    # three packages of 40 modules, in path order: ranges of an order that takes each package in turn,
+    # so validation and test hold all three (in path order both would be package c alone)
+    names = [f"0/{p}/m{i:03d}.py::f" for p in "abc" for i in range(40)]
+    split = prepare.contiguous_split(names)
+    for s in ("val", "test"):
+        assert {n.split("/")[1] for n in names if split[n] == s} == {"a", "b", "c"}
+    assert sum(split[n] == "train" for n in names) == 108 and split["0/a/m000.py::f"] == "train"
 
 
 def test_reported_loss_follows_the_rule():
