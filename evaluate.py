@@ -421,7 +421,7 @@ def paragraph_measures(args, model, split, ids, cfg, corpus, data_dir):
     if args.boundary:
         path = os.path.join(args.run, f"boundary_{args.split}.npz")
         boundaries.write_boundary(lambda rec, **kw: score(model, split, rec, cfg, corpus, **kw), split, ids,
-                                  corpus.get("p_max", [np.iinfo(np.int64).max])[0], path)
+                                  corpus.get("p_max", [np.iinfo(np.int64).max])[0], path, cfg["mb_tokens"])
         print(f"  boundary-effect sums: {len(np.unique(record_docs(split, ids)))} documents -> {path}")
     if args.paragraphs:
         path = os.path.join(args.run, f"paragraph_{args.split}.npz")

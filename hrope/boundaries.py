@@ -103,11 +103,12 @@ def boundary_sums(A, p, merged, split, cap):
     return fit, np.asarray(sets, np.float64), bounds
 
 
-def write_boundary(score, split, ids, cap, path):
+def write_boundary(score, split, ids, cap, path, mb_tokens):
     """Score each record under real p1 and under every site's own intervention (fake-merge at each
-    real boundary, fake-split at each sentence start), as copies in one batch, so a model that does
-    not read p1 computes every copy identically (H0(1) exact, not to rounding); save per-document
-    boundary sums. score(ids, change=, attention=): evaluate.score; cap: the C.1 cap (p_max[0])."""
+    real boundary, fake-split at each sentence start), as copies in micro-batches of one shape
+    (condition A padded in), so a model that does not read p1 computes every copy identically
+    whatever the kernels (H0(1) exact, not to rounding); save per-document boundary sums.
+    score(ids, change=, attention=): evaluate.score; cap: the C.1 cap (p_max[0])."""
     if "p" not in split.a:
         raise SystemExit("error: --boundary needs paragraph coordinates (prepare.py prose/code/webtext)")
     seen = {}     # a first pass for each record's coordinates and the labels a rand/period model reads
@@ -121,6 +122,8 @@ def write_boundary(score, split, ids, cap, path):
         tp = torch.as_tensor(p)
         todo = ([(0, 0)] + [(-1, int(s)) for s in merge_sites(tp, cap)]
                 + [(+1, int(s)) for s in split_sites(tp, cap)])
+        per_batch = max(1, mb_tokens // int(split.len[r]))   # copies in a micro-batch (data.pack)
+        todo += [(0, 0)] * (-len(todo) % per_batch)          # every micro-batch full: one shape
         observed = {0: {}, -1: {}, +1: {}}
 
         def change(b, g):      # copy k moves p1 from its own site on (the first copy: condition A)

@@ -706,3 +706,25 @@ def test_the_two_corpus_model_is_scored_per_corpus(tmp_path):
     assert web["tokens"] + sheets["tokens"] == kinds["all"]["tokens"]
     mean = (web["nll"] * web["tokens"] + sheets["nll"] * sheets["tokens"]) / kinds["all"]["tokens"]
     assert mean == pytest.approx(kinds["all"]["nll"], rel=1e-5)
+
+
+def test_layer1_copies_share_one_batch_shape(tmp_path):
+    """H0(1) is exact only if condition A and every site's copy go through the same kernels: each
+    record's copies fill micro-batches of one shape (condition A padded in), so a p1-blind model
+    computes them identically even where results differ across batch sizes (cuBLAS)."""
+    d = os.path.join(str(code_corpus(tmp_path, 128)), "code")
+    meta, corpus = corpus_stats(d)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=meta["tokenizer"]["vocab"], n_layer=1, n_embd=128, n_head=2,
+                          max_len=128, rotary="hrope_axial", corpus=corpus)).eval()
+    split = data.Split(d, "train", 128)
+    cfg, shapes = {"device": "cpu", "mb_tokens": 300}, []
+    model.register_forward_pre_hook(lambda m, a: shapes[-1].append(tuple(a[0].shape)) if shapes else None)
+
+    def score(rec, change=None, **kw):
+        shapes.append([]) if change is not None else None      # one list per record's copies
+        return evaluate.score(model, split, rec, cfg, corpus, change=change, **kw)
+    ids = np.arange(min(6, len(split)))
+    boundaries.write_boundary(score, split, ids, corpus["p_max"][0], str(tmp_path / "b.npz"), 300)
+    assert len(shapes) == len(ids) and all(len(s) >= 1 for s in shapes)
+    assert all(len(set(s)) == 1 for s in shapes), shapes        # one shape per record: A among its sites
