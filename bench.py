@@ -1,13 +1,17 @@
 """Benchmarks (not tests).
     python bench.py rotation [B T]          # the rotation alone: eager, torch.compile, Triton (B=8, T=1,024)
     python bench.py train [DATA] [STEPS]    # train.py's loop beside a bare loop (data/web, 60 steps)
+    python bench.py lines                   # project lines the quickstart loads
 """
+import io
 import math
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import tokenize
 
 import numpy as np
 import torch
@@ -124,16 +128,57 @@ def training(data_dir="data/web", steps=60, reps=3):
     return {k: statistics.median(v) for k, v in rates.items()}
 
 
+def code_lines(path):
+    """(raw lines, lines holding code: not blank, comment or docstring) of one file."""
+    src = open(path).read()
+    code, doc, prev = set(), set(), None
+    toks = list(tokenize.generate_tokens(io.StringIO(src).readline))
+    skip = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+            tokenize.ENDMARKER)
+    for i, t in enumerate(toks):
+        lines = set(range(t.start[0], t.end[0] + 1))
+        if t.type == tokenize.STRING and toks[i + 1].type == tokenize.NEWLINE and (
+                prev is None or prev.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)):
+            doc |= lines                                   # a docstring (a string statement)
+        elif t.type not in skip:
+            code |= lines
+        prev = t if t.type not in (tokenize.COMMENT, tokenize.NL) else prev
+    return src.count("\n"), len(code - doc)
+
+
+def quickstart_lines():
+    """{file: (raw, code)} of the project modules in sys.modules when `prepare.py web` and then
+    `train.py --config seq_depth` (2 steps) exit. sys.modules, not -X importtime: importtime does
+    not log importlib.import_module, which loads the corpora and the registered configurations."""
+    with tempfile.TemporaryDirectory() as d:
+        dump = (f"import atexit, runpy, sys; atexit.register(lambda: open({d + '/mods'!r}, 'a')"
+                ".write('\\n'.join(sys.modules) + '\\n')); sys.argv = sys.argv[1:]; "
+                "runpy.run_path(sys.argv[0], run_name='__main__')")
+        for argv in (["prepare.py", "web", "--out", d], ["train.py", "--config", "seq_depth", "--data", d,
+                                                          "--out", d, "--steps=2", "--milestones=1"]):
+            subprocess.run([sys.executable, "-c", dump, *argv], check=True, capture_output=True)
+        names = set(open(os.path.join(d, "mods")).read().split()) | {"prepare", "train"}
+    paths = [next((q for q in (m.replace(".", "/") + ".py", m.replace(".", "/") + "/__init__.py")
+                   if os.path.exists(q)), None) for m in sorted(names)]
+    return {p: code_lines(p) for p in paths if p}
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["train"]:
         args = sys.argv[2:]
         r = training(args[0] if args else "data/web", int(args[1]) if len(args) > 1 else 60)
         print(f"tokens/s, median of 3 interleaved: bare loop {r['bare']:,.0f}, train.py {r['train.py']:,.0f} "
               f"({r['train.py'] / r['bare']:.2f}x), {torch.get_num_threads()} threads")
+    elif sys.argv[1:2] == ["lines"]:
+        files = quickstart_lines()
+        for p, (raw, code) in files.items():
+            print(f"{p:24} {raw:5} raw {code:5} code")
+        raw, code = (sum(v[i] for v in files.values()) for i in (0, 1))
+        print(f"{'total':24} {raw:5} raw {code:5} code in {len(files)} files")
     elif sys.argv[1:2] == ["rotation"]:
         sizes = [int(a) for a in sys.argv[2:]]
         r = rotation(B=sizes[0], T=sizes[1]) if len(sizes) == 2 else rotation()
         print({k: round(v, 5) for k, v in r.items()})
         print(f"compile / eager time: {r['compile'] / r['eager']:.2f}")
     else:
-        sys.exit("usage: python bench.py rotation [B T] | python bench.py train [DATA] [STEPS]")
+        sys.exit("usage: python bench.py rotation [B T] | train [DATA] [STEPS] | lines")

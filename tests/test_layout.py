@@ -4,6 +4,8 @@ import ast
 import glob
 import os
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = {"prepare", "train", "evaluate", "analyze", "sample"}
 
@@ -99,3 +101,18 @@ def test_rotary_lists_every_configuration():
     out = subprocess.run([sys.executable, "rotary.py"], capture_output=True, text=True, cwd=ROOT).stdout
     names = {line.split()[0] for line in out.splitlines()[1:-1]}
     assert {"seq_depth", "two_corpus_shared", "ref_directed", "hrope_axial", "rand_axial"} <= names
+
+
+@pytest.mark.skipif(not os.path.isdir("/usr/share/doc/python3-doc/html"), reason="needs python3-doc")
+def test_the_quickstart_loads_at_most_2000_lines_of_code():
+    """A tutorial read in a sitting: `prepare.py web` + `train.py --config seq_depth` load at most
+    2,000 code lines of the project (docstrings and comments not counted), and no paper-004 room."""
+    import bench
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        files = bench.quickstart_lines()
+    finally:
+        os.chdir(cwd)
+    assert sum(code for _, code in files.values()) <= 2000, files
+    assert not any(p.startswith(("hrope", "configs", "corpora/sheets", "corpora/python")) for p in files)
