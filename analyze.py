@@ -25,6 +25,7 @@ import glob
 import json
 import math
 import os
+import sys
 from collections import defaultdict
 
 import numpy as np
@@ -920,4 +921,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit("\ninterrupted")

@@ -33,6 +33,7 @@ and hrope/hubs.py (Table 13).
 import argparse
 import functools
 import os
+import sys
 
 import numpy as np
 import torch
@@ -495,4 +496,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit("\ninterrupted: eval_<split>.json is written last, so no partial evaluation is left")
