@@ -652,3 +652,16 @@ def test_fig4_without_pairs_is_not_drawn_and_the_csv_names_the_setting(tmp_path,
     analyze.write_csv([row], str(tmp_path / "t.csv"))
     [got] = list(csv.DictReader(open(tmp_path / "t.csv")))
     assert got["setting"] == "web 4L d128 1h ctx256 200 steps"
+
+
+def test_fig3_spreadsheets_from_a_quarter_of_training(tmp_path):
+    """Appendix Fig. 3: "spreadsheets from 25% of training": milestones before a quarter of the
+    planned steps are not drawn for sheets, and are for web pages."""
+    import figures
+    rows = [{"setting": (c, 4, 128, 1, 256, 100, False), "config": "seq_grid", "step": st,
+             "ppl_reduction": 1.0, "ppl_lo": 0.5, "ppl_hi": 1.5}
+            for c in ("sheets", "web") for st in (10, 20, 50, 100)]
+    figures.figure_gap(rows, "seq_only", str(tmp_path))
+    for corpus, steps in (("sheets", ["50", "100"]), ("web", ["10", "20", "50", "100"])):
+        table = open(tmp_path / f"fig3_gap_{corpus}.csv").read().splitlines()[1:]
+        assert [line.split(",")[1] for line in table] == steps
