@@ -1,6 +1,6 @@
 """Benchmarks (not tests).
     python bench.py rotation [B T]          # the rotation alone: eager, torch.compile, Triton (B=8, T=1,024)
-    python bench.py train [DATA] [STEPS]    # train.py's loop beside a bare loop (data/web, 60 steps)
+    python bench.py train [DATA] [STEPS] [REPS]   # train.py's loop beside a bare loop (data/web, 60, 3)
     python bench.py lines                   # project lines the quickstart loads
 """
 import io
@@ -166,8 +166,9 @@ def quickstart_lines():
 if __name__ == "__main__":
     if sys.argv[1:2] == ["train"]:
         args = sys.argv[2:]
-        r = training(args[0] if args else "data/web", int(args[1]) if len(args) > 1 else 60)
-        print(f"tokens/s, median of 3 interleaved: bare loop {r['bare']:,.0f}, train.py {r['train.py']:,.0f} "
+        reps = int(args[2]) if len(args) > 2 else 3
+        r = training(args[0] if args else "data/web", int(args[1]) if len(args) > 1 else 60, reps)
+        print(f"tokens/s, median of {reps} interleaved: bare loop {r['bare']:,.0f}, train.py {r['train.py']:,.0f} "
               f"({r['train.py'] / r['bare']:.2f}x), {torch.get_num_threads()} threads")
     elif sys.argv[1:2] == ["lines"]:
         files = quickstart_lines()
@@ -181,4 +182,4 @@ if __name__ == "__main__":
         print({k: round(v, 5) for k, v in r.items()})
         print(f"compile / eager time: {r['compile'] / r['eager']:.2f}")
     else:
-        sys.exit("usage: python bench.py rotation [B T] | train [DATA] [STEPS] | lines")
+        sys.exit("usage: python bench.py rotation [B T] | train [DATA] [STEPS] [REPS] | lines")
