@@ -1,6 +1,6 @@
 """Benchmarks (not tests).
     python bench.py rotation [B T]          # the rotation alone: eager, torch.compile, Triton (B=8, T=1,024)
-    python bench.py train [DATA] [STEPS] [REPS]   # train.py's loop beside a bare loop (data/web, 60, 3)
+    python bench.py train [DATA] [STEPS] [REPS]   # train.py's loop beside a bare loop
     python bench.py lines                   # project lines the quickstart loads
 """
 import io
@@ -168,7 +168,8 @@ if __name__ == "__main__":
         args = sys.argv[2:]
         reps = int(args[2]) if len(args) > 2 else 3
         r = training(args[0] if args else "data/web", int(args[1]) if len(args) > 1 else 60, reps)
-        print(f"tokens/s, median of {reps} interleaved: bare loop {r['bare']:,.0f}, train.py {r['train.py']:,.0f} "
+        print(f"tokens/s, median of {reps} interleaved: bare loop {r['bare']:,.0f}, "
+              f"train.py {r['train.py']:,.0f} "
               f"({r['train.py'] / r['bare']:.2f}x), {torch.get_num_threads()} threads")
     elif sys.argv[1:2] == ["lines"]:
         files = quickstart_lines()
