@@ -368,6 +368,12 @@ def describe(args, entry, settings, docs, skipped, recs, stats, enc, split, seco
         meta["notes"] = dict(notes)
     if any(d.ref_path is not None for _, d in docs):   # explicit reference targets (workbooks)
         meta["references"] = sum(len(d.ref_path or {}) for _, d in docs)
+    held = [r for s in SPLITS for r in recs[s] if "ref_path" in r]
+    if held:   # tokens reference rotation moves (appendix §4: 20.6% on Python), as configs counts them
+        from configs import reference_counts
+        path, ref = (np.concatenate([r[k] for r in held]) for k in ("path", "ref_path"))
+        c = reference_counts(path, ref, np.cumsum([0] + [len(r["path"]) for r in held[:-1]]))
+        meta["reference_token_share"] = c["affected"] / max(c["tokens"], 1)
     if entry.record_stats and recs["train"]:
         meta.update(entry.record_stats(recs["train"]), p1_cap=stats["p1_cap"])
     return meta

@@ -44,3 +44,23 @@ def test_one_modules_programs_share_its_split():
     for n in names:
         assert {prepare.split_of(f"{n}::{q}") for q in ("a", "b", "C")} == {prepare.split_of(n)}
     assert len({prepare.split_of(n) for n in names}) > 1   # modules still spread over the splits
+
+
+def test_meta_reports_the_reference_token_share(tmp_path):
+    """meta.json's reference_token_share: tokens reference rotation moves over all tokens (appendix
+    §4's 20.6% on Python), the same count configs.reference_stats makes from the arrays on disk."""
+    import json
+    import os
+
+    from conftest import stdlib_files
+
+    import configs
+    src = tmp_path / "src"
+    src.mkdir()
+    for p in stdlib_files()[:30]:
+        (src / os.path.basename(p)).write_bytes(open(p, "rb").read())
+    out = prepare.main(["python", "--src", str(src), "--out", str(tmp_path / "data"), "--vocab", "300",
+                        "--workers", "1"])
+    share = json.load(open(os.path.join(out, "meta.json")))["reference_token_share"]
+    counts = configs.reference_stats(out)
+    assert 0 < share < 1 and share == counts["affected"] / counts["tokens"]
