@@ -884,10 +884,11 @@ def write_figures(runs, baseline, kinds, inter, out_dir):
     figures.figure_gap(milestone_gaps(runs, baseline), baseline, out_dir)
     rows = compare(runs, baseline, "val")
     planes = {}
-    for r in rows:
+    for r in rows:   # a layer or head split by its real cost: rotating planes averaged over layers and heads
         try:
-            planes[r["config"]] = max(p for L in Rotary(r["config"], 128, r["setting"][1]).count()[0]
-                                      for p in L)
+            rot = Rotary(r["config"], 128, r["setting"][1])
+            per_layout = [np.mean(heads) for heads in rot.count()[0]]
+            planes[r["config"]] = float(np.mean([per_layout[i] for i in rot.layer_layout]))
         except (ValueError, KeyError):
             pass
     figures.figure_planes(rows, out_dir, planes)
