@@ -29,9 +29,14 @@ def test_ctrl_c_is_one_line_that_says_how_to_resume(web, tmp_path):
     p = subprocess.Popen([sys.executable, "train.py", "--config", "seq_only", "--data", web, "--out",
                           str(tmp_path), "--steps=100000", "--compile=0", "--bf16=0"], cwd=ROOT,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(8)
+    started = tmp_path / "web" / "seq_only" / "seed0" / "config.json"   # written as training begins
+    for _ in range(600):
+        if started.exists() or p.poll() is not None:
+            break
+        time.sleep(0.2)
+    time.sleep(1)
     p.send_signal(signal.SIGINT)
-    _, err = p.communicate(timeout=60)
+    _, err = p.communicate(timeout=120)
     assert p.returncode == 1 and "Traceback" not in err and "resumes from the last milestone" in err
 
 
