@@ -103,6 +103,7 @@ def test_rotary_lists_every_configuration():
     assert {"seq_depth", "two_corpus_shared", "ref_directed", "hrope_axial", "rand_axial"} <= names
 
 
+@pytest.mark.slow   # prepares python3-doc's pages and trains: about 30 s
 @pytest.mark.skipif(not os.path.isdir("/usr/share/doc/python3-doc/html"), reason="needs python3-doc")
 def test_the_quickstart_loads_at_most_2000_lines_of_code():
     """A tutorial read in a sitting: `prepare.py web` + `train.py --config seq_depth` load at most
