@@ -28,7 +28,8 @@ def test_heads_that_do_not_divide_the_width_are_one_line(web, tmp_path):
 def test_ctrl_c_is_one_line_that_says_how_to_resume(web, tmp_path):
     p = subprocess.Popen([sys.executable, "train.py", "--config", "seq_only", "--data", web, "--out",
                           str(tmp_path), "--steps=100000", "--compile=0", "--bf16=0"], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))   # as a terminal
     started = tmp_path / "web" / "seq_only" / "seed0" / "config.json"   # written as training begins
     for _ in range(600):
         if started.exists() or p.poll() is not None:
