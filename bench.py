@@ -60,12 +60,13 @@ def rotation(config="seq_tree_depth", B=8, T=1024, H=2, D=128, reps=5):
     return out
 
 
-def bare_loop(data_dir, steps, seed=0, docs_per_step=16, mb_tokens=4096, lr=1.2e-3):
+def bare_loop(data_dir, steps, seed=0, lr=1.2e-3):
     """The CPU scale's run written plainly: the same model, records, micro-batches, AdamW, clipping
     and lr schedule as train.py, training steps only. Returns (tokens, seconds)."""
     from data import Split, corpus_stats, pack
     from model import GPT, GPTConfig
-    from settings import MODELS
+    from settings import MODELS, SCALES
+    docs_per_step, mb_tokens = SCALES["cpu"]["docs_per_step"], SCALES["cpu"]["mb_tokens"]
     meta, corpus = corpus_stats(data_dir)
     cfg = GPTConfig(**MODELS["cpu"], vocab_size=meta["tokenizer"]["vocab"], rotary="seq_depth", corpus=corpus)
     train = Split(data_dir, "train", cfg.max_len)
@@ -99,33 +100,42 @@ def bare_loop(data_dir, steps, seed=0, docs_per_step=16, mb_tokens=4096, lr=1.2e
 
 def train_py(data_dir, steps, seed=0):
     """train.py's loop as it runs (milestones and checkpoints included; setup and the final test
-    score not): (tokens, seconds)."""
+    score not): (tokens, seconds, seconds in milestones)."""
     import train
-    timed, loop = {}, train.train_loop
+    timed, loop, milestone = {"milestones": 0.0}, train.train_loop, train.milestone
 
     def clocked(run, *args):
         t0 = time.perf_counter()
         out = loop(run, *args)
         timed["s"], timed["tokens"] = time.perf_counter() - t0, out[0][-1]["tokens"]
         return out
-    train.train_loop = clocked
+
+    def clocked_milestone(*args):
+        t0 = time.perf_counter()
+        out = milestone(*args)
+        timed["milestones"] += time.perf_counter() - t0
+        return out
+    train.train_loop, train.milestone = clocked, clocked_milestone
     try:
         with tempfile.TemporaryDirectory() as out:
             train.main(["--config", "seq_depth", "--data", os.path.dirname(data_dir), "--out", out,
                         f"--steps={steps}", f"--seed={seed}", "--compile=0", "--bf16=0"])
     finally:
-        train.train_loop = loop
-    return timed["tokens"], timed["s"]
+        train.train_loop, train.milestone = loop, milestone
+    return timed["tokens"], timed["s"], timed["milestones"]
 
 
-def training(data_dir="data/web", steps=60, reps=3):
-    """Median tokens/s of interleaved repetitions of each, fp32 eager, the threads torch has."""
-    rates = {"bare": [], "train.py": []}
+def training(data_dir="data/web", steps=300, reps=3):
+    """Median tokens/s of interleaved repetitions of each, fp32 eager, the threads torch has, and
+    the median share of train.py's wall spent in its milestones."""
+    rates, shares = {"bare": [], "train.py": []}, []
     for _ in range(reps):
-        for name, fn in (("bare", bare_loop), ("train.py", train_py)):
-            tokens, seconds = fn(data_dir, steps)
-            rates[name].append(tokens / seconds)
-    return {k: statistics.median(v) for k, v in rates.items()}
+        tokens, seconds = bare_loop(data_dir, steps)
+        rates["bare"].append(tokens / seconds)
+        tokens, seconds, in_milestones = train_py(data_dir, steps)
+        rates["train.py"].append(tokens / seconds)
+        shares.append(in_milestones / seconds)
+    return {**{k: statistics.median(v) for k, v in rates.items()}, "milestone_share": statistics.median(shares)}
 
 
 def code_lines(path):
@@ -167,10 +177,10 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["train"]:
         args = sys.argv[2:]
         reps = int(args[2]) if len(args) > 2 else 3
-        r = training(args[0] if args else "data/web", int(args[1]) if len(args) > 1 else 60, reps)
+        r = training(args[0] if args else "data/web", int(args[1]) if len(args) > 1 else 300, reps)
         print(f"tokens/s, median of {reps} interleaved: bare loop {r['bare']:,.0f}, "
-              f"train.py {r['train.py']:,.0f} "
-              f"({r['train.py'] / r['bare']:.2f}x), {torch.get_num_threads()} threads")
+              f"train.py {r['train.py']:,.0f} ({r['train.py'] / r['bare']:.3f}x; milestones "
+              f"{100 * r['milestone_share']:.1f}% of its wall), {torch.get_num_threads()} threads")
     elif sys.argv[1:2] == ["lines"]:
         files = quickstart_lines()
         for p, (raw, code) in files.items():

@@ -106,18 +106,21 @@ class GPT(nn.Module):
         with -1 where no loss is taken; blocked (B, T, T) bool, optional: (query, key) pairs whose
         attention is blocked (evaluate.py's hub masking; train.py's packed blocks, where a record
         attends only inside itself), off by default and free when off.
-        Returns (logits, per-token NLL or None, attention list)."""
+        Returns (logits, or None when targets are given; per-token NLL or None; attention list)."""
         x = self.drop(self.wte(idx))
         atts = []
         for block in self.blocks:
             x, att = block(x, C, self.rotary, return_attn, blocked)
             atts.append(att)
-        logits = self.lm_head(self.ln_f(x))
-        nll = None
-        if targets is not None:
-            nll = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1).clamp(min=0),
-                                  reduction="none").view(targets.shape) * (targets >= 0)
-        return logits, nll, (atts if return_attn else None)
+        x, atts = self.ln_f(x), (atts if return_attn else None)
+        if targets is None:
+            return self.lm_head(x), None, atts
+        # the head and its softmax only where a loss is taken: padding and a record's last token
+        # predict nothing (on CPU the head is a third of a step)
+        keep = targets >= 0
+        nll = torch.zeros(targets.shape, device=x.device)
+        nll[keep] = F.cross_entropy(self.lm_head(x[keep]).float(), targets[keep], reduction="none")
+        return None, nll, atts
 
     def flops_per_token(self, T):
         """nanoGPT's estimate: 6N + 12 L H Q T."""

@@ -70,7 +70,7 @@ DEFAULTS = dict(   # every value a run has; settings.py's scales, recipes and se
 AUTO = ("compile", "bf16")   # None: chosen from the device by machine.precision(); --bf16=0/1 overrides
 # Settings a run may change when it resumes: they do not change what is computed. Precision is a
 # property of the machine, so a run resumed elsewhere takes that machine's (each milestone records it).
-RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out")
+RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out", "mb_tokens")
 
 
 def typed(key, text, default):
@@ -500,7 +500,7 @@ def build(run):
     model = build_model(cfg, run.mcfg, run.val.batch(run.val_ids[:1], "cpu"), run.corpus, run.data_dir)
     cuda = cfg["device"].startswith("cuda")
     opt = torch.optim.AdamW(param_groups(model, cfg["weight_decay"]), lr=cfg["lr"], betas=(0.9, 0.95),
-                            fused=cuda)                             # one kernel for all parameters on CUDA
+                            fused=True)                             # one kernel for all parameters
     autocast = torch.autocast("cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=cfg["bf16"])
     if cfg["compile"] and not cuda and not shutil.which(os.environ.get("CXX", "c++")):
         cfg["compile"] = False   # inductor writes C++ for the CPU: without a compiler, run eager

@@ -62,7 +62,7 @@ def _move_p1(b, g, sites, step):
 
 # --------------------------------------------------------------- normalised boundary effect ----
 # Paper 004 §3.2-3.3, App. A.1-A.2 (the reading: boundary_effect), as per-document sums analyze.py resamples
-BOUNDARY_SETS = ("within", "para", "sent", "merge_obs", "split_obs")
+BOUNDARY_SETS = ("within", "para", "sent", "merge_obs", "split_obs", "sent_half", "split_obs_half")
 
 
 def site_pairs(p, s, level):
@@ -72,6 +72,14 @@ def site_pairs(p, s, level):
     cuts = np.r_[0, np.flatnonzero((key[1:] != key[:-1]).any(1)) + 1, len(p)]
     k = np.searchsorted(cuts, s)
     return int(cuts[k - 1]), int(s), int(cuts[k + 1])
+
+
+def half_paragraph_pairs(p, s):
+    """(a, s, e): keys from the start of the paragraph holding the sentence start s to s, queries
+    from s to its end; beside M_C, the other pair set that satisfies the identities (our reading)."""
+    cuts = np.r_[0, np.flatnonzero(p[1:, 0] != p[:-1, 0]) + 1, len(p)]
+    k = np.searchsorted(cuts, s, side="right")
+    return int(cuts[k - 1]), int(s), int(cuts[k])
 
 
 def _block(att, a, s, e):
@@ -84,7 +92,7 @@ def _block(att, a, s, e):
 def boundary_sums(A, p, merged, split, cap):
     """One record: condition A's attention (n, n), its coordinates (n, 3), and the attention
     observed after each site's own intervention ({b: (n, n)} fake-merge, {s: (n, n)} fake-split)
-    -> (fit[5], sets[5, 3] in BOUNDARY_SETS order, boundaries[k, 3]: A over each M_B(b))."""
+    -> (fit[5], sets[7, 3] in BOUNDARY_SETS order, boundaries[k, 3]: A over each M_B(b))."""
     n = A.shape[0]
     i, j = np.tril_indices(n, -1)
     d = (i - j).astype(np.float64)
@@ -94,12 +102,14 @@ def boundary_sums(A, p, merged, split, cap):
     tp = torch.as_tensor(p)
     mb = [site_pairs(p, int(s), 1) for s in merge_sites(tp, cap)]
     mc = [site_pairs(p, int(s), 2) for s in split_sites(tp, cap)]
+    mh = [half_paragraph_pairs(p, int(s)) for s in split_sites(tp, cap)]
     bounds = [_block(A, *m) for m in mb]
 
     def total(blocks):
         return np.sum(blocks, 0) if blocks else np.zeros(3)
     sets = [[same.sum(), d[same].sum(), y[same].sum()], total(bounds), total([_block(A, *m) for m in mc]),
-            total([_block(merged[m[1]], *m) for m in mb]), total([_block(split[m[1]], *m) for m in mc])]
+            total([_block(merged[m[1]], *m) for m in mb]), total([_block(split[m[1]], *m) for m in mc]),
+            total([_block(A, *m) for m in mh]), total([_block(split[m[1]], *m) for m in mh])]
     return fit, np.asarray(sets, np.float64), bounds
 
 
@@ -188,8 +198,8 @@ def boundary_effect(fit, sets, b_doc, b_sums, W):
        unmanipulated condition A (real p1) of the scored records.
      - M_B(b): pairs with the key in the paragraph ending at the site b and the query in the one
        starting there; M_C(s): the same for the sentences around s (our reading: the half-paragraph
-       set, keys from the paragraph start to s, satisfies the identities too). Each site is
-       intervened on alone (its own forward pass), and its observed y is read on its own pairs.
+       set, keys from the paragraph start to s, satisfies the identities too: Δ_C_half beside Δ_C).
+       Each site is intervened on alone (its own forward pass), its observed y read on its own pairs.
      - anchors from condition A: within = every Δp1 = 0 pair; para = ∪ M_B (so β_A^para ≡ 1 in every
        resample, A.2); β_A^sent = β(∪ M_C).
      - β(S) = (mean D_eff over S - within) / (para - within). Δ = β_observed - β_unmanipulated (§3.3)
@@ -211,7 +221,8 @@ def boundary_effect(fit, sets, b_doc, b_sums, W):
         below = (beta_b < beta[:, 4:5]) + 0.5 * (beta_b == beta[:, 4:5])
         c_pct = 100 * (wb * below).sum(1) / wb.sum(1)
     return {"delta_B": beta[:, 3] - beta[:, 1], "delta_C": beta[:, 4] - beta[:, 2], "beta_B": beta[:, 3],
-            "beta_C": beta[:, 4], "beta_sent": beta[:, 2], "beta_para": beta[:, 1], "C_pct": c_pct}
+            "beta_C": beta[:, 4], "beta_sent": beta[:, 2], "beta_para": beta[:, 1], "C_pct": c_pct,
+            "delta_C_half": beta[:, 6] - beta[:, 5]}
 
 
 def boundary_table(pooled, draws=4000, seed=0):
@@ -250,18 +261,18 @@ def boundary_markdown(rows, title):
         return f"{r[k]:{fmt}} [{r[k + '_lo']:{fmt}}, {r[k + '_hi']:{fmt}}]"
     lines = [f"### {title}", "",
              "| model | docs | boundaries | Δ_B = β_B − 1 | Δ_C = β_C − β_A^sent (A.2 CI) | Δ_C per-draw CI "
-             "| β_A^sent | β_C | C_pct % | H0(1) Δ=0 | H0(2) β_C=1 |",
-             "| --- | ---: | ---: | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| β_A^sent | β_C | C_pct % | H0(1) Δ=0 | H0(2) β_C=1 | Δ_C, half-paragraph set (per-draw CI) |",
+             "| --- | ---: | ---: | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if not r["estimable"]:
             lines.append(f"| {r['config']} | {r['documents']} | {r['boundaries']} | not estimable: the "
                          "scored records hold no real paragraph boundary or no sentence start inside a "
-                         "paragraph | | | | | | | |")
+                         "paragraph | | | | | | | | |")
             continue
         if not r.get("identifiable", True):
             lines.append(f"| {r['config']} | {r['documents']} | {r['boundaries']} | {r['delta_B']:+.3f}, "
                          f"not identifiable: {r['documents']} document(s), a document-cluster bootstrap "
-                         f"needs at least {MIN_CLUSTERS} | | | | | | | |")
+                         f"needs at least {MIN_CLUSTERS} | | | | | | | | |")
             continue
         exact = r["delta_B"] == 0 and r["delta_C"] == 0
         h1 = "holds exactly" if exact else ("rejected" if not (r["delta_B_lo"] <= 0 <= r["delta_B_hi"]
@@ -271,7 +282,7 @@ def boundary_markdown(rows, title):
         lines.append(f"| {r['config']} | {r['documents']} | {r['boundaries']} | {f(r, 'delta_B')} | "
                      f"{f(r, 'delta_C')} | [{r['delta_C_draw_lo']:+.3f}, {r['delta_C_draw_hi']:+.3f}] | "
                      f"{f(r, 'beta_sent')} | {f(r, 'beta_C', '.3f')} | {f(r, 'C_pct', '.1f')} | "
-                     f"{h1} | {h2} |")
+                     f"{h1} | {h2} | {f(r, 'delta_C_half')} |")
     return "\n".join(lines)
 
 

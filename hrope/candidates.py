@@ -326,12 +326,15 @@ def paragraph_predictors(data_dir, split, max_len, embedder=None):
     length (tokens), ttr (distinct tokens / tokens: lexical diversity over BPE tokens, a reading),
     coherence (mean embedding cosine with the adjacent paragraphs of the document; the stand-in
     fitted on the train split, or the `embedder` folder's model),
-    position (index of the paragraph in its document / paragraphs in the document) and truncated.
-    Reading of "truncated by the window": a paragraph the model does not see whole. A record of
-    exactly the prepared max_len was cut where no paragraph boundary fell (or cropped), so its last
-    paragraph is truncated and so is the first paragraph of the document's next record (a paragraph
-    of exactly max_len tokens is taken as cut too: the stored coordinates cannot tell); so is a
-    paragraph running past the model's window `max_len`."""
+    position, truncated and first_window.
+    Our reading of "a paragraph is dropped if its document was truncated by the window": one window
+    per document, its first record (first_window); the paragraph that window cuts is dropped, and
+    position (index in the window / paragraphs the window holds) is measured on the window the band
+    b(i) is. Truncated: a paragraph the model does not see whole. A record of exactly the prepared
+    max_len was cut where no paragraph boundary fell (or cropped), so its last paragraph is
+    truncated and so is the first paragraph of the document's next record (a paragraph of exactly
+    max_len tokens is taken as cut too: the stored coordinates cannot tell); so is a paragraph
+    running past the model's window `max_len`."""
     a = load_split(data_dir, split)
     if "p" not in a:
         sys.exit(f"error: {data_dir} has no paragraph coordinates (prepare.py prose or code)")
@@ -355,7 +358,8 @@ def paragraph_predictors(data_dir, split, max_len, embedder=None):
     doc_first = np.r_[0, np.flatnonzero(doc[1:] != doc[:-1]) + 1]
     count = np.r_[doc_first[1:], n] - doc_first
     start_index = np.repeat(index[doc_first], count)
-    n_doc = np.repeat(index[np.r_[doc_first[1:], n] - 1] + 1, count) - start_index
+    in_window = np.r_[True, rec_doc[1:] != rec_doc[:-1]][rec[first]]    # in its document's first record
+    n_window = np.repeat(np.maximum.reduceat(np.where(in_window, index, -1), doc_first) + 1, count) - start_index
     Q = sparse.csr_matrix((np.ones(len(tokens)), (par, tokens)), shape=(n, int(tokens.max()) + 1))
     if embedder:
         e = folder_embed(embedder, texts(data_dir, tokens, first))
@@ -369,8 +373,8 @@ def paragraph_predictors(data_dir, split, max_len, embedder=None):
     split_id = np.where(kept, np.cumsum(kept) - 1, -1)
     with np.errstate(invalid="ignore"):
         return {"record": split_id[rec[first]], "p1": p1[first], "length": length.astype(float),
-                "ttr": types / length, "coherence": nb_sum / nb_n, "position": (index - start_index) / n_doc,
-                "truncated": truncated, "document": doc}
+                "ttr": types / length, "coherence": nb_sum / nb_n, "position": (index - start_index) / n_window,
+                "truncated": truncated, "first_window": in_window, "document": doc}
 
 
 ROWS = [("λ_struct", "lambda_struct", "lambda_struct_se"), ("δ_1/2", "delta_half", None),

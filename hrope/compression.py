@@ -552,8 +552,8 @@ def wls(X, y, w):
 def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
     """Tables 5 and 9 for one corpus: U_p of the pooled seeds of `config_dir` (out/<corpus>/
     hrope_axial) regressed on the paragraph's predictors (candidates.paragraph_predictors), WLS
-    weighted by incident pair count; paragraphs truncated by the window or without a usable pair
-    are dropped."""
+    weighted by incident pair count; paragraphs outside their document's first window, truncated by
+    it, or without a usable pair are dropped."""
     from hrope import candidates
     paths = sorted(glob.glob(os.path.join(config_dir, "seed*", f"paragraph_{split}.npz")))
     if not paths:
@@ -562,13 +562,14 @@ def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
     with open(os.path.join(os.path.dirname(paths[0]), "config.json")) as f:
         cfg = json.load(f)["run"]
     depth, cells = paragraph_depth(paths, gate)
-    pred = candidates.paragraph_predictors(os.path.join(cfg["data"], cfg["corpus"]), split,
-                                           int(np.load(paths[0])["max_len"]), embedder)
+    context = int(np.load(paths[0])["max_len"])
+    pred = candidates.paragraph_predictors(os.path.join(cfg["data"], cfg["corpus"]), split, context, embedder)
     width = int(max(pred["p1"].max(), depth["p1"].max(initial=0))) + 1
     at = {k: i for i, k in enumerate(pred["record"] * width + pred["p1"])}
     idx = np.array([at.get(k, -1) for k in depth["record"] * width + depth["p1"]], np.int64)
     X = np.stack([pred[k][idx] for k in PREDICTORS], 1)
-    keep = (idx >= 0) & ~pred["truncated"][idx] & np.isfinite(X).all(1) & (depth["weight"] > 0)
+    usable = (idx >= 0) & ~pred["truncated"][idx] & np.isfinite(X).all(1) & (depth["weight"] > 0)
+    keep = usable & pred["first_window"][idx]                  # one window per document (A.10, our reading)
     X, y, w = X[keep], depth["U"][keep], depth["weight"][keep]
     if len(y) <= len(PREDICTORS) + 1:
         raise SystemExit(f"error: {config_dir}: {len(y)} paragraphs left after the gates; evaluate more "
@@ -583,6 +584,8 @@ def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
     pos = X[:, PREDICTORS.index("position")]
     shift, band_pairs, slope = band_decay(*pooled_base(paths), gate)
     return {"corpus": cfg["corpus"], "runs": len(paths), "cells": cells, "paragraphs": len(y),
+            "documents": len(np.unique(pred["document"][idx[keep]])), "paragraphs_every_window": int(usable.sum()),
+            "context": context,
             "embedding": candidates.embedding_label(embedder), "mean_weight": float(w.mean()),
             "mean_coherence": float(X[:, 2].mean()), "r2": float(fit["r2"]), "df": fit["df"],
             **{k: {"b": float(fit["coef"][i + 1]), "se": float(fit["se"][i + 1]), "p": float(fit["p"][i + 1]),
@@ -611,6 +614,7 @@ def paragraph_markdown(results):
         lines.append(row([PREDICTOR_NAMES[k]] + [f"{r[k]['std']:+.3f}{star(r[k]['p'])}" for r in results]
                          + [f"{x:.2f}" for x in z]))
     lines.append(row(["N paragraphs"] + [f"{r['paragraphs']:,}" for r in results] + [""] * len(pairs)))
+    lines.append(row(["N documents"] + [f"{r['documents']:,}" for r in results] + [""] * len(pairs)))
     lines.append(row(["weighted R²"] + [f"{r['r2']:.3f}" for r in results] + [""] * len(pairs)))
     m = len(PREDICTORS) * len(pairs)
     lines += ["", "Standardized coefficient = raw slope × the corpus's SD of the predictor; * p < 0.05, "
@@ -618,6 +622,9 @@ def paragraph_markdown(results):
               + (f"|z| > {stats.norm.isf(0.05 / (2 * m)):.2f} is significant after Bonferroni over {m} "
                  f"comparisons (paper, 12 comparisons: 2.87). " if pairs
                  else "One corpus: no slope comparison. ")
+              + "One window per document, its first (A.10's truncation rule, our reading): "
+              + "; ".join(f"{r['corpus']} {r['paragraphs']:,} of the {r['paragraphs_every_window']:,} usable "
+                          f"paragraphs of every window, context {r['context']}" for r in results) + ". "
               + f"Coherence embedding: {results[0]['embedding']}. Seeds pooled: "
               + "; ".join(f"{r['corpus']} {r['runs']} run(s), {r['cells']} usable (d, band) cells, "
                           f"mean weight {r['mean_weight']:,.0f} pairs" for r in results) + ".", "",

@@ -286,7 +286,7 @@ def test_layer1_sites_and_pair_sets_by_hand():
     merged = {b: np.full((40, 40), np.exp(-2.0)) for b in (10, 20, 30)}
     split = {s: np.full((40, 40), np.exp(-3.0)) for s in (5, 15, 25, 35)}
     fit, sets, bounds = boundaries.boundary_sums(A, p, merged, split, 99)
-    within, para, sent, m_obs, s_obs = sets
+    within, para, sent, m_obs, s_obs, half, h_obs = sets
     # Σd over one M_B: queries 10..19, keys 0..9 -> 10 * 145 - 10 * 45 = 1,000;
     # one M_C: 5 * 35 - 5 * 10 = 125
     assert within.tolist() == pytest.approx([180, within[1], -180])            # 4 x C(10, 2) pairs
@@ -294,6 +294,7 @@ def test_layer1_sites_and_pair_sets_by_hand():
     assert sent.tolist() == pytest.approx([100, 500, -100])
     assert m_obs.tolist() == pytest.approx([300, 3000, -600])
     assert s_obs.tolist() == pytest.approx([100, 500, -300])
+    assert half.tolist() == sent.tolist() and h_obs.tolist() == s_obs.tolist()   # two sentences a paragraph
     assert [b.tolist() for b in bounds] == [pytest.approx([100, 1000, -100])] * 3
     assert fit[0] == 40 * 39 / 2
 
@@ -319,6 +320,7 @@ def test_layer1_identities_hold_in_every_resample():
     r = boundaries.boundary_effect(fit, sets, b_doc, b_sums, W)
     assert np.allclose(r["beta_para"], 1.0, atol=1e-12)
     assert np.allclose(r["delta_B"], 0, atol=1e-12) and np.allclose(r["delta_C"], 0, atol=1e-12)
+    assert np.allclose(r["delta_C_half"], 0, atol=1e-12)
     assert np.allclose(r["beta_C"], r["beta_sent"]) and not np.allclose(r["beta_sent"], 1)
     [row] = boundaries.boundary_table({"flat": (fit, sets, b_doc, b_sums)}, draws=200)
     assert row["delta_C_lo"] == pytest.approx(row["beta_C_lo"] - row["beta_sent_hi"])     # A.2's interval
@@ -330,9 +332,10 @@ def test_boundary_effect_by_hand():
     """One document whose line fit is flat (b0 = b1 = 0): anchors within -1, para -3; sentence
     pairs -1.5; merge pairs observed -2; split pairs observed -4; real boundaries -2, -3, -5. By
     hand: β_B = 0.5, Δ_B = -0.5; β_A^sent = 0.25, β_C = 1.5, Δ_C = 1.25; C_pct: β_C = 1.5 lies
-    above 0.5 and 1 and below 2 -> 66.7%."""
+    above 0.5 and 1 and below 2 -> 66.7%. Half-paragraph pairs -2 in A, -2.5 observed: 0.5, 0.75,
+    Δ_C_half = 0.25."""
     fit = np.array([[4.0, 0.0, 2.0, 0.0, 0.0]])                     # Σy = Σdy = 0: b1 = 0, b0 = 0
-    mean_set = [-1.0, -3.0, -1.5, -2.0, -4.0]
+    mean_set = [-1.0, -3.0, -1.5, -2.0, -4.0, -2.0, -2.5]
     sets = np.array([[[2.0, 3.0, 2 * m] for m in mean_set]])
     b_sums = np.array([[1.0, 1.0, -2.0], [2.0, 2.0, -6.0], [1.0, 5.0, -5.0]])
     r = {k: float(v[0])
@@ -340,6 +343,22 @@ def test_boundary_effect_by_hand():
     assert r["beta_B"] == pytest.approx(0.5) and r["delta_B"] == pytest.approx(-0.5)
     assert r["beta_C"] == pytest.approx(1.5) and r["delta_C"] == pytest.approx(1.25)
     assert r["beta_sent"] == pytest.approx(0.25) and r["C_pct"] == pytest.approx(200 / 3)
+    assert r["delta_C_half"] == pytest.approx(0.25)
+
+
+def test_half_paragraph_set_by_hand():
+    """One paragraph of three 4-token sentences, split sites 4 and 8. M_C(4) is keys 0-3 x queries
+    4-7 and M_C(8) keys 4-7 x queries 8-11 (16 pairs each); the half-paragraph sets are keys 0-3 x
+    queries 4-11 and keys 0-7 x queries 8-11 (32 pairs each, Σd 4·60 − 8·6 = 192 and 8·38 − 4·28 = 192)."""
+    p = np.zeros((12, 3), np.int64)
+    p[:, 1] = np.repeat([0, 1, 2], 4)
+    assert boundaries.half_paragraph_pairs(p, 4) == (0, 4, 12) and boundaries.half_paragraph_pairs(p, 8) == (0, 8, 12)
+    A = np.full((12, 12), np.exp(-1.0))
+    split = {s: np.full((12, 12), np.exp(-3.0)) for s in (4, 8)}
+    _, sets, _ = boundaries.boundary_sums(A, p, {}, split, 99)
+    sent, half, h_obs = sets[2], sets[5], sets[6]
+    assert sent[0] == 32 and half.tolist() == pytest.approx([64, 384, -64])
+    assert h_obs.tolist() == pytest.approx([64, 384, -192])
 
 
 def test_boundary_bootstrap_covers_a_planted_beta_c_fast():
@@ -349,8 +368,8 @@ def test_boundary_bootstrap_covers_a_planted_beta_c_fast():
     rng = np.random.default_rng(0)
     D = 100
     fit = np.tile([50.0, 100.0, 300.0, 0.0, 0.0], (D, 1))
-    sets = np.zeros((D, 5, 3))
-    level = {0: -1.0, 1: -3.0, 2: -1.5, 3: -2.0, 4: -1 - 2 * 1.4}
+    sets = np.zeros((D, 7, 3))
+    level = {0: -1.0, 1: -3.0, 2: -1.5, 3: -2.0, 4: -1 - 2 * 1.4, 5: -1.5, 6: -1.5}
     for k, m in level.items():
         sets[:, k, 0] = 10
         sets[:, k, 2] = 10 * (m + rng.normal(0, 0.3, D))
@@ -361,7 +380,7 @@ def test_boundary_bootstrap_covers_a_planted_beta_c_fast():
     [row] = boundaries.boundary_table(pooled, draws=4000)
     assert time.time() - t0 < 60
     assert row["beta_C_lo"] <= 1.4 <= row["beta_C_hi"] and row["beta_C_lo"] > 1
-    assert "rejected" in boundaries.boundary_markdown([row], "t").splitlines()[-1].split("|")[-2]
+    assert "rejected" in boundaries.boundary_markdown([row], "t").splitlines()[-1].split("|")[-3]
 
 
 def test_table8_by_hand():

@@ -130,8 +130,10 @@ def test_paragraph_predictors_on_a_planted_corpus(tmp_path, monkeypatch):
     """App. A.10's predictors, keyed as the model sees paragraphs. Document a: three paragraphs,
     the middle one a single word repeated (its type-token ratio the lowest); positions 0, 1/3, 2/3.
     Document b: a short paragraph, then one of ~600 words without a sentence break, which
-    prepare.py must cut at max_len: every piece of it is flagged truncated and they share one
-    position; the paragraphs around it are whole."""
+    prepare.py must cut at max_len: every piece of it is flagged truncated; the paragraphs around it
+    are whole. A.10's one window per document: b's first record holds the short paragraph alone.
+    Document c: eight short paragraphs, of which its first record (window) holds k < 8: positions
+    0, 1/k, ... (over the document they would be 0, 1/8, ...)."""
     words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
     rng = np.random.default_rng(0)
     def para(n):
@@ -140,19 +142,24 @@ def test_paragraph_predictors_on_a_planted_corpus(tmp_path, monkeypatch):
     src.mkdir()
     (src / "c.txt").write_text("\n\n".join([para(30), "Ho " + "ho " * 10 + "ho.", para(30)]))
     (src / "b.txt").write_text("\n\n".join([para(20), " ".join(rng.choice(words, 600)), para(20)]))
+    (src / "d.txt").write_text("\n\n".join(para(25) for _ in range(8)))
     d = prepare.main(["prose", "--src", str(src), "--out", str(tmp_path / "data"), "--vocab", "300",
                       "--max_len", "128", "--workers", "1"])
     r = candidates.paragraph_predictors(d, "train", 128)
     by_doc = {}
     for k in range(len(r["record"])):
         by_doc.setdefault(r["document"][k], []).append(k)
+    c = by_doc.pop(max(by_doc, key=lambda k: (len(by_doc[k]), not r["truncated"][by_doc[k]].any())))
     a, b = sorted(by_doc.values(), key=len)
+    win = [k for k in c if r["first_window"][k]]
+    assert len(c) == 8 and 1 < len(win) < 8 and win == c[:len(win)] and not r["truncated"][c].any()
+    assert r["position"][win].tolist() == pytest.approx(np.arange(len(win)) / len(win))
     assert r["position"][a].tolist() == pytest.approx([0, 1 / 3, 2 / 3]) and not r["truncated"][a].any()
     assert r["ttr"][a[1]] < min(r["ttr"][a[0]], r["ttr"][a[2]]) and np.isfinite(r["coherence"][a]).all()
-    assert r["length"][a].sum() + r["length"][b].sum() == sum(data.load_split(d, "train")["doc_start"][-1:])
+    assert r["length"].sum() == sum(data.load_split(d, "train")["doc_start"][-1:])
     mid = b[1:-1]                                                 # the long paragraph's pieces
     assert len(mid) >= 4 and r["truncated"][mid].all() and not r["truncated"][[b[0], b[-1]]].any()
-    assert r["position"][b].tolist() == pytest.approx([0] + [1 / 3] * len(mid) + [2 / 3])
+    assert r["first_window"][a].all() and r["first_window"][b].tolist() == [True] + [False] * (len(b) - 1)
     # p1 in the document; the last piece shares a record
     assert (r["p1"][mid] == 1).all() and len(set(r["record"][b])) == len(b) - 1
     # --embedder: a local model folder embeds the decoded paragraphs. Document a's middle paragraph

@@ -358,9 +358,10 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     reg = compression.paragraph_regression(os.path.join(str(tmp_path / "out"), "code", "hrope_axial"),
                                            "train", gate=1)
     assert reg["runs"] == 2 and reg["paragraphs"] > 5 and reg["df"] == reg["paragraphs"] - 5
+    assert reg["paragraphs"] <= reg["paragraphs_every_window"] and reg["context"] == 128   # A.10: first windows
     assert all(np.isfinite(reg[k]["b"]) and reg[k]["se"] > 0 for k in compression.PREDICTORS)
     md = compression.paragraph_markdown([reg, reg])
-    assert "| Embedding coherence |" in md and "STAND-IN" in reg["embedding"]
+    assert "| Embedding coherence |" in md and "STAND-IN" in reg["embedding"] and "| N documents |" in md
     # A.10's d-only pilot and the band decay over the 128-token window's 4 bands of 32
     assert (all(-1 <= reg["pilot"][k] <= 1 for k in ("r_d_only", "r_d_band"))
             and len(reg["band_decay"]["shift"]) == 4)

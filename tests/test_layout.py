@@ -42,7 +42,8 @@ model = GPT(GPTConfig(vocab_size=64, n_layer=2, n_embd=64, n_head=1, max_len=16,
 pos = torch.arange(16).expand(2, 16)
 depth = torch.tensor([[1, 2, 3, 3, 2, 1, 2, 3] * 2, [1, 1, 2, 2, 3, 3, 4, 4] * 2])
 idx = torch.arange(32).view(2, 16) % 64
-logits, nll, _ = model(idx, model.rotary.coords({"pos": pos, "depth": depth}), targets=idx.roll(-1, 1))
+C = model.rotary.coords({"pos": pos, "depth": depth})
+logits, (_, nll, _) = model(idx, C)[0], model(idx, C, targets=idx.roll(-1, 1))
 nll.mean().backward()
 torch.optim.AdamW(model.parameters(), lr=1e-3).step()
 project = sorted(m for m in sys.modules if m.split(".")[0] in {PROJECT})

@@ -145,3 +145,23 @@ def test_blocked_pairs_get_exactly_zero_attention_and_none_changes_nothing():
         assert not torch.allclose(sdpa, plain)
         self_only = torch.ones(B, T, T, dtype=torch.bool)        # block everything: self-attention remains
         assert torch.isfinite(m(f["tokens"], C, blocked=self_only)[0]).all()
+
+
+def test_nll_is_the_softmax_loss_of_the_full_logits_where_a_target_exists():
+    """The head runs only at positions with a target; each NLL must still be -log softmax of that
+    position's full logits at its target (a gather misaligned with its scatter fails), and 0 at
+    padding and at a record's last token."""
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(vocab_size=64, n_layer=2, n_embd=64, n_head=1, max_len=T, rotary="seq_depth")).eval()
+    f = fields(3)
+    C = m.rotary.coords({"pos": torch.arange(T).expand(B, T), **f})
+    targets = f["tokens"].roll(-1, 1)
+    targets[0, 7:] = -1                                   # a short record, padded
+    targets[1, -1] = -1                                   # a record's last token
+    with torch.no_grad():
+        logits = m(f["tokens"], C)[0]
+        _, nll, _ = m(f["tokens"], C, targets)
+    by_hand = -logits.log_softmax(-1).gather(-1, targets.clamp(min=0)[..., None])[..., 0]
+    keep = targets >= 0
+    assert torch.allclose(nll[keep], by_hand[keep], atol=1e-5)
+    assert (nll[~keep] == 0).all() and keep.sum() == 2 * T - (T - 7) - 1
