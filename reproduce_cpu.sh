@@ -18,7 +18,7 @@ HSTEPS=120         # hRoPE runs (code, prose): 4 layers, d=128, 2 heads of 64, c
 OUT=out
 stage=${1:-all}
 STAGES="all train eval analyze sheets beyond hrope table1 tables22 ten ten_train ten_eval ten_analyze ten_long
-ten_vocab ten_hrope ten_hrope_train ten_hrope_eval ten_hrope_analyze"
+ten_vocab ten_hrope ten_hrope_train ten_hrope_eval ten_hrope_analyze layer2_1024"
 if ! grep -qw -- "$stage" <<< "$STAGES"; then
   echo "error: unknown stage '$stage'; stages: $(echo $STAGES)" >&2
   exit 2
@@ -164,6 +164,25 @@ if [ "$stage" = tables22 ]; then
     python analyze.py --hubs $OUT10/$c/hrope_axial/seed[012] > $OUT10/$c/hubs.md
     python analyze.py --depth "$(ls $OUT10/$c/hrope_axial/seed[012]/depth_test.npz | paste -sd,)" \
       "$(ls $OUT10/$c/rand_axial/seed[012]/depth_test.npz | paste -sd,)" > $OUT10/$c/depth.md
+  done
+fi
+
+# Layer II at paper 004's context (settings cpu_prose_1024, cpu_code_1024): records of <= 1,024
+# tokens, packed into 4 blocks of 1,024 a step; flat, hrope_axial, rand_axial at seeds 0-2; Tables 1, 3.
+#   prepare: for c in prose code; do python prepare.py --setting cpu_${c}_1024 --out data1024; done
+if [ "$stage" = layer2_1024 ]; then
+  O=$OUT10/ctx1024 C1024=${CORPORA1024:-prose code}
+  for s in 0 1 2; do for c in $C1024; do
+    OUT=$O bash sweep.sh $c "hrope_axial rand_axial flat" "$s" 1 --setting cpu_${c}_1024 --data data1024
+  done; done
+  for c in $C1024; do
+    for s in 0 1 2; do
+      for k in hrope_axial rand_axial; do evx $O/$c/$k/seed$s depth_test.npz --max_docs 128 --boundary --attention; done
+      evx $O/$c/flat/seed$s boundary_test.npz --max_docs 128 --boundary
+    done
+    python analyze.py --boundary $O/$c > $O/$c/boundary.md
+    python analyze.py --depth "$(ls $O/$c/hrope_axial/seed*/depth_test.npz | paste -sd,)" \
+      "$(ls $O/$c/rand_axial/seed*/depth_test.npz | paste -sd,)" > $O/$c/depth.md
   done
 fi
 

@@ -25,6 +25,7 @@ MODELS = {
     "paper_hrope": dict(n_layer=8, n_embd=512, n_head=8, max_len=1024),    # hRoPE, 64-wide heads
     "cpu": dict(n_layer=4, n_embd=128, n_head=1, max_len=256),             # minutes on 2 cores
     "cpu_hrope": dict(n_layer=4, n_embd=128, n_head=2, max_len=256),
+    "cpu_hrope_1024": dict(n_layer=4, n_embd=128, n_head=2, max_len=1024),   # paper 004's context on CPU
 }
 
 # The two papers' recipes: warm-up over 2% of the steps (hRoPE: 100 of 5,000), cosine decay to min_lr x lr;
@@ -116,6 +117,12 @@ SETTINGS = {
                        source="reproduce_cpu.sh sheets: 120 steps, SYNTHETIC workbooks"),
     **{f"cpu_{c}": dict(CPU, corpus=c, preset="cpu_hrope", recipe="hrope_cpu", prepare=dict(max_len=256),
                         source="reproduce_cpu.sh ten_hrope: Table 11 at the CPU scale, lr 1.2e-3")
+       for c in ("prose", "code")},
+    # Layer II at paper 004's context: records of 1,024 tokens packed as Table 11's batches, 4 blocks a
+    # step (the 256-token setting's tokens per step); a packed 256-token record would add no context
+    **{f"cpu_{c}_1024": dict(CPU, corpus=c, preset="cpu_hrope_1024", recipe="hrope_cpu", docs_per_step=4,
+                             pack=True, prepare=dict(max_len=1024),
+                             source="reproduce_cpu.sh layer2_1024: Table 11 at the CPU scale, context 1,024")
        for c in ("prose", "code")},
 }
 

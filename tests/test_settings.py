@@ -42,7 +42,9 @@ CPU = {"cpu_python": ("python", 200, "cpu", "tree", 256), "cpu_web": ("web", 200
        "cpu_programs": ("programs", 200, "cpu", "tree", 256),
        "cpu_sheets": ("sheets", 120, "cpu", "tree", 256),
        "cpu_prose": ("prose", 200, "cpu_hrope", "hrope_cpu", 256),
-       "cpu_code": ("code", 200, "cpu_hrope", "hrope_cpu", 256)}
+       "cpu_code": ("code", 200, "cpu_hrope", "hrope_cpu", 256),
+       "cpu_prose_1024": ("prose", 200, "cpu_hrope_1024", "hrope_cpu", 1024),
+       "cpu_code_1024": ("code", 200, "cpu_hrope_1024", "hrope_cpu", 1024)}
 
 
 def meta_for(root, name, record=True):
@@ -111,8 +113,10 @@ def test_cpu_settings_are_reproduce_cpu_sh(tmp_path):
         cfg = train.parse(["--setting", name, *meta_for(tmp_path / name, name)])[0]
         assert (cfg["corpus"], cfg["steps"], cfg["preset"], cfg["recipe"], cfg["lr"]) == \
             (corpus, steps, preset, recipe, 1.2e-3), name
-        assert (cfg["docs_per_step"], cfg["val_docs"], cfg["test_docs"], cfg["mb_tokens"],
-                cfg["milestones"]) == (16, 128, 256, 4096, 10), name
+        assert (cfg["val_docs"], cfg["test_docs"], cfg["mb_tokens"], cfg["milestones"]) == (128, 256, 1024, 10), name
+        # context 1,024: 4 packed blocks a step, the 16 x 256 tokens of the other CPU settings
+        assert (cfg["docs_per_step"], cfg["pack"]) == ((16, False) if max_len == 256 else (4, True)), name
+        assert PRESETS[preset]["max_len"] == max_len, name
         assert settings.preparation(name) == {**settings.PREPARE, "max_len": max_len}, name
 
 
