@@ -203,6 +203,9 @@ def parse(argv):
                          "or a newline (the older stream)")
     ap.add_argument("--workbooks", type=int, default=600, help="sheets without --src: synthetic workbooks")
     ap.add_argument("--conversations", type=int, help="chat: only the first N conversations (default: all)")
+    ap.add_argument("--stream", choices=("compact", "old"),
+                    help="programs: the compact stream (default: sigil words, used imports only, no "
+                         "docstrings, module-level names renamed) or the old one of RESULTS.md's older rows")
     ap.add_argument("--units", choices=("module", "record"),
                     help="python: level-1 sibling ranks count over the whole module (default), or restart "
                          "at each record (closer to the paper's small programs)")
@@ -269,7 +272,7 @@ def timed(seconds, name):
 def documents(args, entry, items, dirs):
     """[(name, Doc)] and the skipped files' reasons counted; one worker process per core."""
     build = functools.partial(entry.build, **{k: getattr(args, k) for k in entry.options
-                                              if k in ("render", "blocks")})   # the builders' flags
+                                              if k in ("render", "blocks", "stream")})   # the builders' flags
     docs, skipped = [], collections.Counter()
     with multiprocessing.Pool(args.workers) as pool:
         for name, doc, reason in tqdm(pool.imap(build, items, chunksize=8), total=len(items),

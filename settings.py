@@ -53,7 +53,9 @@ CPU_RECIPES = {"hrope": "hrope_cpu"}   # a corpus's recipe, as the CPU scale run
 # prepare.py's flags that shape the data, at their defaults; a setting names those it changes.
 # max_len is the CPU scale's context, so no record is cropped (appendix: "No document is split across steps")
 PREPARE = dict(vocab=4096, max_len=256, long="split", split="hash", units="module", render="values",
-               blocks="space")
+               blocks="space", stream="compact")
+# What data prepared before a flag existed was made with, where that is not the flag's default.
+BEFORE = {("programs", "stream"): "old"}
 
 # Appendix §4: micro-batches of at most 8,192 padded tokens, validation every 5% of the planned steps (a
 # milestone) on the same 1,024 documents, results at the final step; the batch (64 records) is not given: ours
@@ -137,6 +139,8 @@ def refusal(name, prepared):
     Data prepared without --setting (meta.json names none) serves when its flags are the setting's."""
     if prepared.get("setting", name) != name:
         return f"it was prepared for setting {prepared['setting']}"
-    differ = [f"--{k} {prepared.get(k, PREPARE[k])} where the setting has {v}"
-              for k, v in preparation(name).items() if prepared.get(k, PREPARE[k]) != v]
+    def was(k):
+        return prepared.get(k, BEFORE.get((prepared.get("corpus"), k), PREPARE[k]))
+    differ = [f"--{k} {was(k)} where the setting has {v}"
+              for k, v in preparation(name).items() if was(k) != v]
     return f"it was prepared with {', '.join(differ)}" if differ else None

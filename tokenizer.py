@@ -15,8 +15,9 @@ import tiktoken
 # GPT-2-style pre-tokenisation in a form both rustbpe's regex engine and tiktoken accept.
 PAT = r"""'(?:[sdmt]|ll|ve|re)| ?[A-Za-z_]+| ?[0-9]{1,3}| ?[^\sA-Za-z0-9_]+|\s+(?!\S)|\s+"""
 # The Python serialisation's: an identifier keeps its digits (x12) and the sigils put before it (.attr,
-# :param, @key, =field, a string's opening quote), so each is one pre-token; no English contractions.
-CODE_PAT = r"""[ ]?[.=:@'"]*[A-Za-z_][A-Za-z_0-9]*| ?[0-9]{1,3}| ?[^\sA-Za-z0-9_]+|\s+(?!\S)|\s+"""
+# :param, @key, =field, a string's opening quote; ^def $class !alias |from), so each is one pre-token;
+# no English contractions. ^$!| were chosen rare before a letter in Python's strings.
+CODE_PAT = r"""[ ]?[.=:@'"^$!|]*[A-Za-z_][A-Za-z_0-9]*| ?[0-9]{1,3}| ?[^\sA-Za-z0-9_]+|\s+(?!\S)|\s+"""
 
 
 def train(texts, vocab_size, max_bytes=30_000_000, pattern=PAT):

@@ -3,6 +3,7 @@
 
     python prepare.py python            # the CPython standard library
     python prepare.py programs          # top-level functions and classes of the standard library and packages
+    python prepare.py programs --stream old   # the older programs stream (RESULTS.md's older rows)
     python prepare.py python --src DIR  # any folder(s) of .py files
 
 The record rule: a record may start at a top-level statement.
@@ -17,11 +18,14 @@ brackets, no indentation, no newlines. Each node is self-delimiting:
                                      raw newlines for \\n, u'x' for a u-string, `Constant inf`
                                      when repr is no literal
     [=...]~                          an absent child inside a list (Dict.keys, kw_defaults)
+    [=...]^f ^^f $C !os !!a b |..m   compact stream (programs): def, async def, class, an alias
+                                     (!! with its asname), from-import (dots: the level)
 The marker `=` x k says the node is in its parent's child field k (0-based); it is written only
 where the field differs from the previous sibling's (the first child: from field 0). The
 nesting lives only in the depths, so decoding needs the text plus each node's depth
 (decode_python). The root Module is implicit. Operators are scalars of their parent
 (BinOp Add); expression contexts (Load/Store) are dropped, since ast.unparse does not read them.
+The compact stream also drops docstrings and renames module-level names (REFERENCE.md).
 """
 import ast
 import functools
@@ -135,6 +139,9 @@ _OP_OWNER = {**{o: "BinOp" for o in ("Add", "Sub", "Mult", "MatMult", "Div", "Mo
                                        "NotIn")}}
 _SIGIL = {"Attribute": ".", "arg": ":", "keyword": "@"}   # .attr, :x0 (a parameter), @key (key=...)
 _FROM_SIGIL = {v: k for k, v in _SIGIL.items()}
+# The compact stream's statement words, one pre-token each (tokenizer.CODE_PAT): ^f def f, ^^f async
+# def f, $C class C, !os an alias (!!numpy np: with its asname), |..pkg from ..pkg (dots: the level).
+_COMPACT = {"AsyncFunctionDef": "^^", "FunctionDef": "^", "ClassDef": "$", "alias": "!", "ImportFrom": "|"}
 
 
 def _next_field(t, children, fi):
@@ -143,11 +150,13 @@ def _next_field(t, children, fi):
     return fi if _LIST_FIELD.get((t, children[fi]), False) else min(fi + 1, len(children) - 1)
 
 
-def _node_text(node, t, values):
-    """A node's own text: a bare identifier for a Name, a bare literal for a Constant, else its
-    type and scalars."""
+def _node_text(node, t, values, compact):
+    """A node's own text: a bare identifier for a Name, a bare literal for a Constant, a sigil
+    word (compact: a def, class, alias or from-import too), else its type and scalars."""
     if t == "Name" and values[0] not in _AST_NAMES:
         return values[0]
+    if compact and t in _COMPACT:
+        return _compact_word(t, values)
     if t in _SIGIL:                    # one pre-token with the code pattern (tokenizer.CODE_PAT)
         return _SIGIL[t] + (values[0] if values[0] != "None" else "")
     if t in ("BinOp", "UnaryOp", "BoolOp") or (t == "Compare" and "," not in values[0]):
@@ -162,6 +171,14 @@ def _node_text(node, t, values):
     return " ".join([t] + values)
 
 
+def _compact_word(t, values):
+    if t == "alias":
+        return "!" + values[0] if values[1] == "None" else f"!!{values[0]} {values[1]}"
+    if t == "ImportFrom":
+        return "|" + "." * int(values[1]) + (values[0] if values[0] != "None" else "")
+    return _COMPACT[t] + values[0]
+
+
 def _is_literal(r):
     try:
         ast.literal_eval(r)
@@ -172,9 +189,9 @@ def _is_literal(r):
 
 @dataclass
 class _Scope:
-    """A renaming scope: a function, lambda or comprehension (class bodies and the module are
-    not: their names are attributes and the module's API)."""
-    kind: str                                   # 'function', 'comprehension', 'class'
+    """A renaming scope: a function, lambda or comprehension; the module in the compact stream
+    (class bodies never: their names are attributes)."""
+    kind: str                                   # 'module', 'function', 'comprehension', 'class'
     names: dict = field(default_factory=dict)   # original -> variable id
     frozen: set = field(default_factory=set)    # names that must keep their original spelling
 
@@ -190,16 +207,19 @@ class _PythonWriter:
     `global`. `nonlocal x` takes the enclosing function's name. A name whose first mention in
     a scope is a use (a global, a builtin, or a local used before its binding in reading order)
     keeps its spelling in that scope and its enclosing scopes, so a renaming never depends on
-    later text.
+    later text. The compact stream renames module-level names too (our reading): assignment
+    targets, defs, classes, what an import binds (`import os as x0`); never class bodies. Each
+    outermost function then numbers its locals after the module's names.
     """
 
-    def __init__(self, rename):
-        self.rename = rename
+    def __init__(self, rename, compact=False):
+        self.rename, self.compact = rename, compact
         self.nodes, self.parent, self.rank = [], [], []     # node texts, in pre-order
         self.type_names, self.stmt = [], []                 # per node: AST class, innermost statement
         self.ref, self.symbol = [], []
-        self.scopes = []          # stack of _Scope
+        self.scopes = [_Scope("module")] if compact else []   # stack of _Scope
         self.counter = 0          # the next local's number in its outermost function (x0, x1, ...)
+        self.module_count = 0     # the next module-level name's number
         self.var_def = {}         # variable id (unique in the document) -> defining node
         self.var_name = {}        # variable id -> its number n in the spelling xn
         self.var_symbol = {}      # variable id -> symbol id (order of first mention in the document)
@@ -207,6 +227,16 @@ class _PythonWriter:
     # -- scopes ------------------------------------------------------------------------------
     def _function_scopes(self):
         return [s for s in self.scopes if s.kind != "class"]
+
+    def _in_function(self):
+        return any(s.kind in ("function", "comprehension") for s in self.scopes)
+
+    def _push(self, kind, restart):
+        """Open a scope; an outermost one numbers its locals from the module's count (restart),
+        or on from the last local, so no local spelling shadows a module-level one."""
+        if not self._in_function():
+            self.counter = self.module_count if restart else max(self.counter, self.module_count)
+        self.scopes.append(_Scope(kind))
 
     def _resolve(self, name):
         """Variable id a use of `name` refers to, or None (global / builtin / frozen)."""
@@ -238,8 +268,11 @@ class _PythonWriter:
             return name
         if name not in scope.names:
             v = scope.names[name] = len(self.var_def)
-            self.var_def[v], self.var_name[v] = node_id, self.counter
-            self.counter += 1
+            self.var_def[v] = node_id
+            if scope.kind == "module":
+                self.var_name[v], self.module_count = self.module_count, self.module_count + 1
+            else:
+                self.var_name[v], self.counter = self.counter, self.counter + 1
         return self._note(scope.names[name], node_id, is_def=True)
 
     def _use(self, name, node_id):
@@ -277,7 +310,7 @@ class _PythonWriter:
         pushed = self._open_scope(node, t, nid, parent)
         values = [_scalar_text(t, f, self._rename_scalar(node, t, f, nid, getattr(node, f)))
                   for f in scalars if f != "kind"]
-        self.nodes[nid] = marker + _node_text(node, t, values)
+        self.nodes[nid] = marker + _node_text(node, t, values, self.compact)
         r, expected = 0, 0
         for fi, f in enumerate(children):
             v = getattr(node, f)
@@ -296,15 +329,13 @@ class _PythonWriter:
         if t in ("FunctionDef", "AsyncFunctionDef", "ClassDef"):
             if self.scopes:                    # a def inside a function binds a local name
                 node.name = self._bind(node.name, nid)
-            if not self._function_scopes():
-                self.counter = 0               # renaming restarts at each outermost function
-            self.scopes.append(_Scope("class" if t == "ClassDef" else "function"))
+            self._push("class" if t == "ClassDef" else "function", restart=True)   # numbering restarts
             return True
         if t == "Lambda":
-            self.scopes.append(_Scope("function"))
+            self._push("function", restart=False)
             return True
         if t in _ORDER and self._function_scopes():
-            self.scopes.append(_Scope("comprehension"))
+            self._push("comprehension", restart=False)
             return True
         return False
 
@@ -322,7 +353,7 @@ class _PythonWriter:
             if isinstance(node.ctx, ast.Store):
                 scope = None
                 if getattr(node, "_walrus", False):   # := binds in the enclosing function
-                    fs = [s for s in self.scopes if s.kind == "function"]
+                    fs = [s for s in self.scopes if s.kind in ("function", "module")]
                     scope = fs[-1] if fs else None
                     if scope is None:
                         return v
@@ -331,7 +362,8 @@ class _PythonWriter:
         if (t == "arg" and f == "arg") or (t == "ExceptHandler" and f == "name") or \
            (t in ("MatchAs", "MatchStar") and f == "name") or (t == "MatchMapping" and f == "rest"):
             return self._bind(v, nid)
-        if t == "alias" and self._function_scopes() and self.scopes[-1].kind != "class":
+        if t == "alias" and self.scopes and self.scopes[-1].kind in ("function", "module") \
+                and not getattr(node, "_future", False):   # a __future__ feature is no binding
             if f == "name" and node.asname is None and "." not in v and v != "*":
                 new = self._bind(v, nid)
                 if new != v:            # `import a` becomes `import a as x3`
@@ -356,20 +388,44 @@ class _PythonWriter:
                     out.append(self._note(resolved, nid, is_def=False))
             return out
         if t == "Global" and f == "names":
-            for name in v:
-                if self.scopes:
-                    self.scopes[-1].frozen.add(name)
+            return [self._global(name, nid) for name in v]
         return v
 
+    def _global(self, name, nid):
+        """`global name` in a function: the module-level variable where the module renamed it,
+        else the name kept there and in the module."""
+        module = self.scopes[0] if self.scopes and self.scopes[0].kind == "module" else None
+        if module and len(self.scopes) > 1 and name in module.names and name not in module.frozen:
+            self.scopes[-1].names[name] = module.names[name]
+            return self._note(module.names[name], nid, is_def=False)
+        for s in self.scopes[-1:] + ([module] if module else []):
+            s.frozen.add(name)
+        return name
 
-def _mark_walrus(tree):
+
+def _mark(tree):
+    """Flag what the writer must see from above: walrus targets, __future__ imports."""
     for n in ast.walk(tree):
         if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name):
             n.target._walrus = True
+        if isinstance(n, ast.ImportFrom) and n.module == "__future__":
+            for a in n.names:
+                a._future = True
 
 
-def python_doc(source, rename=True):
-    """Python source (str or bytes) -> Doc. Raises Skip for unusable input."""
+def drop_docstrings(tree):
+    """Our reading of a program (the compact stream): its code without docstrings, which are
+    documentation; a body left empty gets `pass`."""
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                and ast.get_docstring(n, clean=False) is not None:
+            n.body = n.body[1:] or [ast.Pass()]
+    return tree
+
+
+def python_doc(source, rename=True, stream="old"):
+    """Python source (str or bytes) -> Doc. Raises Skip for unusable input. stream "compact":
+    sigil words for defs, classes and imports, docstrings dropped, module-level names renamed."""
     check_size("Python source", len(source), MAX_PYTHON_BYTES, "bytes")
     source = source_text(source)
     if not source.strip():
@@ -382,8 +438,10 @@ def python_doc(source, rename=True):
         raise Skip("too deeply nested")
     if not tree.body:
         raise Skip("empty")
-    _mark_walrus(tree)
-    w = _PythonWriter(rename)
+    if stream == "compact":
+        drop_docstrings(tree)
+    _mark(tree)
+    w = _PythonWriter(rename, compact=stream == "compact")
     try:
         for i, stmt in enumerate(tree.body):
             w.emit(stmt, -1, i, 0, 0)
@@ -416,30 +474,66 @@ def _close_kinds(depth, lengths, n_chars):
     return kind
 
 
-def python_programs(source, min_lines=3, max_lines=60):
+def python_programs(source, min_lines=3, max_lines=60, stream="compact"):
     """Small programs cut from one module, in the spirit of the appendix's Python corpus (§4:
     423,111 programs; sibling rank p99 7): each top-level function or class of min_lines to
-    max_lines lines, preceded by the module's top-level imports, as [(qualname, source)]. A
-    module that does not parse gives none (python_doc counts it when read whole)."""
+    max_lines lines, preceded by the module's top-level imports it uses, as [(qualname, source)].
+    Compact: only small ones (is_small). Old stream: every one, with all the module's imports.
+    A module that does not parse gives none (python_doc counts it when read whole)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     lines = source.splitlines()
-    imports = [ast.unparse(s) for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))]
+    imports = [s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))]
     out = []
     for s in tree.body:
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             first = min([s.lineno] + [d.lineno for d in s.decorator_list])
-            if min_lines <= s.end_lineno - first + 1 <= max_lines:
-                out.append((s.name, "\n".join(imports + lines[first - 1:s.end_lineno]) + "\n"))
+            if not min_lines <= s.end_lineno - first + 1 <= max_lines:
+                continue
+            heads = imports if stream == "old" else used_imports(imports, s)
+            if stream == "old" or is_small(heads + [drop_docstrings(s)]):
+                body = lines[first - 1:s.end_lineno]
+                out.append((s.name, "\n".join([ast.unparse(i) for i in heads] + body) + "\n"))
     return out
 
 
-def canonical_python(source, rename=True):
-    """The reference the round trip reproduces: ast.unparse of the parsed tree, with locals
-    renamed exactly as the serialisation renames them when `rename` is set."""
-    doc = python_doc(source, rename)   # applies the renaming to a fresh tree
+# Our reading of a small program (compact): no node with more than 20 children, where the fast plane's
+# 0.316 rad per sibling wraps (appendix §5), and no string constant over 80 characters, a line.
+MAX_CHILDREN, MAX_STRING = 20, 80
+
+
+def is_small(statements):
+    """True when no node of `statements` (docstrings dropped) has more than MAX_CHILDREN children
+    in the serialisation and no string or bytes constant is longer than MAX_STRING."""
+    for n in (n for s in statements for n in ast.walk(s)):
+        if isinstance(n, ast.Constant) and isinstance(n.value, (str, bytes)) and len(n.value) > MAX_STRING:
+            return False
+        if sum(len(v) if isinstance(v, list) else v is not None
+               for v in (getattr(n, f, None) for f in fields(type(n).__name__)[1])) > MAX_CHILDREN:
+            return False
+    return True
+
+
+def used_imports(imports, program):
+    """The import statements cut to the names `program` mentions (a star binds none we can see;
+    __future__ imports are the compiler's and stay); statements left with no name go."""
+    mentioned = {n.id for n in ast.walk(program) if isinstance(n, ast.Name)}
+    out = []
+    for s in imports:
+        future = isinstance(s, ast.ImportFrom) and s.module == "__future__"
+        names = [a for a in s.names if future or (a.asname or a.name.split(".")[0]) in mentioned]
+        if names:
+            out.append(ast.ImportFrom(s.module, names, s.level) if isinstance(s, ast.ImportFrom)
+                       else ast.Import(names))
+    return out
+
+
+def canonical_python(source, rename=True, stream="old"):
+    """The reference the round trip reproduces: ast.unparse of the parsed tree (compact: without
+    docstrings), with names renamed exactly as the serialisation renames them when `rename` is set."""
+    doc = python_doc(source, rename, stream)   # applies the renaming (and drop) to a fresh tree
     return ast.unparse(decode_python(doc.text, doc.node_coords()[0].tolist()))
 
 
@@ -485,6 +579,8 @@ def _decode_node(head, text, pos):
         t = _OP_OWNER[head]
         f = fields(t)[0][0]
         node = getattr(ast, t)(**{f: _scalar_value(t, f, head)})
+    elif head[0] in "^$!|":
+        node, pos = _compact_node(head, text, pos)
     elif head[0] in _FROM_SIGIL and head != "...":
         t = _FROM_SIGIL[head[0]]
         node = getattr(ast, t)(**{fields(t)[0][0]: head[1:] or None})
@@ -508,6 +604,20 @@ def _decode_node(head, text, pos):
     if "ctx" in cls._fields:
         node.ctx = ast.Load()
     return node, pos
+
+
+def _compact_node(head, text, pos):
+    """The node a compact sigil word writes (_compact_word) -> (node, pos); !! reads the asname."""
+    if head.startswith("!!"):
+        asname, pos = _word(text, pos + 1)
+        return ast.alias(name=head[2:], asname=asname), pos
+    if head[0] == "!":
+        return ast.alias(name=head[1:], asname=None), pos
+    if head[0] == "|":
+        module = head[1:].lstrip(".")
+        return ast.ImportFrom(module=module or None, level=len(head) - 1 - len(module)), pos
+    t = "AsyncFunctionDef" if head.startswith("^^") else "FunctionDef" if head[0] == "^" else "ClassDef"
+    return getattr(ast, t)(name=head.lstrip("^$")), pos
 
 
 def _list_fields():
@@ -536,14 +646,14 @@ def python_sources(args):
     return files, dirs
 
 
-def _programs_of(item):
+def _programs_of(item, stream="compact"):
     name, path = item
     try:
         with open(path, "rb") as f:
             source = source_text(f.read())
     except (OSError, Skip):
         return []                                  # counted when a module cannot be read: none of it is used
-    return [(f"{name}::{q}", p.encode()) for q, p in python_programs(source)]
+    return [(f"{name}::{q}", p.encode()) for q, p in python_programs(source, stream=stream)]
 
 
 # The default programs: a fixed sample of those found, since prepare holds a corpus's coordinates
@@ -553,13 +663,14 @@ DEFAULT_PROGRAMS = 30_000
 
 def programs_sources(args):
     """Small programs (appendix §4's Python corpus is 423,111 programs): the top-level functions
-    and classes of 3-60 lines of the standard library and installed packages, each with its
-    module's imports (python_programs). Named module::qualname, so one module's programs
-    share a split."""
+    and classes of 3-60 lines of the standard library and installed packages, each with the
+    imports it uses (python_programs; --stream old: all its module's). Named module::qualname,
+    so one module's programs share a split."""
     dirs = args.src or [sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"]]
     modules = [(f"{i}/{n}", p) for i, d in enumerate(dirs) for n, p in find_files([d], (".py",))]
     with multiprocessing.Pool(args.workers) as pool:
-        items = [x for found in tqdm(pool.imap(_programs_of, modules, chunksize=16), total=len(modules),
+        cut = functools.partial(_programs_of, stream=args.stream)
+        items = [x for found in tqdm(pool.imap(cut, modules, chunksize=16), total=len(modules),
                                      desc="programs", unit="module") for x in found]
     if not items:
         sys.exit(f"error: no top-level functions or classes of 3-60 lines under {dirs}"
@@ -576,9 +687,15 @@ def statements(c, doc):
 
 
 build_python = functools.partial(build, builder=python_doc)
+
+
+def build_programs(item, stream="compact"):
+    return build(item, functools.partial(python_doc, stream=stream))
+
+
 CORPORA = {   # the serialisation's sigils need a pattern of their own
     "python": Corpus(python_sources, build_python, statements, options=("units",), attention=("ancestor",),
                      pattern=tokenizer.CODE_PAT),
-    "programs": Corpus(programs_sources, build_python, statements, options=("units",),
+    "programs": Corpus(programs_sources, build_programs, statements, options=("units", "stream"),
                        attention=("ancestor",), pattern=tokenizer.CODE_PAT),
 }

@@ -251,3 +251,15 @@ def test_lr_sweep_runs_every_rate_and_picks(cpu_python, tmp_path, monkeypatch, c
     assert "picked lr 0.003" in capsys.readouterr().out
     assert os.path.exists(os.path.join(tmp_path, "lr_sweep", "python", "seq_only_lr0.003", "seed0",
                                        "final.json"))
+
+
+def test_older_programs_data_reads_as_the_old_stream():
+    """Programs data written before --stream existed was the old stream: the python setting (compact)
+    refuses it by name; other corpora never had the flag and are not refused for it."""
+    older = {"corpus": "programs", **settings.preparation("python")}
+    del older["stream"]
+    assert settings.refusal("python", older) == \
+        "it was prepared with --stream old where the setting has compact"
+    assert settings.refusal("python", {**older, "stream": "compact"}) is None
+    web = {k: v for k, v in settings.preparation("web_pages").items() if k != "stream"}
+    assert settings.refusal("web_pages", {"corpus": "web", **web}) is None

@@ -154,6 +154,9 @@ def test_code_pattern_keeps_sigils_with_their_identifier():
     import tokenizer
     assert re.findall(tokenizer.CODE_PAT, "FunctionDef f =:x0 .attr @key 'abc' x12 =Add") == [
         "FunctionDef", " f", " =:x0", " .attr", " @key", " 'abc", "'", " x12", " =Add"]
+    # the compact stream's words: ^def, ^^async def, $class, !alias, !!alias with asname, |from ..level
+    assert re.findall(tokenizer.CODE_PAT, "^f ^^g =$C !os !!numpy x0 |..pkg.mod |.") == [
+        "^f", " ^^g", " =$C", " !os", " !!numpy", " x0", " |..pkg", ".mod", " |."]
 
 
 def test_label_and_statement_grid_by_hand():
