@@ -135,7 +135,8 @@ def training(data_dir="data/web", steps=300, reps=3):
         tokens, seconds, in_milestones = train_py(data_dir, steps)
         rates["train.py"].append(tokens / seconds)
         shares.append(in_milestones / seconds)
-    return {**{k: statistics.median(v) for k, v in rates.items()}, "milestone_share": statistics.median(shares)}
+    medians = {k: statistics.median(v) for k, v in rates.items()}
+    return {**medians, "milestone_share": statistics.median(shares)}
 
 
 def code_lines(path):

@@ -359,7 +359,8 @@ def paragraph_predictors(data_dir, split, max_len, embedder=None):
     count = np.r_[doc_first[1:], n] - doc_first
     start_index = np.repeat(index[doc_first], count)
     in_window = np.r_[True, rec_doc[1:] != rec_doc[:-1]][rec[first]]    # in its document's first record
-    n_window = np.repeat(np.maximum.reduceat(np.where(in_window, index, -1), doc_first) + 1, count) - start_index
+    window_end = np.maximum.reduceat(np.where(in_window, index, -1), doc_first) + 1
+    n_window = np.repeat(window_end, count) - start_index
     Q = sparse.csr_matrix((np.ones(len(tokens)), (par, tokens)), shape=(n, int(tokens.max()) + 1))
     if embedder:
         e = folder_embed(embedder, texts(data_dir, tokens, first))
@@ -373,7 +374,8 @@ def paragraph_predictors(data_dir, split, max_len, embedder=None):
     split_id = np.where(kept, np.cumsum(kept) - 1, -1)
     with np.errstate(invalid="ignore"):
         return {"record": split_id[rec[first]], "p1": p1[first], "length": length.astype(float),
-                "ttr": types / length, "coherence": nb_sum / nb_n, "position": (index - start_index) / n_window,
+                "ttr": types / length, "coherence": nb_sum / nb_n,
+                "position": (index - start_index) / n_window,
                 "truncated": truncated, "first_window": in_window, "document": doc}
 
 

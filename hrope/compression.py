@@ -584,7 +584,8 @@ def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
     pos = X[:, PREDICTORS.index("position")]
     shift, band_pairs, slope = band_decay(*pooled_base(paths), gate)
     return {"corpus": cfg["corpus"], "runs": len(paths), "cells": cells, "paragraphs": len(y),
-            "documents": len(np.unique(pred["document"][idx[keep]])), "paragraphs_every_window": int(usable.sum()),
+            "documents": len(np.unique(pred["document"][idx[keep]])),
+            "paragraphs_every_window": int(usable.sum()),
             "context": context,
             "embedding": candidates.embedding_label(embedder), "mean_weight": float(w.mean()),
             "mean_coherence": float(X[:, 2].mean()), "r2": float(fit["r2"]), "df": fit["df"],

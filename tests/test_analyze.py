@@ -352,7 +352,8 @@ def test_half_paragraph_set_by_hand():
     queries 4-11 and keys 0-7 x queries 8-11 (32 pairs each, Σd 4·60 − 8·6 = 192 and 8·38 − 4·28 = 192)."""
     p = np.zeros((12, 3), np.int64)
     p[:, 1] = np.repeat([0, 1, 2], 4)
-    assert boundaries.half_paragraph_pairs(p, 4) == (0, 4, 12) and boundaries.half_paragraph_pairs(p, 8) == (0, 8, 12)
+    assert boundaries.half_paragraph_pairs(p, 4) == (0, 4, 12)
+    assert boundaries.half_paragraph_pairs(p, 8) == (0, 8, 12)
     A = np.full((12, 12), np.exp(-1.0))
     split = {s: np.full((12, 12), np.exp(-3.0)) for s in (4, 8)}
     _, sets, _ = boundaries.boundary_sums(A, p, {}, split, 99)

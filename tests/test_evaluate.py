@@ -358,7 +358,7 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     reg = compression.paragraph_regression(os.path.join(str(tmp_path / "out"), "code", "hrope_axial"),
                                            "train", gate=1)
     assert reg["runs"] == 2 and reg["paragraphs"] > 5 and reg["df"] == reg["paragraphs"] - 5
-    assert reg["paragraphs"] <= reg["paragraphs_every_window"] and reg["context"] == 128   # A.10: first windows
+    assert reg["paragraphs"] <= reg["paragraphs_every_window"] and reg["context"] == 128   # A.10
     assert all(np.isfinite(reg[k]["b"]) and reg[k]["se"] > 0 for k in compression.PREDICTORS)
     md = compression.paragraph_markdown([reg, reg])
     assert "| Embedding coherence |" in md and "STAND-IN" in reg["embedding"] and "| N documents |" in md

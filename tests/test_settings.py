@@ -113,7 +113,8 @@ def test_cpu_settings_are_reproduce_cpu_sh(tmp_path):
         cfg = train.parse(["--setting", name, *meta_for(tmp_path / name, name)])[0]
         assert (cfg["corpus"], cfg["steps"], cfg["preset"], cfg["recipe"], cfg["lr"]) == \
             (corpus, steps, preset, recipe, 1.2e-3), name
-        assert (cfg["val_docs"], cfg["test_docs"], cfg["mb_tokens"], cfg["milestones"]) == (128, 256, 1024, 10), name
+        assert (cfg["val_docs"], cfg["test_docs"], cfg["mb_tokens"], cfg["milestones"]) == \
+            (128, 256, 1024, 10), name
         # context 1,024: 4 packed blocks a step, the 16 x 256 tokens of the other CPU settings
         assert (cfg["docs_per_step"], cfg["pack"]) == ((16, False) if max_len == 256 else (4, True)), name
         assert PRESETS[preset]["max_len"] == max_len, name
