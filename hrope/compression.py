@@ -614,8 +614,8 @@ def paragraph_markdown(results):
              / math.hypot(results[a][k]["se"], results[b][k]["se"]) for a, b in pairs]
         lines.append(row([PREDICTOR_NAMES[k]] + [f"{r[k]['std']:+.3f}{star(r[k]['p'])}" for r in results]
                          + [f"{x:.2f}" for x in z]))
-    lines.append(row(["N paragraphs"] + [f"{r['paragraphs']:,}" for r in results] + [""] * len(pairs)))
-    lines.append(row(["N documents"] + [f"{r['documents']:,}" for r in results] + [""] * len(pairs)))
+    lines += [row([f"N {k}"] + [f"{r[k]:,}" for r in results] + [""] * len(pairs))
+              for k in ("paragraphs", "documents")]
     lines.append(row(["weighted R²"] + [f"{r['r2']:.3f}" for r in results] + [""] * len(pairs)))
     m = len(PREDICTORS) * len(pairs)
     lines += ["", "Standardized coefficient = raw slope × the corpus's SD of the predictor; * p < 0.05, "
