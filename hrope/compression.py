@@ -603,7 +603,6 @@ def paragraph_markdown(results):
 
     def star(p):
         return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
-
     def row(cells):
         return "| " + " | ".join(cells) + " |"
     lines = ["### Paragraph-level compression regression of U_p, WLS within each corpus (paper 004 Table 5)",
