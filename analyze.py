@@ -25,6 +25,7 @@ import glob
 import json
 import math
 import os
+import re
 import sys
 from collections import defaultdict
 
@@ -540,10 +541,12 @@ def noise_floor(dirs, baseline):
 
 
 def _md(title, header, rows, cell):
-    """A markdown table: header '| a | b |' with right-aligned numbers (names left)."""
+    """A markdown table: header '| a | b |' with right-aligned numbers (names left); a statistic
+    one seed cannot give (SE, t, p, CI) prints as –."""
     cols = header.count("|") - 1
     align = "| --- | " + " | ".join(["---:"] * (cols - 1)) + " |"
-    return "\n".join([f"### {title}", "", header, align] + [cell(r) for r in rows])
+    body = [re.sub(r"[+-]?\bnan\b", "–", cell(r)) for r in rows]
+    return "\n".join([f"### {title}", "", header, align] + body)
 
 
 def kinds_markdown(rows, title):

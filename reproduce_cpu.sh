@@ -169,11 +169,11 @@ fi
 
 # Layer II at paper 004's context (settings cpu_prose_1024, cpu_code_1024): records of <= 1,024
 # tokens, packed into 4 blocks of 1,024 a step; flat, hrope_axial, rand_axial at seeds 0-2; Tables 1, 3.
-#   prepare: for c in prose code; do python prepare.py --setting cpu_${c}_1024 --out data1024; done
+#   prepare: for c in prose code; do python prepare.py --setting cpu_${c}_1024 --out data_1024; done
 if [ "$stage" = layer2_1024 ]; then
   O=$OUT10/ctx1024 C1024=${CORPORA1024:-prose code}
   for s in 0 1 2; do for c in $C1024; do
-    OUT=$O bash sweep.sh $c "hrope_axial rand_axial flat" "$s" 1 --setting cpu_${c}_1024 --data data1024
+    OUT=$O bash sweep.sh $c "hrope_axial rand_axial flat" "$s" 1 --setting cpu_${c}_1024 --data data_1024
   done; done
   for c in $C1024; do
     for s in 0 1 2; do
