@@ -16,7 +16,6 @@ import os
 import sys
 
 import numpy as np
-import torch
 
 import trees
 from trees import LEVELS
@@ -63,6 +62,8 @@ def write_json(obj, path):
 
 
 def atomic_save(obj, path):
+    # torch only where a tensor is made: prepare.py reads this file without it
+    import torch
     with replacing(path) as tmp:
         torch.save(obj, tmp)
 
@@ -213,11 +214,9 @@ def write_split(out_dir, split, recs):
         shape = like.shape[1:]
         arrays[k] = np.concatenate([r[k] if k in r else np.full((len(r["pos"]),) + shape, -1, like.dtype)
                                     for r in recs]) if recs else like
-    if "path" in arrays:   # int16 keeps 22 levels x tokens small; wide sheets need int32
-        for k in ("path", "ref_path"):
-            if k in arrays:
-                big = arrays[k].max(initial=0) > np.iinfo(np.int16).max
-                arrays[k] = arrays[k].astype(np.int32 if big else np.int16)
+    for k in {"path", "ref_path"} & set(arrays):   # int16 keeps 22 levels x tokens small; wide sheets: int32
+        big = arrays[k].max(initial=0) > np.iinfo(np.int16).max
+        arrays[k] = arrays[k].astype(np.int32 if big else np.int16)
     small = arrays["tokens"].max(initial=0) < 65536
     arrays["tokens"] = arrays["tokens"].astype(np.uint16 if small else np.uint32)
     for k, v in arrays.items():
@@ -293,6 +292,7 @@ class Split:
                 at += n
         if all(len(r) == 1 for r in rows):
             del out["segment"]          # one record per row: causal attention is already confined
+        import torch
         return {k: torch.from_numpy(v).to(device) for k, v in out.items()}
 
 
@@ -334,6 +334,7 @@ def coords_for(model, b, corpus, generator=None, depth_dropout=0.0):
     # depth withheld on a random fraction of rows (records; with --pack, blocks); a configuration
     # that reads no depth draws nothing
     if depth_dropout > 0 and "depth" in b and DEPTH_READERS & set(model.rotary.names):
+        import torch
         drop = torch.rand(b["depth"].shape[0], generator=generator, device=b["depth"].device) < depth_dropout
         b["depth"] = torch.where(drop[:, None], torch.full_like(b["depth"], -1), b["depth"])
     return model.rotary.coords(b, generator)

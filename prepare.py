@@ -185,30 +185,24 @@ def parse(argv):
     ap.add_argument("--out", default="data")
     # the flags that shape the data default to None here: settings.PREPARE, or the setting's, fill them
     ap.add_argument("--vocab", type=int, help="BPE entries (paper: 32,768; CPU default 4,096)")
-    ap.add_argument("--max_len", type=int,
-                    help="longest record in tokens (the context; default 256, the CPU scale's)")
+    ap.add_argument("--max_len", type=int, help="longest record in tokens (default 256, the CPU context)")
     ap.add_argument("--long", choices=("split", "crop", "drop"),
-                    help="longer documents: split at statement/text-block boundaries (default), "
-                         "crop (the larger web run) or drop (the small web setting)")
+                    help="longer documents: split at statement/block boundaries (default), crop, or drop")
     ap.add_argument("--split", choices=("hash", "contiguous"),
-                    help="documents to train/val/test 90/5/5: by a hash of the name (default), or as "
-                         "contiguous ranges in source order (the paper's Python)")
+                    help="90/5/5 by a hash of the name (default) or in source order (the paper's Python)")
     ap.add_argument("--bpe_bytes", type=int, default=30_000_000, help="training text the BPE sees")
     ap.add_argument("--workers", type=int, default=os.cpu_count())
     ap.add_argument("--force", action="store_true", help="rebuild even if the data is up to date")
     ap.add_argument("--render", choices=("values", "addressed"),
                     help="sheets: write each cell's content, or 'G4:=E4+F4'")
     ap.add_argument("--blocks", choices=("space", "newline"),
-                    help="web: text blocks joined by a space (default: structure only in the rotation) "
-                         "or a newline (the older stream)")
+                    help="web: blocks joined by a space (default: structure in the rotation only) or newline")
     ap.add_argument("--workbooks", type=int, default=600, help="sheets without --src: synthetic workbooks")
     ap.add_argument("--conversations", type=int, help="chat: only the first N conversations (default: all)")
     ap.add_argument("--stream", choices=("compact", "old"),
-                    help="programs: the compact stream (default: sigil words, used imports only, no "
-                         "docstrings, module-level names renamed) or the old one of RESULTS.md's older rows")
+                    help="programs: the compact stream (default; REFERENCE.md) or RESULTS.md's older one")
     ap.add_argument("--units", choices=("module", "record"),
-                    help="python: level-1 sibling ranks count over the whole module (default), or restart "
-                         "at each record (closer to the paper's small programs)")
+                    help="python: level-1 sibling ranks count over the module (default) or per record")
     args = ap.parse_args(argv)
     setting = args.setting
     if setting and args.corpus not in (None, SETTINGS[setting]["corpus"]):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rotary import LEVELS  # path levels encoded (appendix §5: tree planes are 22 levels x {fast, slow})
+LEVELS = 22   # path levels a token carries (appendix §5); rotary.LEVELS, which encodes them, is the same
 
 FORMAT = 6   # what prepare.py writes: another is rebuilt by prepare.py, refused by train.py (REFERENCE.md)
 MAX_WIDTH = 318   # the slow plane counts about 318 siblings before it wraps (appendix §5)
@@ -105,16 +105,17 @@ class Doc:
         """Per node: depth (levels below the root; children of the root have depth 1) and the
         (n_nodes, LEVELS) path of sibling ranks, -1 where a level is absent. Nodes deeper than
         LEVELS keep their true depth and their first LEVELS ranks (appendix §4: nothing dropped)."""
-        n = len(self.parent)
-        depth = np.ones(n, np.int32)
-        path = np.full((n, LEVELS), -1, np.int64)
-        for i, p in enumerate(self.parent):    # parents precede children in every builder
-            if p >= 0:
-                path[i] = path[p]
-                depth[i] = depth[p] + 1
-            if depth[i] <= LEVELS:
-                path[i, depth[i] - 1] = self.rank[i]
-        return depth, path
+        parent, rank = np.asarray(self.parent, np.int64), np.asarray(self.rank, np.int64)
+        depth, up = np.ones(len(parent), np.int64), parent.copy()
+        while (m := up >= 0).any():             # pointer jumping: hops to the root, doubling per pass
+            depth[m], up[m] = depth[m] + depth[up[m]], up[up[m]]
+        path = np.full((len(parent), LEVELS), -1, np.int64)
+        for k, nodes in enumerate(np.split(np.argsort(depth), np.cumsum(np.bincount(depth))[1:-1]), 1):
+            if k > 1:                           # parents are one level up: their paths are final
+                path[nodes] = path[parent[nodes]]
+            if k <= LEVELS:
+                path[nodes, k - 1] = rank[nodes]
+        return depth.astype(np.int32), path
 
 
 def first_appearance(names):
@@ -129,8 +130,7 @@ def first_appearance(names):
 def parents_from_depth(depths):
     """Appendix §5 'Depth and the tree': in a pre-order serialisation a node's parent is the
     nearest preceding node one level shallower. Returns the reconstructed parent of each node."""
-    last_at = {}
-    out = []
+    last_at, out = {}, []
     for i, d in enumerate(depths):
         out.append(last_at.get(d - 1, -1) if d > 1 else -1)
         last_at[d] = i

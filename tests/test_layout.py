@@ -118,3 +118,16 @@ def test_the_quickstart_loads_at_most_2000_lines_of_code():
         os.chdir(cwd)
     assert sum(code for _, code in files.values()) <= 2000, files
     assert not any(p.startswith(("hrope", "configs", "corpora/sheets", "corpora/python")) for p in files)
+
+
+def test_prepare_starts_without_torch():
+    """prepare.py needs no model: importing it with the tree corpora's readers (web, python, sheets)
+    leaves torch unloaded, and the path levels trees.py cuts at are the levels rotary.py encodes."""
+    import subprocess
+    import sys
+    code = "import sys, prepare, corpora.web, corpora.python, corpora.sheets; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    import rotary
+    import trees
+    assert trees.LEVELS == rotary.LEVELS == 22
