@@ -18,7 +18,7 @@ HSTEPS=120         # hRoPE runs (code, prose): 4 layers, d=128, 2 heads of 64, c
 OUT=out
 stage=${1:-all}
 STAGES="all train eval analyze sheets beyond hrope table1 tables22 ten ten_train ten_eval ten_analyze ten_long
-ten_vocab ten_hrope ten_hrope_train ten_hrope_eval ten_hrope_analyze layer2_1024"
+ten_vocab ten_hrope ten_hrope_train ten_hrope_eval ten_hrope_analyze layer2_1024 programs_v32k two_corpus"
 if ! grep -qw -- "$stage" <<< "$STAGES"; then
   echo "error: unknown stage '$stage'; stages: $(echo $STAGES)" >&2
   exit 2
@@ -131,6 +131,24 @@ if [ "$stage" = beyond ]; then
     done
   done
   for c in programs json xml markdown; do python analyze.py $OUT10/$c --finished > $OUT10/$c/analysis.md; done
+fi
+
+# The compact programs stream at the appendix's BPE size (32,768 entries): tree_only vs seq_only,
+# seeds 0-2; and the two-corpus precursor (appendix §2): web pages and the SYNTHETIC workbooks in one
+# corpus, seq_only / seq_depth / seq_grid at five seeds, each scored per corpus on the test split.
+if [ "$stage" = programs_v32k ]; then
+  [ -f data_v32k/programs/meta.json ] || python prepare.py programs --vocab 32768 --max_len 256 --out data_v32k
+  OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OUT=${OUT10}_v32k bash sweep.sh programs "seq_only tree_only" "0 1 2" \
+    "${JOBS:-2}" --steps $STEPS --milestones 10 --data data_v32k
+  for d in ${OUT10}_v32k/programs/*/seed*; do ev $d --data data_v32k --max_docs 256; done
+  python analyze.py ${OUT10}_v32k/programs --finished > ${OUT10}_v32k/programs/analysis.md
+fi
+if [ "$stage" = two_corpus ]; then
+  [ -f data/web_sheets/meta.json ] || python prepare.py web_sheets
+  OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OUT=$OUT10 bash sweep.sh web_sheets "seq_only seq_depth seq_grid" \
+    "${SEEDS5:-0 1 2 3 4}" "${JOBS:-2}" --steps $STEPS --milestones 10
+  for d in $OUT10/web_sheets/*/seed*; do ev $d --max_docs 256; done
+  python analyze.py $OUT10/web_sheets --finished > $OUT10/web_sheets/analysis.md
 fi
 
 # Paper 004 Table 1 under our Layer I reading (REFERENCE.md; hrope/boundaries.py), on code at seeds 0-2:
