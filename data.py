@@ -102,12 +102,13 @@ def owned(path, what):
 
 
 # ---------------------------------------------------------------------- doc -> token fields ----
-def token_coords(doc, ids, tok_len):
-    """Per-token coordinates of one Doc. A token belongs to the node of its first byte that has
-    a node (for web text: its first non-space byte; sheets: separators belong to no node)."""
+def token_coords(doc, ids, tok_len, node_coords=None):
+    """Per-token coordinates of one Doc (`node_coords`: doc.node_coords() where the caller has it).
+    A token belongs to the node of its first byte that has a node (for web text: its first non-space
+    byte; sheets: separators belong to no node)."""
     node, char, byte_char, end = _token_nodes(doc, ids, tok_len)
     n = len(ids)
-    depth_n, path_n = doc.node_coords()
+    depth_n, path_n = node_coords or doc.node_coords()
     out = {"pos": np.arange(n, dtype=np.int32)}
     out["path"] = np.where(node[:, None] >= 0, path_n[node], -1)
     out["depth"] = np.where(node >= 0, depth_n[node], 0).astype(np.int32)

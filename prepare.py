@@ -307,9 +307,9 @@ def cut(args, entry, docs, all_ids, split, tok_len):
     stats = dict(nodes=0, nodes_owning_tokens=0, tokens=0, deeper_than_levels=0, records_dropped_long=0,
                  depths=collections.Counter(), ranks=[], p1_cap=p1_cap)
     for di, ((name, doc), ids) in enumerate(tqdm(list(zip(docs, all_ids)), desc="coordinates", unit="doc")):
-        c = token_coords(doc, np.asarray(ids, np.int64), tok_len)
+        depth_n, path_n = doc.node_coords()
+        c = token_coords(doc, np.asarray(ids, np.int64), tok_len, (depth_n, path_n))
         c["tokens"] = np.asarray(ids, np.int64)
-        depth_n, _ = doc.node_coords()
         stats["nodes"] += len(doc.parent)
         stats["nodes_owning_tokens"] += len(np.unique(c["node"][c["node"] >= 0]))
         stats["tokens"] += len(ids)
