@@ -145,10 +145,13 @@ if [ "$stage" = programs_v32k ]; then
 fi
 if [ "$stage" = two_corpus ]; then
   [ -f data/web_sheets/meta.json ] || python prepare.py web_sheets
-  OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OUT=$OUT10 bash sweep.sh web_sheets "seq_only seq_depth seq_grid" \
-    "${SEEDS5:-0 1 2 3 4}" "${JOBS:-2}" --steps $STEPS --milestones 10
+  OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OUT=$OUT10 bash sweep.sh web_sheets \
+    "seq_only seq_depth seq_grid two_corpus_shared two_corpus_own" "${SEEDS5:-0 1 2 3 4}" "${JOBS:-2}" \
+    --steps $STEPS --milestones 10
   for d in $OUT10/web_sheets/*/seed*; do ev $d --max_docs 256; done
   python analyze.py $OUT10/web_sheets --finished > $OUT10/web_sheets/analysis.md
+  # one plane group shared by both corpora against each its own (§2: 0.02%, 3/5)
+  python analyze.py $OUT10/web_sheets --finished --baseline two_corpus_own > $OUT10/web_sheets/shared.md
 fi
 
 # Paper 004 Table 1 under our Layer I reading (REFERENCE.md; hrope/boundaries.py), on code at seeds 0-2:
