@@ -24,7 +24,10 @@ NAME=$(sed -n 's/.*--name[= ]\([^ ]*\).*/\1/p' <<< "$TRAIN_ARGS")
 export NAME
 
 one() {  # config seed: one run, its output in its own folder; a failure is named, the others go on
-  local dir="$OUT/$CORPUS/${NAME:-$1}/seed$2"
+  local dir="$OUT/$CORPUS/${NAME:-$1}/seed$2" pid
+  # a run another sweep is training keeps its train.log (train.py would refuse it, after the truncation)
+  pid=$(cat "$dir.lock" 2>/dev/null) && kill -0 "$pid" 2>/dev/null \
+    && { echo "skipped: $dir (being trained by process $pid)"; return 0; }
   mkdir -p "$dir"
   # shellcheck disable=SC2086  # TRAIN_ARGS: train.py options, split on spaces
   python train.py --corpus "$CORPUS" --config "$1" --seed "$2" --out "$OUT" $TRAIN_ARGS > "$dir/train.log" 2>&1 \

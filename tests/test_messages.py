@@ -1,5 +1,6 @@
 """What a new user typed gets one line back, naming it: no traceback, no advice that ignores it.
 Run: python -m pytest -q tests/test_messages.py"""
+import os
 import signal
 import subprocess
 import sys
@@ -130,6 +131,18 @@ def test_scripts_refuse_what_they_cannot_run():
                       (["bash", "sweep.sh"], "usage: bash sweep.sh CORPUS")):
         out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=60)
         assert out.returncode == 2 and said in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_a_second_sweep_leaves_a_run_in_training_alone(tmp_path):
+    # another sweep's train.py holds seed0's lock: this sweep must not truncate its train.log
+    run = tmp_path / "web" / "seq_only" / "seed0"
+    run.mkdir(parents=True)
+    (run / "train.log").write_text("step 41 of the other sweep\n")
+    (tmp_path / "web" / "seq_only" / "seed0.lock").write_text(str(os.getpid()))
+    out = subprocess.run(["bash", "sweep.sh", "web", "seq_only", "0"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60, env={**os.environ, "OUT": str(tmp_path)})
+    assert out.returncode == 0 and f"skipped: {run} (being trained by process {os.getpid()})" in out.stdout
+    assert (run / "train.log").read_text() == "step 41 of the other sweep\n"
 
 
 def test_evaluate_refusals_name_what_was_typed(web, tmp_path, capsys):
