@@ -198,10 +198,11 @@ if [ "$stage" = layer2_1024 ]; then
       --setting cpu_${c}_1024 --data data_1024 &
   done
   wait
-  for c in $C1024; do
+  for c in $C1024; do   # a code record holds ~56 Layer I sites (prose ~33): code scores 32 records
+    n=$([ $c = code ] && echo 32 || echo 128)
     for s in 0 1 2; do
-      for k in hrope_axial rand_axial; do evx $O/$c/$k/seed$s depth_test.npz --max_docs 128 --boundary --attention; done
-      evx $O/$c/flat/seed$s boundary_test.npz --max_docs 128 --boundary
+      for k in hrope_axial rand_axial; do evx $O/$c/$k/seed$s depth_test.npz --max_docs $n --boundary --attention; done
+      evx $O/$c/flat/seed$s boundary_test.npz --max_docs $n --boundary
     done
     python analyze.py --boundary $O/$c > $O/$c/boundary.md
     python analyze.py --depth "$(ls $O/$c/hrope_axial/seed*/depth_test.npz | paste -sd,)" \
