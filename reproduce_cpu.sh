@@ -246,6 +246,9 @@ if [ "$stage" = ten_hrope ] || [ "$stage" = ten_hrope_eval ]; then
           esac
         fi
         ev $OUT10/$c/$k/seed$s --max_docs 128 "${extra[@]}"
+        case $k in   # Table 2 and the reverse substitution are validation losses (paper 004 §4.3)
+          hrope_axial | rand_axial | period_axial) evx $OUT10/$c/$k/seed$s eval_val.json --split val --max_docs 128 ;;
+        esac
       done
     done
   done
