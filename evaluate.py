@@ -473,6 +473,9 @@ def main(argv=None):
                                        else (None,) * 3)
     per = score(model, split, ids, cfg, corpus, attention=collect)
     result["kinds"], nll, kind = by_kind(per, split, ids)
+    if not np.isfinite(result["kinds"]["all"]["nll"]):
+        raise SystemExit(f"error: {args.run} scores {result['kinds']['all']['nll']} nats/token: its "
+                         "checkpoint's weights are not finite (the run diverged)")
     rec = np.concatenate([np.full(len(per[int(r)]), r, np.int32) for r in ids])
     with replacing(os.path.join(args.run, f"eval_{args.split}_tokens.npz")) as tmp:
         np.savez_compressed(tmp, nll=nll.astype(np.float32), record=rec, doc=record_docs(split, rec),

@@ -115,12 +115,11 @@ class GPT(nn.Module):
         x, atts = self.ln_f(x), (atts if return_attn else None)
         if targets is None:
             return self.lm_head(x), None, atts
-        # the head and its softmax only where a loss is taken: padding and a record's last token
-        # predict nothing (on CPU the head is a third of a step)
-        keep = targets >= 0
-        nll = torch.zeros(targets.shape, device=x.device)
-        nll[keep] = F.cross_entropy(self.lm_head(x[keep]).float(), targets[keep], reduction="none")
-        return None, nll, atts
+        # every position's loss, 0 where the target is -1 (padding, a record's last token): no
+        # data-dependent shape, so the compiler traces the step whole
+        nll = F.cross_entropy(self.lm_head(x).float().flatten(0, 1), targets.flatten(), ignore_index=-1,
+                              reduction="none")
+        return None, nll.view(targets.shape), atts
 
     def flops_per_token(self, T):
         """nanoGPT's estimate: 6N + 12 L H Q T."""

@@ -177,9 +177,9 @@ def check(cfg, model_over, setting):
         if v is not None and v < 1:
             sys.exit(f"error: --{k} must be at least 1")
     if (not (0 <= cfg["depth_dropout"] <= 1 and 0 <= cfg["dropout"] < 1 and 0 <= cfg["min_lr"] <= 1)
-            or cfg["lr"] <= 0):
+            or not 0 < cfg["lr"] < math.inf or cfg["seed"] < 0):   # `not` so that nan fails too
         sys.exit("error: --depth_dropout and --min_lr must lie in [0, 1], --dropout in [0, 1), "
-                 "--lr be positive")
+                 "--lr be positive and finite, --seed at least 0")
     if cfg["passes"] is not None and cfg["passes"] <= 0:
         sys.exit("error: --passes must be positive")
     if cfg["report"] not in ("final", "best_milestone"):
@@ -542,12 +542,7 @@ def train_loop(run, model, fwd, opt, autocast, start, log, rank, world):
         step_loss, n_tok = train_step(fwd, model, run.train, rows, cfg, run.corpus, gen, autocast,
                                       rank, world)
         if not math.isfinite(step_loss):
-            if run.master:
-                print(f"loss is {step_loss} at step {step}: stopping; the last good checkpoint "
-                      f"({os.path.join(run.out_dir, 'ckpt.pt')}) is kept", file=sys.stderr)
-            if cfg["report"] != "best_milestone":
-                sys.exit(2)
-            return log, step                # a run reported at its best milestone ends here, reported
+            return log, diverged(run, step, f"loss is {step_loss}")
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -555,16 +550,28 @@ def train_loop(run, model, fwd, opt, autocast, start, log, rank, world):
         dt = time.time() - t0
         bar.set_postfix(loss=f"{step_loss:.3f}", tok_s=f"{tokens_seen / max(dt, 1e-9):.0f}")
         if step + 1 in run.milestones:
-            if milestone(run, model, opt, autocast, log, step, step_loss, lr, tokens_seen, dt):
+            if not math.isfinite(val := evaluate(model, run.val, run.val_ids, cfg, run.corpus, autocast)):
+                # the weights went non-finite on a finite step: not checkpointed
+                return log, diverged(run, step + 1, f"validation loss is {val}")
+            if milestone(run, model, opt, log, step, step_loss, val, lr, tokens_seen, dt):
                 break
     return log, None
 
 
-def milestone(run, model, opt, autocast, log, step, step_loss, lr, tokens_seen, dt):
-    """Score the fixed validation records, log and checkpoint; True when the run stops early."""
+def diverged(run, step, what):
+    """A non-finite loss: stop, keeping the last good checkpoint; exit, unless the run is reported
+    at its best milestone, which ends here (the step, for final.json's diverged_at)."""
+    if run.master:
+        print(f"{what} at step {step}: stopping; the last good checkpoint ({run.out_dir}/ckpt.pt) is kept",
+              file=sys.stderr)
+    return step if run.cfg["report"] == "best_milestone" else sys.exit(2)
+
+
+def milestone(run, model, opt, log, step, step_loss, val_loss, lr, tokens_seen, dt):
+    """Log the fixed validation records' loss and checkpoint; True when the run stops early."""
     cfg = run.cfg
     entry = {"step": step + 1, "tokens": run.tokens_before + tokens_seen, "train_loss": step_loss,
-             "val_loss": evaluate(model, run.val, run.val_ids, cfg, run.corpus, autocast), "lr": lr,
+             "val_loss": val_loss, "lr": lr,
              "elapsed": round(run.elapsed_before + dt, 2), "bf16": cfg["bf16"]}
     if cfg["device"].startswith("cuda"):
         entry["mfu"] = model.flops_per_token(run.mcfg.max_len) * tokens_seen / dt / 989e12
