@@ -32,52 +32,7 @@ import torch.nn.functional as F
 
 import rotary
 import train
-from data import FIELDS, coords_for, owned, pack
-
-
-# ---------------------------------------------------------------------------- the data ----
-class DeviceSplit:
-    """A prepared split moved to the device once (token ids as int32, fields in their on-disk
-    types); a micro-batch is gathered there from the flat positions of its rows."""
-
-    def __init__(self, split, device):
-        self.len, self.start = split.len, split.start
-        self.tokens = torch.from_numpy(np.asarray(split.a["tokens"]).astype(np.int32)).to(device)
-        self.fields = {f: torch.from_numpy(np.array(split.a[f])).to(device)
-                       for f in FIELDS if f in split.a}
-        self.device = device
-
-    def positions(self, rows, T):
-        """(R, T) flat positions of rows of records laid end to end (-1: padding), and (R, T) the
-        record's index in its row (-1: padding); a row is a record id or a list of them."""
-        at = np.full((len(rows), T), -1, np.int64)
-        seg = np.full((len(rows), T), -1, np.int64)
-        for j, row in enumerate(rows):
-            o = 0
-            for k, r in enumerate(np.atleast_1d(row)):
-                n = int(self.len[r])
-                at[j, o:o + n] = np.arange(self.start[r], self.start[r] + n)
-                seg[j, o:o + n] = k
-                o += n
-        return at, seg
-
-    def gather(self, at, seg):
-        """The batch dict train.py's Split.batch gives, for positions `at` (..., T) already on the
-        device: tokens, targets (next token inside its record, else -1), every field (-1 padding)."""
-        valid, nxt = at >= 0, torch.roll(seg, -1, -1)
-        nxt[..., -1] = -1
-        has_next = valid & (nxt == seg)                        # a record's last token predicts nothing
-        p = at.clamp(min=0)
-        b = {"tokens": torch.where(valid, self.tokens[p], 0).long(),
-             "targets": torch.where(has_next, self.tokens[(p + 1).clamp(max=len(self.tokens) - 1)],
-                                    -1).long()}
-        for f, a in self.fields.items():
-            v = a[p].long()
-            shape = valid.shape + (1,) * (v.dim() - valid.dim())
-            b[f] = torch.where(valid.view(shape), v, 0 if f == "kind" else -1)
-        if (seg > 0).any():
-            b["segment"] = seg
-        return b
+from data import coords_for, owned, pack
 
 
 # ------------------------------------------------------------------------ the batched GPT ----
@@ -225,8 +180,7 @@ class Study:
     def __init__(self, runs):
         self.runs, first = runs, runs[0]
         self.cfg, self.mcfg, self.corpus = first.cfg, first.mcfg, first.corpus
-        dev = self.cfg["device"]
-        self.train, self.val, self.test = (DeviceSplit(s, dev) for s in (first.train, first.val, first.test))
+        self.train, self.val, self.test = first.train, first.val, first.test
         self.names = sorted({n for r in runs for n in r.model.rotary.names})
         self.T = self.mcfg.max_len
         self.rows = max(1, self.cfg["mb_tokens"] // self.T)      # rows of one run in a micro-batch
@@ -236,11 +190,13 @@ class Study:
         """Per-token NLL (M, R, T) of `runs` on rows at positions `at` (M, R, T) of `split`."""
         dev = self.cfg["device"]
         b = split.gather(torch.from_numpy(at).to(dev), torch.from_numpy(seg).to(dev))
+        seg_t = b.pop("seg")
+        segment = seg_t if self.cfg["pack"] else None           # packed rows: attention per record
         C = coordinates(runs, b, self.names, self.corpus, gens, depth_dropout)
         with runs[0].autocast:
             return self.fwd(stacked([r.model for r in runs]),
                             tables(runs, self.names, self.mcfg.n_head, self.mcfg.n_layer),
-                            b["tokens"], C, b["targets"], b.get("segment"), self.mcfg.n_head, drop), b
+                            b["tokens"], C, b["targets"], segment, self.mcfg.n_head, drop), b
 
     def step(self, runs):
         """One training step of every run in `runs` (each at its own step): their losses (M,)."""
