@@ -231,7 +231,8 @@ class Study:
         dev, drop = self.cfg["device"], Dropout(0.0, [])
         total, count = torch.zeros(len(runs), device=dev), 0
         for group in pack(split.len[ids], self.cfg["mb_tokens"]):
-            at, seg = split.positions(list(ids[group]), self.T)
+            longest = int(split.len[ids[group]].max())
+            at, seg = split.positions(list(ids[group]), self.T if self.cfg["compile"] else longest)
             M = len(runs)
             gens = [torch.Generator(device=dev).manual_seed(r.cfg["seed"]) for r in runs]
             nll, b = self.batched(runs, np.broadcast_to(at, (M, *at.shape)).copy(),

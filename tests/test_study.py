@@ -121,3 +121,26 @@ def test_runs_of_other_sizes_are_refused(tiny_python, tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="one model size.*n_layer 2 vs 3"):
         study.plan_runs("python", ["seq_only", "seq_depth"], ["0"],
                         ["--data", tiny_python, "--out", str(tmp_path), *SMALL])
+
+
+def test_a_study_stopped_after_a_milestone_resumes_exactly(tiny_python, tmp_path):
+    """Killed right after its step-2 checkpoints, the same command resumes every run from step 2 and
+    ends on the uninterrupted losses (those recorded from train.py)."""
+    out = str(tmp_path)
+    args = ["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL]
+    save = train.atomic_save
+    def killed(obj, path):
+        save(obj, path)
+        if obj["step"] == 2 and "seq_depth/seed1" in path:   # the last run's checkpoint at step 2
+            raise KeyboardInterrupt
+    train.atomic_save = killed
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            study.main(args)
+    finally:
+        train.atomic_save = save
+    assert not any(os.path.exists(os.path.join(out, "python", c, f"seed{s}", "final.json"))
+                   for c, s in ECB659C)
+    study.main(args)
+    for key, want in ECB659C.items():
+        assert_matches(losses(out, *key), want)
