@@ -15,9 +15,9 @@ Every run's folder ends as train.py writes it (config.json, log.jsonl, ckpt.pt, 
 evaluate.py, analyze.py and sweep.sh read them unchanged; a rerun skips finished runs and resumes
 the others from their last milestone. The study exits non-zero naming any run that diverged.
 
-Batching, measured (RESULTS "Speed"): each run's rows are one record each (or --pack's blocks),
-padded to the context, in micro-batches of a fixed number of rows, so every step has one shape;
-the rows are gathered on the device from the split moved there once.
+Batching (RESULTS "Speed" measures it): each run's records are laid into rows of the context, a
+record attending only inside itself, in micro-batches of a fixed number of rows, so every micro-batch
+has one shape; the rows are gathered on the device from the split moved there once.
 """
 import contextlib
 import io
@@ -32,7 +32,8 @@ import torch.nn.functional as F
 
 import rotary
 import train
-from data import coords_for, owned, pack
+from data import DEPTH_READERS, coords_for, owned
+from hrope.packing import fill_blocks
 
 
 # ------------------------------------------------------------------------ the batched GPT ----
@@ -165,17 +166,23 @@ def tables(runs, names, n_head, n_layer):
 
 def coordinates(runs, b, names, corpus, gens, depth_dropout):
     """The study's shared coordinates (M, B, T, K): each run's own (data.coords_for, its generator)
-    in the columns of `names`."""
+    in the columns of `names`. Depth dropout hides depth per record (row and index in the row)."""
     M, B, T = b["tokens"].shape
     C = torch.full((M, B, T, max(len(names), 1)), -1, dtype=torch.int32, device=b["tokens"].device)
     for m, r in enumerate(runs):
-        own = coords_for(r.model, {k: v[m] for k, v in b.items()}, corpus, gens[m], depth_dropout)
-        C[m, ..., [names.index(n) for n in r.model.rotary.names]] = own
+        own = {k: v[m] for k, v in b.items()}
+        if depth_dropout > 0 and "depth" in own and DEPTH_READERS & set(r.model.rotary.names):
+            hidden = torch.rand(B, T, generator=gens[m], device=C.device) < depth_dropout
+            own["depth"] = torch.where(hidden.gather(1, own["seg"].clamp(min=0)), -1, own["depth"])
+        C[m, ..., [names.index(n) for n in r.model.rotary.names]] = coords_for(r.model, own, corpus, gens[m])
     return C
 
 
 class Study:
-    """The runs, the splits on the device, and the batched step and evaluation."""
+    """The runs, their splits, and the batched step and evaluation. Each run's rows are its records
+    laid into rows of the context, first fit (hrope.packing.fill_blocks; --pack's blocks as they
+    are), a record never split and attending only inside itself; a micro-batch is `rows` rows of
+    every run, so every micro-batch has one shape (the compiler's, and CUDA graphs')."""
 
     def __init__(self, runs):
         self.runs, first = runs, runs[0]
@@ -186,13 +193,20 @@ class Study:
         self.rows = max(1, self.cfg["mb_tokens"] // self.T)      # rows of one run in a micro-batch
         self.fwd = torch.compile(forward) if self.cfg["compile"] else forward
 
-    def batched(self, runs, at, seg, gens, drop, split, depth_dropout=0.0):
+    def micro_batches(self, rows, split):
+        """(at, seg, packed) per micro-batch for every run's list of rows, padded with empty rows."""
+        n = -(-max(map(len, rows)) // self.rows) * self.rows
+        for j in range(0, n, self.rows):
+            laid = [split.positions((x + [[]] * n)[j:j + self.rows], self.T) for x in rows]
+            yield (np.stack([a for a, _ in laid]), np.stack([s for _, s in laid]),
+                   any(len(np.atleast_1d(r)) > 1 for x in rows for r in x[j:j + self.rows]))
+
+    def batched(self, runs, at, seg, packed, gens, drop, split, depth_dropout=0.0):
         """Per-token NLL (M, R, T) of `runs` on rows at positions `at` (M, R, T) of `split`."""
         dev = self.cfg["device"]
         b = split.gather(torch.from_numpy(at).to(dev), torch.from_numpy(seg).to(dev))
-        seg_t = b.pop("seg")
-        segment = seg_t if self.cfg["pack"] else None           # packed rows: attention per record
         C = coordinates(runs, b, self.names, self.corpus, gens, depth_dropout)
+        segment = b["seg"] if packed else None                 # attention confined to each record
         with runs[0].autocast:
             return self.fwd(stacked([r.model for r in runs]),
                             tables(runs, self.names, self.mcfg.n_head, self.mcfg.n_layer),
@@ -206,19 +220,18 @@ class Study:
             lr = train.lr_at(r.step, r.steps, r.cfg["lr"], r.cfg["min_lr"])
             for g in r.opt.param_groups:
                 g["lr"] = lr
-            own = list(r.blocks(r.step) if cfg["pack"] else
-                       train.step_records(len(r.train), cfg["docs_per_step"], r.step, r.cfg["seed"]))
-            n_tok.append(int(sum((r.train.len[np.atleast_1d(x)] - 1).sum() for x in own)))
-            rows.append(own + [[]] * (-len(own) % self.rows))      # whole micro-batches: one shape
+            own = r.blocks(r.step) if cfg["pack"] else fill_blocks(
+                train.step_records(len(r.train), cfg["docs_per_step"], r.step, r.cfg["seed"]),
+                r.train.len, self.T, cfg["docs_per_step"])
+            n_tok.append(int(sum((r.train.len[x] - 1).sum() for x in own)))
+            rows.append(own)
         gens = [torch.Generator(device=dev).manual_seed(r.cfg["seed"] * 1_000_003 + r.step) for r in runs]
         drop = Dropout(self.mcfg.dropout, [torch.Generator(device=dev).manual_seed(
             (r.cfg["seed"] * 1_000_003 + r.step) ^ 0x5EED) for r in runs] if self.mcfg.dropout else [])
         n_tok_t = torch.tensor(n_tok, device=dev, dtype=torch.float32)
         total = torch.zeros(len(runs), device=dev)
-        for j in range(0, max(len(x) for x in rows), self.rows):
-            laid = [self.train.positions(x[j:j + self.rows], self.T) for x in rows]
-            at, seg = np.stack([a for a, _ in laid]), np.stack([s for _, s in laid])
-            nll, _ = self.batched(runs, at, seg, gens, drop, self.train, cfg["depth_dropout"])
+        for at, seg, packed in self.micro_batches(rows, self.train):
+            nll, _ = self.batched(runs, at, seg, packed, gens, drop, self.train, cfg["depth_dropout"])
             loss = nll.sum((1, 2)) / n_tok_t                      # each run's token mean over its step
             loss.sum().backward()                                  # runs' gradients stay apart
             total += loss.detach()
@@ -226,20 +239,15 @@ class Study:
 
     @torch.no_grad()
     def evaluate(self, runs, split, ids):
-        """Each run's mean NLL per token over records `ids`, grouped as train.evaluate groups them
-        (and with its generators: a fresh one per micro-batch, seeded with the run's seed)."""
+        """Each run's mean NLL per token over records `ids`, laid into rows as training lays them
+        (each run's generators, as train.evaluate: a fresh one per micro-batch, seeded with its seed)."""
         dev, drop = self.cfg["device"], Dropout(0.0, [])
-        total, count = torch.zeros(len(runs), device=dev), 0
-        for group in pack(split.len[ids], self.cfg["mb_tokens"]):
-            longest = int(split.len[ids[group]].max())
-            at, seg = split.positions(list(ids[group]), self.T if self.cfg["compile"] else longest)
-            M = len(runs)
+        total = torch.zeros(len(runs), device=dev)
+        rows = fill_blocks(ids, split.len, self.T, len(ids))
+        for at, seg, packed in self.micro_batches([rows] * len(runs), split):
             gens = [torch.Generator(device=dev).manual_seed(r.cfg["seed"]) for r in runs]
-            nll, b = self.batched(runs, np.broadcast_to(at, (M, *at.shape)).copy(),
-                                  np.broadcast_to(seg, (M, *seg.shape)).copy(), gens, drop, split)
-            total += nll.float().sum((1, 2))
-            count += int((b["targets"][0] >= 0).sum())
-        return (total / max(count, 1)).tolist()
+            total += self.batched(runs, at, seg, packed, gens, drop, split)[0].float().sum((1, 2))
+        return (total / max(int((split.len[ids] - 1).sum()), 1)).tolist()
 
 
 # ---------------------------------------------------------------------------- the loop ----

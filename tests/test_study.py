@@ -144,3 +144,30 @@ def test_a_study_stopped_after_a_milestone_resumes_exactly(tiny_python, tmp_path
     study.main(args)
     for key, want in ECB659C.items():
         assert_matches(losses(out, *key), want)
+
+
+# the same, recorded from train.py at ecb659c with a context of 256: one record per row there, while
+# the study lays short records into shared rows, each attending only inside itself
+ECB659C_256 = {
+    ("seq_depth", 0): [(6.2769246101379395, 6.185602100972597), (6.117104887962341, 5.868822126824239),
+                       (5.749936103820801, 5.537140589680163), (5.437602937221527, 5.512566193711334)],
+    ("seq_only", 1): [(6.240443587303162, 6.120736678844781), (6.021673947572708, 6.672688208255671),
+                      (6.78110671043396, 5.599097237369131), (5.550319194793701, 5.56028228604854)],
+}
+
+
+def test_records_sharing_a_row_train_as_alone(tiny_python, tmp_path, monkeypatch):
+    layouts = study.Study.micro_batches
+    packed = []
+    def watched(self, rows, split):
+        for at, seg, p in layouts(self, rows, split):
+            packed.append(p)
+            yield at, seg, p
+    monkeypatch.setattr(study.Study, "micro_batches", watched)
+    out = str(tmp_path)
+    wide = [a for a in SMALL if not a.startswith(("--max_len", "--mb_tokens", "--steps", "--milestones"))]
+    study.main(["python", "seq_depth seq_only", "0 1", "--data", tiny_python, "--out", out, *wide,
+                "--max_len=256", "--mb_tokens=512", "--steps=4", "--milestones=4"])
+    assert sum(packed) >= 4                                   # rows holding two or more records
+    for key, want in ECB659C_256.items():
+        assert_matches(losses(out, *key), want)
