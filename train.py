@@ -315,6 +315,9 @@ def train_step(fwd, model, train, rows, cfg, corpus, gen, autocast, rank, world)
     weight 0. Returns the step's training loss (token mean over all its records) and its number of
     predicted tokens."""
     T = model.cfg.max_len if cfg["compile"] else None
+    if T is not None and not cfg["pack"]:   # compiled: the records laid into rows of the context, first fit
+        from hrope.packing import fill_blocks
+        rows = fill_blocks(rows, train.len, T, len(rows))
     groups = pack([train.len[r].sum() for r in rows], cfg["mb_tokens"]) if T is None else \
         fixed_groups(len(rows), max(1, cfg["mb_tokens"] // T))
     n_tok = int(sum((train.len[r] - 1).sum() for r in rows))
@@ -340,7 +343,8 @@ def train_step(fwd, model, train, rows, cfg, corpus, gen, autocast, rank, world)
 
 
 def fixed_groups(n, per):
-    """Compiled: one shape for every micro-batch, `per` rows padded to the context (-1: an empty row)."""
+    """Compiled: one shape for every micro-batch, `per` rows of the context (-1: an empty row), as
+    study.py lays them."""
     return [[i if i < n else -1 for i in range(j, j + per)] for j in range(0, n, per)]
 
 
