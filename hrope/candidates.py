@@ -330,7 +330,8 @@ def paragraph_predictors(data_dir, split, max_len, embedder=None):
     Our reading of "a paragraph is dropped if its document was truncated by the window": one window
     per document, its first record (first_window); the paragraph that window cuts is dropped.
     Position is A.10's "fractional position in the document, pos/N_p": the paragraph's index (from
-    0, our reading) over the paragraphs of its whole document, not of the window. Truncated: a paragraph the model does not see whole. A record of exactly the prepared
+    0, our reading) over the paragraphs of its whole document, not of the window.
+    Truncated: a paragraph the model does not see whole. A record of exactly the prepared
     max_len was cut where no paragraph boundary fell (or cropped), so its last paragraph is
     truncated and so is the first paragraph of the document's next record (a paragraph of exactly
     max_len tokens is taken as cut too: the stored coordinates cannot tell); so is a paragraph
