@@ -1,5 +1,5 @@
 """Coordinates become angles: the tree rotary, its position configurations, and the rotation.
-Needs torch alone: copy this file and model.py into your own project.
+Needs torch alone: copy this file into your own GPT (README "Use the tree rotary in your own GPT").
 
 A head of width D has P = D/2 planes; plane i rotates dimensions i and i + P (half-split).
 Each plane reads one integer coordinate c of its token and turns by
@@ -9,9 +9,9 @@ Each plane reads one integer coordinate c of its token and turns by
 where present = 1 when the token has that coordinate and 0 where it is absent (-1, the one
 absent value here), in which case the angle is 0. 0 is a value, not absence: data.py's depth 0
 (a token in no node) is present and turns its depth planes by 0 x rate, i.e. not at all (a `pair`
-has no offset); depth dropout writes -1. A configuration is a list of plane groups filling the planes in
-order; planes left over are unrotated (content channels). Learned rates and offsets are one
-set for the whole model (appendix §5: seq_depth and its control have "the same two learned
+has no offset); depth dropout writes -1. A configuration is a list of plane groups filling the
+planes in order; planes left over are unrotated (content channels). Learned rates and offsets
+are one set for the whole model (appendix §5: seq_depth and its control have "the same two learned
 rates"), initialised to fixed values so that two configurations at one seed differ only in
 the rotation. Run `python rotary.py` for every configuration's plane allocation.
 """
