@@ -657,7 +657,7 @@ def token_gap(run_a, run_b, draws=2000, seed=0, split="test"):
     za, zb = (np.load(os.path.join(r, f"eval_{split}_tokens.npz")) for r in (run_a, run_b))
     if not (np.array_equal(za["record"], zb["record"]) and np.array_equal(za["kind"], zb["kind"])):
         raise SystemExit("error: the two runs were not scored on the same tokens "
-                         "(same data, split, --max_docs)")
+                         "(same data, split, --docs or --max_docs)")
     d = za["nll"].astype(float) - zb["nll"].astype(float)
     docs, doc_of = np.unique(za["doc"], return_inverse=True)
     rng = np.random.default_rng(seed)

@@ -27,6 +27,7 @@ SPLITS = ("train", "val", "test")
 FIELDS = {   # name: (structural, what it holds)
     "pos": (False, "index in its record: the sequence coordinate t"),
     "path": (True, f"({LEVELS},) sibling ranks from the root down"),
+    # depth 0 (no node) is a value, which turns the depth planes by 0; only depth dropout writes -1
     "depth": (True, "levels below the root (children of the root: 1; 0: no node)"),
     "within": (True, "index inside its node"),
     "ref_path": (True, f"({LEVELS},) path of the node a reference names"),

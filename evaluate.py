@@ -281,13 +281,37 @@ def spread(split, n):
     return np.sort(np.lexsort((np.arange(len(docs)), rank))[:n])
 
 
+def whole_docs(split, n):
+    """Every record of n documents spaced evenly over the split: paper 004 counts its samples in
+    documents, 60 WikiText-2 and 100 each Code and OpenWebText (App. A.7, "Corpus alignment": Table
+    10's set, used by App. E and A.10). Even spacing, and the same set for Layer I: our readings."""
+    docs = record_docs(split, np.arange(len(split.len)))
+    names = np.unique(docs)
+    chosen = names[np.linspace(0, len(names) - 1, min(n, len(names))).round().astype(int)]
+    return np.flatnonzero(np.isin(docs, chosen))
+
+
+def chosen_records(args, split, where):
+    """The record ids to score: --docs whole documents, or --max_docs records round-robin."""
+    if args.docs is not None:
+        ids = whole_docs(split, args.docs)
+    else:
+        ids = spread(split, len(split) if args.max_docs is None else min(args.max_docs, len(split)))
+    if len(ids) == 0:
+        raise SystemExit(f"error: the {args.split} split of {where} has no records")
+    return ids
+
+
 def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", help="out/<corpus>/<config>/seed<k>")
     ap.add_argument("--split", default="test", choices=("train", "val", "test"))
     ap.add_argument("--max_docs", type=int, default=None,
-                    help="score N records, taken round-robin across documents (each one's first record, "
-                    "then its second, ...)")
+                    help="score N records (despite its name), taken round-robin across documents (each "
+                    "one's first record, then its second, ...)")
+    ap.add_argument("--docs", type=int, default=None,
+                    help="score every record of N whole documents, spaced evenly over the split (paper "
+                    "004's samples: 60 WikiText-2, 100 Code and OpenWebText documents)")
     ap.add_argument("--interventions", default="auto", help="comma list, 'auto' or 'none'")
     ap.add_argument("--attention", action="store_true", help="attention statistics (explicit path)")
     ap.add_argument("--unfinished", action="store_true",
@@ -317,8 +341,11 @@ def parse(argv):
     if args.label_draws < 1:
         ap.error("--label_draws must be at least 1")
     args.attention |= args.rotation_off
-    if args.max_docs is not None and args.max_docs < 1:
-        ap.error("--max_docs must be at least 1")
+    for name in ("max_docs", "docs"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            ap.error(f"--{name} must be at least 1")
+    if args.docs is not None and args.max_docs is not None:
+        ap.error("--docs and --max_docs: choose one (whole documents, or records round-robin)")
     return args
 
 
@@ -335,8 +362,8 @@ def chosen_interventions(arg, names, split):
 
 
 def print_scores(result, todo):
-    print(f"{result['run']} ({result['split']}, {result['records']} records): "
-          f"{result['kinds']['all']['nll']:.4f} nats/token")
+    print(f"{result['run']} ({result['split']}, {result['records']} records of {result['documents']} "
+          f"documents): {result['kinds']['all']['nll']:.4f} nats/token")
     for name, v in result["kinds"].items():
         line = f"  {name:14s} {v['nll']:.4f}  ({v['tokens']} tokens)"
         for t in todo:
@@ -455,16 +482,15 @@ def main(argv=None):
     if args.demo and "p" not in split.a:
         raise SystemExit("error: --demo is paper 004's Fig. 1: it needs paragraph coordinates "
                          "(data of prepare.py prose, code or webtext)")
-    n = len(split) if args.max_docs is None else min(args.max_docs, len(split))
-    if n == 0:
-        raise SystemExit(f"error: the {args.split} split of {data_dir} has no records")
-    ids = spread(split, n)
+    ids = chosen_records(args, split, data_dir)
+    n = len(ids)
     if args.hub_contributions:   # Table 13's pass 1 (hrope/hubs.py): nothing else is scored or written
         path = hubs.write_contributions(functools.partial(score, model, split, ids, cfg, corpus), split, ids,
                                                model.cfg.vocab_size, args.run, args.split)
         print(f"  hub contributions (App. E, pass 1): {n} records -> {path}")
         return {"hub_contributions": path}
-    result = {"run": args.run, "split": args.split, "records": n, "checkpoint_step": cfg["checkpoint_step"],
+    result = {"run": args.run, "split": args.split, "records": n,
+              "documents": len(np.unique(record_docs(split, ids))), "checkpoint_step": cfg["checkpoint_step"],
               "unfinished": not os.path.exists(os.path.join(args.run, "final.json"))}
     todo = chosen_interventions(args.interventions, model.rotary.names, split)
 

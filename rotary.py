@@ -1,15 +1,17 @@
 """Coordinates become angles: the tree rotary, its position configurations, and the rotation.
-Needs torch alone: copy this file and model.py into your own project.
+Needs torch alone: copy this file into your own GPT (README "Use the tree rotary in your own GPT").
 
 A head of width D has P = D/2 planes; plane i rotates dimensions i and i + P (half-split).
 Each plane reads one integer coordinate c of its token and turns by
 
     angle = c * rate + present * offset        (appendix §5 "The angles")
 
-where present = 1 when the token has that coordinate (c >= 0 on disk) and 0 otherwise, in
-which case the angle is 0. A configuration is a list of plane groups filling the planes in
-order; planes left over are unrotated (content channels). Learned rates and offsets are one
-set for the whole model (appendix §5: seq_depth and its control have "the same two learned
+where present = 1 when the token has that coordinate and 0 where it is absent (-1, the one
+absent value here), in which case the angle is 0. 0 is a value, not absence: data.py's depth 0
+(a token in no node) is present and turns its depth planes by 0 x rate, i.e. not at all (a `pair`
+has no offset); depth dropout writes -1. A configuration is a list of plane groups filling the
+planes in order; planes left over are unrotated (content channels). Learned rates and offsets
+are one set for the whole model (appendix §5: seq_depth and its control have "the same two learned
 rates"), initialised to fixed values so that two configurations at one seed differ only in
 the rotation. Run `python rotary.py` for every configuration's plane allocation.
 """
@@ -63,7 +65,14 @@ def within():
 
 def pair(coord, label):
     """Two learned planes at 0.316 and 0.316/16 with no offset (depth, rank, symbol...)."""
-    return Group((coord, coord), (FAST, FAST / 16), True, False, label)
+    return planes(coord, 2, label)
+
+
+def planes(coord, n, label=None):
+    """n learned planes of one coordinate, no offset, rates geometric from 0.316 down to 0.316/16
+    (n = 2 is `pair`; our reading for n > 2: the appendix uses pairs only)."""
+    return Group((coord,) * n, tuple(FAST / 16 ** (i / max(n - 1, 1)) for i in range(n)), True, False,
+                 label or f"{coord} {n}")
 
 
 # -------------------------------------------------------------------------------- registry ----
@@ -237,10 +246,19 @@ class Rotary(nn.Module):
             self.register_buffer(f"ov{i}", torch.tensor(ov), persistent=False)
 
     def coords(self, batch, generator=None):
-        """(B, T, K) int32 matrix of the coordinates this configuration reads (-1 absent)."""
+        """(B, T, K) int32 matrix of the coordinates this configuration reads (-1 absent), column j
+        being `self.names[j]` (sorted by name), from `batch`'s on-disk fields (data.FIELDS)."""
         if not self.names:
             return batch["pos"].new_zeros(*batch["pos"].shape, 0).int()
         return torch.stack([coordinate(batch, n, generator) for n in self.names], -1).int()
+
+    def by_name(self, coords):
+        """The (B, T, K) matrix from a dict {coordinate name: (B, T) integers, -1 absent}, e.g.
+        {"t": positions, "depth": depths}; names this configuration does not read are ignored."""
+        missing = [n for n in self.names if n not in coords]
+        if missing:
+            raise ValueError(f"configuration {self.config} reads {self.names}; missing {missing}")
+        return torch.stack([coords[n] for n in self.names], -1).int()
 
     def table(self, i):
         """Layout i as (col, rate, offset, overlay_offset) tensors of shape (H or 1, P)."""
@@ -267,9 +285,18 @@ class Rotary(nn.Module):
         return self.layouts[i].overlay is not None
 
     def forward(self, q, k, C, layer):
-        """Rotate q, k of shape (B, T, H, D) for `layer`. Triton on CUDA, PyTorch elsewhere. A
-        layout with HT head tables gives each a contiguous block of H / HT heads (head_split
-        with 4 heads: two sequence heads, then two tree heads)."""
+        """Rotate q, k of shape (B, T, H, D) for `layer` (the layer-split configurations give layers
+        different tables). C: the coordinates, a dict by name (`by_name`) or the (B, T, K) matrix of
+        `coords`, whose width is checked (shapes only: free inside a compiled step); a matrix of the
+        right width in another column order cannot be told apart, so hand-built ones go by name.
+        Triton on CUDA, PyTorch elsewhere. A layout with HT head tables gives each a contiguous
+        block of H / HT heads (head_split with 4 heads: two sequence heads, then two tree heads)."""
+        if isinstance(C, dict):
+            C = self.by_name(C)
+        if C.shape[-1] != len(self.names) or C.shape[:2] != q.shape[:2]:
+            raise ValueError(f"C has shape {tuple(C.shape)}; configuration {self.config} on q "
+                             f"{tuple(q.shape)} needs ({q.shape[0]}, {q.shape[1]}, {len(self.names)}): "
+                             f"columns {self.names} (Rotary.coords), or pass a dict by name")
         i = self.layer_layout[layer]
         if not self.names:                     # no_position: nothing rotates
             return q, k

@@ -352,13 +352,13 @@ def probe(model, split, ids, cfg, corpus, test_share=0.3):
         held = len(np.unique(all_docs))
         raise SystemExit(f"error: --probe scored {len(uniq)} document(s) of the split's {held}; a probe "
                          f"split by document needs at least {MIN_CLUSTERS}" + (
-                             " (raise --max_docs)" if held >= MIN_CLUSTERS else
+                             " (raise --docs or --max_docs)" if held >= MIN_CLUSTERS else
                              ": this split is too small to say (prepare more documents)"))
     test_docs = np.random.default_rng(0).permutation(uniq)[:max(1, int(round(test_share * len(uniq))))]
     te = torch.from_numpy(np.isin(docs, test_docs))
     if y[~te].sum() == 0 or y[te].sum() == 0:
         raise SystemExit("error: --probe found no paragraph boundary in the training or test documents; "
-                         "score more records (--max_docs)")
+                         "score more (--docs, --max_docs)")
     layers = [{"layer": layer, **logistic_probe(X[layer][~te], y[~te], X[layer][te], y[te])}
               for layer in range(X.shape[0])]
     return {"layers": layers, "boundary_share": float(y.float().mean()),

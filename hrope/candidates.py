@@ -328,9 +328,10 @@ def paragraph_predictors(data_dir, split, max_len, embedder=None):
     fitted on the train split, or the `embedder` folder's model),
     position, truncated and first_window.
     Our reading of "a paragraph is dropped if its document was truncated by the window": one window
-    per document, its first record (first_window); the paragraph that window cuts is dropped, and
-    position (index in the window / paragraphs the window holds) is measured on the window the band
-    b(i) is. Truncated: a paragraph the model does not see whole. A record of exactly the prepared
+    per document, its first record (first_window); the paragraph that window cuts is dropped.
+    Position is A.10's "fractional position in the document, pos/N_p": the paragraph's index (from
+    0, our reading) over the paragraphs of its whole document, not of the window.
+    Truncated: a paragraph the model does not see whole. A record of exactly the prepared
     max_len was cut where no paragraph boundary fell (or cropped), so its last paragraph is
     truncated and so is the first paragraph of the document's next record (a paragraph of exactly
     max_len tokens is taken as cut too: the stored coordinates cannot tell); so is a paragraph
@@ -359,8 +360,7 @@ def paragraph_predictors(data_dir, split, max_len, embedder=None):
     count = np.r_[doc_first[1:], n] - doc_first
     start_index = np.repeat(index[doc_first], count)
     in_window = np.r_[True, rec_doc[1:] != rec_doc[:-1]][rec[first]]    # in its document's first record
-    window_end = np.maximum.reduceat(np.where(in_window, index, -1), doc_first) + 1
-    n_window = np.repeat(window_end, count) - start_index
+    n_doc = np.repeat(np.maximum.reduceat(index, doc_first) + 1, count) - start_index    # N_p
     Q = sparse.csr_matrix((np.ones(len(tokens)), (par, tokens)), shape=(n, int(tokens.max()) + 1))
     if embedder:
         e = folder_embed(embedder, texts(data_dir, tokens, first))
@@ -375,7 +375,7 @@ def paragraph_predictors(data_dir, split, max_len, embedder=None):
     with np.errstate(invalid="ignore"):
         return {"record": split_id[rec[first]], "p1": p1[first], "length": length.astype(float),
                 "ttr": types / length, "coherence": nb_sum / nb_n,
-                "position": (index - start_index) / n_window,
+                "position": (index - start_index) / n_doc,                  # A.10: pos/N_p
                 "truncated": truncated, "first_window": in_window, "document": doc}
 
 

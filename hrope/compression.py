@@ -573,7 +573,7 @@ def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
     X, y, w = X[keep], depth["U"][keep], depth["weight"][keep]
     if len(y) <= len(PREDICTORS) + 1:
         raise SystemExit(f"error: {config_dir}: {len(y)} paragraphs left after the gates; evaluate more "
-                         "records (--max_docs) or lower --gate")
+                         "(--docs, --max_docs) or lower --gate")
     fit = wls(X, y, w)
     sd = X.std(0)
     # A.10's d-only pilot on the same paragraphs: U_p against base(d) pooled over the bands

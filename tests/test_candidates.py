@@ -133,7 +133,7 @@ def test_paragraph_predictors_on_a_planted_corpus(tmp_path, monkeypatch):
     prepare.py must cut at max_len: every piece of it is flagged truncated; the paragraphs around it
     are whole. A.10's one window per document: b's first record holds the short paragraph alone.
     Document c: eight short paragraphs, of which its first record (window) holds k < 8: positions
-    0, 1/k, ... (over the document they would be 0, 1/8, ...)."""
+    pos/N_p of the document, 0, 1/8, ... (over the window they would be 0, 1/k, ...)."""
     words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
     rng = np.random.default_rng(0)
     def para(n):
@@ -153,7 +153,7 @@ def test_paragraph_predictors_on_a_planted_corpus(tmp_path, monkeypatch):
     a, b = sorted(by_doc.values(), key=len)
     win = [k for k in c if r["first_window"][k]]
     assert len(c) == 8 and 1 < len(win) < 8 and win == c[:len(win)] and not r["truncated"][c].any()
-    assert r["position"][win].tolist() == pytest.approx(np.arange(len(win)) / len(win))
+    assert r["position"][c].tolist() == pytest.approx(np.arange(8) / 8)
     assert r["position"][a].tolist() == pytest.approx([0, 1 / 3, 2 / 3]) and not r["truncated"][a].any()
     assert r["ttr"][a[1]] < min(r["ttr"][a[0]], r["ttr"][a[2]]) and np.isfinite(r["coherence"][a]).all()
     assert r["length"].sum() == sum(data.load_split(d, "train")["doc_start"][-1:])

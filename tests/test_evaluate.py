@@ -170,6 +170,11 @@ def test_cli_on_trained_runs(tiny_python, tmp_path):
                       "--data", tiny_python, "--out", str(tmp_path), "--n_head=1", *tiny])
     res = evaluate.main([run, "--max_docs", "4", "--attention"])
     assert set(res["interventions"]) == {"shuffle", "remove"} and "after_close" in res["kinds"]
+    # --docs 2: every record of the split's first and last documents (evenly spaced, two of them)
+    split = evaluate.Split(os.path.join(tiny_python, "python"), "train", 64)
+    docs = evaluate.record_docs(split, np.arange(len(split.len)))
+    whole = evaluate.main([run, "--split", "train", "--docs", "2", "--interventions", "none"])
+    assert whole["documents"] == 2 and whole["records"] == np.isin(docs, [docs.min(), docs.max()]).sum()
     att = json.load(open(os.path.join(run, "attention_test.json")))
     assert 0 < att["ancestor"]["mean_over_heads"] < 1
     z = np.load(os.path.join(run, "eval_test_tokens.npz"))
@@ -184,6 +189,18 @@ def test_cli_on_trained_runs(tiny_python, tmp_path):
     assert acc["count"].shape[1:] == (64, compression.K_MAX + 1) and acc["count"].sum() > 0
     demo = res["demo"]
     assert demo["real"]["to_first_sentence"] != demo["fake_split"]["to_first_sentence"]
+
+
+def test_docs_takes_whole_documents_spaced_evenly(capsys):
+    """--docs counts documents as paper 004 does: 3 of 5 documents are the 1st, 3rd and 5th, with
+    every record of each (document 1's one, 3's two, 5's two); more than there are takes all."""
+    split = SimpleNamespace(a={"record_doc": np.array([0, 1, 1, 1, 2, 2, 3, 4, 4]),
+                               "doc_start": np.arange(10) * 5}, len=np.full(9, 5))
+    assert evaluate.whole_docs(split, 3).tolist() == [0, 4, 5, 7, 8]
+    assert evaluate.whole_docs(split, 9).tolist() == list(range(9))
+    with pytest.raises(SystemExit):
+        evaluate.parse(["run", "--docs", "3", "--max_docs", "8"])
+    assert "--docs and --max_docs: choose one" in capsys.readouterr().err
 
 
 def test_table3_cells_average_label_draws(tmp_path):

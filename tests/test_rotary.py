@@ -396,3 +396,16 @@ def test_adding_a_configuration_is_one_line(monkeypatch):
     assert Rotary("seq_within", 128, 1).count() == ([[20]], 8)
     m, nll = train_step("seq_within", n_layer=1, n_embd=128, n_head=1)
     assert torch.isfinite(nll).all() and m.rotary.rates.grad.abs().sum() > 0
+
+
+def test_n_planes_of_one_coordinate(monkeypatch):
+    """README "Add a configuration": `planes(coord, n)` spreads n learned rates geometrically from
+    0.316 to 0.316/16 (ratio 16^(1/3) = 2.52 apart for n = 4); n = 2 is the appendix's pair."""
+    assert rotary.planes("depth", 4).rates == pytest.approx([FAST, FAST / 2.5198, FAST / 6.3496, FAST / 16],
+                                                             rel=1e-4)
+    assert rotary.planes("depth", 2, "depth 2") == rotary.pair("depth", "depth 2")
+    monkeypatch.setitem(rotary.CONFIGS, "seq_depth4",
+                        lambda P, c: [rotary.seq(16), rotary.planes("depth", 4)])
+    assert Rotary("seq_depth4", 128, 1).count() == ([[20]], 4)       # 4 learned rates, no offsets
+    m, nll = train_step("seq_depth4", n_layer=1, n_embd=128, n_head=1)
+    assert torch.isfinite(nll).all() and m.rotary.rates.grad.abs().min() > 0

@@ -307,7 +307,8 @@ def test_web_skip_list_applies_inside_body():
     """style, svg, script, noscript, template and iframe carry no visible text wherever they sit,
     and take no sibling rank: the paragraph after them is body's second child (rank 1)."""
     html = (b"<html><body><p>keep</p><style>p{color:red}</style><svg><text>no</text></svg><script>no</script>"
-            b"<noscript>no</noscript><template><p>no</p></template><iframe>no</iframe><p>also</p></body></html>")
+            b"<noscript>no</noscript><template><p>no</p></template><iframe>no</iframe>"
+            b"<p>also</p></body></html>")
     doc = web.web_doc(html)
     assert doc.text == "keep also"
     assert doc.node_coords()[1][doc.char_node[doc.text.index("also")], :2].tolist() == [1, 0]

@@ -1,0 +1,91 @@
+"""README "Use the tree rotary in your own GPT": rotary.py plugged into a nanoGPT-shaped attention
+block written here, the coordinates passed by name."""
+import ast
+import math
+import pathlib
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import rotary
+
+
+class CausalSelfAttention(nn.Module):
+    """nanoGPT's attention with the two rotary lines: q, k as (B, T, H, D), then `rot`."""
+
+    def __init__(self, n_embd, n_head, rot, layer):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=False)
+        self.c_proj = nn.Linear(n_embd, n_embd, bias=False)
+        self.n_head, self.rot, self.layer = n_head, rot, layer
+
+    def forward(self, x, coords):
+        B, T, E = x.size()
+        q, k, v = self.c_attn(x).split(E, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, E // self.n_head) for t in (q, k, v))
+        q, k = self.rot(q, k, coords, self.layer)
+        y = F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, k, v)), is_causal=True)
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, E))
+
+
+def by_hand(x, t, depth):
+    """seq_depth at its initial rates, written from the appendix: planes 0-15 turn by
+    t * 10000^(-i/16), planes 16 and 17 by depth * 0.316 and depth * 0.316/16 (cos 0.316 = 0.95),
+    the rest not at all; plane i is dims (i, i + P)."""
+    P = x.shape[-1] // 2
+    ang = torch.zeros(*t.shape, P)
+    ang[..., :16] = t[..., None] * 10000.0 ** (-torch.arange(16) / 16)
+    fast = math.sqrt(2 * (1 - 0.95))
+    ang[..., 16], ang[..., 17] = depth * fast, depth * fast / 16
+    cos, sin = ang.cos()[:, :, None], ang.sin()[:, :, None]
+    x1, x2 = x[..., :P], x[..., P:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
+
+
+def setup(B=2, T=5):
+    torch.manual_seed(0)
+    block = CausalSelfAttention(128, 2, rotary.Rotary("seq_depth", 64, 1), 0)
+    t = torch.arange(T).expand(B, T)
+    depth = torch.randint(0, 6, (B, T))
+    return block, torch.randn(B, T, 128), t, depth
+
+
+def test_rotary_alone_in_a_nanogpt_block():
+    """The coordinates by name give exactly the hand rotation (a by_name that stacked the dict in
+    its own order, t before depth, would swap them), and the learned rates train."""
+    block, x, t, depth = setup()
+    y = block(x, {"t": t, "depth": depth})
+    ref = CausalSelfAttention(128, 2, lambda q, k, C, layer: (by_hand(q, *C), by_hand(k, *C)), 0)
+    ref.load_state_dict({n: p for n, p in block.state_dict().items() if not n.startswith("rot.")})
+    assert torch.allclose(y, ref(x, (t, depth)), atol=1e-5)
+    y.square().sum().backward()
+    assert block.rot.rates.grad.abs().min() > 0                  # both depth planes learn their rate
+
+
+def test_the_lift_refuses_coordinates_that_are_not_the_configurations():
+    block, x, t, depth = setup()
+    with pytest.raises(ValueError, match=r"missing \['depth'\]"):
+        block(x, {"t": t})
+    with pytest.raises(ValueError, match=r"needs \(2, 5, 2\)"):   # a hand-stacked [t, depth, within]
+        block(x, torch.stack([t, depth, t], -1))
+    with pytest.raises(ValueError, match=r"needs \(2, 5, 2\)"):   # coordinates of a shorter window
+        block(x, torch.stack([depth, t], -1)[:, :4])
+
+
+def test_the_check_costs_no_graph_break():
+    """The check reads shapes only: the compiled block traces whole (fullgraph) and agrees."""
+    block, x, t, depth = setup()
+    C = block.rot.by_name({"t": t, "depth": depth})
+    compiled = torch.compile(block, backend="eager", fullgraph=True, dynamic=True)   # as train.py: any T
+    assert torch.allclose(compiled(x, C), block(x, C))
+    assert torch.allclose(compiled(x[:, :3], C[:, :3]), block(x[:, :3], C[:, :3]))   # another window
+
+
+def test_rotary_py_imports_torch_alone():
+    """Copy rotary.py alone: besides the standard library it imports torch (and triton, optional)."""
+    tree = ast.parse(pathlib.Path(rotary.__file__).read_text())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert imported - {"importlib", "math", "os", "re", "dataclasses", "rotary"} == {"torch", "triton"}
