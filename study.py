@@ -156,11 +156,17 @@ def start(run):
 
 
 def tables(runs, names, n_head, n_layer):
-    """Per layer, the runs' plane tables stacked (rotary.angles_runs' arguments)."""
+    """Per layer, the runs' plane tables stacked (rotary.angles_runs' arguments), each run's computed
+    once per layout (its layers share it); columns and markers do not train (Study maps them once)."""
+    per = {}
+    for m, r in enumerate(runs):
+        for i, (col, *_, marker) in r.columns.items():   # rates, offsets, overlays: this step's values
+            per[m, i] = (col, *(t.repeat_interleave(n_head // t.shape[0], 0)
+                                for t in r.model.rotary.table(i)[1:]), marker)
     out = []
     for layer in range(n_layer):
-        per = [rotary.run_table(r.model.rotary, layer, n_head, names) for r in runs]
-        out.append([torch.stack([p[j] for p in per]) for j in range(4)] + [[p[4] for p in per]])
+        at = [per[m, r.model.rotary.layer_layout[layer]] for m, r in enumerate(runs)]
+        out.append([torch.stack([p[j] for p in at]) for j in range(4)] + [[p[4] for p in at]])
     return out
 
 
@@ -189,6 +195,10 @@ class Study:
         self.cfg, self.mcfg, self.corpus = first.cfg, first.mcfg, first.corpus
         self.train, self.val, self.test = first.train, first.val, first.test
         self.names = sorted({n for r in runs for n in r.model.rotary.names})
+        for r in runs:   # each layout's columns in the shared coordinates, mapped once
+            rot = r.model.rotary
+            r.columns = {rot.layer_layout[i]: rotary.run_table(rot, i, self.mcfg.n_head, self.names)
+                         for i in range(self.mcfg.n_layer)}
         self.T = self.mcfg.max_len
         self.rows = max(1, self.cfg["mb_tokens"] // self.T)      # rows of one run in a micro-batch
         self.fwd = torch.compile(forward) if self.cfg["compile"] else forward

@@ -171,3 +171,44 @@ def test_records_sharing_a_row_train_as_alone(tiny_python, tmp_path, monkeypatch
     assert sum(packed) >= 4                                   # rows holding two or more records
     for key, want in ECB659C_256.items():
         assert_matches(losses(out, *key), want)
+
+
+def test_the_batched_forward_is_each_runs_model(tiny_python):
+    """study.forward over runs of different configurations — other coordinates, a layer split, a head
+    split, the directed offset's overlay — gives each run's own model.GPT loss, token by token."""
+    import numpy as np
+
+    from data import Split, coords_for, corpus_stats
+    from model import GPT, GPTConfig
+    data_dir = os.path.join(tiny_python, "python")
+    meta, corpus = corpus_stats(data_dir)
+    split = Split(data_dir, "val", 256)
+    names = ("seq_only", "seq_tree_depth", "st", "head_split", "ref_directed")
+    models = []
+    for i, name in enumerate(names):
+        torch.manual_seed(i)
+        models.append(GPT(GPTConfig(vocab_size=meta["tokenizer"]["vocab"], n_layer=2, n_embd=256, n_head=2,
+                                    max_len=256, rotary=name, corpus=corpus)))
+        with torch.no_grad():   # trained-looking rates and offsets, unequal across planes
+            for p in models[-1].rotary.parameters():
+                p.add_(torch.rand(p.shape, generator=torch.Generator().manual_seed(i)) * 0.3)
+    short = [int(i) for i in np.argsort(split.len)[:2]]
+    assert split.len[short].sum() <= 256
+    rows = [[short[0] + 1], short, [3]]                           # a shared row: attention per record
+    b = split.batch(rows, "cpu", 256)
+    runs = [type("Run", (), {"model": m})() for m in models]
+    shared = sorted({n for m in models for n in m.rotary.names})
+    for r in runs:
+        r.columns = {r.model.rotary.layer_layout[i]: study.rotary.run_table(r.model.rotary, i, 2, shared)
+                     for i in range(2)}
+    at, seg = split.positions(rows, 256)
+    M = len(models)
+    bb = split.gather(torch.from_numpy(np.stack([at] * M)), torch.from_numpy(np.stack([seg] * M)))
+    C = study.coordinates(runs, bb, shared, corpus, [None] * M, 0.0)
+    got = study.forward(study.stacked(models), study.tables(runs, shared, 2, 2), bb["tokens"], C,
+                        bb["targets"], bb["seg"], 2, study.Dropout(0.0, []))
+    for m, model in enumerate(models):
+        blocked = b["segment"][:, :, None] != b["segment"][:, None, :]
+        _, want, _ = model(b["tokens"], coords_for(model, dict(b), corpus), b["targets"], blocked=blocked)
+        assert torch.allclose(got[m], want, atol=1e-5, rtol=1e-5), names[m]
+    assert not torch.allclose(got[0], got[1], atol=1e-3)         # the configurations do differ
