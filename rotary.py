@@ -443,14 +443,14 @@ if triton is not None:
                     xs_m, xs_b, xs_t, xs_h, gs_m, gs_b, gs_t, gs_h, cs_m, cs_b, cs_t,
                     P: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_P: tl.constexpr):
         """dx = R(-angle) dy for q and k over n_iter token blocks of run m per program; d angle, summed over
-        q and k, accumulates in registers into this program's partial sums per head of d rate (d angle x
-        coordinate), d offset and d overlay: no atomics."""
+        q and k and over each block's tokens, accumulates in registers into this program's partial sums per
+        head of d rate (d angle x coordinate), d offset and d overlay: no atomics."""
         m, p = tl.program_id(1).to(tl.int64), tl.arange(0, BLOCK_P)
         pm, mark, i = p < P, tl.load(MARK + m), tl.program_id(0)
         for h in range(H):
-            d_rate = tl.zeros((BLOCK_T, BLOCK_P), dtype=tl.float32)
-            d_off = tl.zeros((BLOCK_T, BLOCK_P), dtype=tl.float32)
-            d_ovl = tl.zeros((BLOCK_T, BLOCK_P), dtype=tl.float32)
+            d_rate = tl.zeros((BLOCK_P,), dtype=tl.float32)   # plane vectors: few registers, many programs
+            d_off = tl.zeros((BLOCK_P,), dtype=tl.float32)
+            d_ovl = tl.zeros((BLOCK_P,), dtype=tl.float32)
             for j in range(n_iter):
                 r, rmask, mask = _block(i * n_iter + j, L, pm, BLOCK_T)
                 c, present, over, ang = _angles(C, COL, RATE, OFF, OVL, m * HT + h * HT // H,
@@ -462,14 +462,14 @@ if triton is not None:
                 dang = _unrotate(Q, DQO, DQ, at, dat, out, mask, cos, sin, P) + \
                     _unrotate(K, DKO, DK, at, dat, out, mask, cos, sin, P)
                 dang = tl.where(present, dang, 0.0)                # absent planes do not turn
-                d_rate += dang * c
-                d_off += dang
-                d_ovl += tl.where(over, dang, 0.0)
+                d_rate += tl.sum(dang * c, 0)
+                d_off += tl.sum(dang, 0)
+                d_ovl += tl.sum(tl.where(over, dang, 0.0), 0)
             part = PART + ((m * tl.num_programs(0) + i) * H + h) * P + p     # PART (3, M, programs, H, P)
             n = tl.num_programs(1) * tl.num_programs(0) * H * P
-            tl.store(part, tl.sum(d_rate, 0), mask=pm)
-            tl.store(part + n, tl.sum(d_off, 0), mask=pm)
-            tl.store(part + 2 * n, tl.sum(d_ovl, 0), mask=pm)
+            tl.store(part, d_rate, mask=pm)
+            tl.store(part + n, d_off, mask=pm)
+            tl.store(part + 2 * n, d_ovl, mask=pm)
 
 
 BLOCK_T = 32      # tokens per program and step: 32 x 64 planes x 2 halves x q, k per head

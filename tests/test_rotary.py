@@ -360,7 +360,7 @@ def _runs_reference_and_triton(dtype, names=("seq_depth", "ref_directed"), H=2, 
 
 
 @pytest.mark.skipif(rotary.triton is None, reason="triton not installed")
-def test_runs_kernel_matches_reference_fp32():
+def test_triton_runs_match_reference_fp32():
     """Two runs in one launch, seq_depth (reads t, depth) and configs.py's ref_directed (t, the tree,
     the reference's path and its overlay marker), each from its own batch: outputs and q, k, rate,
     offset and overlay gradients as the reference's. The overlay is planted on both runs; only the
@@ -375,7 +375,7 @@ def test_runs_kernel_matches_reference_fp32():
 
 
 @pytest.mark.skipif(rotary.triton is None, reason="triton not installed")
-def test_runs_kernel_matches_reference_bf16():
+def test_triton_runs_match_reference_bf16():
     """bf16 tolerance from rounding noise: the kernel is no further from the fp32 reference than the
     bf16 reference itself is, for outputs and every gradient (flash-attention's test convention)."""
     exact = _runs_reference_and_triton(torch.float32)[0]
@@ -385,7 +385,7 @@ def test_runs_kernel_matches_reference_bf16():
 
 
 @pytest.mark.skipif(rotary.triton is None, reason="triton not installed")
-def test_runs_kernel_refuses_tables_that_do_not_fit():
+def test_triton_runs_refuse_tables_that_do_not_fit():
     _, _, C, tables = _study(("seq_depth", "seq_only"), 2, 3)
     q = torch.randn(2, 2, 3, 2, 64, device=DEV)                  # 32 planes; the tables have 64
     with pytest.raises(ValueError, match="do not fit"):
@@ -393,7 +393,7 @@ def test_runs_kernel_refuses_tables_that_do_not_fit():
 
 
 @pytest.mark.skipif(rotary.triton is None, reason="triton not installed")
-def test_compiled_study_step_has_no_graph_break():
+def test_triton_compiled_study_step_has_no_graph_break():
     """torch.compile(fullgraph=True) of a step that builds two runs' tables from their parameters
     (run_table) and rotates with the kernel: one graph, forward and backward (the custom ops' fake
     implementations let dynamo and AOT autograd trace them), with the eager step's results."""
@@ -414,6 +414,19 @@ def test_compiled_study_step_has_no_graph_break():
         grads.append([q.grad.clone(), rots[0].rates.grad.clone(), rots[1].offsets.grad.clone()])
     for e, c in zip(*grads):
         assert torch.allclose(e, c, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.slow   # compiles with inductor on CPU: ~25 s cold, 7 s with a warm compile cache
+@pytest.mark.skipif(rotary.triton is None, reason="triton not installed")
+def test_triton_bench_smoke_on_cpu():
+    """`bench.py rotation` on CPU: every variant of a study's rotation (2 runs, 64 tokens) runs forward
+    and backward, kernels alone and end to end, and the kernel's outputs are the readable ones."""
+    import bench
+    row = bench.rotation(sizes=(64,), M=2, T=16, reps=1)[64]
+    assert row["triton_max_abs_err"] < 1e-5
+    assert all(row[v] > 0 and row[v + "_e2e"] > 0 for v in ("eager", "compile", "triton"))
+    assert row["bytes"] == 10 * 64 * 2 * 128 * 4 + 2 * 64 * 4 * len({n for c in bench.STUDY[:2]
+                                                                      for n in Rotary(c, 128, 1).names})
 
 
 def test_two_corpus_coordinates_by_hand():
