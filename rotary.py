@@ -484,6 +484,7 @@ def _alike(*xs):
 
 
 def _runs_fwd(q, k, C, col, rate, offset, overlay, marker):
+    """The forward launch: every run's every block of BLOCK_T tokens."""
     M, B, T, H, D = q.shape
     (q, k), (C,) = _alike(q, k), _alike(C)
     qo, ko = q.new_empty(q.shape), k.new_empty(k.shape)
@@ -495,6 +496,8 @@ def _runs_fwd(q, k, C, col, rate, offset, overlay, marker):
 
 
 def _runs_bwd(q, k, dqo, dko, C, col, rate, offset, overlay, marker):
+    """The backward launch, each program n_iter blocks of one run: dq, dk and (3, M, HT, P) the
+    gradients of rate, offset and overlay."""
     M, B, T, H, D = q.shape
     (q, k), (dqo, dko), (C,) = _alike(q, k), _alike(dqo, dko), _alike(C)
     blocks = triton.cdiv(B * T, BLOCK_T)
