@@ -416,6 +416,21 @@ def test_triton_compiled_study_step_has_no_graph_break():
         assert torch.allclose(e, c, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.skipif(DEV != "cuda", reason="the model takes the kernel on CUDA only")
+def test_triton_compiled_model_has_no_graph_break():
+    """A GPT whose rotation takes the kernel (ref_directed: its overlay marker too) compiles forward and
+    backward in one graph, and its rotary parameters get gradients through the custom ops."""
+    from model import GPT, GPTConfig
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=64, max_len=7, rotary="ref_directed", n_layer=2, n_embd=256, n_head=2)
+    m = GPT(cfg).to(DEV)
+    C = m.rotary.coords({k: v.to(DEV) for k, v in batch().items()})
+    tokens = torch.randint(0, 64, (2, 7), device=DEV)
+    step = torch.compile(lambda t, C: m(t, C, t)[1].mean(), fullgraph=True, backend="aot_eager")
+    step(tokens, C).backward()
+    assert m.rotary.rates.grad.abs().sum() > 0 and m.rotary.offsets.grad[44:].abs().sum() > 0
+
+
 @pytest.mark.slow   # compiles with inductor on CPU: ~25 s cold, 7 s with a warm compile cache
 @pytest.mark.skipif(rotary.triton is None, reason="triton not installed")
 def test_triton_bench_smoke_on_cpu():
