@@ -48,10 +48,12 @@ def run_tables(rots, names, H):
 
 
 def readable(q, k, C, col, rate, offset, overlay, marker):
+    """The reference the kernel must equal: every angle stored, then the rotation."""
     return rotary.rotate(q, k, rotary.angles_runs(C, col, rate, offset, overlay, marker))
 
 
 def end_to_end(rotate):
+    """A study step's rotation: each run's table from its parameters, then `rotate`."""
     def step(q, k, C, rots, names, marker):
         return rotate(q, k, C, *run_tables(rots, names, q.shape[3]), marker)
     return step
@@ -92,7 +94,7 @@ def rotation(sizes=SIZES, M=8, T=1024, H=2, D=128, reps=20):
     for tokens in sizes:
         torch._dynamo.reset()    # each size compiled for its own shapes, as a study compiles its one shape
         rots, names, C, q, k, grads = study(tokens, M, T, H, D, dev, dtype)
-        marker = torch.tensor([names.index(r.marker) if r.marker else -1 for r in rots], device=dev)
+        marker = torch.tensor([rotary.run_table(r, 0, H, names)[4] for r in rots], device=dev)
         tables = [t.detach().requires_grad_(t.dtype.is_floating_point) for t in run_tables(rots, names, H)]
         params = [p for r in rots for p in (r.rates, r.offsets)]
         alone = {"eager": readable, "compile": torch.compile(readable), "triton": rotary.rotate_runs_triton}
@@ -261,6 +263,8 @@ if __name__ == "__main__":
         if any(not a.isdigit() or int(a) % (M * T) for a in sys.argv[2:]):
             sys.exit(f"error: sizes are token counts, multiples of {M} runs x {T} tokens")
         sizes = tuple(int(a) for a in sys.argv[2:]) or kw.pop("sizes", SIZES)
+        print(torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU, triton's interpreter",
+              f"torch {torch.__version__} triton {rotary.triton.__version__ if rotary.triton else 'none'}")
         r = rotation(sizes, M, T, **kw)
         print_rotation(r, M, T, "bf16" if torch.cuda.is_available() else "fp32")
     else:
