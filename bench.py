@@ -1,5 +1,5 @@
 """Benchmarks (not tests).
-    python bench.py rotation [B T]          # the rotation alone: eager, torch.compile, Triton (B=8, T=1,024)
+    python bench.py rotation [TOKENS ...]   # a study's rotation: eager, compile, Triton (64k..512k tokens)
     python bench.py train [DATA] [STEPS] [REPS]   # train.py's loop beside a bare loop
     python bench.py study [CORPUS] [M ...] [--train.py options]   # M runs batched beside M processes
     python bench.py lines                   # project lines the quickstart loads
@@ -19,49 +19,118 @@ import tokenize
 import numpy as np
 import torch
 
-import machine
-import rotary
+if not torch.cuda.is_available():   # on CPU the Triton kernel runs in triton's interpreter
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+import machine  # noqa: E402
+import rotary  # noqa: E402
+
+STUDY = ("seq_tree_depth", "seq_depth", "ref_directed", "seq_tree")   # the runs' configurations, in turn
+SIZES = (65536, 131072, 262144, 524288)                                 # study sizes: tokens of all runs
 
 
-def rotation(config="seq_tree_depth", B=8, T=1024, H=2, D=128, reps=5):
-    """Forward+backward of the rotation alone: eager, torch.compile and (on CUDA) Triton, in bf16
-    on CUDA (the paper's training precision) and fp32 on CPU. Returns {variant: seconds per
-    call}, the kernel's error against the reference, and on CUDA the GB/s each variant moves."""
+def rotation_inputs(tokens, M, T, H, D, dev, dtype):
+    """A study's rotation at one size: M runs of tokens / M tokens (configurations from STUDY in turn),
+    their Rotary modules, the shared coordinate names, C (M, B, T, K), q and k (M, B, T, H, D) and random
+    contiguous output gradients."""
+    rots = [rotary.Rotary(STUDY[m % len(STUDY)], D, 1).to(dev) for m in range(M)]
+    names = sorted({n for r in rots for n in r.names})
+    B, g = tokens // (M * T), torch.Generator().manual_seed(0)
+    path = torch.randint(0, 8, (M, B, T, rotary.LEVELS), generator=g)
+    b = {"pos": torch.arange(T).expand(M, B, T), "depth": torch.randint(1, 22, (M, B, T), generator=g),
+         "path": path, "within": torch.randint(0, 9, (M, B, T), generator=g),
+         "ref_path": torch.where(torch.rand(M, B, T, 1, generator=g) < 0.2, path, -1)}
+    C = torch.stack([rotary.coordinate(b, n) for n in names], -1).int().to(dev)
+    q, k, dqo, dko = (torch.randn(M, B, T, H, D, device=dev, dtype=dtype) for _ in range(4))
+    return rots, names, C, q.requires_grad_(), k.requires_grad_(), (dqo, dko)
+
+
+def run_tables(rots, names, H):
+    """Each run's table from its parameters (rotary.run_table), stacked to (M, H, P): what a study step
+    prepares before it rotates."""
+    runs = [rotary.run_table(r, 0, H, names) for r in rots]
+    return [torch.stack([t[i] for t in runs]) for i in range(4)]
+
+
+def readable(q, k, C, col, rate, offset, overlay, marker):
+    """The reference the kernel must equal: every angle stored, then the rotation."""
+    return rotary.rotate(q, k, rotary.angles_runs(C, col, rate, offset, overlay, marker))
+
+
+def end_to_end(rotate):
+    """A study step's rotation: each run's table from its parameters, then `rotate`."""
+    def step(q, k, C, rots, names, marker):
+        return rotate(q, k, C, *run_tables(rots, names, q.shape[3]), marker)
+    return step
+
+
+def median_seconds(fn, dev, reps, warm=3):
+    """Median seconds of fn() after warm-up: on CUDA an event pair per call, the calls back to back
+    (the host queues ahead of the device wherever the device sets the pace)."""
+    for _ in range(warm):
+        fn()
+    if dev != "cuda":
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(reps + 1)]
+    ev[0].record()
+    for e in ev[1:]:
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in zip(ev, ev[1:])) / 1e3
+
+
+def rotation(sizes=SIZES, M=8, T=1024, H=2, D=128, reps=20):
+    """Forward + backward of a study's rotation (M runs, each its own table) per size and variant
+    (readable eager, torch.compile of it, the Triton kernel): (a) the kernels alone, tables ready; (b) end
+    to end as a study step calls it, each run's table prepared from its parameters, compiled for compile
+    and Triton. bf16 on CUDA; on CPU fp32 and the kernel in triton's interpreter (a smoke test: use a
+    tiny size). Bytes moved: 10 x the bytes of q (fwd reads q, k, writes both; bwd reads q, k and their
+    output gradients, writes dq, dk) plus C read by each pass; a same-size device copy measured alongside
+    (read + write). Returns {tokens: {row: value}}."""
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.bfloat16 if dev == "cuda" else torch.float32
-    rot = rotary.Rotary(config, D, 1).to(dev)
-    g = torch.Generator().manual_seed(0)
-    b = {"pos": torch.arange(T).expand(B, T), "depth": torch.randint(1, 22, (B, T), generator=g),
-         "path": torch.randint(0, 8, (B, T, rotary.LEVELS), generator=g),
-         "within": torch.randint(0, 9, (B, T), generator=g)}
-    C = rot.coords({k: v.to(dev) for k, v in b.items()})
-    q = torch.randn(B, T, H, D, device=dev, dtype=dtype, requires_grad=True)
-    k = torch.randn(B, T, H, D, device=dev, dtype=dtype, requires_grad=True)
-    def eager():
-        return rotary.rotate(q, k, rot.angles(C, 0))
-    variants = {"eager": eager, "compile": torch.compile(eager)}
-    if dev == "cuda" and rotary.triton is not None:
-        variants["triton"] = lambda: rotary.rotate_triton(q, k, C, *rot.table(0))
     out = {}
-    if "triton" in variants:   # the kernel against the readable reference at full size
+    for tokens in sizes:
+        torch._dynamo.reset()    # each size compiled for its own shapes, as a study compiles its one shape
+        rots, names, C, q, k, grads = rotation_inputs(tokens, M, T, H, D, dev, dtype)
+        marker = torch.tensor([rotary.run_table(r, 0, H, names)[4] for r in rots], device=dev)
+        tables = [t.detach().requires_grad_(t.dtype.is_floating_point) for t in run_tables(rots, names, H)]
+        params = [p for r in rots for p in (r.rates, r.offsets)]
+        alone = {"eager": readable, "compile": torch.compile(readable), "triton": rotary.rotate_runs_triton}
+        e2e = {"eager": end_to_end(readable), "compile": torch.compile(end_to_end(readable)),
+               "triton": torch.compile(end_to_end(rotary.rotate_runs_triton))}
+        row = {"bytes": 10 * q.numel() * q.element_size() + 2 * C.numel() * C.element_size()}
         with torch.no_grad():
-            out["triton_max_abs_err"] = max((x.float() - y.float()).abs().max().item()
-                                            for x, y in zip(eager(), variants["triton"]()))
-    for name, fn in variants.items():
-        for i in range(reps + 2):
-            if i == 2:
-                if dev == "cuda":
-                    torch.cuda.synchronize()
-                t0 = time.perf_counter()
-            a, bb = fn()
-            (a.sum() + bb.sum()).backward()
-        if dev == "cuda":
-            torch.cuda.synchronize()
-        out[name] = (time.perf_counter() - t0) / reps
-        if dev == "cuda":   # least bytes moved: fwd reads q, k and writes both; bwd reads q, k,
-            # their output gradients and writes dq, dk (coordinates and tables are small)
-            out[name + "_GBps"] = 10 * q.numel() * q.element_size() / out[name] / 1e9
+            row["triton_max_abs_err"] = max((x.float() - y.float()).abs().max().item() for x, y in
+                                            zip(readable(q, k, C, *tables, marker),
+                                                rotary.rotate_runs_triton(q, k, C, *tables, marker)))
+        for name in alone:
+            row[name] = median_seconds(lambda: torch.autograd.grad(
+                alone[name](q, k, C, *tables, marker), [q, k, *tables[1:]], grads), dev, reps)
+            row[name + "_e2e"] = median_seconds(lambda: torch.autograd.grad(
+                e2e[name](q, k, C, rots, names, marker), [q, k, *params], grads, allow_unused=True),
+                dev, reps)
+        src = torch.empty(row["bytes"] // 2, dtype=torch.uint8, device=dev)
+        dst = torch.empty_like(src)
+        row["copy"] = median_seconds(lambda: dst.copy_(src), dev, reps)
+        out[tokens] = row
     return out
+
+
+def print_rotation(out, M, T, dtype):
+    for tokens, r in out.items():
+        gb = r["bytes"] / 1e9
+        print(f"{tokens:,} tokens ({M} runs x {tokens // (M * T)} x {T}), H 2, D 128, {dtype}: "
+              f"{gb * 1e3:,.0f} MB moved; copy {gb / r['copy']:,.0f} GB/s; "
+              f"Triton max |err| {r['triton_max_abs_err']:.2g}")
+        for v in ("eager", "compile", "triton"):
+            print(f"  {v:8} kernels {r[v] * 1e3:8.3f} ms {gb / r[v]:7.0f} GB/s {r['copy'] / r[v]:6.1%} of "
+                  f"copy   end to end {r[v + '_e2e'] * 1e3:8.3f} ms")
 
 
 def bare_loop(data_dir, steps, seed=0, lr=1.2e-3):
@@ -249,10 +318,15 @@ if __name__ == "__main__":
         raw, code = (sum(v[i] for v in files.values()) for i in (0, 1))
         print(f"{'total':24} {raw:5} raw {code:5} code in {len(files)} files")
     elif sys.argv[1:2] == ["rotation"]:
-        sizes = [int(a) for a in sys.argv[2:]]
-        r = rotation(B=sizes[0], T=sizes[1]) if len(sizes) == 2 else rotation()
-        print({k: round(v, 5) for k, v in r.items()})
-        print(f"compile / eager time: {r['compile'] / r['eager']:.2f}")
+        # 8 runs of T = 1,024 on CUDA; on CPU a smoke test of the same code at a tiny size (interpreter)
+        M, T, kw = (8, 1024, {}) if torch.cuda.is_available() else (2, 16, {"sizes": (64,), "reps": 2})
+        if any(not a.isdigit() or int(a) % (M * T) for a in sys.argv[2:]):
+            sys.exit(f"error: sizes are token counts, multiples of {M} runs x {T} tokens")
+        sizes = tuple(int(a) for a in sys.argv[2:]) or kw.pop("sizes", SIZES)
+        print(torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU, triton's interpreter",
+              f"torch {torch.__version__} triton {rotary.triton.__version__ if rotary.triton else 'none'}")
+        r = rotation(sizes, M, T, **kw)
+        print_rotation(r, M, T, "bf16" if torch.cuda.is_available() else "fp32")
     else:
-        sys.exit("usage: python bench.py rotation [B T] | train [DATA] [STEPS] [REPS] | study [M ...] "
+        sys.exit("usage: python bench.py rotation [TOKENS ...] | train [DATA] [STEPS] [REPS] | study [M ...] "
                  "| lines")

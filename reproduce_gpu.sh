@@ -2,8 +2,9 @@
 # The prepared GPU check (about 6 minutes on one H200; written to fit 8):
 #   1. the Triton kernel against the PyTorch reference with the interpreter off: every
 #      configuration family, outputs and the q, k, rate, offset and overlay gradients;
-#   2. `bench.py rotation` at B=8 and T=1,024 and 4,096 (memory-bound): seconds and GB/s of
-#      eager, torch.compile and Triton fwd+bwd in bf16 (goal: Triton <= 0.25x eager, >= 50% HBM);
+#   2. `bench.py rotation` at study sizes (8 runs, 64k..512k tokens): eager, torch.compile and Triton
+#      fwd+bwd in bf16, kernels alone and end to end, against a copy (goal at 256k: Triton >= 50% of
+#      the copy, faster than compile end to end);
 #   3. aggregate training tokens/s at the paper preset (Python, seq_depth, 64 records of <= 1,024
 #      tokens per step) for 1, 2, 8 and 16 runs at once through sweep.sh (goal: 8 or 16 at once
 #      >= 3x the aggregate of two side by side);
@@ -85,8 +86,8 @@ nvidia-smi -L || echo "no nvidia-smi: not a GPU machine"
 python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 echo "== 1. kernel against the reference (TRITON_INTERPRET=0)"
 TRITON_INTERPRET=0 python -m pytest -q tests/test_rotary.py -k "triton or every or head_split" 2>&1 | tail -4
-echo "== 2. rotation fwd+bwd, seq_tree_depth, H=2, D=128"
-for size in "8 1024" "8 4096"; do echo "B T = $size"; TRITON_INTERPRET=0 python bench.py rotation $size; done
+echo "== 2. a study's rotation fwd+bwd, H=2, D=128"
+TRITON_INTERPRET=0 python bench.py rotation
 echo "== 3. aggregate training tokens/s"
 python prepare.py python --max_len 1024 --out data_1024 --workers 16 | tail -4   # the paper preset's context
 for jobs in ${JOBS:-1 2 8 16}; do

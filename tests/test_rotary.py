@@ -319,6 +319,132 @@ def test_triton_matches_reference_bf16():
         assert (t - e).abs().max() <= 2 * (r - e).abs().max() + 1e-3 * max(1.0, e.abs().max())
 
 
+def _study(names, H, T, B=2):
+    """A study's rotation inputs for one layer: runs of the configurations `names`, each reading its own
+    columns of one shared coordinate tensor C (M, B, T, K) built from its own batch, and their tables
+    from run_table stacked to (M, H, P), with the parameters moved off their init."""
+    rots = [Rotary(n, 128, 1).to(DEV) for n in names]
+    shared = sorted({c for r in rots for c in r.names})
+    C = torch.stack([torch.stack([rotary.coordinate(batch(B, T, seed=m), n) for n in shared], -1)
+                     for m in range(len(names))]).int().to(DEV)
+    runs = [rotary.run_table(r, 0, H, shared) for r in rots]
+    col = torch.stack([t[0] for t in runs])
+    rate, offset, overlay = (torch.stack([t[i] for t in runs]).detach() for i in (1, 2, 3))
+    tables = (col, (rate * 1.3).requires_grad_(), (offset + 0.2).requires_grad_(),
+              (overlay + 0.1).requires_grad_(), torch.tensor([t[4] for t in runs], device=DEV))
+    return rots, shared, C, tables
+
+
+def _runs_reference_and_triton(dtype, names=("seq_depth", "ref_directed"), H=2, T=5, D=128):
+    """Outputs and the gradients of q, k, rate, offset and overlay of two runs rotated in one launch,
+    from the readable reference (angles_runs + rotate) and from the kernel. q and k are slices of one
+    projection and their output gradients arrive transposed, as the model hands them over."""
+    _, _, C, (col, rate, offset, overlay, marker) = _study(names, H, T)
+    M = len(names)
+    torch.manual_seed(0)
+    qkv = torch.randn(M, 2, T, 3 * H * D, dtype=dtype, device=DEV)
+    q, k = (qkv[..., i * H * D:(i + 1) * H * D].view(M, 2, T, H, D).requires_grad_() for i in (0, 1))
+    w = torch.randn(M, 2, H, T, D, device=DEV)
+    res = []
+    for fn in ("ref", "triton"):
+        params = (q, k, rate, offset, overlay)
+        for t in params:
+            t.grad = None
+        if fn == "ref":
+            a, b = rotary.rotate(q, k, rotary.angles_runs(C, col, rate, offset, overlay, marker))
+        else:
+            a, b = rotary.rotate_runs_triton(q, k, C, col, rate, offset, overlay, marker)
+        ((a.transpose(2, 3).float() * w).sum() + (b.transpose(2, 3).float() * w).pow(2).sum()).backward()
+        res.append([a.detach().float(), b.detach().float()] + [t.grad.float().clone() for t in params])
+    return res
+
+
+@pytest.mark.skipif(rotary.triton is None, reason="triton not installed")
+def test_triton_runs_match_reference_fp32():
+    """Two runs in one launch, seq_depth (reads t, depth) and configs.py's ref_directed (t, the tree,
+    the reference's path and its overlay marker), each from its own batch: outputs and q, k, rate,
+    offset and overlay gradients as the reference's. The overlay is planted on both runs; only the
+    run with a marker may use it."""
+    ref, tri = _runs_reference_and_triton(torch.float32)
+    # fp32: a few ulp of sin/cos at angles of a few radians; measured here ~1e-7 of each quantity's size
+    for what, r, t in zip(("q out", "k out", "dq", "dk", "d rate", "d offset", "d overlay"), ref, tri):
+        assert torch.allclose(r, t, atol=1e-5 * max(1.0, r.abs().max().item()), rtol=1e-5), \
+            (what, (r - t).abs().max())
+    d_overlay = ref[6]
+    assert d_overlay[0].abs().sum() == 0 and d_overlay[1].abs().sum() > 0   # exercised, and per run
+    assert ref[4][0, :, 16:18].abs().min() > 0       # run 0's depth planes learn: its own columns are read
+
+
+@pytest.mark.skipif(rotary.triton is None, reason="triton not installed")
+def test_triton_runs_match_reference_bf16():
+    """bf16 tolerance from rounding noise: the kernel is no further from the fp32 reference than the
+    bf16 reference itself is, for outputs and every gradient (flash-attention's test convention)."""
+    exact = _runs_reference_and_triton(torch.float32)[0]
+    ref, tri = _runs_reference_and_triton(torch.bfloat16)
+    for e, r, t in zip(exact, ref, tri):
+        assert (t - e).abs().max() <= 2 * (r - e).abs().max() + 1e-3 * max(1.0, e.abs().max())
+
+
+@pytest.mark.skipif(rotary.triton is None, reason="triton not installed")
+def test_triton_runs_refuse_tables_that_do_not_fit():
+    _, _, C, tables = _study(("seq_depth", "seq_only"), 2, 3)
+    q = torch.randn(2, 2, 3, 2, 64, device=DEV)                  # 32 planes; the tables have 64
+    with pytest.raises(ValueError, match="do not fit"):
+        rotary.rotate_runs_triton(q, q, C, *tables)
+
+
+@pytest.mark.skipif(rotary.triton is None, reason="triton not installed")
+def test_triton_compiled_study_step_has_no_graph_break():
+    """torch.compile(fullgraph=True) of a step that builds two runs' tables from their parameters
+    (run_table) and rotates with the kernel: one graph, forward and backward (the custom ops' fake
+    implementations let dynamo and AOT autograd trace them), with the eager step's results."""
+    rots, shared, C, _ = _study(("seq_depth", "ref_directed"), 2, 3)
+    torch.manual_seed(0)
+    q, k = (torch.randn(2, 2, 3, 2, 128, device=DEV, requires_grad=True) for _ in range(2))
+
+    def step(q, k):
+        runs = [rotary.run_table(r, 0, 2, shared) for r in rots]
+        tables = [torch.stack([t[i] for t in runs]) for i in range(4)]
+        a, b = rotary.rotate_runs_triton(q, k, C, *tables, torch.tensor([t[4] for t in runs], device=DEV))
+        return (a * b).sum()
+    grads = []
+    for fn in (step, torch.compile(step, fullgraph=True, backend="aot_eager")):
+        for t in (q, k, *[r.rates for r in rots], *[r.offsets for r in rots]):
+            t.grad = None
+        fn(q, k).backward()
+        grads.append([q.grad.clone(), rots[0].rates.grad.clone(), rots[1].offsets.grad.clone()])
+    for e, c in zip(*grads):
+        assert torch.allclose(e, c, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(DEV != "cuda", reason="the model takes the kernel on CUDA only")
+def test_triton_compiled_model_has_no_graph_break():
+    """A GPT whose rotation takes the kernel (ref_directed: its overlay marker too) compiles forward and
+    backward in one graph, and its rotary parameters get gradients through the custom ops."""
+    from model import GPT, GPTConfig
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=64, max_len=7, rotary="ref_directed", n_layer=2, n_embd=256, n_head=2)
+    m = GPT(cfg).to(DEV)
+    C = m.rotary.coords({k: v.to(DEV) for k, v in batch().items()})
+    tokens = torch.randint(0, 64, (2, 7), device=DEV)
+    step = torch.compile(lambda t, C: m(t, C, t)[1].mean(), fullgraph=True, backend="aot_eager")
+    step(tokens, C).backward()
+    assert m.rotary.rates.grad.abs().sum() > 0 and m.rotary.offsets.grad[44:].abs().sum() > 0
+
+
+@pytest.mark.slow   # compiles with inductor on CPU: ~25 s cold, 7 s with a warm compile cache
+@pytest.mark.skipif(rotary.triton is None, reason="triton not installed")
+def test_triton_bench_smoke_on_cpu():
+    """`bench.py rotation` on CPU: every variant of a study's rotation (2 runs, 64 tokens) runs forward
+    and backward, kernels alone and end to end, and the kernel's outputs are the readable ones."""
+    import bench
+    row = bench.rotation(sizes=(64,), M=2, T=16, reps=1)[64]
+    assert row["triton_max_abs_err"] < 1e-5
+    assert all(row[v] > 0 and row[v + "_e2e"] > 0 for v in ("eager", "compile", "triton"))
+    assert row["bytes"] == 10 * 64 * 2 * 128 * 4 + 2 * 64 * 4 * len({n for c in bench.STUDY[:2]
+                                                                      for n in Rotary(c, 128, 1).names})
+
+
 def test_two_corpus_coordinates_by_hand():
     """web_sheets: a web token (depth 3) and a workbook token (sheet 0, row 4, column 6). Shared:
     one plane group holds the page's depth and the cell's grid; own: each has its own group."""
