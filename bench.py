@@ -23,6 +23,7 @@ if not torch.cuda.is_available():   # on CPU the Triton kernel runs in triton's 
     os.environ.setdefault("TRITON_INTERPRET", "1")
 import machine  # noqa: E402
 import rotary  # noqa: E402
+import rotary_triton  # noqa: E402
 
 STUDY = ("seq_tree_depth", "seq_depth", "ref_directed", "seq_tree")   # the runs' configurations, in turn
 SIZES = (65536, 131072, 262144, 524288)                                 # study sizes: tokens of all runs
@@ -101,14 +102,15 @@ def rotation(sizes=SIZES, M=8, T=1024, H=2, D=128, reps=20):
         marker = torch.tensor([rotary.run_table(r, 0, H, names)[4] for r in rots], device=dev)
         tables = [t.detach().requires_grad_(t.dtype.is_floating_point) for t in run_tables(rots, names, H)]
         params = [p for r in rots for p in (r.rates, r.offsets)]
-        alone = {"eager": readable, "compile": torch.compile(readable), "triton": rotary.rotate_runs_triton}
+        alone = {"eager": readable, "compile": torch.compile(readable),
+                 "triton": rotary_triton.rotate_runs_triton}
         e2e = {"eager": end_to_end(readable), "compile": torch.compile(end_to_end(readable)),
-               "triton": torch.compile(end_to_end(rotary.rotate_runs_triton))}
+               "triton": torch.compile(end_to_end(rotary_triton.rotate_runs_triton))}
         row = {"bytes": 10 * q.numel() * q.element_size() + 2 * C.numel() * C.element_size()}
         with torch.no_grad():
             row["triton_max_abs_err"] = max((x.float() - y.float()).abs().max().item() for x, y in
                                             zip(readable(q, k, C, *tables, marker),
-                                                rotary.rotate_runs_triton(q, k, C, *tables, marker)))
+                                                rotary_triton.rotate_runs_triton(q, k, C, *tables, marker)))
         for name in alone:
             row[name] = median_seconds(lambda: torch.autograd.grad(
                 alone[name](q, k, C, *tables, marker), [q, k, *tables[1:]], grads), dev, reps)
@@ -324,7 +326,7 @@ if __name__ == "__main__":
             sys.exit(f"error: sizes are token counts, multiples of {M} runs x {T} tokens")
         sizes = tuple(int(a) for a in sys.argv[2:]) or kw.pop("sizes", SIZES)
         print(torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU, triton's interpreter",
-              f"torch {torch.__version__} triton {rotary.triton.__version__ if rotary.triton else 'none'}")
+              f"torch {torch.__version__} triton {rotary_triton.triton.__version__}")
         r = rotation(sizes, M, T, **kw)
         print_rotation(r, M, T, "bf16" if torch.cuda.is_available() else "fp32")
     else:

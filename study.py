@@ -93,6 +93,14 @@ def attention(q, k, v, segment, drop):
     return y.transpose(1, 2).reshape(M, B, T, H * D)
 
 
+def rotate_runs(q, k, C, table):
+    """Every run's rotation at once: the fused kernel on CUDA (rotary_triton), the readable reference
+    elsewhere."""
+    if q.is_cuda and rotary.FUSED is not None:
+        return rotary.FUSED.rotate_runs_triton(q, k, C, *table)
+    return rotary.rotate(q, k, rotary.angles_runs(C, *table))
+
+
 def forward(W, tables, idx, C, targets, segment, n_head, drop):
     """model.GPT's forward for M runs at once: idx, targets (M, B, T); C (M, B, T, K) the study's
     shared coordinates; tables[layer] the runs' plane tables (rotary.angles_runs). Returns the
@@ -105,7 +113,7 @@ def forward(W, tables, idx, C, targets, segment, n_head, drop):
         p = f"blocks.{i}."
         q, k, v = linear(layer_norm(x, W[p + "ln_1.weight"]), W[p + "attn.c_attn.weight"]).split(E, -1)
         q, k, v = (t.reshape(M, B, T, n_head, E // n_head) for t in (q, k, v))
-        q, k = rotary.rotate(q, k, rotary.angles_runs(C, *tab))
+        q, k = rotate_runs(q, k, C, tab)
         x = x + drop(linear(attention(q, k, v, segment, drop), W[p + "attn.c_proj.weight"]))
         h = F.gelu(linear(layer_norm(x, W[p + "ln_2.weight"]), W[p + "mlp.0.weight"]))
         x = x + drop(linear(h, W[p + "mlp.2.weight"]))
@@ -155,9 +163,20 @@ def start(run):
         [e["val_loss"] for e in run.log], run.cfg["patience"]))
 
 
+def columns(rot, names, n_head, n_layer):
+    """One run's layouts as {layout: (col, rate, offset, overlay, marker)} in the shared coordinates
+    `names`, mapped once (columns and markers do not train; the marker a device tensor: no host copy
+    per step)."""
+    out = {}
+    for layer in range(n_layer):
+        *table, marker = rotary.run_table(rot, layer, n_head, names)
+        out[rot.layer_layout[layer]] = (*table, torch.tensor([marker], device=table[0].device))
+    return out
+
+
 def tables(runs, names, n_head, n_layer):
-    """Per layer, the runs' plane tables stacked (rotary.angles_runs' arguments), each run's computed
-    once per layout (its layers share it); columns and markers do not train (Study maps them once)."""
+    """Per layer, the runs' plane tables stacked (rotary.angles_runs' arguments), each run's rates,
+    offsets and overlays read once per layout (its layers share it) from `run.columns`."""
     per = {}
     for m, r in enumerate(runs):
         for i, (col, *_, marker) in r.columns.items():   # rates, offsets, overlays: this step's values
@@ -166,7 +185,7 @@ def tables(runs, names, n_head, n_layer):
     out = []
     for layer in range(n_layer):
         at = [per[m, r.model.rotary.layer_layout[layer]] for m, r in enumerate(runs)]
-        out.append([torch.stack([p[j] for p in at]) for j in range(4)] + [[p[4] for p in at]])
+        out.append([torch.stack([p[j] for p in at]) for j in range(4)] + [torch.cat([p[4] for p in at])])
     return out
 
 
@@ -195,10 +214,8 @@ class Study:
         self.cfg, self.mcfg, self.corpus = first.cfg, first.mcfg, first.corpus
         self.train, self.val, self.test = first.train, first.val, first.test
         self.names = sorted({n for r in runs for n in r.model.rotary.names})
-        for r in runs:   # each layout's columns in the shared coordinates, mapped once
-            rot = r.model.rotary
-            r.columns = {rot.layer_layout[i]: rotary.run_table(rot, i, self.mcfg.n_head, self.names)
-                         for i in range(self.mcfg.n_layer)}
+        for r in runs:
+            r.columns = columns(r.model.rotary, self.names, self.mcfg.n_head, self.mcfg.n_layer)
         self.T = self.mcfg.max_len
         self.rows = max(1, self.cfg["mb_tokens"] // self.T)      # rows of one run in a micro-batch
         self.fwd = torch.compile(forward) if self.cfg["compile"] else forward
