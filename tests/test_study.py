@@ -211,3 +211,18 @@ def test_the_batched_forward_is_each_runs_model(tiny_python):
         _, want, _ = model(b["tokens"], coords_for(model, dict(b), corpus), b["targets"], blocked=blocked)
         assert torch.allclose(got[m], want, atol=1e-5, rtol=1e-5), names[m]
     assert not torch.allclose(got[0], got[1], atol=1e-3)         # the configurations do differ
+
+
+@pytest.mark.slow   # two compiles of the batched step: about a minute on 2 cores
+@pytest.mark.skipif(not __import__("shutil").which(os.environ.get("CXX", "c++")), reason="inductor needs C++")
+def test_a_compiled_study_has_no_graph_break_and_trains_the_eager_curve(tiny_python, tmp_path):
+    from torch._dynamo.utils import counters
+    counters.clear()
+    out = str(tmp_path)
+    study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out,
+                *[a for a in SMALL if a != "--compile=0"], "--compile=1"])
+    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] >= 1
+    for key, want in ECB659C.items():
+        got = losses(out, *key)
+        assert [t for t, _ in got] == pytest.approx([t for t, _ in want], rel=1e-4)
