@@ -7,10 +7,11 @@
 sweep.sh's arguments (JOBS is accepted and ignored), so `bash sweep.sh` becomes `python study.py`.
 Both papers work with dozens of small runs (the appendix: 4.7M parameters, 5-20 seeds a
 configuration), and one small run leaves a GPU idle: here the runs share every kernel, their
-weights stacked along a leading run dimension. Each run stays exactly the run train.py would train:
-its seed's initial weights (train.build_model), its own batches in train.py's order
-(train.step_records), its own rotary table, clipping at 1.0, lr, early stop and non-finite stop, its
-own random draws from generators of its own, its own milestones on the same validation records.
+weights stacked along a leading run dimension. Each run stays the run train.py would train (its
+losses to float rounding, tests/test_study.py): its seed's initial weights (train.build_model), its
+own batches in train.py's order (train.step_records), its own rotary table, clipping at 1.0, lr, early
+stop and non-finite stop, its own milestones on the same validation records, and random draws from
+generators of its own (with dropout or depth dropout not train.py's draws: REFERENCE.md "A study").
 Every run's folder ends as train.py writes it (config.json, log.jsonl, ckpt.pt, final.json), so
 evaluate.py, analyze.py and sweep.sh read them unchanged; a rerun skips finished runs and resumes
 the others from their last milestone. The study exits non-zero naming any run that diverged.
