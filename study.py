@@ -143,6 +143,11 @@ def plan_runs(corpus, configs, seeds, options):
                 print(f"done: {run.out_dir}")
                 continue
             runs.append(run)
+    dirs = [r.out_dir for r in runs]
+    if len(set(dirs)) < len(dirs):
+        twice = next(d for d in dirs if dirs.count(d) > 1)
+        sys.exit(f"error: two runs would share {twice} (a seed given twice, or --name with several "
+                 "configurations: a named variant is one configuration)")
     for run in runs[1:]:
         size = {k: v for k, v in vars(run.mcfg).items() if k not in ("rotary", "corpus")}
         first = {k: v for k, v in vars(runs[0].mcfg).items() if k not in ("rotary", "corpus")}

@@ -226,3 +226,11 @@ def test_a_compiled_study_has_no_graph_break_and_trains_the_eager_curve(tiny_pyt
     for key, want in ECB659C.items():
         got = losses(out, *key)
         assert [t for t, _ in got] == pytest.approx([t for t, _ in want], rel=1e-4)
+
+
+def test_two_runs_in_one_folder_are_refused(tiny_python, tmp_path):
+    base = ["--data", tiny_python, "--out", str(tmp_path), *SMALL]
+    with pytest.raises(SystemExit, match="share .*seed0"):
+        study.plan_runs("python", ["seq_only"], ["0", "0"], base)
+    with pytest.raises(SystemExit, match="--name with several configurations"):
+        study.plan_runs("python", ["seq_only", "seq_depth"], ["0"], [*base, "--name", "variant"])
