@@ -28,7 +28,7 @@ import torch
 
 import tokenizer
 from corpora import formats
-from data import coords_for, corpus_stats, token_coords
+from data import check_identity, coords_for, corpus_stats, load_checkpoint, read_json, token_coords
 from model import GPT, GPTConfig
 
 ONLINE = {"json": formats.json_coords, "xml": formats.xml_coords, "markdown": formats.markdown_coords}
@@ -71,17 +71,18 @@ def online_coords(corpus, ids, enc, tok_len):
 
 
 def load(run_dir, device, data=None):
-    with open(os.path.join(run_dir, "config.json")) as f:
-        cfg = json.load(f)
+    cfg = read_json(os.path.join(run_dir, "config.json"), "train the run again (train.py ... --resume=0)")
     run, mcfg = cfg["run"], GPTConfig(**cfg["model"])
     if run["corpus"] not in ONLINE:
         sys.exit(f"error: sample.py cannot serve the {run['corpus']} corpus: its text does not determine "
                  f"its tree (served: {', '.join(ONLINE)}; the docstring says why)")
     model = GPT(mcfg)
-    ck = torch.load(os.path.join(run_dir, "ckpt.pt"), map_location=device, weights_only=False)
+    ck = load_checkpoint(os.path.join(run_dir, "ckpt.pt"), device)
     model.load_state_dict(ck["model"])
     data_dir = os.path.join(data or run["data"], run["corpus"])
+    meta = corpus_stats(data_dir)[0]                  # first: a missing folder is one line
     tokenizer.check(data_dir, run.get("tokenizer"))
+    check_identity(data_dir, meta, run.get("data_identity"), run_dir)
     return model.to(device).eval(), run, data_dir
 
 

@@ -44,17 +44,21 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 import rotary
-import tokenizer
 import trees
 from data import (
     SPLITS,
     Split,
-    atomic_save,
+    context_note,
     coords_for,
     corpus_stats,
+    identity,
+    identity_differs,
+    load_checkpoint,
     owned,
     pack,
     replacing,
+    save_checkpoint,
+    writable,
     write_json,
 )
 from machine import precision, provenance
@@ -150,10 +154,16 @@ def resolve(args, device, corpus, corpus_defaults, setting):
               (f"setting {args.setting}", {k: v for k, v in setting.items() if k in DEFAULTS}),
               (f"setting {args.setting}, {config}", setting.get("per_config", {}).get(config, {})),
               ("given", explicit)]
-    cfg, origin = {}, {}
+    cfg, origin, before = {}, {}, {}
     for name, values in layers:
+        before[name] = dict(cfg)
         cfg.update(values)
         origin.update(dict.fromkeys(values, name))
+    # what the configuration's exceptions (per_config) and a named variant's flags replaced, as the
+    # plain run would have it: analyze.py pairs runs on everything else
+    varied = {k: before["given"].get(k) for k in explicit if cfg["name"] and k != "name"}
+    varied.update({k: before[layers[-2][0]].get(k) for k in layers[-2][1]})
+    cfg["unvaried"] = {k: v for k, v in varied.items() if v != cfg[k]}
     if "steps" in explicit or "passes" in explicit:   # one length: the one given
         cfg["passes" if "steps" in explicit else "steps"] = None
     cfg["given"], cfg["device"] = sorted(explicit), device      # config.json keeps which values were given
@@ -180,6 +190,10 @@ def check(cfg, model_over, setting):
             or not 0 < cfg["lr"] < math.inf or cfg["seed"] < 0):   # `not` so that nan fails too
         sys.exit("error: --depth_dropout and --min_lr must lie in [0, 1], --dropout in [0, 1), "
                  "--lr be positive and finite, --seed at least 0")
+    name = cfg["name"]
+    if name is not None and (not name.strip() or "/" in name or os.sep in name or ".." in name):
+        sys.exit(f"error: --name {name!r} must be a plain folder name (no '/', no '..'): the run is "
+                 "written to <out>/<corpus>/<name>/seed<k>")
     if cfg["passes"] is not None and cfg["passes"] <= 0:
         sys.exit("error: --passes must be positive")
     if cfg["report"] not in ("final", "best_milestone"):
@@ -262,8 +276,8 @@ def start_processes(cfg):
     return dist.get_rank(), dist.get_world_size()
 
 
-def load_splits(data_dir, max_len):
-    splits = [Split(data_dir, s, max_len) for s in SPLITS]
+def load_splits(data_dir, mcfg):
+    splits = [Split(data_dir, s, mcfg.max_len, mcfg.vocab_size) for s in SPLITS]
     for name, split in zip(SPLITS, splits):
         if not len(split):   # an empty split would score 0.0: a result that looks valid but is not
             sys.exit(f"error: {data_dir} has no {name} records of 2+ tokens; prepare more documents "
@@ -290,7 +304,7 @@ def build_model(cfg, mcfg, batch, corpus, data_dir):
 def resume(cfg, mcfg, model, opt, out_dir):
     """The step and log to continue from: the run's checkpoint loaded into model and opt, refused
     when it was trained with other settings (RESUMABLE lists those a resume may change)."""
-    ck = torch.load(os.path.join(out_dir, "ckpt.pt"), map_location=cfg["device"], weights_only=False)
+    ck = load_checkpoint(os.path.join(out_dir, "ckpt.pt"), cfg["device"])
     # a key the checkpoint lacks is newer than it, and its default keeps the old behaviour: compare
     # with that default (an hrope run from before --pack must not go on packed)
     differ = [f"{k}: {ck['run'].get(k, DEFAULTS[k])} there, {cfg[k]} now" for k in DEFAULTS
@@ -299,6 +313,8 @@ def resume(cfg, mcfg, model, opt, out_dir):
                if ck["config"].get(k, v) != v]
     differ += (["the tokeniser (data prepared again)"]
                * (ck["run"].get("tokenizer", cfg["tokenizer"]) != cfg["tokenizer"]))
+    differ += [f"data {d}" for d in identity_differs(ck["run"].get("data_identity"), cfg["data_identity"])
+               if not d.startswith("tokenizer")]
     if differ:   # a mixed schedule or another model would be filed under this run's name
         sys.exit(f"error: {out_dir} was trained with other settings ({', '.join(differ)}); "
                  "pass --resume=0 to start it over, or choose another --out")
@@ -402,7 +418,7 @@ def save(out_dir, log, state):
     """log.jsonl (the milestones), then the checkpoint; each replaced atomically."""
     with replacing(os.path.join(out_dir, "log.jsonl")) as tmp, open(tmp, "w") as f:
         f.writelines(json.dumps(e) + "\n" for e in log)
-    atomic_save(state, os.path.join(out_dir, "ckpt.pt"))
+    save_checkpoint(state, os.path.join(out_dir, "ckpt.pt"))
 
 
 def main(argv=None):
@@ -413,6 +429,8 @@ def main(argv=None):
         return lr_sweep(cfg, argv, main)
     rank, world = start_processes(cfg)
     run = plan(cfg, model_over, origin, rank == 0)
+    if run.master:   # before any work: a read-only or full --out is one line, not a traceback at step 1
+        writable(run.out_dir, "choose another --out")
     with owned(run.out_dir, "the run") if run.master else contextlib.nullcontext():
         trained(run, rank, world)
     if world > 1:
@@ -454,7 +472,8 @@ def plan(cfg, model_over, origin, master):
     if run.meta["settings"].get("format") != trees.FORMAT:   # an older stream or record rule
         sys.exit(f"error: {run.data_dir} was written by an older prepare.py; "
                  f"rerun prepare.py {cfg['corpus']}")
-    cfg["tokenizer"] = tokenizer.fingerprint(run.data_dir)     # sample.py and evaluate.py check it
+    cfg["data_identity"] = identity(run.data_dir, run.meta)    # evaluate.py, sample.py, a resume check it
+    cfg["tokenizer"] = cfg["data_identity"]["tokenizer"]
     run.mcfg = GPTConfig(**{**MODELS[cfg["preset"]], "vocab_size": run.meta["tokenizer"]["vocab"],
                             "rotary": cfg["config"], "corpus": run.corpus, "dropout": cfg["dropout"],
                             **model_over})
@@ -464,14 +483,11 @@ def plan(cfg, model_over, origin, master):
         print(f"note: {run.data_dir} holds records of at most {prepared:,} tokens; "
               f"the {cfg['preset']} context is {run.mcfg.max_len:,} "
               f"(prepare.py {cfg['corpus']} --max_len {run.mcfg.max_len})")
-    run.train, run.val, run.test = load_splits(run.data_dir, run.mcfg.max_len)
-    whole = np.diff(run.train.a["doc_start"])
-    if prepared > run.mcfg.max_len and master and (whole > run.mcfg.max_len).any():
-        unseen = 1 - np.minimum(whole, run.mcfg.max_len).sum() / whole.sum()
-        print(f"note: {(whole > run.mcfg.max_len).mean():.0%} of the training records are longer than the "
-              f"context ({run.mcfg.max_len:,}): only their first {run.mcfg.max_len:,} tokens train, "
-              f"{unseen:.0%} of the split's tokens never "
-              f"(prepare.py {cfg['corpus']} --max_len {run.mcfg.max_len})")
+    run.train, run.val, run.test = load_splits(run.data_dir, run.mcfg)
+    note = context_note(np.diff(run.train.a["doc_start"]), run.mcfg.max_len, "training", "train",
+                        cfg["corpus"])
+    if note and master:
+        print(note)
     run.val_ids = np.arange(min(cfg["val_docs"], len(run.val)))             # the same fixed records
     run.test_ids = np.arange(len(run.test) if cfg["test_docs"] is None
                              else min(cfg["test_docs"], len(run.test)))
@@ -572,7 +588,7 @@ def milestone(run, model, opt, log, step, step_loss, val_loss, lr, tokens_seen, 
     cfg = run.cfg
     entry = {"step": step + 1, "tokens": run.tokens_before + tokens_seen, "train_loss": step_loss,
              "val_loss": val_loss, "lr": lr,
-             "elapsed": round(run.elapsed_before + dt, 2), "bf16": cfg["bf16"]}
+             "elapsed": round(run.elapsed_before + dt, 2), "bf16": cfg["bf16"], "compile": cfg["compile"]}
     if cfg["device"].startswith("cuda"):
         entry["mfu"] = model.flops_per_token(run.mcfg.max_len) * tokens_seen / dt / 989e12
     log.append(entry)

@@ -294,7 +294,7 @@ def test_resume_refuses_changed_settings_unless_started_over(tiny_python, tmp_pa
     # a checkpoint from before a setting existed ran under that setting's default: --pack off
     ck = torch.load(os.path.join(run, "ckpt.pt"), weights_only=False)
     del ck["run"]["pack"]
-    torch.save(ck, os.path.join(run, "ckpt.pt"))
+    data.save_checkpoint(ck, os.path.join(run, "ckpt.pt"))
     with pytest.raises(SystemExit, match=r"\(pack: False there, True now\)"):
         train.main(tiny_args(tiny_python, str(tmp_path), "--pack=1"))
     for args, key in ((tiny_args(tiny_python, str(tmp_path), steps=3), "(steps: 2 there, 3 now)"),
