@@ -39,6 +39,7 @@ from data import read_json, replacing, writable
 from hrope import boundaries, candidates, compression, hubs
 from hrope.compression import ci, resample_weights
 from rotary import Rotary
+from settings import SETTINGS
 
 
 # ------------------------------------------------------------------------ paired statistics ----
@@ -143,35 +144,40 @@ def table12_markdown(t):
 
 # ---------------------------------------------------------------------------------- runs ----
 # A setting: what the tables name (corpus, model size, context, steps, packing), then everything else
-# its runs must agree on (`training`, a JSON key) and, where runs differ in it, the words that say how (`tag`)
+# its runs agree on (`training`, a JSON key) and, where runs differ in it, the words that say how (`tag`)
 Setting = namedtuple("Setting", "corpus n_layer n_embd n_head max_len steps packed training tag",
                      defaults=("", ""))
 # Run values paired runs may differ in: the configuration and seed (what is compared), the name, the
-# flags given, what train.py lets a resume change (nothing computed changes), and those compared in
-# another form (precision and compile over the run's life; `unvaried` put back in training())
+# flags given, what train.py lets a resume change (nothing computed changes), and bf16 and compile,
+# compared over the run's life instead (training())
 PAIR_FREE = ("config", "seed", "name", "given", "resume", "device", "data", "out", "mb_tokens", "precision",
-             "bf16", "compile", "unvaried", "passes", "lr_sweep")
+             "bf16", "compile", "passes", "lr_sweep")
 
 
 def training(c, log):
-    """What a run trained on and how, beyond its named setting: every run value but PAIR_FREE's, with
-    those its setting's per_config and a named variant's flags changed put back as the plain run has
-    them (train.resolve's `unvaried`); the data's identity; the model; bf16 and compile over its life."""
-    r = {**c["run"], **c["run"].get("unvaried", {})}
+    """What a run trained on and how, beyond its named setting: every run value but PAIR_FREE's (the
+    data's identity and the recipe among them), the model, and bf16 and compile over its life."""
+    r = c["run"]
     key = {k: v for k, v in r.items() if k not in PAIR_FREE}
     key["model"] = {k: v for k, v in c["model"].items() if k not in ("rotary", "dropout")}
     key["precision"] = sorted({(bool(e.get("bf16")), bool(e.get("compile", r.get("compile")))) for e in log}
                               | {(bool(r.get("bf16")), bool(r.get("compile")))})
-    return json.dumps(key, sort_keys=True)
+    return key
 
 
-def setting_of(c, log=()):
-    """A run's setting from its config.json and milestones: corpus, model size, context, steps
-    (appendix §1), whether its records were packed into blocks (train.py --pack: another batch), and
-    what else it trained on (training())."""
+def varied(r):
+    """The run values a run may change and still pair: those its setting's per_config gives its
+    configuration (web_large's lr for no_position), and the flags a named variant (--name) was given."""
+    per_config = SETTINGS.get(r.get("setting"), {}).get("per_config", {}).get(r["config"], {})
+    return set(per_config) | (set(r.get("given", ())) if r.get("name") else set())
+
+
+def setting_of(c):
+    """A run's named setting from its config.json: corpus, model size, context, steps (appendix §1),
+    and whether its records were packed into blocks (train.py --pack: another batch)."""
     m, r = c["model"], c["run"]
     return Setting(r["corpus"], m["n_layer"], m["n_embd"], m["n_head"], m["max_len"], r["steps"],
-                   bool(r.get("pack")), training(c, log))
+                   bool(r.get("pack")))
 
 
 def setting_name(s):
@@ -190,29 +196,39 @@ def short(v):
     return v["meta"] if isinstance(v, dict) and "meta" in v else json.dumps(v)[:40]
 
 
-def split_by_training(runs):
-    """Settings whose runs share the named part but differ in what they trained on stay apart: one note
-    line names what differs, and each setting's tag its own values."""
-    named = defaultdict(list)
-    for s in runs:
-        named[s[:7]].append(s)
-    out = {}
-    for group in named.values():
-        keys = [json.loads(s.training) for s in group]
+def group_by_training(entries):
+    """{setting: {name: {seed: run}}} from (named setting, training key, varied keys, name, seed, run):
+    a run joins every group of its named setting whose key it agrees with outside the keys either
+    may vary (runs that vary nothing found the groups), or founds its own; groups of one named setting
+    get one note line naming what differs, and a tag with their own values."""
+    groups = []
+    for s, key, free, name, seed, run in sorted(entries, key=lambda e: len(e[2])):
+        joins = [g for g in groups if g["s"] == s and all(
+            g["key"].get(k) == key.get(k) for k in (set(key) | set(g["key"])) - free - g["free"])]
+        if not joins:
+            joins = [{"s": s, "key": key, "free": free, "runs": defaultdict(dict)}]
+            groups += joins
+        for g in joins:
+            g["runs"][name][seed] = run
+    runs = {}
+    for s in {g["s"] for g in groups}:
+        same = [g for g in groups if g["s"] == s]
+        keys = [g["key"] for g in same]
         differ = sorted({k for key in keys for k in set(key) | set(keys[0]) if key.get(k) != keys[0].get(k)})
         if differ:
-            print(f"note: runs of {setting_name(group[0])} differ in "
+            print(f"note: runs of {setting_name(s)} differ in "
                   + "; ".join(f"{k} ({' | '.join(short(key.get(k)) for key in keys)})" for k in differ)
                   + ": not paired, each in its own tables")
-        for s, key in zip(group, keys):
-            out[s._replace(tag=", ".join(f"{k} {short(key.get(k))}" for k in differ))] = runs[s]
-    return out
+        for g in same:
+            tag = ", ".join(f"{k} {short(g['key'].get(k))}" for k in differ)
+            runs[s._replace(training=json.dumps(g["key"], sort_keys=True), tag=tag)] = g["runs"]
+    return runs
 
 
 def load_runs(root, finished=False):
     """{setting: {config: {seed: run}}} from out/<corpus>/<config>/seed<k>/; with `finished`, only
     runs that wrote final.json (a seed still training would hold every pair to its milestone)."""
-    runs = defaultdict(lambda: defaultdict(dict))
+    entries = []
     fix = "delete that run, or train it again (train.py ... --resume=0)"
     for cfg_path in glob.glob(os.path.join(root, "**", "config.json"), recursive=True):
         d = os.path.dirname(cfg_path)
@@ -245,8 +261,9 @@ def load_runs(root, finished=False):
                 print(f"note: {d}'s {key} scored the checkpoint at step {run[key].get('checkpoint_step')}, "
                       f"not the final step: left out (rerun evaluate.py {d})")
                 del run[key]
-        runs[setting_of(c, log)][r.get("name") or r["config"]][r["seed"]] = run   # --name: a config's variant
-    return split_by_training(runs)
+        entries.append((setting_of(c), training(c, log), varied(r), r.get("name") or r["config"],  # --name:
+                        r["seed"], run))                                                  # a config's variant
+    return group_by_training(entries)
 
 
 def stale(evaluation, final):

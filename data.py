@@ -314,8 +314,11 @@ def load_split(data_dir, split):
             sys.exit(f"error: {p} is damaged ({e}); {rebuild(data_dir)}")
     if not out:
         sys.exit(f"error: no prepared data in {data_dir}; run `python prepare.py <corpus>` first")
-    s = out.get("doc_start")
-    n = int(s[-1]) if s is not None and len(s) else -1
+    for k in ("doc_start", "tokens"):
+        if k not in out:
+            sys.exit(f"error: {os.path.join(data_dir, f'{split}_{k}.npy')} is missing; {rebuild(data_dir)}")
+    s = out["doc_start"]
+    n = int(s[-1]) if len(s) else -1
     for k, v in out.items():
         if k not in ("doc_start", "record_doc") and len(v) != n:
             sys.exit(f"error: {os.path.join(data_dir, f'{split}_{k}.npy')} holds {len(v):,} entries where "

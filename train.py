@@ -154,16 +154,10 @@ def resolve(args, device, corpus, corpus_defaults, setting):
               (f"setting {args.setting}", {k: v for k, v in setting.items() if k in DEFAULTS}),
               (f"setting {args.setting}, {config}", setting.get("per_config", {}).get(config, {})),
               ("given", explicit)]
-    cfg, origin, before = {}, {}, {}
+    cfg, origin = {}, {}
     for name, values in layers:
-        before[name] = dict(cfg)
         cfg.update(values)
         origin.update(dict.fromkeys(values, name))
-    # what the configuration's exceptions (per_config) and a named variant's flags replaced, as the
-    # plain run would have it: analyze.py pairs runs on everything else
-    varied = {k: before["given"].get(k) for k in explicit if cfg["name"] and k != "name"}
-    varied.update({k: before[layers[-2][0]].get(k) for k in layers[-2][1]})
-    cfg["unvaried"] = {k: v for k, v in varied.items() if v != cfg[k]}
     if "steps" in explicit or "passes" in explicit:   # one length: the one given
         cfg["passes" if "steps" in explicit else "steps"] = None
     cfg["given"], cfg["device"] = sorted(explicit), device      # config.json keeps which values were given
