@@ -314,13 +314,10 @@ def load_split(data_dir, split):
             sys.exit(f"error: {p} is damaged ({e}); {rebuild(data_dir)}")
     if not out:
         sys.exit(f"error: no prepared data in {data_dir}; run `python prepare.py <corpus>` first")
-    for k in ("doc_start", "tokens"):
-        if k not in out:
-            sys.exit(f"error: {os.path.join(data_dir, f'{split}_{k}.npy')} is missing; {rebuild(data_dir)}")
-    s = out["doc_start"]
-    n = int(s[-1]) if len(s) else -1
+    s = out.get("doc_start")
+    n = int(s[-1]) if s is not None and len(s) else -1
     for k, v in out.items():
-        if k not in ("doc_start", "record_doc") and len(v) != n:
+        if s is not None and k not in ("doc_start", "record_doc") and len(v) != n:
             sys.exit(f"error: {os.path.join(data_dir, f'{split}_{k}.npy')} holds {len(v):,} entries where "
                      f"{split}_doc_start.npy ends at {n:,}: the folder is damaged; {rebuild(data_dir)}")
     return out
@@ -377,6 +374,10 @@ class Split:
 
     def __init__(self, data_dir, split, max_len, vocab=None):
         self.a = load_split(data_dir, split)
+        for k in ("doc_start", "tokens"):
+            if k not in self.a:
+                sys.exit(f"error: {os.path.join(data_dir, f'{split}_{k}.npy')} is missing; "
+                         f"{rebuild(data_dir)}")
         top = int(np.max(self.a["tokens"], initial=0)) if vocab is not None else -1
         if top >= (vocab or 0):                                # the embedding would fail mid-run
             sys.exit(f"error: {data_dir}/{split}_tokens.npy holds token id {top:,}, past the model's "
