@@ -101,6 +101,10 @@ def best_milestone(run):
 
 HROPE_VARIANTS = ("flat", "sent_axial", "hrope_axial", "rand_axial")
 
+# Losses closer than this are tied, neither below the other: half the last digit Tables 2 and 12 print
+# (our reading; §4.3 and App. D name no tolerance, and four losses that all print 5.3958 hold no order)
+TIE = 5e-5
+
 
 def table12(runs):
     """Paper 004 Table 12 per setting: validation loss mean ± std over seeds for each primary
@@ -119,9 +123,10 @@ def table12(runs):
             if seeds:
                 d = np.array([final_val(configs[a][s]) - final_val(configs[b][s]) for s in seeds])
                 va, vb = [final_val(configs[a][s]) for s in seeds], [final_val(configs[b][s]) for s in seeds]
-                pairs.append({"a": a, "b": b, "n": len(seeds), "higher": int((d > 0).sum()),
-                              "mean": float(d.mean()), "disjoint": max(va) < min(vb) or max(vb) < min(va),
-                              "sign_p_one_sided": float(stats.binomtest(int((d > 0).sum()), len(seeds), 0.5,
+                pairs.append({"a": a, "b": b, "n": len(seeds), "higher": int((d > TIE).sum()),
+                              "mean": float(d.mean()),
+                              "disjoint": max(va) + TIE < min(vb) or max(vb) + TIE < min(va),
+                              "sign_p_one_sided": float(stats.binomtest(int((d > TIE).sum()), len(seeds), 0.5,
                                                                         alternative="greater").pvalue)})
         out.append({"setting": setting,
                     "stats": {v: (x.mean(), x.std(ddof=1) if len(x) > 1 else float("nan"), len(x))
@@ -432,8 +437,9 @@ def substitution_seeds(runs, setting, config):
 
 
 def substitution_order(v):
-    """Seeds in which real < period < rand < const0 (paper 004 §4.3), of how many."""
-    return int((np.diff(v, axis=0) > 0).all(0).sum()), v.shape[1]
+    """Seeds in which real < period < rand < const0 (paper 004 §4.3), each step by more than TIE,
+    of how many."""
+    return int((np.diff(v, axis=0) > TIE).all(0).sum()), v.shape[1]
 
 
 def substitution_overlap(v):
@@ -443,7 +449,8 @@ def substitution_overlap(v):
     order's direction), whose sign is compared across corpora."""
     return [{"a": SUBSTITUTES[i], "b": SUBSTITUTES[i + 1], "range_a": (v[i].min(), v[i].max()),
              "range_b": (v[i + 1].min(), v[i + 1].max()), "mean": float((v[i + 1] - v[i]).mean()),
-             "disjoint": bool(v[i].max() < v[i + 1].min() or v[i + 1].max() < v[i].min())} for i in range(3)]
+             "disjoint": bool(v[i].max() + TIE < v[i + 1].min() or v[i + 1].max() + TIE < v[i].min())}
+            for i in range(3)]
 
 
 def table2_markdown(r, v, split):
@@ -472,7 +479,7 @@ def table2_signs_markdown(config, per):
              "| --- |" + " ---: |" * len(per) + " --- |"]
     for i, c in enumerate(per[0][1]):
         means = [checks[i]["mean"] for _, checks in per]
-        same = len({np.sign(m) for m in means}) == 1 and means[0] != 0
+        same = len({np.sign(m) for m in means}) == 1 and abs(means[0]) > TIE
         lines.append(f"| {c['a']} < {c['b']} | " + " | ".join(f"{m:+.4f}" for m in means)
                      + f" | {'yes' if same else 'no'} |")
     return "\n".join(lines)

@@ -613,3 +613,14 @@ def test_analyze_compares_evaluations_only_over_the_same_records(tmp_path, capsy
     assert "evaluated on other records at seed(s) 1" in capsys.readouterr().out
     (row,) = analyze.compare_intervened(runs, "seq_only")
     assert row["n"] == 1 and row["delta"] == pytest.approx(0.49)
+
+
+def test_table2_holds_no_order_where_the_losses_tie():
+    """Item 12: four losses agreeing to 1e-5 (all print 5.3958) printed "1/1 seeds" in order and
+    "non-overlapping: yes"; closer than TIE (5e-5) they are tied. Steps of 0.001 are an order."""
+    tied = np.array([[5.39581], [5.39582], [5.39583], [5.39584]])
+    assert analyze.substitution_order(tied) == (0, 1)
+    assert not any(c["disjoint"] for c in analyze.substitution_overlap(tied))
+    apart = np.array([[5.395, 5.396], [5.397, 5.398], [5.399, 5.400], [5.401, 5.402]])
+    assert analyze.substitution_order(apart) == (2, 2)
+    assert all(c["disjoint"] for c in analyze.substitution_overlap(apart[:, :1]))
