@@ -45,6 +45,7 @@ from tqdm import tqdm
 
 import rotary
 import trees
+from corpora import MODULES
 from data import (
     SPLITS,
     Split,
@@ -109,6 +110,8 @@ def parse(argv):
     if setting and args.corpus not in (None, setting["corpus"]):
         sys.exit(f"error: --setting {args.setting} trains the {setting['corpus']} corpus, not {args.corpus}")
     corpus = setting.get("corpus") or args.corpus or DEFAULTS["corpus"]
+    if corpus not in MODULES:   # before the data folder: `prepare.py nope` would be no advice
+        sys.exit(f"error: unknown --corpus {corpus!r}; known: {', '.join(MODULES)}")
     data_dir = os.path.join(args.data or DEFAULTS["data"], corpus)
     meta, _ = corpus_stats(data_dir)   # the corpus's recipe and model, as its corpora/ entry wrote them
     why = setting and refusal(args.setting, meta["settings"])
