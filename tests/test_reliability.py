@@ -624,3 +624,39 @@ def test_table2_holds_no_order_where_the_losses_tie():
     apart = np.array([[5.395, 5.396], [5.397, 5.398], [5.399, 5.400], [5.401, 5.402]])
     assert analyze.substitution_order(apart) == (2, 2)
     assert all(c["disjoint"] for c in analyze.substitution_overlap(apart[:, :1]))
+
+
+def test_sample_refuses_what_it_cannot_do_and_says_how_far_a_run_trained(json_run, tmp_path, capsys):
+    """Misleading sample.py: a negative temperature, 0 tokens and 0 samples ("0/0 samples parse") were
+    accepted; a prompt that cannot begin a document was continued ("</close>" on XML: a traceback);
+    an interrupted run read "trained 2 steps" where its checkpoint holds 1."""
+    import sample
+    data_root, _, run = copied(json_run, tmp_path)
+    for bad in (["--temperature", "-1"], ["--temperature", "nan"], ["--max_new_tokens", "0"],
+                ["--num_samples", "0"], ["--top_k", "0"]):
+        with pytest.raises(SystemExit) as e:
+            sample.main([run, "--data", data_root, *bad])
+        assert e.value.code == 2
+    one_line(lambda: sample.main([run, "--data", data_root, "--prompt", "abc"]), "cannot begin a json")
+    model, _, _ = sample.load(run, "cpu", data_root)
+    enc = tokenizer.load(os.path.join(data_root, "json"))
+    one_line(lambda: sample.sample(model, "xml", {}, enc, tokenizer.token_lengths(enc), "<a></a></c>", 2, 1.0,
+                                   None, torch.Generator()), "cannot begin a xml document")
+    ck = torch.load(os.path.join(run, "ckpt.pt"), weights_only=False)
+    data.save_checkpoint({**ck, "step": 1}, os.path.join(run, "ckpt.pt"))   # as if stopped at step 1 of 2
+    os.remove(os.path.join(run, "final.json"))
+    capsys.readouterr()
+    sample.main([run, "--data", data_root, "--num_samples", "1", "--max_new_tokens", "2"])
+    assert "trained 1 steps of 2 records, of the 2 planned (unfinished" in capsys.readouterr().out
+
+
+def test_sample_serves_a_position_only_model_on_any_corpus(tiny_python, tmp_path, capsys):
+    """seq_only reads no tree: sample.py refused it on Python ("its text does not determine its tree")."""
+    import sample
+    run = train.main(tiny_args(tiny_python, str(tmp_path), steps=1))
+    one_line(lambda: sample.main([run]), "give --prompt")
+    texts = sample.main([run, "--prompt", "def", "--num_samples", "2", "--max_new_tokens", "5"])
+    assert len(texts) == 2 and all(t.startswith("def") for t in texts)
+    assert "2 samples (python: not checked as documents" in capsys.readouterr().out
+    seq_tree = train.main(tiny_args(tiny_python, str(tmp_path), config="seq_tree", steps=1))
+    one_line(lambda: sample.main([seq_tree, "--prompt", "def"]), "cannot serve seq_tree on the python corpus")
