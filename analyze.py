@@ -999,19 +999,37 @@ def main(argv=None):
         raise SystemExit(f"no runs under {args.root}")
     if args.figures:   # before the tables: a folder that cannot be written is one line, not a traceback
         writable(args.figures, "choose another --figures folder")
+    parts = defaultdict(dict)   # each setting against its own default baseline, unless --baseline is given
+    for setting, configs in runs.items():
+        parts[args.baseline or default_baseline(configs)][setting] = configs
+    for baseline, part in sorted(parts.items()):
+        if len(parts) > 1:   # a folder of tree and hRoPE corpora: one part per baseline, none left out
+            print(f"## against {baseline}: {', '.join(sorted({title(s) for s in part}))}\n")
+        mixed = args.figures and len(parts) > 1
+        tables(args.root, part, baseline, os.path.join(args.figures, baseline) if mixed else args.figures)
+
+
+def default_baseline(configs):
+    """flat for a setting of hRoPE variants (paper 004's baseline), seq_only otherwise."""
+    hrope = "seq_only" not in configs and ("flat" in configs or any(n.endswith("_axial") for n in configs))
+    return "flat" if hrope else "seq_only"
+
+
+def tables(root, runs, baseline, figure_dir):
+    """A study's tables against one baseline (and with figure_dir its figures)."""
     names = {c for s in runs.values() for c in s}
-    hrope_runs = "seq_only" not in names and ("flat" in names or any(n.endswith("_axial") for n in names))
-    baseline = args.baseline or ("flat" if hrope_runs else "seq_only")
-    if baseline not in names or len(names) < 2:   # nothing pairs: say what to train
+    if baseline not in names or len(names) < 2:   # nothing pairs: say what to train, or which --baseline
         missing = baseline if baseline not in names else "a second configuration (e.g. seq_depth)"
-        print(f"note: no paired table: {args.root} holds {', '.join(sorted(names))}; train {missing} "
-              "at the same seeds (python train.py --config NAME --seed K)\n")
-    kinds = print_deltas(runs, baseline, args.figures)
+        print(f"note: no paired table: {root} holds {', '.join(sorted(names))}; train {missing} "
+              "at the same seeds (python train.py --config NAME --seed K)"
+              + (", or pass --baseline with one of them" if baseline not in names and len(names) > 1 else "")
+              + "\n")
+    kinds = print_deltas(runs, baseline, figure_dir)
     inter = print_interventions(runs)
     print_variants_and_attention(runs, baseline)
-    if args.figures:
-        write_figures(runs, baseline, kinds, inter, args.figures)
-
+    if figure_dir:
+        writable(figure_dir, "choose another --figures folder")
+        write_figures(runs, baseline, kinds, inter, figure_dir)
 
 if __name__ == "__main__":
     try:

@@ -660,3 +660,20 @@ def test_sample_serves_a_position_only_model_on_any_corpus(tiny_python, tmp_path
     assert "2 samples (python: not checked as documents" in capsys.readouterr().out
     seq_tree = train.main(tiny_args(tiny_python, str(tmp_path), config="seq_tree", steps=1))
     one_line(lambda: sample.main([seq_tree, "--prompt", "def"]), "cannot serve seq_tree on the python corpus")
+
+
+def test_analyze_of_tree_and_hrope_corpora_keeps_both_baselines(tmp_path, capsys):
+    """Misleading: a folder of web (seq_only) and code (flat) runs took seq_only as the one baseline and
+    left out the Δ-vs-flat tables in silence. Each setting now takes its own default baseline."""
+    for seed in (0, 1):
+        for config, val in (("seq_only", 3.0), ("seq_depth", 2.9)):
+            planted(tmp_path, config, seed, val)
+        for config, val in (("flat", 4.0), ("hrope_axial", 3.8)):
+            planted(tmp_path / "c", config, seed, val, corpus="code")
+    os.rename(tmp_path / "c" / "web", tmp_path / "code")
+    analyze.main([str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "## against flat: code" in out and "## against seq_only: web" in out
+    assert "| hrope_axial | -0.2000 |" in out and "| seq_depth | -0.1000 |" in out
+    analyze.main([str(tmp_path / "code"), "--baseline", "seq_only"])
+    assert "or pass --baseline with one of them" in capsys.readouterr().out
