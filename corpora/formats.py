@@ -4,6 +4,7 @@ scanner decides every character's node from the text up to it, so sample.py call
 """
 import functools
 import json
+import math
 import os
 import sys
 import sysconfig
@@ -42,8 +43,18 @@ def json_doc(raw, max_levels=LEVELS, max_width=MAX_WIDTH):
     text = source_text(raw)
     def no_constant(name):          # NaN and Infinity: Python reads them, JSON has no such values
         raise ValueError(f"{name} is not json")
+
+    def finite(number):             # 1e400 reads as inf, which would be written as Infinity: not JSON
+        if not math.isfinite(float(number)):
+            raise ValueError("a number out of range")
+        return float(number)
+
+    def unique(pairs):              # {"a":1,"a":2} would silently become {"a":2}
+        if len({k for k, _ in pairs}) < len(pairs):
+            raise ValueError("a duplicate key")
+        return dict(pairs)
     try:
-        value = json.loads(text, parse_constant=no_constant)
+        value = json.loads(text, parse_constant=no_constant, parse_float=finite, object_pairs_hook=unique)
     except RecursionError:
         raise Skip("deeper than 22 levels")
     except ValueError as e:

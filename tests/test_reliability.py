@@ -677,3 +677,20 @@ def test_analyze_of_tree_and_hrope_corpora_keeps_both_baselines(tmp_path, capsys
     assert "| hrope_axial | -0.2000 |" in out and "| seq_depth | -0.1000 |" in out
     analyze.main([str(tmp_path / "code"), "--baseline", "seq_only"])
     assert "or pass --baseline with one of them" in capsys.readouterr().out
+
+
+def test_json_out_of_range_numbers_and_duplicate_keys_are_counted_skips(tmp_path):
+    """Item 9: {"a":1e400} became the text {"a":Infinity}, not JSON (NaN and Infinity literals were
+    already refused); {"a":1,"a":2} silently became {"a":2}. Each is now a skip with its reason."""
+    src = tmp_path / "src"
+    src.mkdir()
+    files = {"ok.json": b'{"a": [1, 2.5, {"b": "text"}], "c": 1e300}', "inf.json": b'{"a": 1e400}',
+             "neg.json": b'[-1E999]', "dup.json": b'{"a": 1, "a": 2}',
+             "deep_dup.json": b'[{"b": {"a": 1, "a": 1}}]'}
+    for name, raw in files.items():
+        (src / name).write_bytes(raw)
+    d = prepare.main(["json", "--src", str(src), "--out", str(tmp_path / "out"), "--vocab", "260",
+                      "--max_len", "64", "--workers", "1"])
+    meta = json.load(open(os.path.join(d, "meta.json")))
+    assert meta["skipped"] == {"invalid json (a number out of range)": 2, "invalid json (a duplicate key)": 2}
+    assert meta["documents"] == 1
