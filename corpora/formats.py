@@ -353,10 +353,10 @@ def markdown_coords(text):
 SHIPPED = (sysconfig.get_paths()["purelib"], "/usr/share", "/usr/lib/node_modules")
 
 
-def shipped_sources(exts):
+def shipped_sources(exts, near=None):
     def sources(args):
         dirs = args.src or [d for d in SHIPPED if os.path.isdir(d)]
-        items = find_files(dirs, exts)
+        items = find_files(dirs, exts, near if args.src else None)   # given in --src: counted
         if not items:
             sys.exit(f"error: no {'/'.join(exts)} files under {dirs}"
                      + ("" if args.src else "; pass --src DIR"))
@@ -366,7 +366,7 @@ def shipped_sources(exts):
 
 json_sources = shipped_sources((".json",))
 xml_sources = shipped_sources((".xml", ".xsd", ".xsl", ".svg"))
-markdown_sources = shipped_sources((".md", ".markdown"))
+markdown_sources = shipped_sources((".md", ".markdown"), {".rst": "reStructuredText (.rst), not markdown"})
 
 
 def children_of_root(c, doc):

@@ -694,3 +694,32 @@ def test_json_out_of_range_numbers_and_duplicate_keys_are_counted_skips(tmp_path
     meta = json.load(open(os.path.join(d, "meta.json")))
     assert meta["skipped"] == {"invalid json (a number out of range)": 2, "invalid json (a duplicate key)": 2}
     assert meta["documents"] == 1
+
+
+def test_programs_names_are_unique_and_unreadable_modules_are_counted(tmp_path):
+    """Item 10: program names repeat where a module defines a name twice (rich/repr.py::auto), so
+    meta.json counted more documents than the arrays hold; modules that cannot be read (Python 2,
+    binary, not UTF-8, a broken link) vanished uncounted, and so did .pyi stubs (and .rst files for
+    markdown) given in --src."""
+    src = tmp_path / "src"
+    shutil.copytree(os.path.join(HOSTILE, "python"), src, symlinks=True)
+    body = "    x = 1\n    y = x + 1\n    return y\n"
+    (src / "twice.py").write_text("def auto():\n" + body + "\n\ndef auto():\n" + body.replace("1", "2"))
+    (src / "stub.pyi").write_text("def f() -> int: ...\n")
+    d = prepare.main(["programs", "--src", str(src), "--out", str(tmp_path / "out"), "--vocab", "260",
+                      "--max_len", "64", "--workers", "1"])
+    meta = json.load(open(os.path.join(d, "meta.json")))
+    for reason in ("syntax error", "binary (NUL bytes)", "not utf-8",
+                   "unreadable (No such file or directory)", "a type stub (.pyi), not a module"):
+        assert meta["skipped"].get(reason) == 1, meta["skipped"]
+    held = sum(len(np.unique(np.load(os.path.join(d, f"{s}_record_doc.npy")))) for s in data.SPLITS)
+    assert meta["documents"] == held == sum(meta["splits"][s]["documents"] for s in data.SPLITS)
+    assert meta["documents"] >= 2                                    # both programs named auto
+    md = tmp_path / "md"
+    md.mkdir()
+    (md / "a.md").write_text("# Title\n\nSome text here.\n")
+    (md / "b.rst").write_text("Title\n=====\n")
+    d = prepare.main(["markdown", "--src", str(md), "--out", str(tmp_path / "out"), "--vocab", "260",
+                      "--max_len", "64", "--workers", "1"])
+    skipped = json.load(open(os.path.join(d, "meta.json")))["skipped"]
+    assert skipped == {"reStructuredText (.rst), not markdown": 1}
