@@ -52,6 +52,9 @@ def replacing(path):
     try:
         yield tmp
         os.replace(tmp, path)
+    except OSError as e:                         # a full disk (or `ulimit -f`), a folder made read-only
+        sys.exit(f"error: cannot write {path} ({e.strerror or e}); free space or choose a folder you can "
+                 "write (the file is as it was)")
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -113,7 +116,10 @@ def save_checkpoint(state, path):
     # torch only where a tensor is made: prepare.py reads this file without it
     import torch
     with replacing(path) as tmp:
-        torch.save({**state, "checksum": checksum(state)}, tmp)
+        try:
+            torch.save({**state, "checksum": checksum(state)}, tmp)
+        except RuntimeError:                     # torch reports a failed write (a full disk) as this
+            raise OSError("the write failed: is the disk full, or a file size limit set?") from None
 
 
 def load_checkpoint(path, device):

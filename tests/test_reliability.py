@@ -723,3 +723,13 @@ def test_programs_names_are_unique_and_unreadable_modules_are_counted(tmp_path):
                       "--max_len", "64", "--workers", "1"])
     skipped = json.load(open(os.path.join(d, "meta.json")))["skipped"]
     assert skipped == {"reStructuredText (.rst), not markdown": 1}
+
+
+def test_a_full_disk_while_training_is_one_line(json_run, tmp_path):
+    """`ulimit -f` (a full disk, as a process sees it): train.py's checkpoint write failed in a traceback."""
+    data_root, args, _ = copied(json_run, tmp_path)
+    r = subprocess.run(["bash", "-c", 'ulimit -f 40; exec "$@"', "_", sys.executable, "train.py", *args[:-1],
+                        str(tmp_path / "fresh")], capture_output=True, text=True, timeout=300,
+                       cwd=os.path.dirname(os.path.dirname(HOSTILE)))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "error: cannot write" in r.stderr and "ckpt.pt (the write failed" in r.stderr
