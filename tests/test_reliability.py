@@ -733,3 +733,14 @@ def test_a_full_disk_while_training_is_one_line(json_run, tmp_path):
                        cwd=os.path.dirname(os.path.dirname(HOSTILE)))
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "error: cannot write" in r.stderr and "ckpt.pt (the write failed" in r.stderr
+
+
+def test_a_non_finite_score_is_an_error_and_nothing_is_written(json_run, tmp_path):
+    """Weights that went non-finite (a checkpoint that passes its checksum): evaluate stops before it
+    writes eval_test.json or the per-token file."""
+    data_root, _, run = copied(json_run, tmp_path)
+    ck = torch.load(os.path.join(run, "ckpt.pt"), weights_only=False)
+    ck["model"]["wte.weight"].fill_(float("nan"))                  # in place: lm_head shares it
+    data.save_checkpoint(ck, os.path.join(run, "ckpt.pt"))
+    one_line(lambda: evaluate.main([run, "--data", data_root]), "nats/token", "nothing was written")
+    assert not [f for f in os.listdir(run) if f.startswith("eval_")]
