@@ -338,7 +338,7 @@ def identity(data_dir, meta):
     counts = {k: meta.get(k) for k in ("documents", "skipped", "splits", "tokens")}
     blob = json.dumps({"settings": settings, **counts}, sort_keys=True).encode()
     return {"tokenizer": tokenizer.fingerprint(data_dir), "max_len": meta["settings"].get("max_len"),
-            "records": {s: meta["splits"][s]["records"] for s in SPLITS},
+            "records": {s: meta["splits"].get(s, {}).get("records") for s in SPLITS},
             "meta": hashlib.sha256(blob).hexdigest()[:16]}
 
 
