@@ -456,8 +456,9 @@ def finite_or_exit(kinds, run, under):
                          "its checkpoint's weights are not finite (the run diverged); nothing was written")
 
 
-def main(argv=None):
-    args = parse(argv)
+def inputs(args):
+    """(model, run values, meta, corpus figures, data folder, split, record ids): everything evaluate
+    reads, each refusal made before anything is scored or written."""
     model, cfg = load(args.run)
     if not args.unfinished and not os.path.exists(os.path.join(args.run, "final.json")):
         raise SystemExit(f"error: {args.run} has not finished training (no final.json; its checkpoint is at "
@@ -478,7 +479,7 @@ def main(argv=None):
                          "(data of prepare.py prose, code or webtext)")
     modes = [f"--{m}" for m in ("boundary", "hubs", "hub_contributions", "probe", "paragraphs")
              if getattr(args, m)]
-    if modes and "p" not in split.a:   # refused before anything is scored or written
+    if modes and "p" not in split.a:
         raise SystemExit(f"error: {' '.join(modes)}: paper 004's measures need paragraph coordinates, which "
                          f"{data_dir} does not hold (data of prepare.py prose, code or webtext)")
     n = len(split) if args.max_docs is None else min(args.max_docs, len(split))
@@ -490,6 +491,13 @@ def main(argv=None):
                         cfg["corpus"])
     if note:
         print(note)
+    return model, cfg, meta, corpus, data_dir, split, ids
+
+
+def main(argv=None):
+    args = parse(argv)
+    model, cfg, meta, corpus, data_dir, split, ids = inputs(args)
+    n = len(ids)
     if args.hub_contributions:   # Table 13's pass 1 (hrope/hubs.py): nothing else is scored or written
         path = hubs.write_contributions(functools.partial(score, model, split, ids, cfg, corpus), split, ids,
                                                model.cfg.vocab_size, args.run, args.split)
