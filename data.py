@@ -334,6 +334,9 @@ def identity(data_dir, meta):
     count, and a hash of meta.json's settings and counts (source paths and timings aside).
     train.py records it; evaluate.py, sample.py and a resume refuse data that differs."""
     import tokenizer
+    if not {"splits", "tokenizer"} <= set(meta):
+        sys.exit(f"error: {os.path.join(data_dir, 'meta.json')} is damaged (it lacks splits or tokenizer); "
+                 f"{rebuild(data_dir)}")
     settings = {k: v for k, v in meta["settings"].items() if k not in ("sources", "defaults")}
     counts = {k: meta.get(k) for k in ("documents", "skipped", "splits", "tokens")}
     blob = json.dumps({"settings": settings, **counts}, sort_keys=True).encode()
@@ -365,9 +368,8 @@ def corpus_stats(data_dir):
     if not os.path.exists(path):
         sys.exit(f"error: {data_dir} is not prepared; {rebuild(data_dir).replace(' --force', '')} first")
     meta = read_json(path, rebuild(data_dir))
-    if not isinstance(meta, dict) or not isinstance(meta.get("settings"), dict) or \
-            not {"splits", "tokenizer"} <= set(meta):
-        sys.exit(f"error: {path} is damaged (it lacks settings, splits or tokenizer); {rebuild(data_dir)}")
+    if not isinstance(meta, dict) or not isinstance(meta.get("settings"), dict):
+        sys.exit(f"error: {path} is damaged (it holds no settings); {rebuild(data_dir)}")
     if "defaults" not in meta["settings"]:   # the corpus entry's preset, recipe, attention shares
         sys.exit(f"error: {data_dir} was prepared by an older prepare.py (meta.json holds no run defaults); "
                  f"rerun `python prepare.py {os.path.basename(data_dir)}`: the arrays come out the same")
