@@ -148,9 +148,9 @@ def owned(path, what):
     """Hold `path` + ".lock" (holding our pid) while `what` is written: a second writer is refused in
     one line; a lock left by a dead process is taken over."""
     lock = path.rstrip("/") + ".lock"
+    writable(os.path.dirname(lock) or ".", "choose a folder you can write")   # a file in the way, read-only
     for _ in range(2):
         try:
-            os.makedirs(os.path.dirname(lock) or ".", exist_ok=True)
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
             break
         except FileExistsError:
@@ -165,8 +165,6 @@ def owned(path, what):
                 pass
             sys.exit(f"error: {what} {path} is being written by process {pid} (lock {lock}); "
                      "wait for it, or remove the lock if that process is not this run")
-        except OSError as e:          # a read-only or full disk, a file where a folder belongs
-            sys.exit(f"error: cannot write the lock {lock} ({e.strerror}); choose a folder you can write")
     else:
         sys.exit(f"error: could not take the lock {lock}")
     os.write(fd, str(os.getpid()).encode())
