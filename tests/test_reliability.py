@@ -744,3 +744,15 @@ def test_a_non_finite_score_is_an_error_and_nothing_is_written(json_run, tmp_pat
     data.save_checkpoint(ck, os.path.join(run, "ckpt.pt"))
     one_line(lambda: evaluate.main([run, "--data", data_root]), "nats/token", "nothing was written")
     assert not [f for f in os.listdir(run) if f.startswith("eval_")]
+
+
+def test_a_run_records_what_analyze_pairs_on(json_run):
+    """config.json holds the data's identity (records cut at 64, the split counts meta.json gives) and
+    every milestone bf16 and compile, so a resume under another precision stays on the record."""
+    run = os.path.join(json_run["out"], json_run["run"])
+    cfg = json.load(open(os.path.join(run, "config.json")))["run"]
+    meta = json.load(open(os.path.join(json_run["data"], "json", "meta.json")))
+    assert cfg["data_identity"]["max_len"] == 64 and cfg["data_identity"]["tokenizer"] == cfg["tokenizer"]
+    assert cfg["data_identity"]["records"] == {s: meta["splits"][s]["records"] for s in data.SPLITS}
+    (entry,) = [json.loads(line) for line in open(os.path.join(run, "log.jsonl"))]
+    assert (entry["bf16"], entry["compile"]) == (False, False)
