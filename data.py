@@ -300,11 +300,16 @@ def write_split(out_dir, split, recs):
     return int(lens.sum())
 
 
+def prepare_command(data_dir):
+    """The prepare.py command that writes data_dir (the --data typed, as --out)."""
+    root = os.path.dirname(os.path.normpath(data_dir))
+    out = f" --out {root}" if os.path.normpath(root) != "data" else ""
+    return f"python prepare.py {os.path.basename(os.path.normpath(data_dir))}{out}"
+
+
 def rebuild(data_dir):
     """What to do about a damaged or missing file of a prepared folder."""
-    root = os.path.dirname(os.path.normpath(data_dir))
-    out = f" --out {root}" if os.path.normpath(root) != "data" else ""   # the --data typed, as --out
-    return f"run `python prepare.py {os.path.basename(os.path.normpath(data_dir))}{out} --force`"
+    return f"prepare it again: `{prepare_command(data_dir)} --force` (with its --src, if it had one)"
 
 
 def load_split(data_dir, split):
@@ -364,7 +369,7 @@ def corpus_stats(data_dir):
     train.py (preset on CUDA, recipe) and evaluate.py (attention shares)."""
     path = os.path.join(data_dir, "meta.json")
     if not os.path.exists(path):
-        sys.exit(f"error: {data_dir} is not prepared; {rebuild(data_dir).replace(' --force', '')} first")
+        sys.exit(f"error: {data_dir} is not prepared; run `{prepare_command(data_dir)}` first")
     meta = read_json(path, rebuild(data_dir))
     if not isinstance(meta, dict) or not isinstance(meta.get("settings"), dict):
         sys.exit(f"error: {path} is damaged (it holds no settings); {rebuild(data_dir)}")
