@@ -756,3 +756,15 @@ def test_a_run_records_what_analyze_pairs_on(json_run):
     assert cfg["data_identity"]["records"] == {s: meta["splits"][s]["records"] for s in data.SPLITS}
     (entry,) = [json.loads(line) for line in open(os.path.join(run, "log.jsonl"))]
     assert (entry["bf16"], entry["compile"]) == (False, False)
+
+
+def test_evaluate_says_when_records_are_longer_than_the_context(json_run, tmp_path, capsys):
+    """Item 11: evaluate scored only a record's first tokens where records are longer than the
+    context, without the note train.py prints. A 16-token model on records of up to 64 tokens."""
+    args = [a if a != "--max_len=64" else "--max_len=16" for a in JSON_RUN]
+    run = train.main(args + ["--data", json_run["data"], "--out", str(tmp_path)])
+    lengths = np.diff(np.load(os.path.join(json_run["data"], "json", "test_doc_start.npy")))
+    capsys.readouterr()
+    evaluate.main([run])
+    share = f"{(lengths > 16).mean():.0%} of the scored test records are longer than the context (16)"
+    assert (lengths > 16).any() and share in capsys.readouterr().out
