@@ -27,7 +27,7 @@ import math
 import os
 import re
 import sys
-from collections import defaultdict
+from collections import defaultdict, namedtuple
 
 import numpy as np
 from scipy import stats
@@ -35,10 +35,11 @@ from scipy import stats
 import figures
 import trees
 from configs import reference_stats
-from data import replacing
+from data import read_json, replacing, writable
 from hrope import boundaries, candidates, compression, hubs
 from hrope.compression import ci, resample_weights
 from rotary import Rotary
+from settings import SETTINGS
 
 
 # ------------------------------------------------------------------------ paired statistics ----
@@ -100,6 +101,10 @@ def best_milestone(run):
 
 HROPE_VARIANTS = ("flat", "sent_axial", "hrope_axial", "rand_axial")
 
+# Losses closer than this are tied, neither below the other: half the last digit Tables 2 and 12 print
+# (our reading; §4.3 and App. D name no tolerance, and four losses that all print 5.3958 hold no order)
+TIE = 5e-5
+
 
 def table12(runs):
     """Paper 004 Table 12 per setting: validation loss mean ± std over seeds for each primary
@@ -118,9 +123,10 @@ def table12(runs):
             if seeds:
                 d = np.array([final_val(configs[a][s]) - final_val(configs[b][s]) for s in seeds])
                 va, vb = [final_val(configs[a][s]) for s in seeds], [final_val(configs[b][s]) for s in seeds]
-                pairs.append({"a": a, "b": b, "n": len(seeds), "higher": int((d > 0).sum()),
-                              "mean": float(d.mean()), "disjoint": max(va) < min(vb) or max(vb) < min(va),
-                              "sign_p_one_sided": float(stats.binomtest(int((d > 0).sum()), len(seeds), 0.5,
+                pairs.append({"a": a, "b": b, "n": len(seeds), "higher": int((d > TIE).sum()),
+                              "mean": float(d.mean()),
+                              "disjoint": max(va) + TIE < min(vb) or max(vb) + TIE < min(va),
+                              "sign_p_one_sided": float(stats.binomtest(int((d > TIE).sum()), len(seeds), 0.5,
                                                                         alternative="greater").pvalue)})
         out.append({"setting": setting,
                     "stats": {v: (x.mean(), x.std(ddof=1) if len(x) > 1 else float("nan"), len(x))
@@ -129,7 +135,7 @@ def table12(runs):
 
 
 def table12_markdown(t):
-    corpus = t["setting"][0]
+    corpus = title(t["setting"])
     head = " | ".join(v for v in HROPE_VARIANTS if v in t["stats"])
     cells = " | ".join(f"{m:.4f} ± {s:.4f} (n={n})" for m, s, n in t["stats"].values())
     lines = [f"### {corpus}: validation loss by variant, mean ± std over seeds (paper 004 Table 12)", "",
@@ -142,27 +148,96 @@ def table12_markdown(t):
 
 
 # ---------------------------------------------------------------------------------- runs ----
+# A setting: what the tables name (corpus, model size, context, steps, packing), then everything else
+# its runs agree on (`training`, a JSON key) and, where runs differ in it, the words that say how (`tag`)
+Setting = namedtuple("Setting", "corpus n_layer n_embd n_head max_len steps packed training tag",
+                     defaults=("", ""))
+# Run values paired runs may differ in: the configuration and seed (what is compared), the name, the
+# flags given, what train.py lets a resume change (nothing computed changes), and bf16 and compile,
+# compared over the run's life instead (training())
+PAIR_FREE = ("config", "seed", "name", "given", "resume", "device", "data", "out", "mb_tokens", "precision",
+             "bf16", "compile", "passes", "lr_sweep")
+
+
+def training(c, log):
+    """What a run trained on and how, beyond its named setting: every run value but PAIR_FREE's (the
+    data's identity and the recipe among them), the model, and bf16 and compile over its life."""
+    r = c["run"]
+    key = {k: v for k, v in r.items() if k not in PAIR_FREE}
+    key["model"] = {k: v for k, v in c["model"].items() if k not in ("rotary", "dropout")}
+    key["precision"] = sorted({(bool(e.get("bf16")), bool(e.get("compile", r.get("compile")))) for e in log}
+                              | {(bool(r.get("bf16")), bool(r.get("compile")))})
+    return key
+
+
+def varied(r):
+    """The run values a run may change and still pair: those its setting's per_config gives its
+    configuration (web_large's lr for no_position), and the flags a named variant (--name) was given."""
+    per_config = SETTINGS.get(r.get("setting"), {}).get("per_config", {}).get(r["config"], {})
+    return set(per_config) | (set(r.get("given", ())) if r.get("name") else set())
+
+
 def setting_of(c):
-    """A run's setting from its config.json: corpus, model size, context, steps (appendix §1), and
-    whether its records were packed into blocks (train.py --pack: another batch, so another setting)."""
+    """A run's named setting from its config.json: corpus, model size, context, steps (appendix §1),
+    and whether its records were packed into blocks (train.py --pack: another batch)."""
     m, r = c["model"], c["run"]
-    return r["corpus"], m["n_layer"], m["n_embd"], m["n_head"], m["max_len"], r["steps"], bool(r.get("pack"))
+    return Setting(r["corpus"], m["n_layer"], m["n_embd"], m["n_head"], m["max_len"], r["steps"],
+                   bool(r.get("pack")))
 
 
 def setting_name(s):
-    corpus, n_layer, n_embd, n_head, max_len, steps, packed = s
+    corpus, n_layer, n_embd, n_head, max_len, steps, packed = s[:7]
     return (f"{corpus} {n_layer}L d{n_embd} {n_head}h ctx{max_len} {steps} steps"
-            + (" packed" if packed else ""))
+            + (" packed" if packed else "") + (f" [{s.tag}]" if getattr(s, "tag", "") else ""))
+
+
+def title(s):
+    """A setting's corpus, with what sets its runs apart from others of that corpus where any do."""
+    return s[0] + (f" [{s.tag}]" if getattr(s, "tag", "") else "")
+
+
+def short(v):
+    """A value of a training key in a few characters (a data identity by its hash)."""
+    return v["meta"] if isinstance(v, dict) and "meta" in v else json.dumps(v)[:40]
+
+
+def group_by_training(entries):
+    """{setting: {name: {seed: run}}} from (named setting, training key, varied keys, name, seed, run):
+    a run joins every group of its named setting whose key it agrees with outside the keys either
+    may vary (runs that vary nothing found the groups), or founds its own; groups of one named setting
+    get one note line naming what differs, and a tag with their own values."""
+    groups = []
+    for s, key, free, name, seed, run in sorted(entries, key=lambda e: len(e[2])):
+        joins = [g for g in groups if g["s"] == s and all(
+            g["key"].get(k) == key.get(k) for k in (set(key) | set(g["key"])) - free - g["free"])]
+        if not joins:
+            joins = [{"s": s, "key": key, "free": free, "runs": defaultdict(dict)}]
+            groups += joins
+        for g in joins:
+            g["runs"][name][seed] = run
+    runs = {}
+    for s in {g["s"] for g in groups}:
+        same = [g for g in groups if g["s"] == s]
+        keys = [g["key"] for g in same]
+        differ = sorted({k for key in keys for k in set(key) | set(keys[0]) if key.get(k) != keys[0].get(k)})
+        if differ:
+            print(f"note: runs of {setting_name(s)} differ in "
+                  + "; ".join(f"{k} ({' | '.join(short(key.get(k)) for key in keys)})" for k in differ)
+                  + ": not paired, each in its own tables")
+        for g in same:
+            tag = ", ".join(f"{k} {short(g['key'].get(k))}" for k in differ)
+            runs[s._replace(training=json.dumps(g["key"], sort_keys=True), tag=tag)] = g["runs"]
+    return runs
 
 
 def load_runs(root, finished=False):
     """{setting: {config: {seed: run}}} from out/<corpus>/<config>/seed<k>/; with `finished`, only
     runs that wrote final.json (a seed still training would hold every pair to its milestone)."""
-    runs = defaultdict(lambda: defaultdict(dict))
+    entries = []
+    fix = "delete that run, or train it again (train.py ... --resume=0)"
     for cfg_path in glob.glob(os.path.join(root, "**", "config.json"), recursive=True):
         d = os.path.dirname(cfg_path)
-        with open(cfg_path) as f:
-            c = json.load(f)
+        c = read_json(cfg_path, fix)
         log_path = os.path.join(d, "log.jsonl")
         if not os.path.exists(log_path):
             continue
@@ -176,8 +251,7 @@ def load_runs(root, finished=False):
                                      "delete that run or train it again with --resume=0)")
         final = None
         if os.path.exists(os.path.join(d, "final.json")):
-            with open(os.path.join(d, "final.json")) as f:
-                final = json.load(f)
+            final = read_json(os.path.join(d, "final.json"), fix)
         if finished and final is None:
             continue
         r = c["run"]
@@ -186,15 +260,15 @@ def load_runs(root, finished=False):
                           ("attention", "attention_test.json"),
                           ("attention_off", "attention_test_rotation_off.json")):
             if os.path.exists(os.path.join(d, name)):   # written by evaluate.py
-                with open(os.path.join(d, name)) as f:
-                    run[key] = json.load(f)
+                run[key] = read_json(os.path.join(d, name), f"delete it and rerun evaluate.py {d}")
         for key in ("eval", "eval_val"):   # scored before the run's last step: not this run's
             if key in run and stale(run[key], final):
                 print(f"note: {d}'s {key} scored the checkpoint at step {run[key].get('checkpoint_step')}, "
                       f"not the final step: left out (rerun evaluate.py {d})")
                 del run[key]
-        runs[setting_of(c)][r.get("name") or r["config"]][r["seed"]] = run   # --name: a variant of a config
-    return runs
+        entries.append((setting_of(c), training(c, log), varied(r), r.get("name") or r["config"],  # --name:
+                        r["seed"], run))                                                  # a config's variant
+    return group_by_training(entries)
 
 
 def stale(evaluation, final):
@@ -251,13 +325,26 @@ def _with_bh(rows):
     return rows
 
 
-def evaluated_pairs(runs, baseline, key="eval"):
-    """(setting, configuration, its seeds, the baseline's seeds, seeds both have `key` for) for
-    every configuration other than the baseline with at least one such seed."""
+def same_records(a, b):
+    """Two evaluate.py results scored the same records of the same data (the split, how many, which:
+    `record_ids`, and the data's hash; an evaluation from before those were kept: split and count)."""
+    return all(a.get(k) == b.get(k) for k in ("split", "records", "record_ids", "data"))
+
+
+def evaluated_pairs(runs, baseline, key="eval", note=False):
+    """(setting, configuration, its seeds, the baseline's seeds, seeds both have `key` for, evaluated
+    on the same records) for every configuration other than the baseline with at least one such seed;
+    with `note`, a line for each pair of evaluations left out because their records differ."""
     for setting, configs in sorted(runs.items()):
         base = configs.get(baseline, {})
         for name, seeds in sorted(configs.items()):
             common = [s for s in sorted(set(seeds) & set(base)) if key in seeds[s] and key in base[s]]
+            other = [s for s in common if not same_records(seeds[s].get("eval", {}), base[s].get("eval", {}))]
+            if note and other and name != baseline:
+                print(f"note: {title(setting)} {name} and {baseline} were evaluated on other records at "
+                      f"seed(s) {', '.join(map(str, other))} (evaluate.py --max_docs, --split or data): "
+                      "left out")
+            common = [s for s in common if s not in other]
             if name != baseline and common:
                 yield setting, name, seeds, base, common
 
@@ -266,7 +353,7 @@ def compare_kinds(runs, baseline):
     """Where the gain lands (appendix §2, Fig. 5): per token kind, the paired test-split Δ of
     each configuration against the baseline, from evaluate.py's eval_test.json."""
     rows = []
-    for setting, name, seeds, base, common in evaluated_pairs(runs, baseline):
+    for setting, name, seeds, base, common in evaluated_pairs(runs, baseline, note=True):
         kinds = set.intersection(*[set(seeds[s]["eval"]["kinds"]) & set(base[s]["eval"]["kinds"])
                                    for s in common])
         for kind in sorted(kinds, key=lambda k: (k != "all", k)):
@@ -350,8 +437,9 @@ def substitution_seeds(runs, setting, config):
 
 
 def substitution_order(v):
-    """Seeds in which real < period < rand < const0 (paper 004 §4.3), of how many."""
-    return int((np.diff(v, axis=0) > 0).all(0).sum()), v.shape[1]
+    """Seeds in which real < period < rand < const0 (paper 004 §4.3), each step by more than TIE,
+    of how many."""
+    return int((np.diff(v, axis=0) > TIE).all(0).sum()), v.shape[1]
 
 
 def substitution_overlap(v):
@@ -361,14 +449,15 @@ def substitution_overlap(v):
     order's direction), whose sign is compared across corpora."""
     return [{"a": SUBSTITUTES[i], "b": SUBSTITUTES[i + 1], "range_a": (v[i].min(), v[i].max()),
              "range_b": (v[i + 1].min(), v[i + 1].max()), "mean": float((v[i + 1] - v[i]).mean()),
-             "disjoint": bool(v[i].max() < v[i + 1].min() or v[i + 1].max() < v[i].min())} for i in range(3)]
+             "disjoint": bool(v[i].max() + TIE < v[i + 1].min() or v[i + 1].max() + TIE < v[i].min())}
+            for i in range(3)]
 
 
 def table2_markdown(r, v, split):
     """Table 2 for one corpus (means over seeds), the seeds holding the order, and §4.3's
     non-overlap check of each adjacent comparison."""
     ok, n = substitution_order(v)
-    lines = [f"### {r['setting'][0]}: p1 substitution on {r['config']} (paper 004 Table 2), "
+    lines = [f"### {title(r['setting'])}: p1 substitution on {r['config']} (paper 004 Table 2), "
              f"{split} nats/token",
              "", "| real | period | rand | const0 | real < period < rand < const0 |",
              "| ---: | ---: | ---: | ---: | ---: |",
@@ -390,7 +479,7 @@ def table2_signs_markdown(config, per):
              "| --- |" + " ---: |" * len(per) + " --- |"]
     for i, c in enumerate(per[0][1]):
         means = [checks[i]["mean"] for _, checks in per]
-        same = len({np.sign(m) for m in means}) == 1 and means[0] != 0
+        same = len({np.sign(m) for m in means}) == 1 and abs(means[0]) > TIE
         lines.append(f"| {c['a']} < {c['b']} | " + " | ".join(f"{m:+.4f}" for m in means)
                      + f" | {'yes' if same else 'no'} |")
     return "\n".join(lines)
@@ -512,8 +601,7 @@ def noise_floor(dirs, baseline):
     for d in dirs:
         if not os.path.exists(os.path.join(d, "final.json")):
             raise SystemExit(f"error: {d} has no final.json; a replicate is compared at its final step")
-        with open(os.path.join(d, "config.json")) as f:
-            configs.append(json.load(f))
+        configs.append(read_json(os.path.join(d, "config.json"), "give the folders of finished runs"))
     def run(c):
         return {k: v for k, v in c["run"].items() if k not in REPLICATE_FREE}
     first = run(configs[0])
@@ -526,7 +614,8 @@ def noise_floor(dirs, baseline):
                      for c in s.values() for r in c.values()])
     name = configs[0]["run"].get("name") or configs[0]["run"]["config"]
     study = os.path.dirname(os.path.dirname(os.path.abspath(dirs[0])))     # out/<corpus>
-    published = load_runs(study, True)[setting_of(configs[0])]
+    published = next((cs for cs in load_runs(study, True).values() for seeds in cs.values()
+                      for r in seeds.values() if os.path.samefile(r["dir"], dirs[0])), {})
     seeds = np.array([final_val(r) for r in published.get(name, {}).values()])
     common = sorted(set(published.get(name, {})) & set(published.get(baseline, {})))
     delta = (np.mean([final_val(published[name][s]) - final_val(published[baseline][s]) for s in common])
@@ -761,7 +850,7 @@ def depth_mode(args):
     for p in read:
         print("\n" + compression.diagnostics_report(p))
     if args.figures:
-        os.makedirs(args.figures, exist_ok=True)
+        writable(args.figures, "choose another --figures folder")
         figures.figure_response(read, args.figures, args.draws)
         figures.figure_cells(read, args.figures)
         print(f"\nfigures written to {args.figures}")
@@ -786,9 +875,9 @@ def print_deltas(runs, baseline, figure_dir):
         for r in rows:
             by_setting[r["setting"], r["step"]].append(r)
         for (setting, step), rs in by_setting.items():
-            corpus, L, E, H, T, steps, packed = setting
+            corpus, L, E, H, T, steps, packed = setting[:7]
             at = step if step == BEST else f"step {step}"
-            print(markdown(rs, f"{corpus} ({L} layers, d={E}, {H} heads, context {T}, {steps} steps"
+            print(markdown(rs, f"{title(setting)} ({L} layers, d={E}, {H} heads, context {T}, {steps} steps"
                                f"{', records packed' if packed else ''}): "
                                f"{metric} Δ vs {baseline} at {at}"))
             print()
@@ -800,18 +889,18 @@ def print_deltas(runs, baseline, figure_dir):
     spread = seed_spread(runs, baseline)
     for setting in sorted({r["setting"] for r in spread}):
         print(spread_markdown([r for r in spread if r["setting"] == setting],
-                              f"{setting[0]}: seed-to-seed SD of validation loss, paired and unpaired "
+                              f"{title(setting)}: seed-to-seed SD of validation loss, paired and unpaired "
                               "(appendix §1)"))
         print()
     kinds = compare_kinds(runs, baseline)
     for setting in sorted({r["setting"] for r in kinds}):
         print(kinds_markdown([r for r in kinds if r["setting"] == setting],
-                             f"{setting[0]}: test Δ vs {baseline} by kind of token (Fig. 5)"))
+                             f"{title(setting)}: test Δ vs {baseline} by kind of token (Fig. 5)"))
         print()
     intervened = compare_intervened(runs, baseline)
     for setting in sorted({r["setting"] for r in intervened}):
         print(markdown([r for r in intervened if r["setting"] == setting],
-                       f"{setting[0]}: test Δ vs {baseline} as it is, with the configuration's structure "
+                       f"{title(setting)}: test Δ vs {baseline} as it is, with the configuration's structure "
                        "shuffled or removed"))
         print()
     return kinds
@@ -823,7 +912,7 @@ def print_interventions(runs):
     for setting in sorted({r["setting"] for r in inter}):
         print(interventions_markdown([r for r in inter
                                       if r["setting"] == setting and r["kind"] in ("all",) + KEY_KINDS],
-                                     f"{setting[0]}: coordinate interventions on the test split "
+                                     f"{title(setting)}: coordinate interventions on the test split "
                                      "(mean over seeds)"))
         print()
     across = defaultdict(list)      # configuration -> [(corpus, its adjacent comparisons)]
@@ -835,14 +924,14 @@ def print_interventions(runs):
               "(python evaluate.py RUN --split val)\n")
     for r in substitution(interventions(scored)):
         v = substitution_seeds(scored, r["setting"], r["config"])
-        across[r["config"]].append((r["setting"][0], substitution_overlap(v)))
+        across[r["config"]].append((title(r["setting"]), substitution_overlap(v)))
         print(table2_markdown(r, v, split) + "\n")
     for config, per in across.items():
         if len(per) > 1:
             print(table2_signs_markdown(config, per) + "\n")
     for r in interventions(scored):   # the reverse substitution: true p1 fed to a model trained on labels
         if r["intervention"] == "real" and r["kind"] == "all":
-            print(f"### {r['setting'][0]}: true p1 fed to {r['config']}, {split} (paper 004 §4.3 reverse "
+            print(f"### {title(r['setting'])}: true p1 fed to {r['config']}, {split} (paper 004 §4.3 reverse "
                   f"substitution; paper, period_axial: +0.015 to +0.040 nats)\n\n| own coordinate | "
                   f"true p1 | Δ nats/token | higher in |\n| ---: | ---: | ---: | ---: |\n| {r['real']:.4f} | "
                   f"{r['real'] + r['delta']:.4f} | {r['delta']:+.4f} | {r['hurt']}/{r['n']} seeds |\n")
@@ -860,18 +949,18 @@ def print_variants_and_attention(runs, baseline):
     att = compare_attention(runs, baseline)
     for setting in sorted({r["setting"] for r in att}):
         print(attention_markdown([r for r in att if r["setting"] == setting],
-                                 f"{setting[0]}: attention shares vs {baseline}, mean over heads (test)"))
+                                 f"{title(setting)}: attention shares vs {baseline}, mean over heads (test)"))
         print()
     heads = head_shifts(runs, baseline)
     for setting in sorted({r["setting"] for r in heads}):
         print(heads_markdown([r for r in heads if r["setting"] == setting],
-                             f"{setting[0]}: attention shares vs {baseline}, head by head, "
+                             f"{title(setting)}: attention shares vs {baseline}, head by head, "
                              "paired at each seed (test)"))
         print()
     off = rotation_off(runs, baseline)
     for setting in sorted({r["setting"] for r in off}):
         print(rotation_off_markdown([r for r in off if r["setting"] == setting],
-                                    f"{setting[0]}: attention shares with the structural rotation "
+                                    f"{title(setting)}: attention shares with the structural rotation "
                                     "switched off, mean over heads (test)"))
         print()
 
@@ -908,21 +997,39 @@ def main(argv=None):
     runs = load_runs(args.root, args.finished)
     if not runs:
         raise SystemExit(f"no runs under {args.root}")
-    if args.figures:
-        os.makedirs(args.figures, exist_ok=True)
+    if args.figures:   # before the tables: a folder that cannot be written is one line, not a traceback
+        writable(args.figures, "choose another --figures folder")
+    parts = defaultdict(dict)   # each setting against its own default baseline, unless --baseline is given
+    for setting, configs in runs.items():
+        parts[args.baseline or default_baseline(configs)][setting] = configs
+    for baseline, part in sorted(parts.items()):
+        if len(parts) > 1:   # a folder of tree and hRoPE corpora: one part per baseline, none left out
+            print(f"## against {baseline}: {', '.join(sorted({title(s) for s in part}))}\n")
+        mixed = args.figures and len(parts) > 1
+        tables(args.root, part, baseline, os.path.join(args.figures, baseline) if mixed else args.figures)
+
+
+def default_baseline(configs):
+    """flat for a setting of hRoPE variants (paper 004's baseline), seq_only otherwise."""
+    hrope = "seq_only" not in configs and ("flat" in configs or any(n.endswith("_axial") for n in configs))
+    return "flat" if hrope else "seq_only"
+
+
+def tables(root, runs, baseline, figure_dir):
+    """A study's tables against one baseline (and with figure_dir its figures)."""
     names = {c for s in runs.values() for c in s}
-    hrope_runs = "seq_only" not in names and ("flat" in names or any(n.endswith("_axial") for n in names))
-    baseline = args.baseline or ("flat" if hrope_runs else "seq_only")
-    if baseline not in names or len(names) < 2:   # nothing pairs: say what to train
+    if baseline not in names or len(names) < 2:   # nothing pairs: say what to train, or which --baseline
         missing = baseline if baseline not in names else "a second configuration (e.g. seq_depth)"
-        print(f"note: no paired table: {args.root} holds {', '.join(sorted(names))}; train {missing} "
-              "at the same seeds (python train.py --config NAME --seed K)\n")
-    kinds = print_deltas(runs, baseline, args.figures)
+        print(f"note: no paired table: {root} holds {', '.join(sorted(names))}; train {missing} "
+              "at the same seeds (python train.py --config NAME --seed K)"
+              + (", or pass --baseline with one of them" if baseline not in names and len(names) > 1 else "")
+              + "\n")
+    kinds = print_deltas(runs, baseline, figure_dir)
     inter = print_interventions(runs)
     print_variants_and_attention(runs, baseline)
-    if args.figures:
-        write_figures(runs, baseline, kinds, inter, args.figures)
-
+    if figure_dir:
+        writable(figure_dir, "choose another --figures folder")
+        write_figures(runs, baseline, kinds, inter, figure_dir)
 
 if __name__ == "__main__":
     try:

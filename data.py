@@ -11,6 +11,7 @@ Split and packing into micro-batches, and the coordinate matrix a position confi
 """
 import contextlib
 import glob
+import hashlib
 import json
 import os
 import sys
@@ -52,6 +53,9 @@ def replacing(path):
     try:
         yield tmp
         os.replace(tmp, path)
+    except OSError as e:                         # a full disk (or `ulimit -f`), a folder made read-only
+        sys.exit(f"error: cannot write {path} ({e.strerror or e}); free space or choose a folder you can "
+                 "write (the file is as it was)")
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -62,11 +66,82 @@ def write_json(obj, path):
         json.dump(obj, f, indent=1)
 
 
-def atomic_save(obj, path):
+def read_json(path, fix):
+    """A JSON file's contents, or one line naming the file and what to do about it (`fix`)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError as e:
+        sys.exit(f"error: cannot read {path} ({e.strerror}); {fix}")
+    except ValueError as e:                     # not JSON (truncated, overwritten) or not UTF-8
+        sys.exit(f"error: {path} is damaged (not JSON: {e}); {fix}")
+
+
+def writable(folder, fix):
+    """Make `folder` and check that a file can be written in it, before any work is done there."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f".write_test{os.getpid()}"), "w") as f:
+            f.write("ok")
+        os.remove(f.name)
+    except OSError as e:
+        sys.exit(f"error: cannot write in {folder} ({e.strerror}); {fix}")
+
+
+def _digest(obj, h):
+    """Feed every tensor's bytes and every other value's repr, in order, to the hash h."""
+    import torch
+    if torch.is_tensor(obj):
+        h.update(f"{obj.dtype}{tuple(obj.shape)}".encode())
+        h.update(obj.detach().reshape(-1).contiguous().view(torch.uint8).cpu().numpy().tobytes())
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            h.update(repr(k).encode())
+            _digest(v, h)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _digest(v, h)
+    else:
+        h.update(repr(obj).encode())
+
+
+def checksum(state):
+    """SHA-256 of a checkpoint's contents (weights, optimizer, step, log, settings)."""
+    h = hashlib.sha256()
+    _digest({k: v for k, v in state.items() if k != "checksum"}, h)
+    return h.hexdigest()
+
+
+def save_checkpoint(state, path):
+    """ckpt.pt, replaced atomically, carrying the checksum load_checkpoint verifies."""
     # torch only where a tensor is made: prepare.py reads this file without it
     import torch
     with replacing(path) as tmp:
-        torch.save(obj, tmp)
+        try:
+            torch.save({**state, "checksum": checksum(state)}, tmp)
+        except RuntimeError:                     # torch reports a failed write (a full disk) as this
+            raise OSError("the write failed: is the disk full, or a file size limit set?") from None
+
+
+def load_checkpoint(path, device):
+    """A checkpoint, verified against its checksum: a damaged file is one line, never weights."""
+    import pickle
+    import zipfile
+
+    import torch
+    fix = "it is damaged: train the run again (train.py ... --resume=0), or restore the file"
+    if not os.path.exists(path):
+        sys.exit(f"error: no checkpoint at {path}; train it first (python train.py ...)")
+    try:
+        ck = torch.load(path, map_location=device, weights_only=False)
+    except (RuntimeError, EOFError, OSError, ValueError, KeyError, pickle.UnpicklingError,
+            zipfile.BadZipFile) as e:
+        sys.exit(f"error: cannot load {path} ({type(e).__name__}); {fix}")
+    if not isinstance(ck, dict) or not {"model", "run", "config"} <= set(ck):
+        sys.exit(f"error: {path} is not a train.py checkpoint; {fix}")
+    if "checksum" in ck and checksum(ck) != ck["checksum"]:   # none: written before checksums were kept
+        sys.exit(f"error: {path} does not match its checksum; {fix}")
+    return ck
 
 
 @contextlib.contextmanager
@@ -74,7 +149,7 @@ def owned(path, what):
     """Hold `path` + ".lock" (holding our pid) while `what` is written: a second writer is refused in
     one line; a lock left by a dead process is taken over."""
     lock = path.rstrip("/") + ".lock"
-    os.makedirs(os.path.dirname(lock) or ".", exist_ok=True)
+    writable(os.path.dirname(lock) or ".", "choose a folder you can write")   # a file in the way, read-only
     for _ in range(2):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
@@ -226,27 +301,79 @@ def write_split(out_dir, split, recs):
     return int(lens.sum())
 
 
+def prepare_command(data_dir):
+    """The prepare.py command that writes data_dir (the --data typed, as --out)."""
+    root = os.path.dirname(os.path.normpath(data_dir))
+    out = f" --out {root}" if os.path.normpath(root) != "data" else ""
+    return f"python prepare.py {os.path.basename(os.path.normpath(data_dir))}{out}"
+
+
+def rebuild(data_dir):
+    """What to do about a damaged or missing file of a prepared folder."""
+    return f"prepare it again: `{prepare_command(data_dir)} --force` (with its --src, if it had one)"
+
+
 def load_split(data_dir, split):
-    """{field: memory-mapped array} for one split."""
+    """{field: memory-mapped array} for one split; a damaged array (truncated, or a length that
+    disagrees with its record offsets) is one line naming it."""
     out = {}
     for p in glob.glob(os.path.join(data_dir, f"{split}_*.npy")):
-        out[os.path.basename(p)[len(split) + 1:-4]] = np.load(p, mmap_mode="r")
+        try:
+            out[os.path.basename(p)[len(split) + 1:-4]] = np.load(p, mmap_mode="r")
+        except (OSError, ValueError) as e:          # "mmap length is greater than file size", a bad header
+            sys.exit(f"error: {p} is damaged ({e}); {rebuild(data_dir)}")
     if not out:
         sys.exit(f"error: no prepared data in {data_dir}; run `python prepare.py <corpus>` first")
+    s = out.get("doc_start")
+    n = int(s[-1]) if s is not None and len(s) else -1
+    for k, v in out.items():
+        if s is not None and k not in ("doc_start", "record_doc") and len(v) != n:
+            sys.exit(f"error: {os.path.join(data_dir, f'{split}_{k}.npy')} holds {len(v):,} entries where "
+                     f"{split}_doc_start.npy ends at {n:,}: the folder is damaged; {rebuild(data_dir)}")
     return out
+
+
+def identity(data_dir, meta):
+    """What a run trained on, beyond the tokeniser: the record cut (max_len), each split's record
+    count, and a hash of meta.json's settings and counts (source paths and timings aside).
+    train.py records it; evaluate.py, sample.py and a resume refuse data that differs."""
+    import tokenizer
+    if not {"splits", "tokenizer"} <= set(meta):
+        sys.exit(f"error: {os.path.join(data_dir, 'meta.json')} is damaged (it lacks splits or tokenizer); "
+                 f"{rebuild(data_dir)}")
+    settings = {k: v for k, v in meta["settings"].items() if k not in ("sources", "defaults")}
+    counts = {k: meta.get(k) for k in ("documents", "skipped", "splits", "tokens")}
+    blob = json.dumps({"settings": settings, **counts}, sort_keys=True).encode()
+    return {"tokenizer": tokenizer.fingerprint(data_dir), "max_len": meta["settings"].get("max_len"),
+            "records": {s: meta["splits"].get(s, {}).get("records") for s in SPLITS},
+            "meta": hashlib.sha256(blob).hexdigest()[:16]}
+
+
+def identity_differs(recorded, now):
+    """What differs between two identities (a run's record and a folder now), as words."""
+    if recorded is None:                    # a run from before the identity was recorded: not checked
+        return []
+    return [f"{k}: {recorded.get(k)} there, {now[k]} now" for k in now if recorded.get(k) != now[k]]
+
+
+def check_identity(data_dir, meta, recorded, run_dir):
+    """Exit with one line where data_dir is not the data the run at run_dir trained on."""
+    differ = identity_differs(recorded, identity(data_dir, meta))
+    if differ:
+        sys.exit(f"error: {data_dir} is not the data {run_dir} trained on ({'; '.join(differ)}); "
+                 "pass --data with the data it trained on, or train it again on this data")
 
 
 def corpus_stats(data_dir):
     """(meta.json, the corpus figures the hRoPE configurations calibrate on: p_max, p1_density,
     p1_period). meta["settings"]["defaults"]: what the corpus's entry in corpora/ asks of
     train.py (preset on CUDA, recipe) and evaluate.py (attention shares)."""
-    if not os.path.exists(os.path.join(data_dir, "meta.json")):
-        root = os.path.dirname(os.path.normpath(data_dir))
-        out = f" --out {root}" if os.path.normpath(root) != "data" else ""   # the --data typed, as --out
-        sys.exit(f"error: {data_dir} is not prepared; "
-                 f"run `python prepare.py {os.path.basename(data_dir)}{out}` first")
-    with open(os.path.join(data_dir, "meta.json")) as f:
-        meta = json.load(f)
+    path = os.path.join(data_dir, "meta.json")
+    if not os.path.exists(path):
+        sys.exit(f"error: {data_dir} is not prepared; run `{prepare_command(data_dir)}` first")
+    meta = read_json(path, rebuild(data_dir))
+    if not isinstance(meta, dict) or not isinstance(meta.get("settings"), dict):
+        sys.exit(f"error: {path} is damaged (it holds no settings); {rebuild(data_dir)}")
     if "defaults" not in meta["settings"]:   # the corpus entry's preset, recipe, attention shares
         sys.exit(f"error: {data_dir} was prepared by an older prepare.py (meta.json holds no run defaults); "
                  f"rerun `python prepare.py {os.path.basename(data_dir)}`: the arrays come out the same")
@@ -257,8 +384,16 @@ def corpus_stats(data_dir):
 class Split:
     """Records of one split, memory-mapped; hands out padded micro-batches as tensors."""
 
-    def __init__(self, data_dir, split, max_len):
+    def __init__(self, data_dir, split, max_len, vocab=None):
         self.a = load_split(data_dir, split)
+        for k in ("doc_start", "tokens"):
+            if k not in self.a:
+                sys.exit(f"error: {os.path.join(data_dir, f'{split}_{k}.npy')} is missing; "
+                         f"{rebuild(data_dir)}")
+        top = int(np.max(self.a["tokens"], initial=0)) if vocab is not None else -1
+        if top >= (vocab or 0):                                # the embedding would fail mid-run
+            sys.exit(f"error: {data_dir}/{split}_tokens.npy holds token id {top:,}, past the model's "
+                     f"{vocab:,} entries: the data is damaged or not this run's; {rebuild(data_dir)}")
         s = self.a["doc_start"]
         self.start = np.asarray(s[:-1])
         self.len = np.minimum(np.diff(s), max_len)
@@ -316,6 +451,18 @@ class Split:
                 b[f] = torch.where(valid.view(valid.shape + (1,) * (v.dim() - valid.dim())), v,
                                    0 if f == "kind" else -1)
         return b
+
+
+def context_note(whole, context, what, verb, corpus):
+    """The note where records (their whole lengths) are longer than the model's context: only
+    their first `context` tokens are read (None where none is)."""
+    long = whole > context
+    if not long.any():
+        return None
+    unseen = 1 - np.minimum(whole, context).sum() / whole.sum()
+    return (f"note: {long.mean():.0%} of the {what} records are longer than the context ({context:,}): "
+            f"only their first {context:,} tokens {verb}, {unseen:.0%} of the split's tokens never "
+            f"(prepare.py {corpus} --max_len {context})")
 
 
 def record_docs(split, ids):

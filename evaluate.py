@@ -32,6 +32,7 @@ and hrope/hubs.py (Table 13).
 """
 import argparse
 import functools
+import hashlib
 import os
 import sys
 
@@ -41,7 +42,20 @@ from tqdm import tqdm
 
 import tokenizer
 import trees
-from data import STRUCTURAL, Split, coords_for, corpus_stats, pack, record_docs, replacing, write_json
+from data import (
+    STRUCTURAL,
+    Split,
+    check_identity,
+    context_note,
+    coords_for,
+    corpus_stats,
+    load_checkpoint,
+    pack,
+    record_docs,
+    replacing,
+    writable,
+    write_json,
+)
 from hrope import boundaries, compression, hubs
 from hrope.boundaries import fake_merge, fake_split
 from hrope.compression import D_MAX, depth_cells
@@ -209,10 +223,7 @@ def attention_stats(shares, context):
 
 # --------------------------------------------------------------------------------- scoring ----
 def load(run_dir, device="cpu"):
-    path = os.path.join(run_dir, "ckpt.pt")
-    if not os.path.exists(path):
-        raise SystemExit(f"error: no checkpoint at {path}; train it first (python train.py ...)")
-    ck = torch.load(path, map_location=device, weights_only=False)
+    ck = load_checkpoint(os.path.join(run_dir, "ckpt.pt"), device)
     model = GPT(GPTConfig(**ck["config"])).to(device)
     model.load_state_dict(ck["model"])
     return model.eval(), {**ck["run"], "checkpoint_step": ck.get("step")}
@@ -464,8 +475,17 @@ def paragraph_measures(args, model, split, ids, cfg, corpus, data_dir):
     return out
 
 
-def main(argv=None):
-    args = parse(argv)
+def finite_or_exit(kinds, run, under):
+    """A non-finite score is an error, never a result: nothing is written."""
+    bad = [k for k, v in kinds.items() if not np.isfinite(v["nll"])]
+    if bad:
+        raise SystemExit(f"error: {run} scores {kinds[bad[0]]['nll']} nats/token on {bad[0]} tokens{under}: "
+                         "its checkpoint's weights are not finite (the run diverged); nothing was written")
+
+
+def inputs(args):
+    """(model, run values, meta, corpus figures, data folder, split, record ids): everything evaluate
+    reads, each refusal made before anything is scored or written."""
     model, cfg = load(args.run)
     if not args.unfinished and not os.path.exists(os.path.join(args.run, "final.json")):
         raise SystemExit(f"error: {args.run} has not finished training (no final.json; its checkpoint is at "
@@ -475,14 +495,32 @@ def main(argv=None):
     data_dir = os.path.join(args.data or cfg["data"], cfg["corpus"])
     meta, corpus = corpus_stats(data_dir)              # first: a missing folder is one line
     tokenizer.check(data_dir, cfg.get("tokenizer"))
-    split = Split(data_dir, args.split, model.cfg.max_len)
+    check_identity(data_dir, meta, cfg.get("data_identity"), args.run)   # e.g. another --max_len
+    writable(args.run, "evaluate a copy of the run in a folder you can write")
+    split = Split(data_dir, args.split, model.cfg.max_len, model.cfg.vocab_size)
     if args.rotation_off and not meta["settings"]["defaults"]["attention"]:
         raise SystemExit(f"error: --rotation_off: the {cfg['corpus']} corpus defines no attention shares "
                          "to compare (its entry in corpora/)")
     if args.demo and "p" not in split.a:
         raise SystemExit("error: --demo is paper 004's Fig. 1: it needs paragraph coordinates "
                          "(data of prepare.py prose, code or webtext)")
+    modes = [f"--{m}" for m in ("boundary", "hubs", "hub_contributions", "probe", "paragraphs")
+             if getattr(args, m)]
+    if modes and "p" not in split.a:
+        raise SystemExit(f"error: {' '.join(modes)}: paper 004's measures need paragraph coordinates, which "
+                         f"{data_dir} does not hold (data of prepare.py prose, code or webtext)")
     ids = chosen_records(args, split, data_dir)
+    whole = np.diff(np.asarray(split.a["doc_start"]))
+    note = context_note(whole[whole >= 2][ids], model.cfg.max_len, f"scored {args.split}", "are scored",
+                        cfg["corpus"])
+    if note:
+        print(note)
+    return model, cfg, meta, corpus, data_dir, split, ids
+
+
+def main(argv=None):
+    args = parse(argv)
+    model, cfg, meta, corpus, data_dir, split, ids = inputs(args)
     n = len(ids)
     if args.hub_contributions:   # Table 13's pass 1 (hrope/hubs.py): nothing else is scored or written
         path = hubs.write_contributions(functools.partial(score, model, split, ids, cfg, corpus), split, ids,
@@ -491,7 +529,10 @@ def main(argv=None):
         return {"hub_contributions": path}
     result = {"run": args.run, "split": args.split, "records": n,
               "documents": len(np.unique(record_docs(split, ids))), "checkpoint_step": cfg["checkpoint_step"],
-              "unfinished": not os.path.exists(os.path.join(args.run, "final.json"))}
+              "unfinished": not os.path.exists(os.path.join(args.run, "final.json")),
+              # which records, of which data: analyze.py pairs two evaluations only where these agree
+              "record_ids": hashlib.sha256(np.asarray(ids, np.int64).tobytes()).hexdigest()[:16],
+              "data": (cfg.get("data_identity") or {}).get("meta")}
     todo = chosen_interventions(args.interventions, model.rotary.names, split)
 
     shares = meta["settings"]["defaults"]["attention"]
@@ -499,16 +540,16 @@ def main(argv=None):
                                        else (None,) * 3)
     per = score(model, split, ids, cfg, corpus, attention=collect)
     result["kinds"], nll, kind = by_kind(per, split, ids)
-    if not np.isfinite(result["kinds"]["all"]["nll"]):
-        raise SystemExit(f"error: {args.run} scores {result['kinds']['all']['nll']} nats/token: its "
-                         "checkpoint's weights are not finite (the run diverged)")
+    finite_or_exit(result["kinds"], args.run, "")
+    result["interventions"] = {
+        t: by_kind(score(model, split, ids, cfg, corpus, change=INTERVENTIONS[t]), split, ids)[0]
+        for t in tqdm(todo, desc="interventions")}
+    for t, kinds in result["interventions"].items():
+        finite_or_exit(kinds, args.run, f" under {t}")
     rec = np.concatenate([np.full(len(per[int(r)]), r, np.int32) for r in ids])
     with replacing(os.path.join(args.run, f"eval_{args.split}_tokens.npz")) as tmp:
         np.savez_compressed(tmp, nll=nll.astype(np.float32), record=rec, doc=record_docs(split, rec),
                             kind=kind)
-    result["interventions"] = {
-        t: by_kind(score(model, split, ids, cfg, corpus, change=INTERVENTIONS[t]), split, ids)[0]
-        for t in tqdm(todo, desc="interventions")}
     print_scores(result, todo)
     if args.attention:
         # Table 3 bins rand_axial by its labels, and one draw carries its own noise: draws 1..k-1 add to

@@ -3,6 +3,7 @@ computed (Figs. 3-6 of the depth-perception appendix; paper 004's Figs. 1-3 and 
 from evaluate.py's and compression.py's outputs). `python analyze.py ... --figures DIR` draws them.
 """
 import csv
+import hashlib
 import math
 import os
 from collections import defaultdict
@@ -20,6 +21,13 @@ def pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
+
+
+def stem(setting):
+    """A setting in a file name: its corpus, and where runs of that corpus trained otherwise (analyze's
+    tag) a short hash of how, so their figures do not overwrite each other."""
+    tag = getattr(setting, "tag", "")
+    return setting[0] + (f"_{hashlib.sha1(tag.encode()).hexdigest()[:6]}" if tag else "")
 
 
 def figure_gap(rows, baseline, out_dir):
@@ -46,7 +54,7 @@ def figure_gap(rows, baseline, out_dir):
         ax.set_ylabel(f"perplexity reduction vs {baseline} (%)")
         ax.set_title(f"{setting[0]}: gap to {baseline} (mean over seeds, 95% CI)")
         ax.legend(fontsize=7)
-        name = f"fig3_gap_{setting[0]}"
+        name = f"fig3_gap_{stem(setting)}"
         fig.tight_layout()
         save_figure(fig, os.path.join(out_dir, name + ".png"))
         plt.close(fig)
@@ -106,7 +114,7 @@ def figure_kinds(rows, out_dir):
                       "(%), test")
         ax.set_title(f"{setting[0]}: gain by kind of token")
         fig.tight_layout()
-        name = f"fig5_kinds_{setting[0]}"
+        name = f"fig5_kinds_{stem(setting)}"
         save_figure(fig, os.path.join(out_dir, name + ".png"))
         plt.close(fig)
         write_table(os.path.join(out_dir, name + ".csv"),
@@ -139,7 +147,7 @@ def figure_columns(runs, out_dir):
         axes[0].set_ylabel("attention (%)")
         axes[0].legend(fontsize=7)
         fig.tight_layout()
-        name = f"fig6_columns_{setting[0]}"
+        name = f"fig6_columns_{stem(setting)}"
         save_figure(fig, os.path.join(out_dir, name + ".png"))
         plt.close(fig)
         write_table(os.path.join(out_dir, name + ".csv"),

@@ -15,6 +15,8 @@ dense serialisation keeps nesting only in the depths, so the text alone does not
 and sheets (their text is extracted from the document, not the document), prose and code (their
 paragraphs are cleaned and cut into sentences with rules that read past the token), and any
 configuration that reads coordinates the text cannot give (references, symbols, the hRoPE controls).
+A configuration that reads the sequence position alone (seq_only, flat, no_position) reads no tree:
+it samples from any corpus, given a --prompt.
 """
 import argparse
 import dataclasses
@@ -28,11 +30,12 @@ import torch
 
 import tokenizer
 from corpora import formats
-from data import coords_for, corpus_stats, token_coords
+from data import check_identity, coords_for, corpus_stats, load_checkpoint, read_json, token_coords
 from model import GPT, GPTConfig
 
 ONLINE = {"json": formats.json_coords, "xml": formats.xml_coords, "markdown": formats.markdown_coords}
 PROMPT = {"json": "{", "xml": "<", "markdown": "# "}   # how the corpus's documents begin
+START = {"json": r"\s*[-{\[\"0-9tfn]", "xml": r"\s*<[A-Za-z_?!]", "markdown": ""}   # what can begin one
 
 
 def parses(corpus, text):
@@ -61,7 +64,10 @@ def online_text(ids, enc):
 
 
 def online_coords(corpus, ids, enc, tok_len):
-    """Coordinates of the last token of `ids`, from the text of `ids` alone."""
+    """Coordinates of the last token of `ids`, from the text of `ids` alone (a model that reads the
+    position alone, corpus None: the position alone)."""
+    if corpus is None:
+        return {"pos": np.int64(len(ids) - 1)}
     doc = ONLINE[corpus](online_text(ids, enc))
     if not len(doc.parent):      # no node yet (a heading's `#`s): an unused node keeps the arrays
         doc = dataclasses.replace(doc, parent=np.array([-1], np.int32), rank=np.array([0], np.int32),
@@ -71,17 +77,21 @@ def online_coords(corpus, ids, enc, tok_len):
 
 
 def load(run_dir, device, data=None):
-    with open(os.path.join(run_dir, "config.json")) as f:
-        cfg = json.load(f)
+    cfg = read_json(os.path.join(run_dir, "config.json"), "train the run again (train.py ... --resume=0)")
     run, mcfg = cfg["run"], GPTConfig(**cfg["model"])
-    if run["corpus"] not in ONLINE:
-        sys.exit(f"error: sample.py cannot serve the {run['corpus']} corpus: its text does not determine "
-                 f"its tree (served: {', '.join(ONLINE)}; the docstring says why)")
     model = GPT(mcfg)
-    ck = torch.load(os.path.join(run_dir, "ckpt.pt"), map_location=device, weights_only=False)
+    if run["corpus"] not in ONLINE and not set(model.rotary.names) <= {"t"}:   # it reads a tree
+        sys.exit(f"error: sample.py cannot serve {run['config']} on the {run['corpus']} corpus: its text "
+                 f"does not determine its tree (served: {', '.join(ONLINE)}, or a configuration that reads "
+                 "the position alone; the docstring says why)")
+    ck = load_checkpoint(os.path.join(run_dir, "ckpt.pt"), device)
     model.load_state_dict(ck["model"])
+    run = {**run, "checkpoint_step": ck["step"],
+           "finished": os.path.exists(os.path.join(run_dir, "final.json"))}
     data_dir = os.path.join(data or run["data"], run["corpus"])
+    meta = corpus_stats(data_dir)[0]                  # first: a missing folder is one line
     tokenizer.check(data_dir, run.get("tokenizer"))
+    check_identity(data_dir, meta, run.get("data_identity"), run_dir)
     return model.to(device).eval(), run, data_dir
 
 
@@ -96,7 +106,14 @@ def sample(model, corpus, stats, enc, tok_len, prompt, max_new_tokens, temperatu
                  "no room to generate; shorten --prompt")
     if parses(corpus, prompt):
         sys.exit(f"error: the prompt is already a whole {corpus} document: nothing to generate")
-    steps = [online_coords(corpus, ids[:i + 1], enc, tok_len) for i in range(len(ids))]
+    read = corpus if corpus in ONLINE and not set(model.rotary.names) <= {"t"} else None   # None: position
+    try:
+        if read and not re.match(START[read], prompt):
+            raise ValueError
+        steps = [online_coords(read, ids[:i + 1], enc, tok_len) for i in range(len(ids))]
+    except (ValueError, IndexError, KeyError):        # e.g. "</close>": a closing tag with nothing open
+        sys.exit(f"error: --prompt {prompt[:40]!r} cannot begin a {corpus} document "
+                 f"(documents begin like {PROMPT.get(corpus)!r})")
     for _ in range(min(max_new_tokens, model.cfg.max_len - len(ids))):
         b = {k: torch.as_tensor(np.stack([s[k] for s in steps]))[None] for k in steps[0]}
         b["tokens"] = torch.as_tensor(ids)[None]
@@ -106,7 +123,11 @@ def sample(model, corpus, stats, enc, tok_len, prompt, max_new_tokens, temperatu
             kth = torch.topk(logits, min(top_k, logits.numel())).values[-1]
             logits = logits.masked_fill(logits < kth, float("-inf"))
         ids.append(int(torch.multinomial(logits.softmax(-1), 1, generator=generator)))
-        steps.append(online_coords(corpus, ids, enc, tok_len))   # recorded once, at its own step
+        try:
+            steps.append(online_coords(read, ids, enc, tok_len))   # recorded once, at its own step
+        except (ValueError, IndexError, KeyError):    # the token left the grammar: the sample ends before it
+            ids.pop()
+            break
         if parses(corpus, online_text(ids, enc)):     # the text closed its tree: stop
             break
     return enc.decode_bytes(ids).decode("utf-8", errors="replace"), steps
@@ -115,7 +136,8 @@ def sample(model, corpus, stats, enc, tok_len, prompt, max_new_tokens, temperatu
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", help="out/<corpus>/<config>/seed<k>")
-    ap.add_argument("--prompt", default=None, help="text to continue (default: the corpus's document start)")
+    ap.add_argument("--prompt", default=None, help="text to continue (default: the corpus's document start; "
+                    "needed for the corpora sample.py serves without a tree)")
     ap.add_argument("--num_samples", type=int, default=5)
     ap.add_argument("--max_new_tokens", type=int, default=200)
     ap.add_argument("--temperature", type=float, default=1.0)
@@ -124,9 +146,15 @@ def main(argv=None):
     ap.add_argument("--data", default=None,
                     help="the data root the run trained on (default: the one it recorded)")
     args = ap.parse_args(argv)
+    if args.num_samples < 1 or args.max_new_tokens < 1 or (args.top_k is not None and args.top_k < 1):
+        ap.error("--num_samples, --max_new_tokens and --top_k must be at least 1")
+    if not args.temperature > 0:   # `not` so that nan fails too
+        ap.error("--temperature must be positive")
     if not os.path.exists(os.path.join(args.run, "ckpt.pt")):
         sys.exit(f"error: {args.run} holds no ckpt.pt (train it first)")
     model, run, data_dir = load(args.run, "cpu", args.data)
+    if args.prompt is None and run["corpus"] not in PROMPT:
+        sys.exit(f"error: give --prompt: the {run['corpus']} corpus has no one way its documents begin")
     enc = tokenizer.load(data_dir)
     stats = corpus_stats(data_dir)[1]        # the hRoPE controls' densities, where the corpus has them
     tok_len = tokenizer.token_lengths(enc)
@@ -139,13 +167,15 @@ def main(argv=None):
         texts.append(text)
         print(f"--- sample {i}\n{text}")
     ok = [parses(run["corpus"], t) for t in texts]
-    trained = f"{args.run}: trained {run['steps']} steps of {run['docs_per_step']} records"
+    trained = (f"{args.run}: trained {run['checkpoint_step']} steps of {run['docs_per_step']} records"
+               + ("" if run["finished"] else f", of the {run['steps']} planned (unfinished: no final.json)"))
     if None in ok:
-        print(f"\n{len(texts)} samples ({run['corpus']}: any text is a document; {trained})")
+        what = "any text is a document" if run["corpus"] == "markdown" else "not checked as documents"
+        print(f"\n{len(texts)} samples ({run['corpus']}: {what}; {trained})")
     else:   # generation stops when the text parses, so the others ran out of tokens unclosed
         print(f"\n{sum(ok)}/{len(texts)} samples parse as {run['corpus']}; {len(ok) - sum(ok)} ran out of "
-              f"tokens (--max_new_tokens {args.max_new_tokens}, context {model.cfg.max_len}) before their "
-              f"document closed ({trained})")
+              f"tokens (--max_new_tokens {args.max_new_tokens}, context {model.cfg.max_len}) or left the "
+              f"grammar before their document closed ({trained})")
     return texts
 
 

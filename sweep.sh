@@ -11,7 +11,9 @@
 # Runs go under $OUT (default out); each run's output is in its folder as train.log. The sweep
 # exits non-zero if any run failed, after the others have finished.
 set -euo pipefail
-cd "$(dirname "$0")"
+# OUT and --data resolve from the folder it is run in, as train.py's own do: no cd into the repository
+ROOT=$(cd "$(dirname "$0")" && pwd)
+export ROOT
 if [ $# -lt 3 ]; then
   echo 'usage: bash sweep.sh CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]' >&2
   exit 2
@@ -29,8 +31,13 @@ one() {  # config seed: one run, its output in its own folder; a failure is name
   pid=$(cat "$dir.lock" 2>/dev/null) && kill -0 "$pid" 2>/dev/null \
     && { echo "skipped: $dir (being trained by process $pid)"; return 0; }
   mkdir -p "$dir"
+  # two sweeps at once: the first to hold this run's flock trains it (train.py's own lock comes only
+  # after its imports); the kernel drops the flock when this process ends, however it ends
+  exec 9>"$dir/.sweep.lock"
+  flock -n 9 || { echo "skipped: $dir (another sweep is training it)"; return 0; }
+  [ -f "$dir/final.json" ] && { echo "skipped: $dir (finished by another sweep)"; return 0; }
   # shellcheck disable=SC2086  # TRAIN_ARGS: train.py options, split on spaces
-  python train.py --corpus "$CORPUS" --config "$1" --seed "$2" --out "$OUT" $TRAIN_ARGS > "$dir/train.log" 2>&1 \
+  python "$ROOT/train.py" --corpus "$CORPUS" --config "$1" --seed "$2" --out "$OUT" $TRAIN_ARGS > "$dir/train.log" 2>&1 \
     || { echo "failed: $dir ($(tail -n 1 "$dir/train.log"))"; return 1; }
 }
 export -f one

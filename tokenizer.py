@@ -47,20 +47,34 @@ def save(ranks, path, pattern=PAT):
                    "ranks": [list(tok) for tok, _ in sorted(ranks.items(), key=lambda kv: kv[1])]}, f)
 
 
+def read(data_dir):
+    """(tokenizer.json's bytes, its {pattern, ranks}); a missing or damaged file is one line."""
+    path = os.path.join(data_dir, "tokenizer.json")
+    fix = f"rerun `python prepare.py {os.path.basename(os.path.normpath(data_dir))} --force` (with its --out)"
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+        saved = json.loads(raw)
+        if isinstance(saved, list):           # written before the pattern was saved with the ranks
+            saved = {"pattern": PAT, "ranks": saved}
+        ranks = {bytes(t): i for i, t in enumerate(saved["ranks"])}
+        return raw, {"pattern": saved["pattern"], "ranks": ranks}
+    except OSError as e:
+        sys.exit(f"error: cannot read {path} ({e.strerror}); {fix}")
+    except (ValueError, TypeError, KeyError) as e:    # truncated, overwritten, or not a list of byte lists
+        sys.exit(f"error: {path} is damaged ({type(e).__name__}: {e}); {fix}")
+
+
 def load(data_dir):
-    with open(os.path.join(data_dir, "tokenizer.json")) as f:
-        saved = json.load(f)
-    if isinstance(saved, list):           # written before the pattern was saved with the ranks
-        saved = {"pattern": PAT, "ranks": saved}
-    return encoding({bytes(t): i for i, t in enumerate(saved["ranks"])}, saved["pattern"])
+    saved = read(data_dir)[1]
+    return encoding(saved["ranks"], saved["pattern"])
 
 
 def fingerprint(data_dir):
     """A short hash of the saved ranks and pattern: train.py writes it into config.json, and
     sample.py and evaluate.py refuse a run whose data folder was since re-prepared with another
     tokeniser (its token ids would decode to other text: fluent garbage, not an error)."""
-    with open(os.path.join(data_dir, "tokenizer.json"), "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:16]
+    return hashlib.sha256(read(data_dir)[0]).hexdigest()[:16]
 
 
 def check(data_dir, trained_with):

@@ -44,17 +44,22 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 import rotary
-import tokenizer
 import trees
+from corpora import MODULES
 from data import (
     SPLITS,
     Split,
-    atomic_save,
+    context_note,
     coords_for,
     corpus_stats,
+    identity,
+    identity_differs,
+    load_checkpoint,
     owned,
     pack,
     replacing,
+    save_checkpoint,
+    writable,
     write_json,
 )
 from machine import precision, provenance
@@ -105,6 +110,8 @@ def parse(argv):
     if setting and args.corpus not in (None, setting["corpus"]):
         sys.exit(f"error: --setting {args.setting} trains the {setting['corpus']} corpus, not {args.corpus}")
     corpus = setting.get("corpus") or args.corpus or DEFAULTS["corpus"]
+    if corpus not in MODULES:   # before the data folder: `prepare.py nope` would be no advice
+        sys.exit(f"error: unknown --corpus {corpus!r}; known: {', '.join(MODULES)}")
     data_dir = os.path.join(args.data or DEFAULTS["data"], corpus)
     meta, _ = corpus_stats(data_dir)   # the corpus's recipe and model, as its corpora/ entry wrote them
     why = setting and refusal(args.setting, meta["settings"])
@@ -180,6 +187,10 @@ def check(cfg, model_over, setting):
             or not 0 < cfg["lr"] < math.inf or cfg["seed"] < 0):   # `not` so that nan fails too
         sys.exit("error: --depth_dropout and --min_lr must lie in [0, 1], --dropout in [0, 1), "
                  "--lr be positive and finite, --seed at least 0")
+    name = cfg["name"]
+    if name is not None and (not name.strip() or "/" in name or os.sep in name or ".." in name):
+        sys.exit(f"error: --name {name!r} must be a plain folder name (no '/', no '..'): the run is "
+                 "written to <out>/<corpus>/<name>/seed<k>")
     if cfg["passes"] is not None and cfg["passes"] <= 0:
         sys.exit("error: --passes must be positive")
     if cfg["report"] not in ("final", "best_milestone"):
@@ -262,8 +273,8 @@ def start_processes(cfg):
     return dist.get_rank(), dist.get_world_size()
 
 
-def load_splits(data_dir, max_len):
-    splits = [Split(data_dir, s, max_len) for s in SPLITS]
+def load_splits(data_dir, mcfg):
+    splits = [Split(data_dir, s, mcfg.max_len, mcfg.vocab_size) for s in SPLITS]
     for name, split in zip(SPLITS, splits):
         if not len(split):   # an empty split would score 0.0: a result that looks valid but is not
             sys.exit(f"error: {data_dir} has no {name} records of 2+ tokens; prepare more documents "
@@ -290,7 +301,7 @@ def build_model(cfg, mcfg, batch, corpus, data_dir):
 def resume(cfg, mcfg, model, opt, out_dir):
     """The step and log to continue from: the run's checkpoint loaded into model and opt, refused
     when it was trained with other settings (RESUMABLE lists those a resume may change)."""
-    ck = torch.load(os.path.join(out_dir, "ckpt.pt"), map_location=cfg["device"], weights_only=False)
+    ck = load_checkpoint(os.path.join(out_dir, "ckpt.pt"), cfg["device"])
     # a key the checkpoint lacks is newer than it, and its default keeps the old behaviour: compare
     # with that default (an hrope run from before --pack must not go on packed)
     differ = [f"{k}: {ck['run'].get(k, DEFAULTS[k])} there, {cfg[k]} now" for k in DEFAULTS
@@ -299,6 +310,8 @@ def resume(cfg, mcfg, model, opt, out_dir):
                if ck["config"].get(k, v) != v]
     differ += (["the tokeniser (data prepared again)"]
                * (ck["run"].get("tokenizer", cfg["tokenizer"]) != cfg["tokenizer"]))
+    differ += [f"data {d}" for d in identity_differs(ck["run"].get("data_identity"), cfg["data_identity"])
+               if not d.startswith("tokenizer")]
     if differ:   # a mixed schedule or another model would be filed under this run's name
         sys.exit(f"error: {out_dir} was trained with other settings ({', '.join(differ)}); "
                  "pass --resume=0 to start it over, or choose another --out")
@@ -413,7 +426,7 @@ def save(out_dir, log, state):
     """log.jsonl (the milestones), then the checkpoint; each replaced atomically."""
     with replacing(os.path.join(out_dir, "log.jsonl")) as tmp, open(tmp, "w") as f:
         f.writelines(json.dumps(e) + "\n" for e in log)
-    atomic_save(state, os.path.join(out_dir, "ckpt.pt"))
+    save_checkpoint(state, os.path.join(out_dir, "ckpt.pt"))
 
 
 def main(argv=None):
@@ -424,6 +437,8 @@ def main(argv=None):
         return lr_sweep(cfg, argv, main)
     rank, world = start_processes(cfg)
     run = plan(cfg, model_over, origin, rank == 0)
+    if run.master:   # before any work: a read-only or full --out is one line, not a traceback at step 1
+        writable(run.out_dir, "choose another --out")
     with owned(run.out_dir, "the run") if run.master else contextlib.nullcontext():
         trained(run, rank, world)
     if world > 1:
@@ -465,7 +480,8 @@ def plan(cfg, model_over, origin, master):
     if run.meta["settings"].get("format") != trees.FORMAT:   # an older stream or record rule
         sys.exit(f"error: {run.data_dir} was written by an older prepare.py; "
                  f"rerun prepare.py {cfg['corpus']}")
-    cfg["tokenizer"] = tokenizer.fingerprint(run.data_dir)     # sample.py and evaluate.py check it
+    cfg["data_identity"] = identity(run.data_dir, run.meta)    # evaluate.py, sample.py, a resume check it
+    cfg["tokenizer"] = cfg["data_identity"]["tokenizer"]
     run.mcfg = GPTConfig(**{**MODELS[cfg["preset"]], "vocab_size": run.meta["tokenizer"]["vocab"],
                             "rotary": cfg["config"], "corpus": run.corpus, "dropout": cfg["dropout"],
                             **model_over})
@@ -475,14 +491,11 @@ def plan(cfg, model_over, origin, master):
         print(f"note: {run.data_dir} holds records of at most {prepared:,} tokens; "
               f"the {cfg['preset']} context is {run.mcfg.max_len:,} "
               f"(prepare.py {cfg['corpus']} --max_len {run.mcfg.max_len})")
-    run.train, run.val, run.test = load_splits(run.data_dir, run.mcfg.max_len)
-    whole = np.diff(run.train.a["doc_start"])
-    if prepared > run.mcfg.max_len and master and (whole > run.mcfg.max_len).any():
-        unseen = 1 - np.minimum(whole, run.mcfg.max_len).sum() / whole.sum()
-        print(f"note: {(whole > run.mcfg.max_len).mean():.0%} of the training records are longer than the "
-              f"context ({run.mcfg.max_len:,}): only their first {run.mcfg.max_len:,} tokens train, "
-              f"{unseen:.0%} of the split's tokens never "
-              f"(prepare.py {cfg['corpus']} --max_len {run.mcfg.max_len})")
+    run.train, run.val, run.test = load_splits(run.data_dir, run.mcfg)
+    note = context_note(np.diff(run.train.a["doc_start"]), run.mcfg.max_len, "training", "train",
+                        cfg["corpus"])
+    if note and master:
+        print(note)
     run.val_ids = np.arange(min(cfg["val_docs"], len(run.val)))             # the same fixed records
     run.test_ids = np.arange(len(run.test) if cfg["test_docs"] is None
                              else min(cfg["test_docs"], len(run.test)))
@@ -583,7 +596,7 @@ def milestone(run, model, opt, log, step, step_loss, val_loss, lr, tokens_seen, 
     cfg = run.cfg
     entry = {"step": step + 1, "tokens": run.tokens_before + tokens_seen, "train_loss": step_loss,
              "val_loss": val_loss, "lr": lr,
-             "elapsed": round(run.elapsed_before + dt, 2), "bf16": cfg["bf16"]}
+             "elapsed": round(run.elapsed_before + dt, 2), "bf16": cfg["bf16"], "compile": cfg["compile"]}
     if cfg["device"].startswith("cuda"):
         entry["mfu"] = model.flops_per_token(run.mcfg.max_len) * tokens_seen / dt / 989e12
     log.append(entry)

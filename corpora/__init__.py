@@ -76,9 +76,11 @@ def build(item, builder):
         return name, None, f"builder error ({type(e).__name__})"
 
 
-def find_files(dirs, exts):
-    """(name relative to its folder, path) of every file under `dirs` ending in one of `exts`."""
+def find_files(dirs, exts, near=None):
+    """(name relative to its folder, path) of every file under `dirs` ending in one of `exts`; a file
+    ending in one of `near` ({extension: why it is not read}) comes as (name, Skip): counted, not dropped."""
     out = []
+    near = near or {}
     for d in dirs:
         if os.path.isfile(d):
             out.append((d, d))
@@ -88,9 +90,12 @@ def find_files(dirs, exts):
         for root, subdirs, files in os.walk(d):
             subdirs[:] = sorted(s for s in subdirs if s not in ("site-packages", "__pycache__"))
             for f in sorted(files):
+                p = os.path.join(root, f)
                 if f.lower().endswith(exts):
-                    p = os.path.join(root, f)
                     out.append((os.path.relpath(p, d), p))
+                elif f.lower().endswith(tuple(near)):
+                    why = next(v for k, v in near.items() if f.lower().endswith(k))
+                    out.append((os.path.relpath(p, d), trees.Skip(why)))
     return out
 
 

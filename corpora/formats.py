@@ -4,6 +4,7 @@ scanner decides every character's node from the text up to it, so sample.py call
 """
 import functools
 import json
+import math
 import os
 import sys
 import sysconfig
@@ -42,8 +43,18 @@ def json_doc(raw, max_levels=LEVELS, max_width=MAX_WIDTH):
     text = source_text(raw)
     def no_constant(name):          # NaN and Infinity: Python reads them, JSON has no such values
         raise ValueError(f"{name} is not json")
+
+    def finite(number):             # 1e400 reads as inf, which would be written as Infinity: not JSON
+        if not math.isfinite(float(number)):
+            raise ValueError("a number out of range")
+        return float(number)
+
+    def unique(pairs):              # {"a":1,"a":2} would silently become {"a":2}
+        if len({k for k, _ in pairs}) < len(pairs):
+            raise ValueError("a duplicate key")
+        return dict(pairs)
     try:
-        value = json.loads(text, parse_constant=no_constant)
+        value = json.loads(text, parse_constant=no_constant, parse_float=finite, object_pairs_hook=unique)
     except RecursionError:
         raise Skip("deeper than 22 levels")
     except ValueError as e:
@@ -342,10 +353,10 @@ def markdown_coords(text):
 SHIPPED = (sysconfig.get_paths()["purelib"], "/usr/share", "/usr/lib/node_modules")
 
 
-def shipped_sources(exts):
+def shipped_sources(exts, near=None):
     def sources(args):
         dirs = args.src or [d for d in SHIPPED if os.path.isdir(d)]
-        items = find_files(dirs, exts)
+        items = find_files(dirs, exts, near if args.src else None)   # given in --src: counted
         if not items:
             sys.exit(f"error: no {'/'.join(exts)} files under {dirs}"
                      + ("" if args.src else "; pass --src DIR"))
@@ -355,7 +366,7 @@ def shipped_sources(exts):
 
 json_sources = shipped_sources((".json",))
 xml_sources = shipped_sources((".xml", ".xsd", ".xsl", ".svg"))
-markdown_sources = shipped_sources((".md", ".markdown"))
+markdown_sources = shipped_sources((".md", ".markdown"), {".rst": "reStructuredText (.rst), not markdown"})
 
 
 def children_of_root(c, doc):

@@ -28,6 +28,7 @@ nesting lives only in the depths, so decoding needs the text plus each node's de
 The compact stream also drops docstrings and renames module-level names (REFERENCE.md).
 """
 import ast
+import collections
 import functools
 import hashlib
 import multiprocessing
@@ -479,11 +480,13 @@ def python_programs(source, min_lines=3, max_lines=60, stream="compact"):
     423,111 programs; sibling rank p99 7): each top-level function or class of min_lines to
     max_lines lines, preceded by the module's top-level imports it uses, as [(qualname, source)].
     Compact: only small ones (is_small). Old stream: every one, with all the module's imports.
-    A module that does not parse gives none (python_doc counts it when read whole)."""
+    A module that does not parse is a Skip, with python_doc's reasons."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
+    except (SyntaxError, ValueError):
+        raise Skip("syntax error")
+    except (RecursionError, MemoryError):
+        raise Skip("too deeply nested")
     lines = source.splitlines()
     imports = [s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))]
     out = []
@@ -638,22 +641,38 @@ def _list_fields():
 _LIST_FIELD = _list_fields()
 
 
+STUBS = {".pyi": "a type stub (.pyi), not a module"}   # given in --src: counted, not read
+
+
 def python_sources(args):
     dirs = args.src or [sysconfig.get_paths()["stdlib"]]
-    files = find_files(dirs, (".py",))
+    files = find_files(dirs, (".py",), STUBS if args.src else None)
     if not files:
         sys.exit(f"error: no .py files under {dirs}" + ("" if args.src else "; pass --src DIR"))
     return files, dirs
 
 
 def _programs_of(item, stream="compact"):
+    """A module's programs as (module::qualname, source), a qualname defined again numbered (#2, #3:
+    every name unique, so meta.json counts what the arrays hold); a module that cannot be read or
+    parsed as one (name, Skip), counted as the python corpus counts it."""
     name, path = item
     try:
+        if isinstance(path, Skip):
+            raise path
         with open(path, "rb") as f:
             source = source_text(f.read())
-    except (OSError, Skip):
-        return []                                  # counted when a module cannot be read: none of it is used
-    return [(f"{name}::{q}", p.encode()) for q, p in python_programs(source, stream=stream)]
+        found = python_programs(source, stream=stream)
+    except OSError as e:
+        return [(name, Skip(f"unreadable ({e.strerror})"))]
+    except Skip as e:
+        return [(name, e)]
+    seen = collections.Counter()
+    out = []
+    for q, p in found:
+        seen[q] += 1
+        out.append((f"{name}::{q}" + (f"#{seen[q]}" if seen[q] > 1 else ""), p.encode()))
+    return out
 
 
 # The default programs: a fixed sample of those found, since prepare holds a corpus's coordinates
@@ -667,12 +686,13 @@ def programs_sources(args):
     imports it uses (python_programs; --stream old: all its module's). Named module::qualname,
     so one module's programs share a split."""
     dirs = args.src or [sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"]]
-    modules = [(f"{i}/{n}", p) for i, d in enumerate(dirs) for n, p in find_files([d], (".py",))]
+    modules = [(f"{i}/{n}", p) for i, d in enumerate(dirs)
+               for n, p in find_files([d], (".py",), STUBS if args.src else None)]
     with multiprocessing.Pool(args.workers) as pool:
         cut = functools.partial(_programs_of, stream=args.stream)
         items = [x for found in tqdm(pool.imap(cut, modules, chunksize=16), total=len(modules),
                                      desc="programs", unit="module") for x in found]
-    if not items:
+    if all(isinstance(src, Skip) for _, src in items):
         sys.exit(f"error: no top-level functions or classes of 3-60 lines under {dirs}"
                  + ("" if args.src else "; pass --src DIR"))
     if not args.src and len(items) > DEFAULT_PROGRAMS:   # the same programs on every run: by name

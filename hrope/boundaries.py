@@ -10,7 +10,6 @@ paragraph begins? What evaluate.py and analyze.py run for it, in one place:
 compression.py holds the rest of the paper (compression depth, paragraph regression), hubs.py hub masking.
 """
 import glob
-import json
 import os
 import warnings
 
@@ -19,7 +18,7 @@ import torch
 
 import tokenizer
 from corpora import paragraphs
-from data import coords_for, pack, record_docs, replacing, token_coords
+from data import coords_for, pack, read_json, record_docs, replacing, token_coords
 from hrope.compression import MIN_CLUSTERS
 
 
@@ -168,8 +167,7 @@ def boundary_pool(root, split="test"):
     real boundaries of every seed kept (App. A.2: three seeds pooled per corpus)."""
     out = {}
     for path in sorted(glob.glob(os.path.join(root, "**", f"boundary_{split}.npz"), recursive=True)):
-        with open(os.path.join(os.path.dirname(path), "config.json")) as f:
-            r = json.load(f)["run"]
+        r = read_json(os.path.join(os.path.dirname(path), "config.json"), "delete that run's folder")["run"]
         z = np.load(path)
         out.setdefault(r.get("name") or r["config"], []).append(z)
     pooled = {}

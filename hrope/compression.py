@@ -17,7 +17,6 @@ what carries it. What evaluate.py and analyze.py run for it, in one place:
 boundaries.py holds Layer I: the boundary interventions, Table 1, the probe and the demo.
 """
 import glob
-import json
 import math
 import os
 
@@ -25,7 +24,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-from data import replacing
+from data import read_json, replacing
 
 # ------------------------------------------------------------------------------------ cells ----
 D_MAX, K_MAX = 1024, 32        # compression-depth cells: token distance d <= 1,024, Δp1 <= 32
@@ -559,8 +558,7 @@ def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
     if not paths:
         raise SystemExit(f"error: no seed*/paragraph_{split}.npz under {config_dir}; "
                          "run evaluate.py RUN --paragraphs first")
-    with open(os.path.join(os.path.dirname(paths[0]), "config.json")) as f:
-        cfg = json.load(f)["run"]
+    cfg = read_json(os.path.join(os.path.dirname(paths[0]), "config.json"), "delete that run's folder")["run"]
     depth, cells = paragraph_depth(paths, gate)
     context = int(np.load(paths[0])["max_len"])
     pred = candidates.paragraph_predictors(os.path.join(cfg["data"], cfg["corpus"]), split, context, embedder)

@@ -633,7 +633,7 @@ def test_packed_runs_are_another_setting(tmp_path):
     runs = analyze.load_runs(str(tmp_path / "code"))
     assert len(runs) == 2 and analyze.compare(runs, "flat", "val") == []
     write_run(tmp_path, "code", "flat_packed", 0, 3.1, "flat", name="flat_packed", pack=True)
-    (packed,) = [s for s in analyze.load_runs(str(tmp_path / "code")) if s[-1]]
+    (packed,) = [s for s in analyze.load_runs(str(tmp_path / "code")) if s.packed]
     assert sorted(analyze.load_runs(str(tmp_path / "code"))[packed]) == ["flat_packed", "hrope_axial"]
 
 

@@ -145,6 +145,32 @@ def test_a_second_sweep_leaves_a_run_in_training_alone(tmp_path):
     assert (run / "train.log").read_text() == "step 41 of the other sweep\n"
 
 
+def test_two_sweeps_at_once_train_a_run_once_and_out_is_the_callers(tmp_path):
+    """Misleading: a second sweep started before the first's train.py took its lock exited 123
+    "failed ... being written by process N", and its train.py truncated the first's train.log; run from
+    another folder, sweep.sh put OUT (and --data) inside the repository. Here another sweep holds the
+    run's flock: this one skips it, and a relative OUT lands in the folder it is run from."""
+    import fcntl
+    run = tmp_path / "rel" / "web" / "seq_only" / "seed0"
+    run.mkdir(parents=True)
+    (run / "train.log").write_text("step 41 of the other sweep\n")
+    with open(run / ".sweep.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        out = subprocess.run(["bash", os.path.join(ROOT, "sweep.sh"), "web", "seq_only", "0"],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                             env={**os.environ, "OUT": "rel"})
+    assert out.returncode == 0
+    assert "skipped: rel/web/seq_only/seed0 (another sweep is training it)" in out.stdout
+    assert (run / "train.log").read_text() == "step 41 of the other sweep\n"
+    assert not os.path.exists(os.path.join(ROOT, "rel"))
+
+
+def test_an_unknown_corpus_is_named_not_sent_to_prepare(tmp_path):
+    with pytest.raises(SystemExit) as e:
+        train.main(["--corpus", "nope", "--data", str(tmp_path)])
+    assert "unknown --corpus 'nope'; known: python" in str(e.value) and "prepare.py nope" not in str(e.value)
+
+
 def test_evaluate_refusals_name_what_was_typed(web, tmp_path, capsys):
     import evaluate
     run = train.main(["--config", "seq_only", "--data", web, "--out", str(tmp_path), "--steps=1",

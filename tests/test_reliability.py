@@ -24,6 +24,7 @@ import analyze
 import data
 import evaluate
 import prepare
+import tokenizer
 import train
 import trees
 from corpora import paragraphs, web
@@ -294,7 +295,7 @@ def test_resume_refuses_changed_settings_unless_started_over(tiny_python, tmp_pa
     # a checkpoint from before a setting existed ran under that setting's default: --pack off
     ck = torch.load(os.path.join(run, "ckpt.pt"), weights_only=False)
     del ck["run"]["pack"]
-    torch.save(ck, os.path.join(run, "ckpt.pt"))
+    data.save_checkpoint(ck, os.path.join(run, "ckpt.pt"))
     with pytest.raises(SystemExit, match=r"\(pack: False there, True now\)"):
         train.main(tiny_args(tiny_python, str(tmp_path), "--pack=1"))
     for args, key in ((tiny_args(tiny_python, str(tmp_path), steps=3), "(steps: 2 there, 3 now)"),
@@ -334,3 +335,436 @@ def test_replacing_keeps_the_old_file_when_a_write_fails(tmp_path):
     with data.replacing(str(tmp_path / "a.npz")) as tmp:
         np.savez(tmp, x=np.arange(3))                         # np.savez keeps a name ending in .npz
     assert np.load(tmp_path / "a.npz")["x"].tolist() == [0, 1, 2]
+
+
+# ------------------------------------------------- nothing lost, nothing mixed (issue 51) ----
+JSON_RUN = ["--corpus", "json", "--config", "seq_depth", "--steps=2", "--preset=cpu", "--n_layer=1",
+            "--n_embd=64", "--n_head=1", "--max_len=64", "--docs_per_step=2", "--val_docs=2", "--test_docs=2",
+            "--milestones=1", "--mb_tokens=256", "--compile=0", "--bf16=0"]
+
+
+@pytest.fixture(scope="module")
+def json_run(tmp_path_factory):
+    """60 small JSON documents prepared (300-entry BPE, records of at most 64 tokens) and a 2-step
+    seq_depth run on them: a corpus train.py, evaluate.py and sample.py all read."""
+    root = tmp_path_factory.mktemp("json_run")
+    src = root / "src"
+    src.mkdir()
+    for i in range(60):
+        (src / f"d{i:03d}.json").write_text(json.dumps(
+            {"name": f"item {i}", "tags": ["a", "b", str(i)],
+             "nested": {"k": "text " * (i % 9 + 1), "n": i}}))
+    prepare.main(["json", "--src", str(src), "--out", str(root / "data"), "--vocab", "300", "--max_len", "64",
+                  "--workers", "1"])
+    run = train.main(JSON_RUN + ["--data", str(root / "data"), "--out", str(root / "out")])
+    return {"src": str(src), "data": str(root / "data"), "out": str(root / "out"),
+            "run": os.path.relpath(run, str(root / "out"))}
+
+
+def copied(json_run, tmp_path):
+    """(data root, train.py arguments, run folder): a copy of the fixture's data and run to damage."""
+    shutil.copytree(json_run["data"], tmp_path / "data")
+    shutil.copytree(json_run["out"], tmp_path / "out")
+    args = JSON_RUN + ["--data", str(tmp_path / "data"), "--out", str(tmp_path / "out")]
+    return str(tmp_path / "data"), args, str(tmp_path / "out" / json_run["run"])
+
+
+def one_line(call, *names):
+    """call() exits with one line (exit status 1: a message, not a code) that names each of `names`."""
+    with pytest.raises(SystemExit) as e:
+        call()
+    msg = e.value.code
+    assert isinstance(msg, str) and msg.startswith("error: ") and "\n" not in msg, msg
+    for name in names:
+        assert name in msg, msg
+    return msg
+
+
+def overwrite_inside_a_tensor(path):
+    """64 bytes of 0xFF (NaN as float32) written over the middle of the largest weight's stored bytes."""
+    ck = torch.load(path, weights_only=False)
+    name, t = max(ck["model"].items(), key=lambda kv: kv[1].numel())
+    raw = bytearray(open(path, "rb").read())
+    at = raw.find(t.numpy().tobytes()[:256])
+    assert at > 0 and t.numel() * 4 > 256, name
+    raw[at + 128:at + 192] = b"\xff" * 64
+    open(path, "wb").write(bytes(raw))
+
+
+def truncate(path, keep=0.5):
+    raw = open(path, "rb").read()
+    open(path, "wb").write(raw[:int(len(raw) * keep)] if keep < 1 else raw[:-10])
+
+
+@pytest.mark.parametrize("damage", ["inside a tensor", "truncated"])
+def test_a_damaged_checkpoint_is_one_line_from_evaluate_resume_and_sample(damage, json_run, tmp_path):
+    """Item 8: a ckpt.pt with bytes overwritten inside a tensor loaded and scored "nan nats/token"
+    into eval_test.json; truncated, it was a traceback. Its checksum now refuses it in all three."""
+    import sample
+    data_root, args, run = copied(json_run, tmp_path)
+    ck = os.path.join(run, "ckpt.pt")
+    evaluate.main([run, "--data", data_root, "--max_docs", "2"])
+    before = open(os.path.join(run, "eval_test.json")).read()
+    (overwrite_inside_a_tensor if damage == "inside a tensor" else truncate)(ck)
+    for call in (lambda: evaluate.main([run, "--data", data_root, "--max_docs", "2"]),
+                 lambda: train.main(args),
+                 lambda: sample.main([run, "--data", data_root, "--num_samples", "1"])):
+        msg = one_line(call, ck)
+        assert ("checksum" in msg) == (damage == "inside a tensor")
+    assert open(os.path.join(run, "eval_test.json")).read() == before      # no score written
+
+
+def test_a_damaged_checkpoint_exits_1_with_one_line_on_stderr(json_run, tmp_path):
+    data_root, _, run = copied(json_run, tmp_path)
+    overwrite_inside_a_tensor(os.path.join(run, "ckpt.pt"))
+    r = subprocess.run([sys.executable, "evaluate.py", run, "--data", data_root], capture_output=True,
+                       text=True, cwd=os.path.dirname(os.path.dirname(HOSTILE)), timeout=300)
+    assert r.returncode == 1 and r.stderr.strip().count("\n") == 0
+    assert "does not match its checksum" in r.stderr
+
+
+def test_checkpoint_checksum_covers_every_tensor_and_value():
+    """The checksum changes when any one tensor byte or logged value changes, and not on a re-save."""
+    state = {"model": {"w": torch.arange(6, dtype=torch.float32)},
+             "opt": {"state": {0: {"step": torch.tensor(3.)}}}, "step": 2, "log": [{"val_loss": 1.5}]}
+    base = data.checksum(state)
+    assert data.checksum({**state, "checksum": "x"}) == base
+    w = state["model"]["w"].clone()
+    w.view(torch.uint8)[5] ^= 1                                         # one bit of one weight
+    assert data.checksum({**state, "model": {"w": w}}) != base
+    assert data.checksum({**state, "opt": {"state": {0: {"step": torch.tensor(4.)}}}}) != base
+    assert data.checksum({**state, "log": [{"val_loss": 1.25}]}) != base
+
+
+DAMAGED = {   # file in data/json -> (damage, the scripts that read it)
+    "test_tokens.npy": (truncate, ("train", "evaluate")),
+    "meta.json": (truncate, ("train", "evaluate", "sample")),
+    "tokenizer.json": (truncate, ("train", "evaluate", "sample")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DAMAGED))
+def test_a_damaged_data_file_is_one_line_naming_it_from_each_script(name, json_run, tmp_path):
+    import sample
+    data_root, args, run = copied(json_run, tmp_path)
+    path = os.path.join(data_root, "json", name)
+    damage, readers = DAMAGED[name]
+    damage(path, keep=1)
+    calls = {"train": lambda: train.main(args),
+             "evaluate": lambda: evaluate.main([run, "--data", data_root, "--max_docs", "2"]),
+             "sample": lambda: sample.main([run, "--data", data_root, "--num_samples", "1"])}
+    for script in readers:
+        one_line(calls[script], path)
+    os.remove(path)                                                    # missing: one line too
+    for script in readers:
+        one_line(calls[script], "json")
+
+
+def test_out_of_range_token_ids_are_one_line(json_run, tmp_path):
+    data_root, args, run = copied(json_run, tmp_path)
+    path = os.path.join(data_root, "json", "test_tokens.npy")
+    tokens = np.load(path)
+    tokens[3] = 4000                                                   # the tokeniser has 300 entries
+    np.save(path, tokens)
+    one_line(lambda: train.main(args), "test_tokens.npy", "token id 4,000")
+    one_line(lambda: evaluate.main([run, "--data", data_root]), "test_tokens.npy", "token id 4,000")
+
+
+def test_unwritable_output_folders_are_one_line(json_run, tmp_path):
+    """A file where the output folder belongs (root ignores permissions, not that)."""
+    data_root, args, run = copied(json_run, tmp_path)
+    (tmp_path / "blocked").write_text("a file")
+    blocked = str(tmp_path / "blocked")
+    one_line(lambda: train.main(args[:-1] + [blocked]), blocked)
+    assert open(blocked).read() == "a file"
+    one_line(lambda: analyze.main([str(tmp_path / "out"), "--figures", os.path.join(blocked, "f")]), blocked)
+    shutil.copytree(run, str(tmp_path / "run"))
+    os.remove(tmp_path / "run" / "final.json")
+    with open(tmp_path / "run" / "final.json", "w") as f:      # analyze: a truncated final.json is one line
+        f.write('{"step": 2, "val_lo')
+    one_line(lambda: analyze.main([str(tmp_path / "run")]), "final.json")
+
+
+@pytest.mark.parametrize("name", ["../../../escape", "a/b", ".."])
+def test_a_name_is_a_plain_folder_name(name, json_run, tmp_path):
+    """Item 2: --name ../../../escape --resume=0 wrote (and would have removed) a folder outside --out."""
+    data_root, args, _ = copied(json_run, tmp_path)
+    out = tmp_path / "deep" / "er" / "out"
+    one_line(lambda: train.main(args[:-1] + [str(out), "--name", name, "--resume=0"]), "--name", "plain")
+    assert not os.path.exists(tmp_path / "escape") and not os.path.exists(out)
+
+
+def test_evaluate_refuses_data_prepared_again_with_another_max_len(json_run, tmp_path):
+    """Item 6: the same documents and tokeniser, records cut at 32 tokens instead of 64: evaluate
+    scored the other records and overwrote eval_test.json; it now names what differs, before scoring.
+    A resume and sample.py refuse it too."""
+    import sample
+    data_root, args, run = copied(json_run, tmp_path)
+    prepare.main(["json", "--src", json_run["src"], "--out", data_root, "--vocab", "300", "--max_len", "32",
+                  "--workers", "1"])
+    now = os.path.join(data_root, "json")                             # the same tokeniser: not what differs
+    assert tokenizer.fingerprint(now) == json.load(open(os.path.join(run, "config.json")))["run"]["tokenizer"]
+    one_line(lambda: evaluate.main([run, "--data", data_root]), "max_len: 64 there, 32 now")
+    assert not os.path.exists(os.path.join(run, "eval_test.json"))
+    one_line(lambda: train.main(args), "data max_len: 64 there, 32 now", "--resume=0")
+    one_line(lambda: sample.main([run, "--data", data_root]), "max_len: 64 there, 32 now")
+
+
+def test_evaluate_refuses_a_paragraph_mode_before_scoring(json_run, tmp_path):
+    """Item 11: --boundary/--hubs/--probe on a corpus without paragraphs ran the whole evaluation and
+    overwrote eval_test_tokens.npz, then refused."""
+    data_root, _, run = copied(json_run, tmp_path)
+    for mode in ("--boundary", "--hubs", "--probe", "--paragraphs", "--hub_contributions"):
+        one_line(lambda: evaluate.main([run, "--data", data_root, mode]), mode, "paragraph coordinates")
+    assert not [f for f in os.listdir(run) if f.startswith(("eval_", "attention_", "boundary_", "hub"))]
+
+
+def test_the_context_note_counts_what_is_never_read():
+    """Records of 10, 40 and 100 tokens against a context of 32: 2 of 3 longer (67%), and
+    1 − (10 + 32 + 32) / 150 = 51% of the tokens never read."""
+    note = data.context_note(np.array([10, 40, 100]), 32, "scored test", "are scored", "json")
+    assert "67% of the scored test records are longer than the context (32)" in note
+    assert "only their first 32 tokens are scored, 51% of the split's tokens never" in note
+    assert data.context_note(np.array([10, 32]), 32, "training", "train", "json") is None
+
+
+# analyze.py pairs only runs that trained alike (item 4) and evaluations of the same records (item 5)
+def planted(root, config, seed, val, name=None, log_extra=None, evaluation=None, **run):
+    """A finished run: config.json (lr 1.2e-3, fp32 eager, one data identity unless `run` says
+    otherwise), log.jsonl (validation loss `val` at step 30) and final.json; optionally eval_test.json."""
+    d = root / "web" / (name or config) / f"seed{seed}"
+    os.makedirs(d)
+    r = {"corpus": "web", "config": config, "name": name, "seed": seed, "steps": 30, "lr": 1.2e-3,
+         "bf16": False, "compile": False, "data_identity": {"tokenizer": "t", "max_len": 256, "meta": "m1"},
+         "depth_dropout": 0.0, **run}
+    (d / "config.json").write_text(json.dumps({"run": r, "model": {"n_layer": 2, "n_embd": 128, "n_head": 2,
+                                                                    "max_len": 256, "rotary": config}}))
+    (d / "log.jsonl").write_text(json.dumps({"step": 30, "val_loss": val, "bf16": r["bf16"],
+                                             "compile": r["compile"], **(log_extra or {})}) + "\n")
+    (d / "final.json").write_text(json.dumps({"step": 30, "val_loss": val, "test_loss": val}))
+    if evaluation:
+        (d / "eval_test.json").write_text(json.dumps(evaluation))
+
+
+@pytest.mark.parametrize("differ,shown", [
+    ({"data_identity": {"tokenizer": "t", "max_len": 512, "meta": "m2"}}, "data_identity (m1 | m2)"),
+    ({"lr": 2e-3}, "lr (0.0012 | 0.002)"),
+    ({"bf16": True, "compile": True}, "precision ([[false, false]] | [[true, true]])"),
+], ids=["data", "lr", "precision"])
+def test_analyze_pairs_only_runs_trained_alike(differ, shown, tmp_path, capsys):
+    """Item 4: seq_depth trained on other data, at another lr, or in bf16 + compile was paired with
+    seq_only (Δ −0.1 here); it now goes to its own table, and one line says what differs."""
+    for seed in (0, 1):
+        planted(tmp_path, "seq_only", seed, 3.0)
+        planted(tmp_path, "seq_depth", seed, 2.9, **differ)
+        planted(tmp_path, "seq_tree", seed, 2.95)                       # trained alike: still paired
+    runs = analyze.load_runs(str(tmp_path / "web"))
+    assert len(runs) == 2 and shown in capsys.readouterr().out
+    rows = analyze.compare(runs, "seq_only", "val")
+    assert [(r["config"], r["n"], round(r["delta"], 6)) for r in rows] == [("seq_tree", 2, -0.05)]
+
+
+def test_precision_changed_on_resume_is_part_of_what_a_run_trained_with(tmp_path, capsys):
+    """A run resumed in bf16 after an fp32 start (its milestones record both) differs from an fp32 run."""
+    for seed in (0, 1):
+        planted(tmp_path, "seq_only", seed, 3.0)
+        planted(tmp_path, "seq_depth", seed, 2.9, bf16=True, log_extra={"bf16": False} if seed else None)
+    runs = analyze.load_runs(str(tmp_path / "web"))
+    assert "[[false, false], [true, false]]" in capsys.readouterr().out
+    assert analyze.compare(runs, "seq_only", "val") == [] and len(runs) == 3
+
+
+def test_a_named_variant_and_a_configurations_exception_still_pair(tmp_path):
+    """What a named variant's flags change (depth dropout 0.3, given with --name) and what the setting's
+    per_config gives a configuration (web_large: lr 1.5e-4 for no_position) do not stop pairing with
+    seq_only; the same lr on a configuration without that exception, or the same depth dropout on a
+    run without a name, does."""
+    for seed in (0, 1):
+        planted(tmp_path, "seq_only", seed, 3.0, setting="web_large")
+        planted(tmp_path, "seq_depth", seed, 2.9, name="seq_depth_dropout", depth_dropout=0.3,
+                given=["config", "depth_dropout", "name", "seed"], setting="web_large")
+        planted(tmp_path, "no_position", seed, 3.2, lr=1.5e-4, setting="web_large")
+        planted(tmp_path, "seq_tree", seed, 2.95, lr=1.5e-4, setting="web_large")
+        planted(tmp_path, "seq_tree_depth", seed, 2.85, depth_dropout=0.3, given=["depth_dropout"],
+                setting="web_large")
+    runs = analyze.load_runs(str(tmp_path / "web"))
+    rows = analyze.compare(runs, "seq_only", "val")
+    assert sorted((r["config"], round(r["delta"], 6)) for r in rows) == [("no_position", 0.2),
+                                                                          ("seq_depth_dropout", -0.1)]
+    # a run that may vary a value joins every group it agrees with outside it: both tables
+    assert sorted(sorted(configs) for configs in runs.values()) == [
+        ["no_position", "seq_depth_dropout", "seq_only"], ["no_position", "seq_tree"],
+        ["seq_depth_dropout", "seq_tree_depth"]]
+
+
+def test_analyze_compares_evaluations_only_over_the_same_records(tmp_path, capsys):
+    """Item 5: per-kind and shuffled scores of evaluations over 32 records against 64 were paired.
+    Seed 0: the same records, Δ −0.01 (shuffled +0.49); seed 1: other records, Δ +0.5: left out."""
+    def ev(nll, ids):
+        kinds = {"all": {"nll": nll, "tokens": 100}}
+        return {"split": "test", "records": 32 if ids == "a" else 64, "record_ids": ids, "data": "m1",
+                "kinds": kinds, "interventions": {"shuffle": {"all": {"nll": nll + 0.5, "tokens": 100}}}}
+    for seed, ids in ((0, "a"), (1, "b")):
+        planted(tmp_path, "seq_only", seed, 3.0, evaluation=ev(3.0, "a"))
+        planted(tmp_path, "seq_depth", seed, 2.9, evaluation=ev(2.99 + 0.51 * seed, ids))
+    runs = analyze.load_runs(str(tmp_path / "web"))
+    (row,) = analyze.compare_kinds(runs, "seq_only")
+    assert row["n"] == 1 and row["delta"] == pytest.approx(-0.01)
+    assert "evaluated on other records at seed(s) 1" in capsys.readouterr().out
+    (row,) = analyze.compare_intervened(runs, "seq_only")
+    assert row["n"] == 1 and row["delta"] == pytest.approx(0.49)
+
+
+def test_table2_holds_no_order_where_the_losses_tie():
+    """Item 12: four losses agreeing to 1e-5 (all print 5.3958) printed "1/1 seeds" in order and
+    "non-overlapping: yes"; closer than TIE (5e-5) they are tied. Steps of 0.001 are an order."""
+    tied = np.array([[5.39581], [5.39582], [5.39583], [5.39584]])
+    assert analyze.substitution_order(tied) == (0, 1)
+    assert not any(c["disjoint"] for c in analyze.substitution_overlap(tied))
+    apart = np.array([[5.395, 5.396], [5.397, 5.398], [5.399, 5.400], [5.401, 5.402]])
+    assert analyze.substitution_order(apart) == (2, 2)
+    assert all(c["disjoint"] for c in analyze.substitution_overlap(apart[:, :1]))
+
+
+def test_sample_refuses_what_it_cannot_do_and_says_how_far_a_run_trained(json_run, tmp_path, capsys):
+    """Misleading sample.py: a negative temperature, 0 tokens and 0 samples ("0/0 samples parse") were
+    accepted; a prompt that cannot begin a document was continued ("</close>" on XML: a traceback);
+    an interrupted run read "trained 2 steps" where its checkpoint holds 1."""
+    import sample
+    data_root, _, run = copied(json_run, tmp_path)
+    for bad in (["--temperature", "-1"], ["--temperature", "nan"], ["--max_new_tokens", "0"],
+                ["--num_samples", "0"], ["--top_k", "0"]):
+        with pytest.raises(SystemExit) as e:
+            sample.main([run, "--data", data_root, *bad])
+        assert e.value.code == 2
+    one_line(lambda: sample.main([run, "--data", data_root, "--prompt", "abc"]), "cannot begin a json")
+    model, _, _ = sample.load(run, "cpu", data_root)
+    enc = tokenizer.load(os.path.join(data_root, "json"))
+    one_line(lambda: sample.sample(model, "xml", {}, enc, tokenizer.token_lengths(enc), "<a></a></c>", 2, 1.0,
+                                   None, torch.Generator()), "cannot begin a xml document")
+    ck = torch.load(os.path.join(run, "ckpt.pt"), weights_only=False)
+    data.save_checkpoint({**ck, "step": 1}, os.path.join(run, "ckpt.pt"))   # as if stopped at step 1 of 2
+    os.remove(os.path.join(run, "final.json"))
+    capsys.readouterr()
+    sample.main([run, "--data", data_root, "--num_samples", "1", "--max_new_tokens", "2"])
+    assert "trained 1 steps of 2 records, of the 2 planned (unfinished" in capsys.readouterr().out
+
+
+def test_sample_serves_a_position_only_model_on_any_corpus(tiny_python, tmp_path, capsys):
+    """seq_only reads no tree: sample.py refused it on Python ("its text does not determine its tree")."""
+    import sample
+    run = train.main(tiny_args(tiny_python, str(tmp_path), steps=1))
+    one_line(lambda: sample.main([run]), "give --prompt")
+    texts = sample.main([run, "--prompt", "def", "--num_samples", "2", "--max_new_tokens", "5"])
+    assert len(texts) == 2 and all(t.startswith("def") for t in texts)
+    assert "2 samples (python: not checked as documents" in capsys.readouterr().out
+    seq_tree = train.main(tiny_args(tiny_python, str(tmp_path), config="seq_tree", steps=1))
+    one_line(lambda: sample.main([seq_tree, "--prompt", "def"]), "cannot serve seq_tree on the python corpus")
+
+
+def test_analyze_of_tree_and_hrope_corpora_keeps_both_baselines(tmp_path, capsys):
+    """Misleading: a folder of web (seq_only) and code (flat) runs took seq_only as the one baseline and
+    left out the Δ-vs-flat tables in silence. Each setting now takes its own default baseline."""
+    for seed in (0, 1):
+        for config, val in (("seq_only", 3.0), ("seq_depth", 2.9)):
+            planted(tmp_path, config, seed, val)
+        for config, val in (("flat", 4.0), ("hrope_axial", 3.8)):
+            planted(tmp_path / "c", config, seed, val, corpus="code")
+    os.rename(tmp_path / "c" / "web", tmp_path / "code")
+    analyze.main([str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "## against flat: code" in out and "## against seq_only: web" in out
+    assert "| hrope_axial | -0.2000 |" in out and "| seq_depth | -0.1000 |" in out
+    analyze.main([str(tmp_path / "code"), "--baseline", "seq_only"])
+    assert "or pass --baseline with one of them" in capsys.readouterr().out
+
+
+def test_json_out_of_range_numbers_and_duplicate_keys_are_counted_skips(tmp_path):
+    """Item 9: {"a":1e400} became the text {"a":Infinity}, not JSON (NaN and Infinity literals were
+    already refused); {"a":1,"a":2} silently became {"a":2}. Each is now a skip with its reason."""
+    src = tmp_path / "src"
+    src.mkdir()
+    files = {"ok.json": b'{"a": [1, 2.5, {"b": "text"}], "c": 1e300}', "inf.json": b'{"a": 1e400}',
+             "neg.json": b'[-1E999]', "dup.json": b'{"a": 1, "a": 2}',
+             "deep_dup.json": b'[{"b": {"a": 1, "a": 1}}]'}
+    for name, raw in files.items():
+        (src / name).write_bytes(raw)
+    d = prepare.main(["json", "--src", str(src), "--out", str(tmp_path / "out"), "--vocab", "260",
+                      "--max_len", "64", "--workers", "1"])
+    meta = json.load(open(os.path.join(d, "meta.json")))
+    assert meta["skipped"] == {"invalid json (a number out of range)": 2, "invalid json (a duplicate key)": 2}
+    assert meta["documents"] == 1
+
+
+def test_programs_names_are_unique_and_unreadable_modules_are_counted(tmp_path):
+    """Item 10: program names repeat where a module defines a name twice (rich/repr.py::auto), so
+    meta.json counted more documents than the arrays hold; modules that cannot be read (Python 2,
+    binary, not UTF-8, a broken link) vanished uncounted, and so did .pyi stubs (and .rst files for
+    markdown) given in --src."""
+    src = tmp_path / "src"
+    shutil.copytree(os.path.join(HOSTILE, "python"), src, symlinks=True)
+    body = "    x = 1\n    y = x + 1\n    return y\n"
+    (src / "twice.py").write_text("def auto():\n" + body + "\n\ndef auto():\n" + body.replace("1", "2"))
+    (src / "stub.pyi").write_text("def f() -> int: ...\n")
+    d = prepare.main(["programs", "--src", str(src), "--out", str(tmp_path / "out"), "--vocab", "260",
+                      "--max_len", "64", "--workers", "1"])
+    meta = json.load(open(os.path.join(d, "meta.json")))
+    for reason in ("syntax error", "binary (NUL bytes)", "not utf-8",
+                   "unreadable (No such file or directory)", "a type stub (.pyi), not a module"):
+        assert meta["skipped"].get(reason) == 1, meta["skipped"]
+    held = sum(len(np.unique(np.load(os.path.join(d, f"{s}_record_doc.npy")))) for s in data.SPLITS)
+    assert meta["documents"] == held == sum(meta["splits"][s]["documents"] for s in data.SPLITS)
+    assert meta["documents"] >= 2                                    # both programs named auto
+    md = tmp_path / "md"
+    md.mkdir()
+    (md / "a.md").write_text("# Title\n\nSome text here.\n")
+    (md / "b.rst").write_text("Title\n=====\n")
+    d = prepare.main(["markdown", "--src", str(md), "--out", str(tmp_path / "out"), "--vocab", "260",
+                      "--max_len", "64", "--workers", "1"])
+    skipped = json.load(open(os.path.join(d, "meta.json")))["skipped"]
+    assert skipped == {"reStructuredText (.rst), not markdown": 1}
+
+
+def test_a_full_disk_while_training_is_one_line(json_run, tmp_path):
+    """`ulimit -f` (a full disk, as a process sees it): train.py's checkpoint write failed in a traceback."""
+    data_root, args, _ = copied(json_run, tmp_path)
+    r = subprocess.run(["bash", "-c", 'ulimit -f 40; exec "$@"', "_", sys.executable, "train.py", *args[:-1],
+                        str(tmp_path / "fresh")], capture_output=True, text=True, timeout=300,
+                       cwd=os.path.dirname(os.path.dirname(HOSTILE)))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "error: cannot write" in r.stderr and "ckpt.pt (the write failed" in r.stderr
+
+
+def test_a_non_finite_score_is_an_error_and_nothing_is_written(json_run, tmp_path):
+    """Weights that went non-finite (a checkpoint that passes its checksum): evaluate stops before it
+    writes eval_test.json or the per-token file."""
+    data_root, _, run = copied(json_run, tmp_path)
+    ck = torch.load(os.path.join(run, "ckpt.pt"), weights_only=False)
+    ck["model"]["wte.weight"].fill_(float("nan"))                  # in place: lm_head shares it
+    data.save_checkpoint(ck, os.path.join(run, "ckpt.pt"))
+    one_line(lambda: evaluate.main([run, "--data", data_root]), "nats/token", "nothing was written")
+    assert not [f for f in os.listdir(run) if f.startswith("eval_")]
+
+
+def test_a_run_records_what_analyze_pairs_on(json_run):
+    """config.json holds the data's identity (records cut at 64, the split counts meta.json gives) and
+    every milestone bf16 and compile, so a resume under another precision stays on the record."""
+    run = os.path.join(json_run["out"], json_run["run"])
+    cfg = json.load(open(os.path.join(run, "config.json")))["run"]
+    meta = json.load(open(os.path.join(json_run["data"], "json", "meta.json")))
+    assert cfg["data_identity"]["max_len"] == 64 and cfg["data_identity"]["tokenizer"] == cfg["tokenizer"]
+    assert cfg["data_identity"]["records"] == {s: meta["splits"][s]["records"] for s in data.SPLITS}
+    (entry,) = [json.loads(line) for line in open(os.path.join(run, "log.jsonl"))]
+    assert (entry["bf16"], entry["compile"]) == (False, False)
+
+
+def test_evaluate_says_when_records_are_longer_than_the_context(json_run, tmp_path, capsys):
+    """Item 11: evaluate scored only a record's first tokens where records are longer than the
+    context, without the note train.py prints. A 16-token model on records of up to 64 tokens."""
+    args = [a if a != "--max_len=64" else "--max_len=16" for a in JSON_RUN]
+    run = train.main(args + ["--data", json_run["data"], "--out", str(tmp_path)])
+    lengths = np.diff(np.load(os.path.join(json_run["data"], "json", "test_doc_start.npy")))
+    capsys.readouterr()
+    evaluate.main([run])
+    share = f"{(lengths > 16).mean():.0%} of the scored test records are longer than the context (16)"
+    assert (lengths > 16).any() and share in capsys.readouterr().out

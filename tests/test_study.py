@@ -128,17 +128,17 @@ def test_a_study_stopped_after_a_milestone_resumes_exactly(tiny_python, tmp_path
     ends on the uninterrupted losses (those recorded from train.py)."""
     out = str(tmp_path)
     args = ["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL]
-    save = train.atomic_save
+    save = train.save_checkpoint
     def killed(obj, path):
         save(obj, path)
         if obj["step"] == 2 and "seq_depth/seed1" in path:   # the last run's checkpoint at step 2
             raise KeyboardInterrupt
-    train.atomic_save = killed
+    train.save_checkpoint = killed
     try:
         with pytest.raises(KeyboardInterrupt):
             study.main(args)
     finally:
-        train.atomic_save = save
+        train.save_checkpoint = save
     assert not any(os.path.exists(os.path.join(out, "python", c, f"seed{s}", "final.json"))
                    for c, s in ECB659C)
     study.main(args)

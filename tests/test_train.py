@@ -140,11 +140,11 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(tiny_python, tmp_path)
     assert log_w[-1]["val_loss"] < log_w[0]["val_loss"]       # it learns
     # the same run killed right after its step-4 checkpoint, then restarted
     kill = ("import sys, train\n"
-            "save = train.atomic_save\n"
+            "save = train.save_checkpoint\n"
             "def killed(obj, path):\n"
             "    save(obj, path)\n"
             "    if obj['step'] == 4: raise SystemExit(3)\n"
-            "train.atomic_save = killed\n"
+            "train.save_checkpoint = killed\n"
             "train.main(sys.argv[1:])\n")
     r = subprocess.run([sys.executable, "-c", kill, *args(str(tmp_path / "killed"))],
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -156,7 +156,7 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(tiny_python, tmp_path)
     # plant 1,000 s of wall time before the kill: the resumed run's wall time must include it
     ck = torch.load(os.path.join(killed, "ckpt.pt"), weights_only=False)
     ck["log"][-1]["elapsed"] = 1000.0
-    torch.save(ck, os.path.join(killed, "ckpt.pt"))
+    data.save_checkpoint(ck, os.path.join(killed, "ckpt.pt"))     # a planted edit, with its checksum
     resumed = train.main(args(str(tmp_path / "killed")))
     log_r = [json.loads(line) for line in open(os.path.join(resumed, "log.jsonl"))]
     assert [x["step"] for x in log_r] == [4, 8]
@@ -229,7 +229,7 @@ def test_a_run_resumes_under_another_precision(tiny_python, tmp_path):
     ck = os.path.join(out, "python", "seq_only", "seed0", "ckpt.pt")
     state = torch.load(ck, weights_only=False)
     state["step"], state["log"] = 2, state["log"][:1]             # as if stopped at the first milestone
-    torch.save(state, ck)
+    data.save_checkpoint(state, ck)
     d = run(tiny_python, out, steps=4, extra=["--milestones=2", "--bf16=1"])
     log = [json.loads(line) for line in open(os.path.join(d, "log.jsonl"))]
     assert [(e["step"], e["bf16"]) for e in log] == [(2, False), (4, True)]
