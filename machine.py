@@ -1,6 +1,7 @@
 """The machine a run lands on: the precision it gets (fp32 eager on CPU, bf16 + torch.compile on CUDA,
 each by measurement) and the provenance a run records (commit, libraries, device).
 """
+import ctypes
 import os
 import subprocess
 
@@ -19,6 +20,17 @@ def precision(device):
         return False, False, "MPS: fp32 eager (bf16 autocast there is untested in this repository)"
     return False, False, ("CPU: fp32 eager, measured faster than bf16 + compile at the quickstart's length "
                           "(RESULTS.md Speed)")
+
+
+def keep_freed_memory():
+    """glibc gives large freed blocks back to the system and faults them in again, page by page, on
+    the next step (zeroing a 16 MB buffer: 6.7 ms, 0.3 ms once kept; RESULTS "Speed"): keep them in
+    the process. True where glibc took the setting."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:                               # not glibc (macOS, musl): its allocator as it is
+        return False
+    return bool(libc.mallopt(-3, 1 << 30) and libc.mallopt(-1, 1 << 31))   # M_MMAP_, M_TRIM_THRESHOLD
 
 
 def provenance(device):

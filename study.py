@@ -31,6 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+import machine
 import rotary
 import train
 from data import DEPTH_READERS, coords_for, owned
@@ -349,6 +350,7 @@ def main(argv=None):
         sys.exit("error: CONFIGS and SEEDS are space-separated lists, SEEDS of whole numbers ≥ 0")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         sys.exit("error: a study runs on one device; use train.py under torchrun for data parallel")
+    machine.keep_freed_memory()
     runs = plan_runs(corpus, configs, seeds, options)
     if not runs:
         print("every run is finished")

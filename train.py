@@ -62,7 +62,7 @@ from data import (
     writable,
     write_json,
 )
-from machine import precision, provenance
+from machine import keep_freed_memory, precision, provenance
 from model import GPT, GPTConfig
 from settings import CPU_RECIPES, MODELS, RECIPES, SCALES, SETTINGS, refusal
 
@@ -435,6 +435,7 @@ def main(argv=None):
     if cfg["lr_sweep"]:
         from lr_sweep import lr_sweep  # a setting's lr sweep: runs of this file, one after another
         return lr_sweep(cfg, argv, main)
+    keep_freed_memory()
     rank, world = start_processes(cfg)
     run = plan(cfg, model_over, origin, rank == 0)
     if run.master:   # before any work: a read-only or full --out is one line, not a traceback at step 1
