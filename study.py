@@ -34,7 +34,7 @@ import torch.nn.functional as F
 import machine
 import rotary
 import train
-from data import DEPTH_READERS, coords_for, owned
+from data import DEPTH_READERS, coords_for, owned, read_json
 from hrope.packing import fill_blocks
 
 
@@ -140,8 +140,8 @@ def plan_runs(corpus, configs, seeds, options):
                 if cfg["lr_sweep"]:
                     sys.exit("error: --lr_sweep trains runs one after another: use train.py")
                 run = train.plan(cfg, model_over, origin, True)
-            if os.path.exists(os.path.join(run.out_dir, "final.json")):
-                print(f"done: {run.out_dir}")
+            if cfg["resume"] and os.path.exists(os.path.join(run.out_dir, "final.json")):
+                finished_alike(run)
                 continue
             runs.append(run)
     dirs = [r.out_dir for r in runs]
@@ -157,14 +157,27 @@ def plan_runs(corpus, configs, seeds, options):
         if differ:
             sys.exit(f"error: one study trains runs of one model size and batch; {run.cfg['config']} "
                      f"differs from {runs[0].cfg['config']}: {', '.join(differ)}")
+    for i, run in enumerate(runs):   # every run's model built (and refused) before any folder is written
+        with contextlib.redirect_stdout(io.StringIO()) if i else contextlib.nullcontext():
+            run.model, run.opt, run.autocast = train.build(run)
     return runs
 
 
-def start(run):
-    """The run's model at its seed's initial weights, its optimizer, autocast and restored state."""
-    run.model, run.opt, run.autocast = train.build(run)
+def finished_alike(run):
+    """A finished run is skipped (as sweep.sh skips it) only where it was trained as asked now."""
+    done = read_json(os.path.join(run.out_dir, "config.json"), "pass --resume=0 to train the run again")
+    differ = train.trained_otherwise(done["run"], done["model"], run.cfg, run.mcfg)
+    if differ:
+        sys.exit(f"error: {run.out_dir} finished with other settings ({', '.join(differ)}); pass "
+                 "--resume=0 to train it again, or choose another --out")
+    print(f"done: {run.out_dir}")
+
+
+def start(run, quiet):
+    """The run's restored state (its checkpoint, if any) and its config.json."""
     run.step, run.log = train.restore(run, run.model, run.opt, 1)
-    train.record_run(run.cfg, run.mcfg, run.model, run.meta, run.out_dir)
+    with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
+        train.record_run(run.cfg, run.mcfg, run.model, run.meta, run.out_dir)
     run.tokens_seen, run.failed, run.diverged_at = 0, False, None
     run.done = run.step >= run.steps or (bool(run.log) and train.stalled(
         [e["val_loss"] for e in run.log], run.cfg["patience"]))
@@ -286,12 +299,12 @@ class Study:
 
 # ---------------------------------------------------------------------------- the loop ----
 def stop(run, step, what):
-    """A non-finite loss: train.diverged's rule for one run of the study, without exiting. The run
-    reported at its best milestone ends here; any other is left for a rerun (no final.json)."""
-    print(f"{run.out_dir}: {what} at step {step}: stopping; the last good checkpoint is kept",
-          file=sys.stderr)
+    """A non-finite loss: train.diverged's rule for one run of the study, without exiting. A run
+    reported at its best milestone, with one, ends here; any other is left for a rerun (no final.json)."""
+    print(f"{run.out_dir}: {what} at step {step}: stopping; " + ("the last good checkpoint is kept" if run.log
+          else "no milestone yet, so nothing to report (no final.json)"), file=sys.stderr)
     run.done = True
-    if run.cfg["report"] == "best_milestone":
+    if run.cfg["report"] == "best_milestone" and run.log:
         run.diverged_at = step
     else:
         run.failed = True
@@ -359,10 +372,9 @@ def main(argv=None):
         for r in runs:
             locks.enter_context(owned(r.out_dir, "the run"))
         for i, r in enumerate(runs):
-            with contextlib.redirect_stdout(io.StringIO()) if i else contextlib.nullcontext():
-                start(r)
+            start(r, quiet=i > 0)
         named = ", ".join(f"{r.cfg['config']}/{r.cfg['seed']}" for r in runs)
-        print(f"study: {len(runs)} runs ({named}) as one batched model")
+        print(f"study: {len(runs)} run{'s' * (len(runs) > 1)} ({named}) as one batched model")
         study = Study(runs)
         finished(study, trained(study))
     failed = [r.out_dir for r in runs if r.failed]

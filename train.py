@@ -289,7 +289,7 @@ def build_model(cfg, mcfg, batch, corpus, data_dir):
     try:
         model = GPT(mcfg).to(cfg["device"])
     except (ValueError, KeyError) as e:                             # e.g. more planes than the head has
-        sys.exit(f"error: {e.args[0]}")
+        sys.exit(f"error: --config {cfg['config']}: {e.args[0]}")
     try:
         coords_for(model, batch, corpus, torch.Generator().manual_seed(0))
     except KeyError as e:
@@ -298,20 +298,26 @@ def build_model(cfg, mcfg, batch, corpus, data_dir):
     return model
 
 
+def trained_otherwise(run, model, cfg, mcfg):
+    """What a run recorded (its `run` values and `model` config) differs in from cfg and mcfg, beyond
+    what a resume may change (RESUMABLE): one 'name: there, now' string each."""
+    # a key the record lacks is newer than it, and its default keeps the old behaviour: compare
+    # with that default (an hrope run from before --pack must not go on packed)
+    differ = [f"{k}: {run.get(k, DEFAULTS[k])} there, {cfg[k]} now" for k in DEFAULTS
+              if k not in RESUMABLE and run.get(k, DEFAULTS[k]) != cfg[k]]
+    differ += [f"model.{k}: {model.get(k, v)} there, {v} now" for k, v in vars(mcfg).items()
+               if model.get(k, v) != v]
+    if run.get("tokenizer", cfg["tokenizer"]) != cfg["tokenizer"]:
+        differ.append("the tokeniser (data prepared again)")
+    return differ + [f"data {d}" for d in identity_differs(run.get("data_identity"), cfg["data_identity"])
+                     if not d.startswith("tokenizer")]
+
+
 def resume(cfg, mcfg, model, opt, out_dir):
     """The step and log to continue from: the run's checkpoint loaded into model and opt, refused
     when it was trained with other settings (RESUMABLE lists those a resume may change)."""
     ck = load_checkpoint(os.path.join(out_dir, "ckpt.pt"), cfg["device"])
-    # a key the checkpoint lacks is newer than it, and its default keeps the old behaviour: compare
-    # with that default (an hrope run from before --pack must not go on packed)
-    differ = [f"{k}: {ck['run'].get(k, DEFAULTS[k])} there, {cfg[k]} now" for k in DEFAULTS
-              if k not in RESUMABLE and ck["run"].get(k, DEFAULTS[k]) != cfg[k]]
-    differ += [f"model.{k}: {ck['config'].get(k, v)} there, {v} now" for k, v in vars(mcfg).items()
-               if ck["config"].get(k, v) != v]
-    differ += (["the tokeniser (data prepared again)"]
-               * (ck["run"].get("tokenizer", cfg["tokenizer"]) != cfg["tokenizer"]))
-    differ += [f"data {d}" for d in identity_differs(ck["run"].get("data_identity"), cfg["data_identity"])
-               if not d.startswith("tokenizer")]
+    differ = trained_otherwise(ck["run"], ck["config"], cfg, mcfg)
     if differ:   # a mixed schedule or another model would be filed under this run's name
         sys.exit(f"error: {out_dir} was trained with other settings ({', '.join(differ)}); "
                  "pass --resume=0 to start it over, or choose another --out")
@@ -567,7 +573,7 @@ def train_loop(run, model, fwd, opt, autocast, start, log, rank, world):
         step_loss, n_tok = train_step(fwd, model, run.train, rows, cfg, run.corpus, gen, autocast,
                                       rank, world)
         if not math.isfinite(step_loss):
-            return log, diverged(run, step, f"loss is {step_loss}")
+            return log, diverged(run, step, f"loss is {step_loss}", log)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -577,19 +583,21 @@ def train_loop(run, model, fwd, opt, autocast, start, log, rank, world):
         if step + 1 in run.milestones:
             if not math.isfinite(val := evaluate(model, run.val, run.val_ids, cfg, run.corpus, autocast)):
                 # the weights went non-finite on a finite step: not checkpointed
-                return log, diverged(run, step + 1, f"validation loss is {val}")
+                return log, diverged(run, step + 1, f"validation loss is {val}", log)
             if milestone(run, model, opt, log, step, step_loss, val, lr, tokens_seen, dt):
                 break
     return log, None
 
 
-def diverged(run, step, what):
+def diverged(run, step, what, log):
     """A non-finite loss: stop, keeping the last good checkpoint; exit, unless the run is reported
-    at its best milestone, which ends here (the step, for final.json's diverged_at)."""
+    at its best milestone and has one, which ends here (the step, for final.json's diverged_at)."""
+    reported = run.cfg["report"] == "best_milestone" and bool(log)
     if run.master:
-        print(f"{what} at step {step}: stopping; the last good checkpoint ({run.out_dir}/ckpt.pt) is kept",
-              file=sys.stderr)
-    return step if run.cfg["report"] == "best_milestone" else sys.exit(2)
+        kept = f"the last good checkpoint ({run.out_dir}/ckpt.pt) is kept" if log else \
+            "no milestone yet, so nothing to report (no final.json)"
+        print(f"{what} at step {step}: stopping; {kept}", file=sys.stderr)
+    return step if reported else sys.exit(2)
 
 
 def milestone(run, model, opt, log, step, step_loss, val_loss, lr, tokens_seen, dt):

@@ -62,8 +62,6 @@ def test_each_run_starts_from_its_seeds_weights(tiny_python, tmp_path):
     configurations outside the rotary, different across seeds."""
     runs = study.plan_runs("python", ["seq_only", "seq_depth"], ["0", "1"],
                            ["--data", tiny_python, "--out", str(tmp_path), *SMALL])
-    for r in runs:
-        study.start(r)
     w = [{k: v for k, v in r.model.state_dict().items() if not k.startswith("rotary")} for r in runs]
     assert all(torch.equal(w[0][k], w[1][k]) for k in w[0])            # seed 0: seq_only == seq_depth
     assert all(torch.equal(w[2][k], w[3][k]) for k in w[0])            # seed 1
@@ -234,3 +232,29 @@ def test_two_runs_in_one_folder_are_refused(tiny_python, tmp_path):
         study.plan_runs("python", ["seq_only"], ["0", "0"], base)
     with pytest.raises(SystemExit, match="--name with several configurations"):
         study.plan_runs("python", ["seq_only", "seq_depth"], ["0"], [*base, "--name", "variant"])
+
+
+def test_a_refused_configuration_is_named_before_any_folder_is_written(tiny_python, tmp_path):
+    """tree_only needs 60 planes; 64-wide heads have 32: refused, named, and seq_only's folder (planned
+    first) not written."""
+    with pytest.raises(SystemExit, match="--config tree_only: configuration needs 60 planes"):
+        study.main(["python", "seq_only tree_only", "0", "--data", tiny_python, "--out", str(tmp_path),
+                    *SMALL, "--n_head=2"])
+    assert not os.path.exists(os.path.join(str(tmp_path), "python", "seq_only"))
+
+
+def test_finished_runs_are_skipped_only_when_trained_as_asked(tiny_python, tmp_path):
+    args = ["python", "seq_only", "0", "--data", tiny_python, "--out", str(tmp_path), *SMALL]
+    study.main([*args, "--steps=2", "--milestones=1"])
+    assert study.main([*args, "--steps=2", "--milestones=1"]) == []          # done: skipped
+    with pytest.raises(SystemExit, match="finished with other settings .*steps: 2 there, 3 now"):
+        study.main([*args, "--steps=3", "--milestones=1"])
+
+
+def test_a_best_milestone_run_that_diverges_before_any_milestone_reports_nothing(tiny_python, tmp_path):
+    """Reported at its best milestone, a run with none has nothing to report: no final.json, named."""
+    out = str(tmp_path)
+    with pytest.raises(SystemExit, match="diverged"):
+        study.main(["python", "seq_only", "0", "--data", tiny_python, "--out", out, *SMALL, "--lr=1e30",
+                    "--report", "best_milestone", "--milestones=1"])
+    assert not os.path.exists(os.path.join(out, "python", "seq_only", "seed0", "final.json"))
