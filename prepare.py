@@ -15,11 +15,13 @@ here on the training split and tiktoken runs.
 import argparse
 import collections
 import contextlib
+import errno
 import functools
+import glob
 import hashlib
 import json
-import multiprocessing
 import os
+import re
 import shutil
 import sys
 import time
@@ -29,7 +31,7 @@ from tqdm import tqdm
 
 import tokenizer
 import trees
-from corpora import MODULES, corpus
+from corpora import MODULES, corpus, worker_pool
 from data import SPLITS, owned, token_coords, write_split
 from settings import PREPARE, SETTINGS
 
@@ -124,31 +126,76 @@ def contiguous_split(names):
             for i, name in enumerate(order)}
 
 
-def _size(src):
-    """A source's size for the settings hash (-1: unreadable, which _build reports)."""
+def _digest(src):
+    """A source's content for the settings hash: an edit that keeps a file's size still rebuilds."""
+    h = hashlib.sha1()
     if not isinstance(src, str):
-        return len(repr(src))
+        h.update(src if isinstance(src, bytes) else repr(src).encode("utf-8", "surrogatepass"))
+        return h.hexdigest()
     try:
-        return os.path.getsize(src)
+        with open(src, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
     except OSError:
-        return -1
+        return "unreadable"   # counted as a skip when built
+    return h.hexdigest()
 
 
 # ------------------------------------------------------------------------------- driver ----
 def main(argv=None):
     """Resolve the flags, build the documents, train the BPE, cut the records, write them."""
     args, setting = parse(argv)
+    out_dir = os.path.join(args.out, args.corpus)
+    refuse_overlap(out_dir, args.src)
     entry = corpus(args.corpus)
     items, dirs = entry.sources(args)
-    out_dir = os.path.join(args.out, args.corpus)
     settings = data_settings(args, entry, items, dirs, setting)
-    with owned(out_dir, "the prepared data"):
-        if not args.force and up_to_date(out_dir, settings):
-            print(f"{out_dir} is up to date (use --force to rebuild)")
-            return out_dir
-        meta, docs = prepared(args, entry, items, dirs, settings, out_dir)
+    try:
+        with owned(out_dir, "the prepared data"):
+            remove_stale_staging(out_dir)
+            if not args.force and up_to_date(out_dir, settings):
+                print(f"{out_dir} is up to date (use --force to rebuild)")
+                return out_dir
+            meta, docs = prepared(args, entry, items, dirs, settings, out_dir)
+    except OSError as e:   # a read-only folder, a full disk, a file size limit: one line
+        full = e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, None)   # None: numpy's short write
+        todo = "free space or raise the file size limit" if full else "pass a writable --out"
+        sys.exit(f"error: cannot write {e.filename or out_dir}: {e.strerror or e}; {todo} "
+                 "(the prepared folder is as it was)")
     report(meta, docs)
     return out_dir
+
+
+def refuse_overlap(out_dir, srcs):
+    """One line before anything is written where the output is, holds or lies inside a --src folder:
+    writing replaces out_dir (its sources with it) and a source folder holding it reads its outputs."""
+    out = os.path.realpath(out_dir)
+    for src in srcs or ():
+        real = os.path.realpath(src)
+        if os.path.commonpath([out, real]) in (out, real):
+            how = "is" if out == real else "lies inside" if os.path.commonpath([out, real]) == real else \
+                "holds"
+            sys.exit(f"error: the output folder {out_dir} {how} the source {src}: preparing would replace or "
+                     "read its own files; pass --out elsewhere")
+
+
+def remove_stale_staging(out_dir):
+    """Remove staging folders (<corpus>.tmp<pid>) that a killed prepare.py left: their process is gone."""
+    for path in glob.glob(glob.escape(out_dir) + ".tmp*"):
+        pid = re.fullmatch(r"\.tmp(\d+)", path[len(out_dir):])
+        if pid and os.path.isdir(path) and not alive(int(pid[1])):
+            shutil.rmtree(path, ignore_errors=True)
+            print(f"note: removed {path}, left by process {pid[1]} (no longer running)")
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # another user's
+        pass
+    return True
 
 
 def prepared(args, entry, items, dirs, settings, out_dir):
@@ -238,22 +285,39 @@ def data_settings(args, entry, items, dirs, setting):
             **({"split": args.split} if args.split != PREPARE["split"] else {}),   # older data: hash
             **({"setting": setting} if setting else {}),
             "defaults": entry.defaults(),
-            "files": hashlib.sha1("\n".join(f"{n}:{_size(p)}" for n, p in items).encode()).hexdigest()}
+            "files": hashlib.sha1("\n".join(f"{n}:{_digest(p)}" for n, p in items).encode()).hexdigest()}
 
 
 def up_to_date(out_dir, settings):
+    """meta.json has these settings and every array the length meta.json counts (a damaged meta.json or
+    a truncated array: rebuilt)."""
     meta_path = os.path.join(out_dir, "meta.json")
     if not os.path.exists(meta_path):
         return False
-    with open(meta_path) as f:
-        meta = json.load(f)
-    if meta.get("settings") != settings or not os.path.exists(os.path.join(out_dir, "tokenizer.json")):
+    try:
+        with open(meta_path) as f:
+            meta = json.load(f)
+        if meta.get("settings") != settings or not os.path.exists(os.path.join(out_dir, "tokenizer.json")):
+            return False
+        return all(arrays_complete(out_dir, s, meta["splits"][s]) for s in SPLITS)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        print(f"note: {out_dir} is damaged ({type(e).__name__}): rebuilding it")
         return False
-    try:   # the arrays as meta.json counts them, not meta.json alone
-        return all(len(np.load(os.path.join(out_dir, f"{s}_doc_start.npy"), mmap_mode="r")) - 1
-                   == meta["splits"][s]["records"] for s in SPLITS)
-    except (OSError, ValueError, KeyError):
+
+
+def arrays_complete(out_dir, split, counts):
+    """Every {split}_*.npy as long as meta.json's counts: records + 1 offsets, a document per record,
+    one row per token."""
+    want = {"doc_start": counts["records"] + 1, "record_doc": counts["records"]}
+    found = {os.path.basename(p)[len(split) + 1:-4]: p
+             for p in glob.glob(os.path.join(out_dir, f"{split}_*.npy"))}
+    if not {"tokens", "doc_start", "record_doc"} <= set(found):
         return False
+    for field, path in found.items():
+        a = np.load(path, mmap_mode="r")   # a truncated file: ValueError
+        if len(a) != want.get(field, counts["tokens"]):
+            return False
+    return int(np.load(found["doc_start"], mmap_mode="r")[-1]) == counts["tokens"]
 
 
 @contextlib.contextmanager
@@ -268,7 +332,7 @@ def documents(args, entry, items, dirs):
     build = functools.partial(entry.build, **{k: getattr(args, k) for k in entry.options
                                               if k in ("render", "blocks", "stream")})   # the builders' flags
     docs, skipped = [], collections.Counter()
-    with multiprocessing.Pool(args.workers) as pool:
+    with worker_pool(args.workers) as pool:
         for name, doc, reason in tqdm(pool.imap(build, items, chunksize=8), total=len(items),
                                       desc=f"trees ({args.corpus})", unit="doc"):
             if doc is None:

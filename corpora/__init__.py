@@ -11,7 +11,9 @@ may start. One module per family, each ending in its table of entries, one line 
 `corpus(name)` imports only the module that holds `name`: `prepare.py web` reads no workbook code.
 """
 import importlib
+import multiprocessing
 import os
+import signal
 import sys
 from dataclasses import dataclass, field
 from typing import Callable
@@ -74,6 +76,17 @@ def build(item, builder):
         return name, None, "too deeply nested"
     except Exception as e:                       # a builder bug on odd input: counted, and named
         return name, None, f"builder error ({type(e).__name__})"
+
+
+def _worker_start(initializer, initargs):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C reaches the whole process group: the main
+    if initializer:                                # process alone answers it, in one line
+        initializer(*initargs)
+
+
+def worker_pool(workers, initializer=None, initargs=()):
+    """A process pool whose workers leave Ctrl-C to the main process (no worker tracebacks)."""
+    return multiprocessing.Pool(workers, _worker_start, (initializer, initargs))
 
 
 def find_files(dirs, exts):

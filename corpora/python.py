@@ -30,7 +30,6 @@ The compact stream also drops docstrings and renames module-level names (REFEREN
 import ast
 import functools
 import hashlib
-import multiprocessing
 import re
 import sys
 import sysconfig
@@ -40,7 +39,7 @@ import numpy as np
 from tqdm import tqdm
 
 import tokenizer
-from corpora import Corpus, build, find_files
+from corpora import Corpus, build, find_files, worker_pool
 from trees import (
     KIND_AFTER_CLOSE,
     KIND_AFTER_LEAF,
@@ -668,7 +667,7 @@ def programs_sources(args):
     so one module's programs share a split."""
     dirs = args.src or [sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"]]
     modules = [(f"{i}/{n}", p) for i, d in enumerate(dirs) for n, p in find_files([d], (".py",))]
-    with multiprocessing.Pool(args.workers) as pool:
+    with worker_pool(args.workers) as pool:
         cut = functools.partial(_programs_of, stream=args.stream)
         items = [x for found in tqdm(pool.imap(cut, modules, chunksize=16), total=len(modules),
                                      desc="programs", unit="module") for x in found]
