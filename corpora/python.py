@@ -655,11 +655,6 @@ def _programs_of(item, stream="compact"):
     return [(f"{name}::{q}", p.encode()) for q, p in python_programs(source, stream=stream)]
 
 
-# The default programs: a fixed sample of those found, since prepare holds a corpus's coordinates
-# in memory, which all of them overflow.
-DEFAULT_PROGRAMS = 30_000
-
-
 def programs_sources(args):
     """Small programs (appendix §4's Python corpus is 423,111 programs): the top-level functions
     and classes of 3-60 lines of the standard library and installed packages, each with the
@@ -674,9 +669,11 @@ def programs_sources(args):
     if not items:
         sys.exit(f"error: no top-level functions or classes of 3-60 lines under {dirs}"
                  + ("" if args.src else "; pass --src DIR"))
-    if not args.src and len(items) > DEFAULT_PROGRAMS:   # the same programs on every run: by name
+    if 0 < args.max_programs < len(items):   # a fixed sample, the same programs on every run: by name
+        print(f"note: a sample of {args.max_programs:,} of the {len(items):,} programs found "
+              "(--max_programs; 0 takes every one)")
         items = sorted(items, key=lambda it: hashlib.sha1(it[0].encode("utf-8", "surrogatepass")).digest())
-        items = sorted(items[:DEFAULT_PROGRAMS])
+        items = sorted(items[:args.max_programs])
     return items, dirs
 
 
@@ -695,6 +692,7 @@ def build_programs(item, stream="compact"):
 CORPORA = {   # the serialisation's sigils need a pattern of their own
     "python": Corpus(python_sources, build_python, statements, options=("units",), attention=("ancestor",),
                      pattern=tokenizer.CODE_PAT),
-    "programs": Corpus(programs_sources, build_programs, statements, options=("units", "stream"),
+    "programs": Corpus(programs_sources, build_programs, statements,
+                       options=("units", "stream", "max_programs"),
                        attention=("ancestor",), pattern=tokenizer.CODE_PAT),
 }
