@@ -1,9 +1,12 @@
 """Benchmarks (not tests).
     python bench.py rotation [B T]          # the rotation alone: eager, torch.compile, Triton (B=8, T=1,024)
     python bench.py train [DATA] [STEPS] [REPS]   # train.py's loop beside a bare loop
+    python bench.py study [CORPUS] [M ...] [--train.py options]   # M runs batched beside M processes
     python bench.py lines                   # project lines the quickstart loads
 """
+import glob
 import io
+import json
 import math
 import os
 import statistics
@@ -16,6 +19,7 @@ import tokenize
 import numpy as np
 import torch
 
+import machine
 import rotary
 
 
@@ -139,6 +143,52 @@ def training(data_dir="data/web", steps=300, reps=3):
     return {**medians, "milestone_share": statistics.median(shares)}
 
 
+def study(corpus="web", sizes=(1, 4, 8), steps=30, jobs=2, options=()):
+    """Aggregate training throughput of M runs (seq_only and seq_depth over seeds 0, 1, ...) trained
+    as one batched study (study.py, every thread torch has) beside the same runs as separate processes
+    (sweep.sh, `jobs` at a time, one thread each), in this one invocation. Per M and path: tokens/s
+    over the wall of the training loops (milestones in, setup and the final test score out: from each
+    run's log) and end to end (the whole command), and achieved FLOP/s with each record counted at its
+    true length (nanoGPT's 6N + 12 L H Q T with T the record's own length; MFU against 989 TFLOP/s
+    bf16 on CUDA)."""
+    rows = []
+    for M in sizes:
+        configs = ["seq_only", "seq_depth"] if M > 1 else ["seq_only"]
+        seeds = [str(s) for s in range(max(1, M // 2))]
+        args = [corpus, " ".join(configs), " ".join(seeds), str(jobs), f"--steps={steps}", "--milestones=1",
+                *options]
+        for path in ("study", "separate"):
+            with tempfile.TemporaryDirectory() as out:
+                env = {**os.environ, "OUT": out, **({"OMP_NUM_THREADS": "1"} if path == "separate" else {})}
+                cmd = [sys.executable, "study.py", *args, "--out", out] if path == "study" else \
+                    ["bash", "sweep.sh", *args]
+                t0 = time.perf_counter()
+                subprocess.run(cmd, env=env, check=True, capture_output=True)
+                wall = time.perf_counter() - t0
+                runs = sorted(glob.glob(os.path.join(out, corpus, "*", "seed*")))
+                logs = [[json.loads(x) for x in open(os.path.join(r, "log.jsonl"))] for r in runs]
+                flops = sum(record_flops(json.load(open(os.path.join(r, "config.json")))) for r in runs)
+            tokens = sum(log[-1]["tokens"] for log in logs)
+            loop = max(log[-1]["elapsed"] for log in logs) if path == "study" else \
+                sum(log[-1]["elapsed"] for log in logs) / min(jobs, len(logs))   # jobs side by side
+            rows.append({"M": M, "path": path, "runs": len(logs), "tokens/s loop": tokens / loop,
+                         "tokens/s end to end": tokens / wall, "GFLOP/s loop": flops / loop / 1e9,
+                         "MFU loop": flops / loop / 989e12 if torch.cuda.is_available() else None})
+    return rows
+
+
+def record_flops(config):
+    """One run's training FLOPs from its config.json, every record at its true length."""
+    import train
+    from data import Split
+    run, m = config["run"], config["model"]
+    split = Split(os.path.join(run["data"], run["corpus"]), "train", m["max_len"])
+    lens = np.concatenate([split.len[train.step_records(len(split), run["docs_per_step"], s, run["seed"])]
+                           for s in range(run["steps"])]).astype(np.float64)
+    attention = 12 * m["n_layer"] * m["n_embd"]          # 12 L H Q, per token per attended position
+    return float((lens * (6 * config["non_embedding_params"] + attention * lens)).sum())
+
+
 def code_lines(path):
     """(raw lines, lines holding code: not blank, comment or docstring) of one file."""
     src = open(path).read()
@@ -182,6 +232,16 @@ if __name__ == "__main__":
         print(f"tokens/s, median of {reps} interleaved: bare loop {r['bare']:,.0f}, "
               f"train.py {r['train.py']:,.0f} ({r['train.py'] / r['bare']:.3f}x; milestones "
               f"{100 * r['milestone_share']:.1f}% of its wall), {torch.get_num_threads()} threads")
+    elif sys.argv[1:2] == ["study"]:
+        cuda, args = torch.cuda.is_available(), sys.argv[2:]
+        sizes = tuple(int(a) for a in args if a.isdigit()) or ((1, 4, 16) if cuda else (1, 4, 8))
+        words = [a for a in args if not a.isdigit() and not a.startswith("--")]
+        rows = study(words[0] if words else "web", sizes, options=[a for a in args if a.startswith("--")])
+        where = torch.cuda.get_device_name() if cuda else "CPU"
+        print(f"bench.py study on {where}, {torch.get_num_threads()} threads; precision and compile: "
+              f"{machine.precision('cuda' if cuda else 'cpu')}")
+        for r in rows:
+            print("  ".join(f"{k} {v:,.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()))
     elif sys.argv[1:2] == ["lines"]:
         files = quickstart_lines()
         for p, (raw, code) in files.items():
@@ -194,4 +254,5 @@ if __name__ == "__main__":
         print({k: round(v, 5) for k, v in r.items()})
         print(f"compile / eager time: {r['compile'] / r['eager']:.2f}")
     else:
-        sys.exit("usage: python bench.py rotation [B T] | train [DATA] [STEPS] [REPS] | lines")
+        sys.exit("usage: python bench.py rotation [B T] | train [DATA] [STEPS] [REPS] | study [M ...] "
+                 "| lines")

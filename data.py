@@ -325,34 +325,54 @@ class Split:
     def __len__(self):
         return len(self.len)
 
-    def batch(self, rows, device):
+    def batch(self, rows, device, T=None):
         """Tensors for one micro-batch: a row per entry of `rows`, each a record or a list of records
-        packed into one row (train.py --pack). Targets are next tokens inside each record (padding and
-        a record's last token carry none); a packed batch adds `segment`, the record a token is in
-        (-1: padding), from which the model confines attention to each record."""
+        packed into one row (train.py --pack), padded to T (default: the longest row). Targets are
+        next tokens inside each record (padding and a record's last token carry none); a packed batch
+        adds `segment`, the record a token is in (-1: padding), from which the model confines
+        attention to each record. The rows are gathered on the device, the split moved there once."""
         rows = [np.atleast_1d(np.asarray(r, np.int64)) for r in rows]
-        T = max(int(self.len[r].sum()) for r in rows)
-        B = len(rows)
-        out = {"tokens": np.zeros((B, T), np.int64), "targets": np.full((B, T), -1, np.int64),
-               "segment": np.full((B, T), -1, np.int64)}
-        for f in FIELDS:
-            if f in self.a:
-                out[f] = np.full((B, T) + self.a[f].shape[1:], -1 if f != "kind" else 0, np.int64)
-        for j, row in enumerate(rows):
-            at = 0
-            for k, i in enumerate(row):   # every field as on disk: pos (and p1/p2/p3) restart per record
-                s, n = int(self.start[i]), int(self.len[i])
-                out["tokens"][j, at:at + n] = self.a["tokens"][s:s + n]
-                out["targets"][j, at:at + n - 1] = self.a["tokens"][s + 1:s + n]
-                out["segment"][j, at:at + n] = k
-                for f in FIELDS:
-                    if f in self.a:
-                        out[f][j, at:at + n] = self.a[f][s:s + n]
-                at += n
-        if all(len(r) == 1 for r in rows):
-            del out["segment"]          # one record per row: causal attention is already confined
+        at, seg = self.positions(rows, T or max(int(self.len[r].sum()) for r in rows))
         import torch
-        return {k: torch.from_numpy(v).to(device) for k, v in out.items()}
+        b = self.gather(torch.from_numpy(at).to(device), torch.from_numpy(seg).to(device))
+        segment = b.pop("seg")
+        if any(len(r) > 1 for r in rows):
+            b["segment"] = segment
+        return b
+
+    def positions(self, rows, T):
+        """(R, T) flat positions of each row's records laid end to end (-1: padding), and (R, T) the
+        index of a token's record in its row (-1: padding)."""
+        at, seg = np.full((len(rows), T), -1, np.int64), np.full((len(rows), T), -1, np.int64)
+        for j, row in enumerate(rows):
+            o = 0
+            for k, r in enumerate(np.atleast_1d(row)):
+                n = int(self.len[r])
+                at[j, o:o + n], seg[j, o:o + n] = np.arange(self.start[r], self.start[r] + n), k
+                o += n
+        return at, seg
+
+    def gather(self, at, seg):
+        """The batch at positions `at` (..., T) on the device (`seg` as positions gives it), every
+        field as on disk (-1, kind 0, where padding); `seg` stays in the dict for the caller."""
+        import torch
+        if getattr(self, "device", None) != at.device:   # the split moves to the device once
+            self.device = at.device
+            self.flat = {f: torch.from_numpy(np.array(self.a[f], np.int32 if f == "tokens" else None))
+                         .to(at.device) for f in ("tokens", *FIELDS) if f in self.a}
+        valid = at >= 0
+        has_next = valid & (torch.cat([seg[..., 1:], torch.full_like(seg[..., :1], -1)], -1) == seg)
+        p = at.clamp(min=0)
+        tokens = self.flat["tokens"]
+        b = {"tokens": torch.where(valid, tokens[p].long(), 0),
+             "targets": torch.where(has_next, tokens[(p + 1).clamp(max=len(tokens) - 1)].long(), -1),
+             "seg": seg}
+        for f in FIELDS:
+            if f in self.flat:
+                v = self.flat[f][p].long()
+                b[f] = torch.where(valid.view(valid.shape + (1,) * (v.dim() - valid.dim())), v,
+                                   0 if f == "kind" else -1)
+        return b
 
 
 def record_docs(split, ids):

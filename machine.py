@@ -1,53 +1,24 @@
-"""The machine a run lands on: the precision it gets (bf16 autocast and torch.compile only where the
-processor multiplies bf16 natively) and the provenance a run records (commit, libraries, device).
+"""The machine a run lands on: the precision it gets (fp32 eager on CPU, bf16 + torch.compile on CUDA,
+each by measurement) and the provenance a run records (commit, libraries, device).
 """
 import os
 import subprocess
 
 import torch
 
-# oneDNN runs bf16 matrix products natively from these instruction sets up (its ISA names); below
-# them bf16 is emulated, far slower than fp32 (REFERENCE.md "Precision")
-ONEDNN_BF16 = ("AVX512_CORE_BF16", "AVX10_1_512", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX10_1_512_AMX",
-               "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX_FP16", "ALL")
-
-
-def cpu_flags():
-    """The processor's feature flags as Linux lists them ('flags' on x86, 'Features' on Arm)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return {w for line in f if line.startswith(("flags", "Features"))
-                    for w in line.split(":", 1)[1].split()}
-    except OSError:                                                 # not Linux: no flags to read
-        return set()
-
-
-def native_bf16(flags, env):
-    """(yes, why): does this CPU multiply bf16 natively? AVX-512 BF16 or AMX on x86, BF16 on Arm;
-    ATEN_CPU_CAPABILITY and ONEDNN_MAX_CPU_ISA can cap torch below what the flags say."""
-    cap, isa = env.get("ATEN_CPU_CAPABILITY", "").lower(), env.get("ONEDNN_MAX_CPU_ISA", "").upper()
-    if cap in ("default", "avx2"):
-        return False, f"ATEN_CPU_CAPABILITY={cap} caps torch below AVX-512, where bf16 is emulated"
-    if isa and isa not in ONEDNN_BF16:
-        return False, f"ONEDNN_MAX_CPU_ISA={isa} caps oneDNN below AVX512_CORE_BF16, where bf16 is emulated"
-    have = sorted({"avx512_bf16", "amx_bf16", "bf16"} & flags)
-    if have:
-        return True, f"the processor multiplies bf16 natively ({', '.join(have)})"
-    return False, ("the processor has no native bf16 (no avx512_bf16, amx_bf16 or bf16 flag): "
-                   "it would be emulated")
-
 
 def precision(device):
-    """(bf16, compile, why) for a device. bf16 autocast only where the hardware runs it natively;
-    on CPU torch.compile only with it (RESULTS.md "Speed" measures both). CUDA runs eager; MPS runs
-    fp32 (our reading: untested here)."""
+    """(bf16, compile, why) for a device, chosen by measurement (RESULTS.md "Speed"). CPU: fp32 eager,
+    since bf16 autocast + torch.compile ran the quickstart slower even where bf16 is native. CUDA:
+    bf16 where supported, compiled: its batches have fixed shapes (appendix §4 compiles every run whose
+    batch shapes do not vary). MPS: fp32 eager (our reading: untested in this repository)."""
     if device.startswith("cuda"):
         ok = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-        return ok, False, "CUDA " + ("supports bf16" if ok else "without bf16 (pre-Ampere)")
+        return ok, True, "CUDA " + ("supports bf16" if ok else "without bf16 (pre-Ampere)") + ", compiled"
     if device == "mps":
-        return False, False, "MPS: fp32 (bf16 autocast there is untested in this repository)"
-    ok, why = native_bf16(cpu_flags(), os.environ)
-    return ok, ok, why
+        return False, False, "MPS: fp32 eager (bf16 autocast there is untested in this repository)"
+    return False, False, ("CPU: fp32 eager, measured faster than bf16 + compile at the quickstart's length "
+                          "(RESULTS.md Speed)")
 
 
 def provenance(device):

@@ -236,7 +236,7 @@ def evaluate(model, split, ids, cfg, corpus, autocast, per_token=False):
     total, count, per = 0.0, 0, {}
     for group in pack(split.len[ids], cfg["mb_tokens"]):
         rec = ids[group]
-        b = split.batch(rec, cfg["device"])
+        b = split.batch(rec, cfg["device"], model.cfg.max_len if cfg["compile"] else None)
         g = torch.Generator(device=cfg["device"]).manual_seed(cfg["seed"])
         with autocast:
             _, nll, _ = model(b["tokens"], coords_for(model, b, corpus, g), b["targets"])
@@ -314,12 +314,14 @@ def train_step(fwd, model, train, rows, cfg, corpus, gen, autocast, rank, world)
     over micro-batches, as on one process. A process dealt no micro-batch still joins that sync, at
     weight 0. Returns the step's training loss (token mean over all its records) and its number of
     predicted tokens."""
-    groups = pack([train.len[r].sum() for r in rows], cfg["mb_tokens"])
+    T = model.cfg.max_len if cfg["compile"] else None
+    groups = pack([train.len[r].sum() for r in rows], cfg["mb_tokens"]) if T is None else \
+        fixed_groups(len(rows), max(1, cfg["mb_tokens"] // T))
     n_tok = int(sum((train.len[r] - 1).sum() for r in rows))
     mine = groups[rank::world]
     step_loss = 0.0
     for i, group in enumerate(mine or groups[:1]):
-        b = train.batch([rows[i] for i in group], cfg["device"])
+        b = train.batch([rows[i] if i >= 0 else [] for i in group], cfg["device"], T)
         C = coords_for(model, b, corpus, gen, cfg["depth_dropout"])
         # a packed block: attention stays inside each record (document-confined, Table 11 reading)
         blocked = b["segment"][:, :, None] != b["segment"][:, None, :] if "segment" in b else None
@@ -335,6 +337,11 @@ def train_step(fwd, model, train, rows, cfg, corpus, gen, autocast, rank, world)
         dist.all_reduce(t)
         step_loss = t.item()
     return step_loss, n_tok
+
+
+def fixed_groups(n, per):
+    """Compiled: one shape for every micro-batch, `per` rows padded to the context (-1: an empty row)."""
+    return [[i if i < n else -1 for i in range(j, j + per)] for j in range(0, n, per)]
 
 
 def record_run(cfg, mcfg, model, meta, out_dir):

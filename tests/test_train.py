@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -195,60 +196,29 @@ def test_data_parallel_two_cpu_processes(tiny_python, tmp_path):
         assert a["val_loss"] == pytest.approx(b["val_loss"], abs=1e-4)
 
 
-def test_precision_follows_the_processor():
-    """bf16 autocast (and, on CPU, torch.compile) only where the processor multiplies bf16 natively;
-    the two variables that cap torch's instruction set are honoured over the flags."""
-    def native(flags, env={}):
-        return machine.native_bf16(set(flags), env)[0]
-    assert not native({"avx", "avx2", "fma"})                       # AVX2-only: bf16 emulated
-    assert not native({"avx2", "avx512f", "avx512bw"})              # AVX-512 without BF16
-    assert native({"avx2", "avx512f", "avx512_bf16"}) and native({"amx_bf16"}) and native({"asimd", "bf16"})
-    assert not native({"avx512_bf16"}, {"ATEN_CPU_CAPABILITY": "avx2"})
-    assert not native({"avx512_bf16"}, {"ONEDNN_MAX_CPU_ISA": "AVX2"})
-    assert not native({"avx512_bf16"}, {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"})
-    assert native({"avx512_bf16"}, {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_AMX", "ATEN_CPU_CAPABILITY": "avx512"})
-    bf16, compiled, why = machine.precision("cpu")
-    assert bf16 == compiled == machine.native_bf16(machine.cpu_flags(), os.environ)[0] and why
+def test_precision_is_the_measured_rule():
+    """CPU: fp32 eager, measured faster than bf16 + compile at the quickstart's length even on a
+    processor that multiplies bf16 natively (RESULTS "Speed"); CUDA compiles (fixed batch shapes)."""
+    assert machine.precision("cpu")[:2] == (False, False) and "measured" in machine.precision("cpu")[2]
+    assert machine.precision("cuda")[1] is True
+    assert machine.precision("mps")[:2] == (False, False)
 
 
-def test_this_hosts_detection_agrees_with_a_timed_matmul():
-    """Where bf16 is emulated a bf16 matmul is many times slower than fp32; where it is native,
-    faster. The detection must say which of the two this machine is."""
-    import time
-    a, b = torch.randn(1024, 128), torch.randn(128, 512)
-    def best(x, y):
-        x @ y
-        times = []
-        for _ in range(5):
-            t = time.perf_counter()
-            x @ y
-            times.append(time.perf_counter() - t)
-        return min(times)
-    ratio = best(a.bfloat16(), b.bfloat16()) / best(a, b)
-    assert (ratio < 4) == machine.native_bf16(machine.cpu_flags(), os.environ)[0], \
-        f"bf16 / fp32 matmul time {ratio:.1f}"
-
-
-def test_default_cpu_path_takes_the_machines_precision(tiny_python, tmp_path, capsys):
-    """The default run records its precision and why, prints it first, and trains the eager fp32
-    curve (exactly in fp32; within bf16 rounding, 0.02 nats, where bf16 is native)."""
+def test_default_cpu_path_is_fp32_eager(tiny_python, tmp_path, capsys):
+    """The default run records its precision and why, prints it first, and trains exactly the curve
+    of --compile=0 --bf16=0."""
     args = ["--corpus", "python", "--config", "seq_depth", "--data", tiny_python, "--steps=6", *TINY[:6],
             "--milestones=6", "--mb_tokens=128"]
     capsys.readouterr()
-    fast = train.main(args + ["--out", str(tmp_path / "default")])
+    default = train.main(args + ["--out", str(tmp_path / "default")])
     first = capsys.readouterr().out.splitlines()[0]
     exact = train.main(args + ["--out", str(tmp_path / "eager"), "--compile=0", "--bf16=0"])
-    run = json.load(open(os.path.join(fast, "config.json")))["run"]
-    native = machine.native_bf16(machine.cpu_flags(), os.environ)[0]
-    assert run["bf16"] == run["compile"] == native and "given" not in run["precision"]
-    assert first.startswith("precision: " + ("bf16 autocast, compiled" if native else "fp32, eager"))
-    assert run["precision"] in first
-    a, b = ([json.loads(line) for line in open(os.path.join(d, "log.jsonl"))] for d in (fast, exact))
+    run = json.load(open(os.path.join(default, "config.json")))["run"]
+    assert run["bf16"] is False and run["compile"] is False and "given" not in run["precision"]
+    assert first.startswith("precision: fp32, eager") and run["precision"] in first
+    a, b = ([json.loads(line) for line in open(os.path.join(d, "log.jsonl"))] for d in (default, exact))
     assert [x["step"] for x in a] == [y["step"] for y in b] == [1, 2, 3, 4, 5, 6]
-    assert all(x["bf16"] == native for x in a) and not any(y["bf16"] for y in b)
-    for x, y in zip(a, b):
-        assert x["train_loss"] == pytest.approx(y["train_loss"], abs=0.02 if native else 1e-6)
-        assert x["val_loss"] == pytest.approx(y["val_loss"], abs=0.02 if native else 1e-6)
+    assert [(x["train_loss"], x["val_loss"]) for x in a] == [(y["train_loss"], y["val_loss"]) for y in b]
 
 
 def test_a_run_resumes_under_another_precision(tiny_python, tmp_path):
@@ -481,3 +451,15 @@ def test_twenty_milestones_every_five_percent_the_last_at_the_final_step():
         assert len(m) == 20 and max(m) == steps and min(m) >= steps / 20
     assert train.milestone_steps(200, 10) == set(range(20, 201, 20))
     assert train.milestone_steps(7, 20) == set(range(1, 8))
+
+
+@pytest.mark.skipif(not shutil.which(os.environ.get("CXX", "c++")), reason="inductor needs a C++ compiler")
+def test_a_compiled_run_has_no_graph_break(tiny_python, tmp_path):
+    """Three compiled training steps: the loss has no data-dependent shape (model.py once assigned
+    through a boolean mask, and the compiler split the step at aten.nonzero), so dynamo counts
+    zero graph breaks — counted, not silenced."""
+    from torch._dynamo.utils import counters
+    counters.clear()
+    run(tiny_python, str(tmp_path), "seq_depth", steps=3, extra=["--compile=1", "--bf16=1", "--milestones=1"])
+    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] >= 1                      # it did compile

@@ -1,0 +1,336 @@
+"""Train a study — every (configuration, seed) of a corpus — as one batched model on one device.
+
+    python study.py CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]
+    python study.py web "seq_only seq_depth" "0 1 2 3" --steps 300
+    python study.py python "seq_only tree_only seq_depth" "$(seq 0 9)" --setting python
+
+sweep.sh's arguments (JOBS is accepted and ignored), so `bash sweep.sh` becomes `python study.py`.
+Both papers work with dozens of small runs (the appendix: 4.7M parameters, 5-20 seeds a
+configuration), and one small run leaves a GPU idle: here the runs share every kernel, their
+weights stacked along a leading run dimension. Each run stays exactly the run train.py would train:
+its seed's initial weights (train.build_model), its own batches in train.py's order
+(train.step_records), its own rotary table, clipping at 1.0, lr, early stop and non-finite stop, its
+own random draws from generators of its own, its own milestones on the same validation records.
+Every run's folder ends as train.py writes it (config.json, log.jsonl, ckpt.pt, final.json), so
+evaluate.py, analyze.py and sweep.sh read them unchanged; a rerun skips finished runs and resumes
+the others from their last milestone. The study exits non-zero naming any run that diverged.
+
+Batching, measured (RESULTS "Speed"): each run's rows are one record each (or --pack's blocks),
+padded to the context, in micro-batches of a fixed number of rows, so every step has one shape;
+the rows are gathered on the device from the split moved there once.
+"""
+import contextlib
+import io
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import rotary
+import train
+from data import coords_for, owned, pack
+
+
+# ------------------------------------------------------------------------ the batched GPT ----
+def stacked(models):
+    """{name: (M, ...) tensor} of the runs' weights outside the rotary, differentiable into each run's
+    own parameters (every configuration has the same shapes there)."""
+    named = [dict(m.named_parameters()) for m in models]
+    return {k: torch.stack([n[k] for n in named]) for k in named[0] if not k.startswith("rotary")}
+
+
+def layer_norm(x, w):
+    return F.layer_norm(x, x.shape[-1:]) * w[:, None, None]
+
+
+def linear(x, w):
+    """x (M, B, T, in) @ w (M, out, in)^T per run."""
+    M, B, T, E = x.shape
+    return torch.bmm(x.reshape(M, B * T, E), w.transpose(1, 2)).view(M, B, T, -1)
+
+
+class Dropout:
+    """Dropout whose masks come from each run's own generator: a run's draws do not depend on the
+    runs that share its study."""
+
+    def __init__(self, p, gens):
+        self.p, self.gens = p, gens
+
+    def __call__(self, x):
+        if not self.gens:
+            return x
+        keep = torch.stack([torch.rand(x.shape[1:], generator=g, device=x.device) >= self.p
+                            for g in self.gens])
+        return x * keep / (1 - self.p)
+
+
+def attention(q, k, v, segment, drop):
+    """Causal attention of (M, B, T, H, D) inputs, the runs folded into the batch; a packed row's
+    records attend only inside themselves (model.Attention's `blocked`)."""
+    M, B, T, H, D = q.shape
+    q, k, v = (t.reshape(M * B, T, H, D).transpose(1, 2) for t in (q, k, v))
+    mask = None
+    if segment is not None:
+        s = segment.reshape(M * B, T)
+        future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+        other = (s[:, :, None] != s[:, None, :]) & ~torch.eye(T, dtype=torch.bool, device=q.device)
+        mask = ~(future | other)[:, None]
+    if drop.gens:   # dropout on the probabilities, drawn per run: the explicit path
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(D)
+        s = s.masked_fill(~mask if mask is not None else
+                          torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+        att = drop(s.float().softmax(-1).view(M, B, H, T, T)).view(M * B, H, T, T)
+        y = att.to(v.dtype) @ v
+    elif mask is None:
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    else:
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return y.transpose(1, 2).reshape(M, B, T, H * D)
+
+
+def forward(W, tables, idx, C, targets, segment, n_head, drop):
+    """model.GPT's forward for M runs at once: idx, targets (M, B, T); C (M, B, T, K) the study's
+    shared coordinates; tables[layer] the runs' plane tables (rotary.angles_runs). Returns the
+    per-token NLL (M, B, T), 0 where the target is -1."""
+    M, B, T = idx.shape
+    wte = W["wte.weight"]
+    V, E = wte.shape[1:]
+    x = drop(F.embedding(idx + V * torch.arange(M, device=idx.device).view(M, 1, 1), wte.flatten(0, 1)))
+    for i, tab in enumerate(tables):
+        p = f"blocks.{i}."
+        q, k, v = linear(layer_norm(x, W[p + "ln_1.weight"]), W[p + "attn.c_attn.weight"]).split(E, -1)
+        q, k, v = (t.reshape(M, B, T, n_head, E // n_head) for t in (q, k, v))
+        q, k = rotary.rotate(q, k, rotary.angles_runs(C, *tab))
+        x = x + drop(linear(attention(q, k, v, segment, drop), W[p + "attn.c_proj.weight"]))
+        h = F.gelu(linear(layer_norm(x, W[p + "ln_2.weight"]), W[p + "mlp.0.weight"]))
+        x = x + drop(linear(h, W[p + "mlp.2.weight"]))
+    logits = linear(layer_norm(x, W["ln_f.weight"]), wte)
+    nll = F.cross_entropy(logits.float().flatten(0, 2), targets.flatten(), ignore_index=-1, reduction="none")
+    return nll.view(M, B, T)
+
+
+# --------------------------------------------------------------------------- the runs ----
+AGREE = ("device", "bf16", "compile", "docs_per_step", "mb_tokens", "val_docs", "test_docs", "pack", "data")
+
+
+def plan_runs(corpus, configs, seeds, options):
+    """train.py's plan for each (configuration, seed) without a final.json yet, seeds outer as in
+    sweep.sh; refused in one line when the runs differ in model size or batch."""
+    runs = []
+    for s in seeds:
+        for c in configs:
+            with contextlib.redirect_stdout(io.StringIO()) if runs else contextlib.nullcontext():
+                cfg, model_over, origin = train.parse([*options, "--corpus", corpus, "--config", c,
+                                                       "--seed", s])
+                if cfg["lr_sweep"]:
+                    sys.exit("error: --lr_sweep trains runs one after another: use train.py")
+                run = train.plan(cfg, model_over, origin, True)
+            if os.path.exists(os.path.join(run.out_dir, "final.json")):
+                print(f"done: {run.out_dir}")
+                continue
+            runs.append(run)
+    for run in runs[1:]:
+        size = {k: v for k, v in vars(run.mcfg).items() if k not in ("rotary", "corpus")}
+        first = {k: v for k, v in vars(runs[0].mcfg).items() if k not in ("rotary", "corpus")}
+        differ = [f"{k} {first[k]} vs {size[k]}" for k in size if size[k] != first[k]]
+        differ += [f"{k} {runs[0].cfg[k]} vs {run.cfg[k]}" for k in AGREE if run.cfg[k] != runs[0].cfg[k]]
+        if differ:
+            sys.exit(f"error: one study trains runs of one model size and batch; {run.cfg['config']} "
+                     f"differs from {runs[0].cfg['config']}: {', '.join(differ)}")
+    return runs
+
+
+def start(run):
+    """The run's model at its seed's initial weights, its optimizer, autocast and restored state."""
+    run.model, run.opt, run.autocast = train.build(run)
+    run.step, run.log = train.restore(run, run.model, run.opt, 1)
+    train.record_run(run.cfg, run.mcfg, run.model, run.meta, run.out_dir)
+    run.tokens_seen, run.failed, run.diverged_at = 0, False, None
+    run.done = run.step >= run.steps or (bool(run.log) and train.stalled(
+        [e["val_loss"] for e in run.log], run.cfg["patience"]))
+
+
+def tables(runs, names, n_head, n_layer):
+    """Per layer, the runs' plane tables stacked (rotary.angles_runs' arguments)."""
+    out = []
+    for layer in range(n_layer):
+        per = [rotary.run_table(r.model.rotary, layer, n_head, names) for r in runs]
+        out.append([torch.stack([p[j] for p in per]) for j in range(4)] + [[p[4] for p in per]])
+    return out
+
+
+def coordinates(runs, b, names, corpus, gens, depth_dropout):
+    """The study's shared coordinates (M, B, T, K): each run's own (data.coords_for, its generator)
+    in the columns of `names`."""
+    M, B, T = b["tokens"].shape
+    C = torch.full((M, B, T, max(len(names), 1)), -1, dtype=torch.int32, device=b["tokens"].device)
+    for m, r in enumerate(runs):
+        own = coords_for(r.model, {k: v[m] for k, v in b.items()}, corpus, gens[m], depth_dropout)
+        C[m, ..., [names.index(n) for n in r.model.rotary.names]] = own
+    return C
+
+
+class Study:
+    """The runs, the splits on the device, and the batched step and evaluation."""
+
+    def __init__(self, runs):
+        self.runs, first = runs, runs[0]
+        self.cfg, self.mcfg, self.corpus = first.cfg, first.mcfg, first.corpus
+        self.train, self.val, self.test = first.train, first.val, first.test
+        self.names = sorted({n for r in runs for n in r.model.rotary.names})
+        self.T = self.mcfg.max_len
+        self.rows = max(1, self.cfg["mb_tokens"] // self.T)      # rows of one run in a micro-batch
+        self.fwd = torch.compile(forward) if self.cfg["compile"] else forward
+
+    def batched(self, runs, at, seg, gens, drop, split, depth_dropout=0.0):
+        """Per-token NLL (M, R, T) of `runs` on rows at positions `at` (M, R, T) of `split`."""
+        dev = self.cfg["device"]
+        b = split.gather(torch.from_numpy(at).to(dev), torch.from_numpy(seg).to(dev))
+        seg_t = b.pop("seg")
+        segment = seg_t if self.cfg["pack"] else None           # packed rows: attention per record
+        C = coordinates(runs, b, self.names, self.corpus, gens, depth_dropout)
+        with runs[0].autocast:
+            return self.fwd(stacked([r.model for r in runs]),
+                            tables(runs, self.names, self.mcfg.n_head, self.mcfg.n_layer),
+                            b["tokens"], C, b["targets"], segment, self.mcfg.n_head, drop), b
+
+    def step(self, runs):
+        """One training step of every run in `runs` (each at its own step): their losses (M,)."""
+        cfg, dev = self.cfg, self.cfg["device"]
+        rows, n_tok = [], []
+        for r in runs:
+            lr = train.lr_at(r.step, r.steps, r.cfg["lr"], r.cfg["min_lr"])
+            for g in r.opt.param_groups:
+                g["lr"] = lr
+            own = list(r.blocks(r.step) if cfg["pack"] else
+                       train.step_records(len(r.train), cfg["docs_per_step"], r.step, r.cfg["seed"]))
+            n_tok.append(int(sum((r.train.len[np.atleast_1d(x)] - 1).sum() for x in own)))
+            rows.append(own + [[]] * (-len(own) % self.rows))      # whole micro-batches: one shape
+        gens = [torch.Generator(device=dev).manual_seed(r.cfg["seed"] * 1_000_003 + r.step) for r in runs]
+        drop = Dropout(self.mcfg.dropout, [torch.Generator(device=dev).manual_seed(
+            (r.cfg["seed"] * 1_000_003 + r.step) ^ 0x5EED) for r in runs] if self.mcfg.dropout else [])
+        n_tok_t = torch.tensor(n_tok, device=dev, dtype=torch.float32)
+        total = torch.zeros(len(runs), device=dev)
+        for j in range(0, max(len(x) for x in rows), self.rows):
+            laid = [self.train.positions(x[j:j + self.rows], self.T) for x in rows]
+            at, seg = np.stack([a for a, _ in laid]), np.stack([s for _, s in laid])
+            nll, _ = self.batched(runs, at, seg, gens, drop, self.train, cfg["depth_dropout"])
+            loss = nll.sum((1, 2)) / n_tok_t                      # each run's token mean over its step
+            loss.sum().backward()                                  # runs' gradients stay apart
+            total += loss.detach()
+        return total.tolist(), n_tok
+
+    @torch.no_grad()
+    def evaluate(self, runs, split, ids):
+        """Each run's mean NLL per token over records `ids`, grouped as train.evaluate groups them
+        (and with its generators: a fresh one per micro-batch, seeded with the run's seed)."""
+        dev, drop = self.cfg["device"], Dropout(0.0, [])
+        total, count = torch.zeros(len(runs), device=dev), 0
+        for group in pack(split.len[ids], self.cfg["mb_tokens"]):
+            longest = int(split.len[ids[group]].max())
+            at, seg = split.positions(list(ids[group]), self.T if self.cfg["compile"] else longest)
+            M = len(runs)
+            gens = [torch.Generator(device=dev).manual_seed(r.cfg["seed"]) for r in runs]
+            nll, b = self.batched(runs, np.broadcast_to(at, (M, *at.shape)).copy(),
+                                  np.broadcast_to(seg, (M, *seg.shape)).copy(), gens, drop, split)
+            total += nll.float().sum((1, 2))
+            count += int((b["targets"][0] >= 0).sum())
+        return (total / max(count, 1)).tolist()
+
+
+# ---------------------------------------------------------------------------- the loop ----
+def stop(run, step, what):
+    """A non-finite loss: train.diverged's rule for one run of the study, without exiting. The run
+    reported at its best milestone ends here; any other is left for a rerun (no final.json)."""
+    print(f"{run.out_dir}: {what} at step {step}: stopping; the last good checkpoint is kept",
+          file=sys.stderr)
+    run.done = True
+    if run.cfg["report"] == "best_milestone":
+        run.diverged_at = step
+    else:
+        run.failed = True
+
+
+def trained(study):
+    """Step every unfinished run until each ends (its steps, an early stop, or a non-finite loss)."""
+    t0 = time.time()
+    while active := [r for r in study.runs if not r.done]:
+        losses, n_tok = study.step(active)                    # the step's one synchronisation
+        at_milestone = []
+        for r, loss, n in zip(active, losses, n_tok):
+            if not math.isfinite(loss):
+                stop(r, r.step, f"loss is {loss}")
+                continue
+            torch.nn.utils.clip_grad_norm_(r.model.parameters(), 1.0)   # each run its own clip
+            r.opt.step()
+            r.opt.zero_grad(set_to_none=True)
+            r.tokens_seen += n
+            r.step += 1
+            r.loss = loss
+            if r.step in r.milestones:
+                at_milestone.append(r)
+            elif r.step >= r.steps:
+                r.done = True
+        if at_milestone:
+            for r, val in zip(at_milestone, study.evaluate(at_milestone, study.val, at_milestone[0].val_ids)):
+                if not math.isfinite(val):
+                    stop(r, r.step, f"validation loss is {val}")
+                    continue
+                lr = r.opt.param_groups[0]["lr"]
+                r.done = train.milestone(r, r.model, r.opt, r.log, r.step - 1, r.loss, val, lr, r.tokens_seen,
+                                         time.time() - t0) or r.step >= r.steps
+    return time.time() - t0
+
+
+def finished(study, wall):
+    """final.json for every run that did not fail, the test split scored for all of them at once."""
+    ok = [r for r in study.runs if not r.failed]
+    if not ok:
+        return
+    tests = study.evaluate(ok, study.test, ok[0].test_ids)
+    for r, test in zip(ok, tests):
+        val = r.log[-1]["val_loss"] if r.log else study.evaluate([r], study.val, r.val_ids)[0]
+        train.finish(r.out_dir, r.log, r.steps, val, test, len(r.val_ids), len(r.test_ids),
+                     round(r.elapsed_before + wall, 1), r.cfg["report"], r.diverged_at)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if len(argv) < 3:
+        sys.exit('usage: python study.py CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]')
+    corpus, configs, seeds = argv[0], argv[1].split(), argv[2].split()
+    options = argv[4:] if len(argv) > 3 and argv[3].isdigit() else argv[3:]   # JOBS: sweep.sh's, ignored
+    if not configs or not seeds or not all(s.isdigit() for s in seeds):
+        sys.exit("error: CONFIGS and SEEDS are space-separated lists, SEEDS of whole numbers ≥ 0")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        sys.exit("error: a study runs on one device; use train.py under torchrun for data parallel")
+    runs = plan_runs(corpus, configs, seeds, options)
+    if not runs:
+        print("every run is finished")
+        return []
+    with contextlib.ExitStack() as locks:
+        for r in runs:
+            locks.enter_context(owned(r.out_dir, "the run"))
+        for i, r in enumerate(runs):
+            with contextlib.redirect_stdout(io.StringIO()) if i else contextlib.nullcontext():
+                start(r)
+        named = ", ".join(f"{r.cfg['config']}/{r.cfg['seed']}" for r in runs)
+        print(f"study: {len(runs)} runs ({named}) as one batched model")
+        study = Study(runs)
+        finished(study, trained(study))
+    failed = [r.out_dir for r in runs if r.failed]
+    if failed:
+        sys.exit("error: diverged (no final.json; rerun to retry from the last checkpoint): "
+                 + ", ".join(failed))
+    return [r.out_dir for r in runs]
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit("\ninterrupted: the same command resumes every run from its last milestone's checkpoint")
