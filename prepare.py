@@ -203,9 +203,9 @@ def refuse_overlap(out_dir, srcs):
     out = os.path.realpath(out_dir)
     for src in srcs or ():
         real = os.path.realpath(src)
-        if os.path.commonpath([out, real]) in (out, real):
-            how = "is" if out == real else "lies inside" if os.path.commonpath([out, real]) == real else \
-                "holds"
+        common = os.path.commonpath([out, real])
+        if common in (out, real):
+            how = "is" if out == real else "lies inside" if common == real else "holds"
             sys.exit(f"error: the output folder {out_dir} {how} the source {src}: preparing would replace or "
                      "read its own files; pass --out elsewhere")
 
@@ -254,7 +254,8 @@ def prepared(args, entry, items, dirs, settings, out_dir):
         split = {d.name: split[d.name] for d in docs}
         with timed(seconds, "coordinates"):
             tally = cut(args, entry, items, docs, ids, split, tokenizer.token_lengths(enc), tmp)
-        texts.close(), ids.close()
+        texts.close()
+        ids.close()
         meta = describe(args, settings, docs, skipped, tally, enc, split, seconds, t0)
         tokenizer.save(ranks, os.path.join(tmp, "tokenizer.json"), entry.pattern)
         with open(os.path.join(tmp, "meta.json"), "w") as f:
