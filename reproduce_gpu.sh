@@ -45,8 +45,10 @@ setup_machine() {   # DEVICE.md: the GPU machine has no `python` (a wrapper keep
 
 few() {   # DIR DEST GLOB: --dry's $FEW smallest such files of DIR copied to DEST (on the GPU: DIR itself)
   if [ "$FEW" = 0 ]; then echo "$1"; return; fi
-  mkdir -p "$2" && find "$1" -maxdepth 1 -type f -name "$3" -printf '%s %p\n' | sort -n | head -n "$FEW" \
-    | cut -d' ' -f2- | xargs -r cp -t "$2" && echo "$2"
+  mkdir -p "$2"
+  find "$1" -maxdepth 1 -type f -name "$3" -printf '%s %p\n' | sort -n | sed -n "1,${FEW}p" | cut -d' ' -f2- \
+    | xargs -r cp -t "$2"
+  echo "$2"
 }
 
 pages() {   # $1 (a tarball of python3-doc's html/, or any pages) extracted once under $W; --dry packs a few first
@@ -85,12 +87,13 @@ study() {   # CORPUS SETTING "CONFIGS" [train.py options]: time, fit, train, sco
   python study.py "$corpus" "$configs" 0 "${train[@]}" --steps "$PROBE_STEPS" --milestones 2 --out "$W/probe" \
     > "$W/probe.log" 2>&1 || { tail -3 "$W/probe.log"; exit 1; }
   read -r seeds length < <(python - "$W/probe/$corpus" "$W/data/$corpus/meta.json" "$setting" "$(($(date +%s) - t1))" \
-    "$((BUDGET - $(date +%s) + T0))" "$SEEDS_MAX" "$STEPS_MAX" "${LENGTH:-0}" "$configs" <<'PY'
-import glob, json, math, sys
+    "$((BUDGET - $(date +%s) + T0))" "$SEEDS_MAX" "$STEPS_MAX" "${LENGTH:-0}" "$configs" \
+    "$(sed -n 's/.*--milestones \([0-9]*\).*/\1/p' <<< "$RECORDS")" <<'PY'
+import glob, json, sys
 from settings import SETTINGS
-probe, meta, setting, wall, left, seeds_max, steps_max, length, configs = sys.argv[1:]
+probe, meta, setting, wall, left, seeds_max, steps_max, length, configs, given_milestones = sys.argv[1:]
 log = [json.loads(x) for x in open(glob.glob(f"{probe}/*/seed0/log.jsonl")[0])]
-cfg = json.load(open(glob.glob(f"{probe}/*/seed0/config.json")[0]))
+cfg = json.load(open(glob.glob(f"{probe}/*/seed0/config.json")[0]))["run"]
 a, b = log[0], log[-1]
 step_s = (b["elapsed"] - a["elapsed"]) / max(b["step"] - a["step"], 1)   # a step of the runs together
 start = max(float(wall) - b["elapsed"], 0)                               # start-up: data, model, compile
@@ -101,21 +104,23 @@ want = int(length) or planned
 # validation and the test split are forward passes, about a third of a training step per record
 val = step_s * cfg["val_docs"] / cfg["docs_per_step"] / 3
 test = step_s * (cfg["test_docs"] or 8192) / cfg["docs_per_step"] / 3
-per_seed = want * step_s + cfg["milestones"] * val + test
+milestones = min(int(given_milestones or 0) or s["milestones"], want)   # the probe's own are 2
+per_seed = want * step_s + milestones * val + test
 budget = float(left) - start - 30           # 30 s: evaluate.py and the tables
 seeds = min(int(seeds_max), int(budget // per_seed))
 n = len(configs.split())
-why = (f"timed {b['step']} steps of {n} runs: {step_s:.3f} s a step after {start:.0f} s of start-up; "
-       f"{want:,} steps ({'the setting' if not int(length) else 'this stage'}'s length) take about {per_seed:.0f} s "
-       f"a seed, {budget:.0f} s are left")
+whose = "the setting's" if not int(length) else \
+    f"the setting's length is {planned:,} step(s); this stage's reading is"
+why = (f"timed {b['step']} steps of {n} runs: {step_s:.3f} s a step after {start:.0f} s of start-up; {whose} "
+       f"{want:,} steps, about {per_seed:,.0f} s a seed; {budget:,.0f} s are left")
 steps = 0 if want == planned else want
 if seeds < 1:   # not one seed at full length: the most steps one seed can train, said as a reading
-    seeds, steps = 1, max(1, int((budget - cfg["milestones"] * val - test) // step_s))
+    seeds, steps = 1, max(1, int((budget - milestones * val - test) // step_s))
     why += f": one seed at {steps:,} steps, fewer than {want:,} (a reading: a shortened run)"
 if int(steps_max):
     steps = min(steps or want, int(steps_max))
-    why += f"; --dry caps it at {seeds} seed(s) of {steps} step(s)"
-print(why + f"; training seeds 0-{seeds - 1} at " + (f"{steps:,} steps" if steps else "the setting's length"),
+    why += f"; --dry caps it at {seeds} seed of {steps} step"
+print(why + f". So: training seeds 0-{seeds - 1} at " + (f"{steps:,} steps" if steps else f"{want:,} steps"),
       file=sys.stderr)
 print(seeds, steps)
 PY
@@ -127,7 +132,17 @@ PY
   grep -E "^study:|diverged" "$W/study.log"
   ls -d "$W/runs/$corpus"/*/seed* | xargs -P 4 -I{} sh -c \
     'python evaluate.py {} --max_docs '"$EVAL_DOCS"' > {}/eval.log 2>&1 || echo "evaluate failed: {}"'
-  python analyze.py "$W/runs/$corpus" --finished > "$OUT/${name}_table.md" 2>&1 || echo "analyze failed"
+  {   # the table says what it is: its stage, seeds, length and device, and SYNTHETIC data as such
+    python - "$W/data/$corpus/meta.json" "$W/runs/$corpus" <<'PY'
+import glob, json, sys
+meta, runs = json.load(open(sys.argv[1])), glob.glob(f"{sys.argv[2]}/*/seed*/final.json")
+steps = sorted({json.load(open(p))["step"] for p in runs})
+print(("SYNTHETIC data (generated workbooks), not the paper's corpus. " if meta["synthetic"] else "")
+      + f"{len(runs)} runs, {meta['documents']:,} documents, step(s) {steps}")
+PY
+    echo "$name, --setting $setting on $DEVICE, commit $(git rev-parse --short HEAD 2>/dev/null)"
+    python analyze.py "$W/runs/$corpus" --finished 2>&1 || echo "analyze failed"
+  } > "$OUT/${name}_table.md"
   tar czf "$OUT/${name}_runs.tar.gz" --exclude='*.pt' --exclude='*.npz' -C "$W" runs probe data/"$corpus"/meta.json \
     prepare.log probe.log study.log
   echo "== $name: ${seeds} seed(s) of $configs, $(($(date +%s) - T0)) s in all; the table ($OUT/${name}_table.md):"
@@ -144,8 +159,7 @@ python_table() {   # appendix §4 "Python": every program of the standard librar
 
 web_table() {   # web pages: a third of a pass is about one step on python3-doc's pages, so a length of its own
   prepare --setting web_pages --src "$(pages "${PAGES:-pages.tar.gz}")"
-  echo "length: a third of a pass is too short to compare on these pages; this stage trains ${WEB_STEPS:=1000} steps (a reading)"
-  LENGTH=$WEB_STEPS study web web_pages "seq_only tree_only tree_within seq_tree seq_depth"
+  LENGTH=${WEB_STEPS:-1000} study web web_pages "seq_only tree_only tree_within seq_tree seq_depth"
 }
 
 sheets_table() {   # spreadsheets: SYNTHETIC workbooks unless $SHEETS_SRC holds real ones
@@ -176,7 +190,7 @@ if [[ $TABLES == *" ${1:-none} "* ]]; then
   for a in "${@:2}"; do if [ "$a" = --dry ]; then DRY=1; else ARGS+=("$a"); fi; done
   if [ $DRY = 1 ]; then   # the sizes: a few steps of one record, one seed, a few source files, the CPU
     DEVICE=cpu BUDGET=${BUDGET:-120} PROBE_STEPS=2 SEEDS_MAX=1 STEPS_MAX=1 WORKERS=2 EVAL_DOCS=2
-    RECORDS="--docs_per_step 1 --val_docs 2 --test_docs 2 --milestones 1" FEW=40 WORKBOOKS=40
+    RECORDS="--docs_per_step 1 --val_docs 2 --test_docs 2 --milestones 1 --mb_tokens 1024" FEW=60 WORKBOOKS=40
   else                    # the setting's own batch, records and milestones; as many seeds as fit
     DEVICE=cuda BUDGET=${BUDGET:-330} PROBE_STEPS=${PROBE_STEPS:-20} SEEDS_MAX=${SEEDS_MAX:-10} STEPS_MAX=0
     WORKERS=16 EVAL_DOCS=${EVAL_DOCS:-512} RECORDS="" FEW=0 WORKBOOKS=600
