@@ -519,7 +519,8 @@ def _coordinates_start(corpus_name, build, tok_len, shape):
 
 def _coordinates(task):
     """Pass 2 in a worker: one document rebuilt, its token coordinates cut into records, and its
-    statistics (those of training records apart); the records lose the node ids only these read."""
+    statistics (those of training records apart); the records lose the node ids only these read, and
+    path, ref_path and tokens travel at the width SplitWriter stores (the bytes written are the same)."""
     item, ids, train = task
     entry = _WORKER["entry"]
     name, doc, reason = _WORKER["build"](item)
@@ -544,8 +545,9 @@ def _coordinates(task):
         stats["record_ranks"] = record_rank_counts(rs)
         if entry.record_tally:
             stats["record_tally"] = entry.record_tally(rs)
-    for r in rs:
+    for r in rs:   # on their way to the main process in the width SplitWriter keeps them at most
         del r["node"]
+        r.update({k: r[k].astype(SplitWriter.WIDE[k][0]) for k in SplitWriter.WIDE if k in r})
     return rs, stats
 
 
