@@ -281,24 +281,82 @@ def _index_in_run(keys):
 
 # ------------------------------------------------------------------------------- on disk ----
 def write_split(out_dir, split, recs):
-    # an empty split stays loadable
-    fields = {k for r in recs for k in r if k not in ("node", "doc")} or {"tokens", "pos"}
-    lens = np.array([len(r["pos"]) for r in recs], np.int64)
-    arrays = {"doc_start": np.r_[0, np.cumsum(lens)].astype(np.int64),
-              "record_doc": np.array([r["doc"] for r in recs], np.int64)}   # records of one document share it
-    for k in sorted(fields):   # a field some records lack (web pages beside workbooks) is absent there: -1
-        like = next((r[k] for r in recs if k in r), np.zeros(0, np.int64))
-        shape = like.shape[1:]
-        arrays[k] = np.concatenate([r[k] if k in r else np.full((len(r["pos"]),) + shape, -1, like.dtype)
-                                    for r in recs]) if recs else like
-    for k in {"path", "ref_path"} & set(arrays):   # int16 keeps 22 levels x tokens small; wide sheets: int32
-        big = arrays[k].max(initial=0) > np.iinfo(np.int16).max
-        arrays[k] = arrays[k].astype(np.int32 if big else np.int16)
-    small = arrays["tokens"].max(initial=0) < 65536
-    arrays["tokens"] = arrays["tokens"].astype(np.uint16 if small else np.uint32)
-    for k, v in arrays.items():
-        np.save(os.path.join(out_dir, f"{split}_{k}.npy"), v)
-    return int(lens.sum())
+    """One split's records as {split}_{field}.npy: the number of tokens written."""
+    w = SplitWriter(out_dir, split)
+    w.add(recs)
+    return w.close()[1]
+
+
+class SplitWriter:
+    """One split's records, appended a chunk at a time (add) to scratch files and written as .npy
+    files at close: the arrays grow on disk, memory holds one chunk. A field takes the dtype of the
+    first record that has it (-1 where a record lacks it: web pages beside workbooks); path and
+    ref_path are int16 unless a value needs int32 (wide sheets), tokens uint16 unless an id needs uint32."""
+    WIDE = {"path": (np.int32, np.int16), "ref_path": (np.int32, np.int16), "tokens": (np.uint32, np.uint16)}
+
+    def __init__(self, out_dir, split):
+        self.out_dir, self.split = out_dir, split
+        self.lens, self.docs, self.n = [], [], 0
+        self.fields, self.top = {}, {}   # field -> (scratch file, its dtype as read, as stored, row shape)
+
+    def add(self, recs):
+        for r in recs:
+            for k, v in r.items():
+                if k not in self.fields and k not in ("node", "doc"):
+                    self._open(k, v)
+        if not recs:
+            return
+        for k, (f, dtype, stored, shape) in self.fields.items():
+            a = np.concatenate([r[k] if k in r else np.full((len(r["pos"]),) + shape, -1, dtype)
+                                for r in recs])
+            if a.dtype != dtype:   # records disagree: an np.concatenate of the whole split would promote
+                raise TypeError(f"{self.split}_{k}: records of dtypes {dtype} and {a.dtype}")
+            if k in self.WIDE:
+                self.top[k] = max(self.top.get(k, 0), int(a.max(initial=0)))
+                if self.top[k] > np.iinfo(stored).max:
+                    raise OverflowError(f"{self.split}_{k}: a value over {np.iinfo(stored).max}")
+            f.write(a.astype(stored).tobytes())
+        self.lens.append(np.array([len(r["pos"]) for r in recs], np.int64))
+        self.docs.append(np.array([r["doc"] for r in recs], np.int64))
+        self.n += int(self.lens[-1].sum())
+
+    def _open(self, k, like):
+        stored = self.WIDE[k][0] if k in self.WIDE else like.dtype
+        f = open(os.path.join(self.out_dir, f"{self.split}_{k}.part"), "w+b")
+        self.fields[k] = (f, like.dtype, np.dtype(stored), like.shape[1:])
+        for at in range(0, self.n, 1 << 20):      # the records before the first that has it: -1
+            f.write(np.full((min(1 << 20, self.n - at),) + like.shape[1:], -1, stored).tobytes())
+
+    def close(self):
+        """Write the .npy files, remove the scratch files: (records, tokens)."""
+        lens = np.concatenate(self.lens) if self.lens else np.zeros(0, np.int64)
+        self._save("doc_start", np.r_[0, np.cumsum(lens)].astype(np.int64))
+        self._save("record_doc", np.concatenate(self.docs) if self.docs else np.array([], np.int64))
+        if not self.fields:   # an empty split stays loadable
+            self._save("tokens", np.zeros(0, np.uint16))
+            self._save("pos", np.zeros(0, np.int64))
+        for k, (f, dtype, stored, shape) in self.fields.items():
+            final = dtype
+            if k in self.WIDE:
+                final = self.WIDE[k][1] if self.top.get(k, 0) <= np.iinfo(self.WIDE[k][1]).max else stored
+            self._copy(f, stored, np.dtype(final), k, shape)
+        return len(lens), self.n
+
+    def _save(self, k, a):
+        np.save(os.path.join(self.out_dir, f"{self.split}_{k}.npy"), a)
+
+    def _copy(self, f, stored, final, k, shape):
+        """A scratch file into {split}_{k}.npy, converted to `final` a block at a time."""
+        f.flush()
+        f.seek(0)
+        row = int(np.prod(shape, dtype=np.int64)) * stored.itemsize
+        with open(os.path.join(self.out_dir, f"{self.split}_{k}.npy"), "wb") as out:
+            np.lib.format.write_array_header_1_0(out, {"descr": np.lib.format.dtype_to_descr(final),
+                                                       "fortran_order": False, "shape": (self.n, *shape)})
+            while block := f.read(max(row, 1) * (1 << 18)):
+                out.write(np.frombuffer(block, stored).astype(final).tobytes())
+        f.close()
+        os.remove(f.name)
 
 
 def prepare_command(data_dir):

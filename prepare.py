@@ -15,11 +15,14 @@ here on the training split and tiktoken runs.
 import argparse
 import collections
 import contextlib
+import errno
 import functools
+import glob
 import hashlib
 import json
-import multiprocessing
 import os
+import re
+import resource
 import shutil
 import sys
 import time
@@ -29,8 +32,8 @@ from tqdm import tqdm
 
 import tokenizer
 import trees
-from corpora import MODULES, corpus
-from data import SPLITS, owned, token_coords, write_split
+from corpora import MODULES, corpus, worker_pool
+from data import SPLITS, SplitWriter, owned, token_coords
 from settings import PREPARE, SETTINGS
 
 
@@ -86,14 +89,44 @@ def records(coords, max_len, long_docs, boundary, p1_cap=None, restart_level1=Fa
 def record_rank_stats(recs):
     """Sibling ranks as the model sees them: each node of each record once, its rank at its own
     level (record rebasing included). {p99, max}, for comparison with the paper's 7 / 151."""
-    ranks = []
+    return rank_summary(record_rank_counts(recs))
+
+
+def record_rank_counts(recs):
+    """record_rank_stats' ranks counted by value: chunks' counts add."""
+    c = collections.Counter()
     for r in recs:
         node, first = np.unique(r["node"], return_index=True)
         first = first[node >= 0]
-        level = np.minimum(r["depth"][first], trees.LEVELS) - 1
-        ranks.append(r["path"][first, level])
-    ranks = np.concatenate(ranks) if ranks else np.zeros(1)
-    return {"p99": float(np.percentile(ranks, 99)), "max": int(ranks.max())}
+        c.update(value_counts(r["path"][first, np.minimum(r["depth"][first], trees.LEVELS) - 1]))
+    return c
+
+
+def value_counts(a):
+    v, n = np.unique(a, return_counts=True)
+    return collections.Counter(dict(zip(v.tolist(), n.tolist())))
+
+
+def rank_summary(counts):
+    """{p99, max} of counted ranks (none counted: 0)."""
+    counts = counts or {0: 1}
+    return {"p99": percentile_of_counts(counts, 99), "max": int(max(counts))}
+
+
+def percentile_of_counts(counts, q):
+    """np.percentile(values, q) (its linear method, float for float) from {value: count}: the rank
+    statistics of a corpus without every rank in memory."""
+    values = sorted(counts)
+    ends = np.cumsum([counts[v] for v in values])
+    n = int(ends[-1])
+    virtual = (n - 1) * (np.float64(q) / 100)           # numpy's virtual index for "linear"
+    def at(i):
+        return values[int(np.searchsorted(ends, i, side="right"))]
+    if virtual >= n - 1:
+        return float(at(n - 1))
+    lo = int(np.floor(virtual))
+    a, b, t = at(lo), at(lo + 1), virtual - lo
+    return float(b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t)   # numpy's _lerp
 
 
 # ------------------------------------------------------------------------------ splits ----
@@ -124,55 +157,114 @@ def contiguous_split(names):
             for i, name in enumerate(order)}
 
 
-def _size(src):
-    """A source's size for the settings hash (-1: unreadable, which _build reports)."""
+def _digest(src):
+    """A source's content for the settings hash: an edit that keeps a file's size still rebuilds."""
+    h = hashlib.sha1()
     if not isinstance(src, str):
-        return len(repr(src))
+        h.update(src if isinstance(src, bytes) else repr(src).encode("utf-8", "surrogatepass"))
+        return h.hexdigest()
     try:
-        return os.path.getsize(src)
+        with open(src, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
     except OSError:
-        return -1
+        return "unreadable"   # counted as a skip when built
+    return h.hexdigest()
 
 
 # ------------------------------------------------------------------------------- driver ----
 def main(argv=None):
     """Resolve the flags, build the documents, train the BPE, cut the records, write them."""
     args, setting = parse(argv)
+    out_dir = os.path.join(args.out, args.corpus)
+    refuse_overlap(out_dir, args.src)
     entry = corpus(args.corpus)
     items, dirs = entry.sources(args)
-    out_dir = os.path.join(args.out, args.corpus)
     settings = data_settings(args, entry, items, dirs, setting)
-    with owned(out_dir, "the prepared data"):
-        if not args.force and up_to_date(out_dir, settings):
-            print(f"{out_dir} is up to date (use --force to rebuild)")
-            return out_dir
-        meta, docs = prepared(args, entry, items, dirs, settings, out_dir)
-    report(meta, docs)
+    try:
+        with owned(out_dir, "the prepared data"):
+            remove_stale_staging(out_dir)
+            if not args.force and up_to_date(out_dir, settings):
+                print(f"{out_dir} is up to date (use --force to rebuild)")
+                return out_dir
+            meta = prepared(args, entry, items, dirs, settings, out_dir)
+    except OSError as e:   # a read-only folder, a full disk, a file size limit: one line
+        full = e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, None)   # None: numpy's short write
+        todo = "free space or raise the file size limit" if full else "pass a writable --out"
+        sys.exit(f"error: cannot write {e.filename or out_dir}: {e.strerror or e}; {todo} "
+                 "(the prepared folder is as it was)")
+    report(meta)
     return out_dir
 
 
+def refuse_overlap(out_dir, srcs):
+    """One line before anything is written where the output is, holds or lies inside a --src folder:
+    writing replaces out_dir (its sources with it) and a source folder holding it reads its outputs."""
+    out = os.path.realpath(out_dir)
+    for src in srcs or ():
+        real = os.path.realpath(src)
+        common = os.path.commonpath([out, real])
+        if common in (out, real):
+            how = "is" if out == real else "lies inside" if common == real else "holds"
+            sys.exit(f"error: the output folder {out_dir} {how} the source {src}: preparing would replace or "
+                     "read its own files; pass --out elsewhere")
+
+
+def remove_stale_staging(out_dir):
+    """Remove staging folders (<corpus>.tmp<pid>) that a killed prepare.py left: their process is gone."""
+    for path in glob.glob(glob.escape(out_dir) + ".tmp*"):
+        pid = re.fullmatch(r"\.tmp(\d+)", path[len(out_dir):])
+        if pid and os.path.isdir(path) and not alive(int(pid[1])):
+            shutil.rmtree(path, ignore_errors=True)
+            print(f"note: removed {path}, left by process {pid[1]} (no longer running)")
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # another user's
+        pass
+    return True
+
+
 def prepared(args, entry, items, dirs, settings, out_dir):
-    """Build the documents, train the BPE, encode, cut the records and write them: (meta, docs)."""
-    seconds = {}
-    with timed(seconds, "trees"):
-        docs, skipped = documents(args, entry, items, dirs)
-    split = contiguous_split([n for n, _ in docs]) if args.split == "contiguous" else \
-        {name: split_of(name) for name, _ in docs}
-    with timed(seconds, "bpe_train"):
-        ranks = tokenizer.train((d.text for n, d in docs if split[n] == "train"), args.vocab, args.bpe_bytes,
-                                entry.pattern)
-        enc = tokenizer.encoding(ranks, entry.pattern)
-    if enc.n_vocab < args.vocab:   # too little training text for the entries asked
-        print(f"note: the BPE stopped at {enc.n_vocab:,} entries of the {args.vocab:,} asked (--vocab): the "
-              "training split has too little text; meta.json records both")
-    with timed(seconds, "tiktoken_encode"):
-        docs, all_ids = encode(args, entry, enc, docs, skipped, dirs)
-    split = {name: split[name] for name, _ in docs}
-    with timed(seconds, "coordinates"):
-        recs, stats = cut(args, entry, docs, all_ids, split, tokenizer.token_lengths(enc))
-    meta = describe(args, entry, settings, docs, skipped, recs, stats, enc, split, seconds)
-    write(out_dir, recs, split, ranks, entry.pattern, meta)
-    return meta, docs
+    """Build the documents, train the BPE, encode, cut the records and write them a chunk at a time
+    into a staging folder, renamed over out_dir at the end: meta."""
+    seconds, t0 = {}, time.time()
+    tmp = out_dir + f".tmp{os.getpid()}"   # private to this process; a killed run's goes next time
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    try:
+        texts, ids = Spool(os.path.join(tmp, "texts.part")), Spool(os.path.join(tmp, "ids.part"))
+        with timed(seconds, "trees"):
+            docs, skipped = documents(args, entry, items, dirs, texts)
+        split = contiguous_split([d.name for d in docs]) if args.split == "contiguous" else \
+            {d.name: split_of(d.name) for d in docs}
+        with timed(seconds, "bpe_train"):
+            train = (texts.text(d.text) for d in docs if split[d.name] == "train")
+            ranks = tokenizer.train(train, args.vocab, args.bpe_bytes, entry.pattern)
+            enc = tokenizer.encoding(ranks, entry.pattern)
+        if enc.n_vocab < args.vocab:   # too little training text for the entries asked
+            print(f"note: the BPE stopped at {enc.n_vocab:,} entries of the {args.vocab:,} asked (--vocab): "
+                  "the training split has too little text; meta.json records both")
+        with timed(seconds, "tiktoken_encode"):
+            docs = encode(args, entry, enc, docs, texts, ids, skipped, dirs)
+        split = {d.name: split[d.name] for d in docs}
+        with timed(seconds, "coordinates"):
+            tally = cut(args, entry, items, docs, ids, split, tokenizer.token_lengths(enc), tmp)
+        texts.close()
+        ids.close()
+        meta = describe(args, settings, docs, skipped, tally, enc, split, seconds, t0)
+        tokenizer.save(ranks, os.path.join(tmp, "tokenizer.json"), entry.pattern)
+        with open(os.path.join(tmp, "meta.json"), "w") as f:
+            json.dump(meta, f, indent=1)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        os.replace(tmp, out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return meta
 
 
 def parse(argv):
@@ -192,6 +284,8 @@ def parse(argv):
                     help="90/5/5 by a hash of the name (default) or in source order (the paper's Python)")
     ap.add_argument("--bpe_bytes", type=int, default=30_000_000, help="training text the BPE sees")
     ap.add_argument("--workers", type=int, default=os.cpu_count())
+    ap.add_argument("--chunk_tokens", type=int, default=1 << 20, help="tokens built, cut and written at a "
+                    "time: memory holds about one chunk's records (the arrays are the same for any value)")
     ap.add_argument("--force", action="store_true", help="rebuild even if the data is up to date")
     ap.add_argument("--render", choices=("values", "addressed"),
                     help="sheets: write each cell's content, or 'G4:=E4+F4'")
@@ -201,6 +295,8 @@ def parse(argv):
     ap.add_argument("--conversations", type=int, help="chat: only the first N conversations (default: all)")
     ap.add_argument("--stream", choices=("compact", "old"),
                     help="programs: the compact stream (default; REFERENCE.md) or RESULTS.md's older one")
+    ap.add_argument("--max_programs", type=int, help="programs: a fixed sample of this many (default "
+                    "30,000), 0 every program found (the python setting)")
     ap.add_argument("--units", choices=("module", "record"),
                     help="python: level-1 sibling ranks count over the module (default) or per record")
     args = ap.parse_args(argv)
@@ -222,7 +318,7 @@ def parse(argv):
         setting = None if departs else setting
     # max_len: a record needs a next token; vocab: the 256 byte tokens come first
     for flag, low in (("max_len", 2), ("vocab", 256), ("bpe_bytes", 1), ("workers", 1), ("workbooks", 1),
-                      ("conversations", 1)):
+                      ("conversations", 1), ("chunk_tokens", 1), ("max_programs", 0)):
         if getattr(args, flag) is not None and getattr(args, flag) < low:
             ap.error(f"--{flag} must be at least {low} (got {getattr(args, flag)})")
     if args.vocab > 65536 * 4:
@@ -238,22 +334,39 @@ def data_settings(args, entry, items, dirs, setting):
             **({"split": args.split} if args.split != PREPARE["split"] else {}),   # older data: hash
             **({"setting": setting} if setting else {}),
             "defaults": entry.defaults(),
-            "files": hashlib.sha1("\n".join(f"{n}:{_size(p)}" for n, p in items).encode()).hexdigest()}
+            "files": hashlib.sha1("\n".join(f"{n}:{_digest(p)}" for n, p in items).encode()).hexdigest()}
 
 
 def up_to_date(out_dir, settings):
+    """meta.json has these settings and every array the length meta.json counts (a damaged meta.json or
+    a truncated array: rebuilt)."""
     meta_path = os.path.join(out_dir, "meta.json")
     if not os.path.exists(meta_path):
         return False
-    with open(meta_path) as f:
-        meta = json.load(f)
-    if meta.get("settings") != settings or not os.path.exists(os.path.join(out_dir, "tokenizer.json")):
+    try:
+        with open(meta_path) as f:
+            meta = json.load(f)
+        if meta.get("settings") != settings or not os.path.exists(os.path.join(out_dir, "tokenizer.json")):
+            return False
+        return all(arrays_complete(out_dir, s, meta["splits"][s]) for s in SPLITS)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        print(f"note: {out_dir} is damaged ({type(e).__name__}): rebuilding it")
         return False
-    try:   # the arrays as meta.json counts them, not meta.json alone
-        return all(len(np.load(os.path.join(out_dir, f"{s}_doc_start.npy"), mmap_mode="r")) - 1
-                   == meta["splits"][s]["records"] for s in SPLITS)
-    except (OSError, ValueError, KeyError):
+
+
+def arrays_complete(out_dir, split, counts):
+    """Every {split}_*.npy as long as meta.json's counts: records + 1 offsets, a document per record,
+    one row per token."""
+    want = {"doc_start": counts["records"] + 1, "record_doc": counts["records"]}
+    found = {os.path.basename(p)[len(split) + 1:-4]: p
+             for p in glob.glob(os.path.join(out_dir, f"{split}_*.npy"))}
+    if not {"tokens", "doc_start", "record_doc"} <= set(found):
         return False
+    for field, path in found.items():
+        a = np.load(path, mmap_mode="r")   # a truncated file: ValueError
+        if len(a) != want.get(field, counts["tokens"]):
+            return False
+    return int(np.load(found["doc_start"], mmap_mode="r")[-1]) == counts["tokens"]
 
 
 @contextlib.contextmanager
@@ -263,142 +376,262 @@ def timed(seconds, name):
     seconds[name] = round(time.time() - t0, 1)
 
 
-def documents(args, entry, items, dirs):
-    """[(name, Doc)] and the skipped files' reasons counted; one worker process per core."""
-    build = functools.partial(entry.build, **{k: getattr(args, k) for k in entry.options
-                                              if k in ("render", "blocks", "stream")})   # the builders' flags
+class Spool:
+    """Byte strings appended to one scratch file and read back by number: the corpus's texts and
+    token ids wait on disk between the passes, not in memory."""
+
+    def __init__(self, path):
+        self.f, self.at = open(path, "w+b"), [0]
+
+    def add(self, b):
+        self.f.write(b)
+        self.at.append(self.at[-1] + len(b))
+        return len(self.at) - 2
+
+    def __getitem__(self, i):
+        self.f.flush()
+        return os.pread(self.f.fileno(), self.at[i + 1] - self.at[i], self.at[i])
+
+    def text(self, i):
+        return self[i].decode("utf-8", "surrogatepass")
+
+    def close(self):
+        self.f.close()
+        os.remove(self.f.name)
+
+
+# A document between the passes: its source (items[item]), its text's and ids' numbers in the spools
+Found = collections.namedtuple("Found", "name item text chars blocks ids tokens", defaults=(None, 0))
+
+
+def documents(args, entry, items, dirs, texts):
+    """Pass 1, one worker process per core: each source built for what needs the whole corpus: its
+    name, text (spooled), length and paragraph blocks. [Found] in source order after the corpus-wide
+    filter, and the skipped files' reasons counted."""
+    summary = functools.partial(_summary, build=builder(args, entry))
     docs, skipped = [], collections.Counter()
-    with multiprocessing.Pool(args.workers) as pool:
-        for name, doc, reason in tqdm(pool.imap(build, items, chunksize=8), total=len(items),
-                                      desc=f"trees ({args.corpus})", unit="doc"):
-            if doc is None:
+    with worker_pool(args.workers) as pool:
+        built = tqdm(pool.imap(summary, items, chunksize=8), total=len(items), desc=f"trees ({args.corpus})",
+                     unit="doc")
+        for i, (name, text, blocks, reason) in enumerate(built):
+            if text is None:
                 skipped[reason] += 1
             else:
-                docs.append((name, doc))
+                at = texts.add(text.encode("utf-8", "surrogatepass"))
+                docs.append(Found(name, i, at, len(text), blocks))
     if entry.filter_docs:
-        docs, removed = entry.filter_docs(docs)
-        skipped.update(removed)
+        removed, reasons = entry.filter_docs(texts.text(d.text) for d in docs)
+        docs = [d for k, d in enumerate(docs) if k not in removed]
+        skipped.update(reasons)
     if not docs:
         sys.exit(f"error: no usable documents in {dirs} (skipped: {dict(skipped)})")
     return docs, skipped
 
 
-def encode(args, entry, enc, docs, skipped, dirs):
-    """Token ids per document. Known only once encoded: a document over the token cap (the BPE has
-    seen it; no record will hold it) or under the corpus's minimum is a counted skip."""
-    all_ids = enc.encode_ordinary_batch([d.text for _, d in docs], num_threads=args.workers)
+def builder(args, entry):
+    """The corpus's builder with its flags: (name, source) -> (name, Doc or None, skip reason)."""
+    return functools.partial(entry.build, **{k: getattr(args, k) for k in entry.options
+                                             if k in ("render", "blocks", "stream")})
 
-    def too_few_or_many(ids):
-        if len(ids) > trees.MAX_DOC_TOKENS:
+
+def _summary(item, build):
+    """Pass 1 in a worker: (name, text, paragraph blocks, None), or (name, None, None, skip reason)."""
+    name, doc, reason = build(item)
+    if doc is None:
+        return name, None, None, reason
+    return name, doc.text, int(doc.char_p[:, 0].max(initial=-1)) + 1 if doc.char_p is not None else 0, None
+
+
+def encode(args, entry, enc, docs, texts, ids, skipped, dirs):
+    """Token ids per document, spooled, a batch of texts at a time over --workers threads. Known only
+    once encoded: a document over the token cap (the BPE has seen it; no record will hold it) or
+    under the corpus's minimum is a counted skip. The documents kept, with their ids and lengths."""
+    def too_few_or_many(x):
+        if len(x) > trees.MAX_DOC_TOKENS:
             return trees.too_large("a document", trees.MAX_DOC_TOKENS, "tokens").reason
-        return f"shorter than {entry.min_tokens} tokens" if len(ids) < entry.min_tokens else None
-    why = [too_few_or_many(ids) for ids in all_ids]
-    skipped.update(w for w in why if w)
-    docs, all_ids = [d for d, w in zip(docs, why) if not w], [x for x, w in zip(all_ids, why) if not w]
-    if not docs:
+        return f"shorter than {entry.min_tokens} tokens" if len(x) < entry.min_tokens else None
+    kept = []
+    for run in chunks(docs, [d.chars for d in docs], 4 * args.chunk_tokens):   # ~4 characters a token
+        batch = enc.encode_ordinary_batch([texts.text(d.text) for d in run], num_threads=args.workers)
+        for d, x in zip(run, batch):
+            if why := too_few_or_many(x):
+                skipped[why] += 1
+            else:
+                kept.append(d._replace(ids=ids.add(np.asarray(x, np.uint32).tobytes()), tokens=len(x)))
+    if not kept:
         sys.exit(f"error: no usable documents in {dirs} (skipped: {dict(skipped)})")
-    return docs, all_ids
+    return kept
 
 
-def cut(args, entry, docs, all_ids, split, tok_len):
-    """Each document's per-token coordinates cut into records, by split; and the tree statistics."""
-    p1_cap = entry.p1_cap(docs) if entry.p1_cap else None
-    recs = {s: [] for s in SPLITS}
-    stats = dict(nodes=0, nodes_owning_tokens=0, tokens=0, deeper_than_levels=0, records_dropped_long=0,
-                 depths=collections.Counter(), ranks=[], p1_cap=p1_cap)
-    for di, ((name, doc), ids) in enumerate(tqdm(list(zip(docs, all_ids)), desc="coordinates", unit="doc")):
-        depth_n, path_n = doc.node_coords()
-        c = token_coords(doc, np.asarray(ids, np.int64), tok_len, (depth_n, path_n))
-        c["tokens"] = np.asarray(ids, np.int64)
-        stats["nodes"] += len(doc.parent)
-        stats["nodes_owning_tokens"] += len(np.unique(c["node"][c["node"] >= 0]))
-        stats["tokens"] += len(ids)
-        stats["deeper_than_levels"] += int((depth_n > trees.LEVELS).sum())
-        stats["depths"].update(depth_n.tolist())
-        stats["ranks"].append(doc.rank if entry.root_ranks else doc.rank[doc.parent >= 0])
-        rs = records(c, args.max_len, args.long, entry.starts(c, doc), p1_cap, args.units == "record")
-        stats["records_dropped_long"] += not rs
-        for r in rs:
-            r["doc"] = di
-        recs[split[name]].extend(rs)
-    return recs, stats
+def chunks(docs, sizes, limit):
+    """Consecutive runs of docs, each closed once its sizes reach limit."""
+    run, total = [], 0
+    for d, n in zip(docs, sizes):
+        run.append(d)
+        total += n
+        if total >= limit:
+            yield run
+            run, total = [], 0
+    if run:
+        yield run
 
 
-def describe(args, entry, settings, docs, skipped, recs, stats, enc, split, seconds):
-    """meta.json: what was read and skipped, the splits, the tree statistics, the tokeniser."""
-    ranks_all = np.concatenate(stats["ranks"]) if stats["ranks"] else np.zeros(1)
-    counts = {s: {"records": len(recs[s]), "tokens": int(sum(len(r["pos"]) for r in recs[s])),
+def cut(args, entry, items, docs, ids, split, tok_len, tmp):
+    """Pass 2, one worker process per core, a chunk of documents (--chunk_tokens) at a time: each
+    rebuilt, its token coordinates cut into records and appended to its split's arrays on disk, one
+    record_doc numbering over all. The statistics merged over documents, the chunks counted."""
+    p1_cap = entry.p1_cap([d.blocks for d in docs]) if entry.p1_cap else None
+    writers = {s: SplitWriter(tmp, s) for s in SPLITS}
+    tally, di = {"p1_cap": p1_cap, "chunks": 0}, 0
+    shape = dict(max_len=args.max_len, long_docs=args.long, p1_cap=p1_cap,
+                 restart_level1=args.units == "record")
+    init = (args.corpus, builder(args, entry), tok_len, shape)
+    bar = tqdm(total=len(docs), desc="coordinates", unit="doc")
+    with worker_pool(args.workers, _coordinates_start, init) as pool:
+        for run in chunks(docs, [d.tokens for d in docs], args.chunk_tokens):
+            tasks = [(items[d.item], np.frombuffer(ids[d.ids], np.uint32), split[d.name] == "train")
+                     for d in run]
+            recs = {s: [] for s in SPLITS}
+            for d, (rs, stats) in zip(run, pool.imap(_coordinates, tasks, chunksize=4)):
+                if rs is None:
+                    sys.exit(f"error: {d.name} changed while prepare.py read it ({stats}); run it again")
+                for r in rs:
+                    r["doc"] = di
+                di += 1
+                recs[split[d.name]].extend(rs)
+                merge(tally, stats)
+                bar.update()
+            for s in SPLITS:
+                writers[s].add(recs[s])
+                merge(tally, reference_tally([r for r in recs[s] if "ref_path" in r]))
+            tally["chunks"] += 1
+    bar.close()
+    tally["splits"] = {s: writers[s].close() for s in SPLITS}
+    return tally
+
+
+_WORKER = {}   # a pass-2 worker's fixed inputs, set once per process
+
+
+def _coordinates_start(corpus_name, build, tok_len, shape):
+    _WORKER.update(entry=corpus(corpus_name), build=build, tok_len=tok_len, shape=shape)
+
+
+def _coordinates(task):
+    """Pass 2 in a worker: one document rebuilt, its token coordinates cut into records, and its
+    statistics (those of training records apart); the records lose the node ids only these read, and
+    path, ref_path and tokens travel at the width SplitWriter stores (the bytes written are the same)."""
+    item, ids, train = task
+    entry = _WORKER["entry"]
+    name, doc, reason = _WORKER["build"](item)
+    if doc is None:
+        return None, reason
+    ids = np.asarray(ids, np.int64)
+    depth_n, path_n = doc.node_coords()
+    c = token_coords(doc, ids, _WORKER["tok_len"], (depth_n, path_n))
+    c["tokens"] = ids
+    rs = records(c, boundary=entry.starts(c, doc), **_WORKER["shape"])
+    widest = int(doc.rank.max(initial=0))
+    stats = {"nodes": len(doc.parent), "nodes_owning_tokens": len(np.unique(c["node"][c["node"] >= 0])),
+             "tokens": len(ids), "deeper_than_levels": int((depth_n > trees.LEVELS).sum()),
+             "records_dropped_long": int(not rs), "depths": value_counts(depth_n), "notes": doc.notes or {},
+             "ranks": value_counts(doc.rank if entry.root_ranks else doc.rank[doc.parent >= 0]),
+             "synthetic": int(doc.synthetic),
+             "kind_tokens": {n: sum(int(((r["kind"] & flag) > 0).sum()) for r in rs)
+                             for flag, n in trees.KIND_NAMES.items()},
+             **({"wide": 1, "widest_max": (widest, name)} if widest >= trees.MAX_WIDTH else {}),
+             **({"references": len(doc.ref_path)} if doc.ref_path is not None else {})}
+    if train and rs:
+        stats["record_ranks"] = record_rank_counts(rs)
+        if entry.record_tally:
+            stats["record_tally"] = entry.record_tally(rs)
+    for r in rs:   # on their way to the main process in the width SplitWriter keeps them at most
+        del r["node"]
+        r.update({k: r[k].astype(SplitWriter.WIDE[k][0]) for k in SplitWriter.WIDE if k in r})
+    return rs, stats
+
+
+def reference_tally(held):
+    """Tokens that reference rotation moves (appendix §4: 20.6% on Python), as configs counts them."""
+    if not held:
+        return {}
+    from configs import reference_counts  # in the main process: configs imports torch
+    path, ref = (np.concatenate([r[k] for r in held]) for k in ("path", "ref_path"))
+    c = reference_counts(path, ref, np.cumsum([0] + [len(r["path"]) for r in held[:-1]]))
+    return {"held": 1, "affected": c["affected"], "reference_tokens": c["tokens"]}
+
+
+def merge(into, stats):
+    """Add stats into `into`: numbers and counts add, keys ending in "max" keep the largest."""
+    for k, v in stats.items():
+        if k not in into:
+            into[k] = v
+        elif isinstance(v, dict):
+            merge(into[k], v)
+        elif isinstance(k, str) and k.endswith("max"):
+            into[k] = np.maximum(into[k], v) if isinstance(v, np.ndarray) else max(into[k], v)
+        else:
+            into[k] += v
+
+
+def describe(args, settings, docs, skipped, t, enc, split, seconds, t0):
+    """meta.json: what was read and skipped, the splits, the tree statistics, the tokeniser, the run."""
+    counts = {s: {"records": t["splits"][s][0], "tokens": t["splits"][s][1],
                   "documents": sum(v == s for v in split.values())} for s in SPLITS}
+    entry = corpus(args.corpus)
     meta = {
-        "settings": settings, "synthetic": any(d.synthetic for _, d in docs),
+        "settings": settings, "synthetic": bool(t["synthetic"]),
         "documents": len(docs), "skipped": dict(skipped), "skipped_total": sum(skipped.values()),
         "splits": counts,
         **({"split_packages": {s: len({package(n) for n, v in split.items() if v == s}) for s in SPLITS}}
-           if args.split == "contiguous" else {}), "tokens": stats["tokens"], "nodes": stats["nodes"],
-        "nodes_per_token": stats["nodes"] / max(stats["tokens"], 1),
+           if args.split == "contiguous" else {}), "tokens": t["tokens"], "nodes": t["nodes"],
+        "nodes_per_token": t["nodes"] / max(t["tokens"], 1),
         # a node owns a token when that token's first byte with a node is the node's (data.token_coords);
         # a node whose text lies inside another's token owns none. The paper's 0.86 may count every node.
-        "nodes_owning_tokens": stats["nodes_owning_tokens"],
-        "nodes_owning_tokens_per_token": stats["nodes_owning_tokens"] / max(stats["tokens"], 1),
-        "sibling_rank_p99": float(np.percentile(ranks_all, 99)), "sibling_rank_max": int(ranks_all.max()),
-        "record_sibling_rank": record_rank_stats(recs["train"]),
-        "depth_histogram": {int(k): v for k, v in sorted(stats["depths"].items())},
-        "nodes_deeper_than_22_levels": stats["deeper_than_levels"],
-        "records_dropped_long": stats["records_dropped_long"],
+        "nodes_owning_tokens": t["nodes_owning_tokens"],
+        "nodes_owning_tokens_per_token": t["nodes_owning_tokens"] / max(t["tokens"], 1),
+        "sibling_rank_p99": rank_summary(t["ranks"])["p99"],
+        "sibling_rank_max": rank_summary(t["ranks"])["max"],
+        "record_sibling_rank": rank_summary(t.get("record_ranks")),
+        "depth_histogram": {int(k): v for k, v in sorted(t["depths"].items())},
+        "nodes_deeper_than_22_levels": t["deeper_than_levels"],
+        "records_dropped_long": t["records_dropped_long"],
         "tokenizer": {"kind": "byte-level BPE (rustbpe, trained here)", "vocab": enc.n_vocab,
-                      "vocab_asked": args.vocab,
-                      "pattern": entry.pattern,
+                      "vocab_asked": args.vocab, "pattern": entry.pattern,
                       "trained_on_bytes": min(args.bpe_bytes,
-                                              sum(len(d.text) for n, d in docs if split[n] == "train"))},
+                                              sum(d.chars for d in docs if split[d.name] == "train"))},
         "seconds": seconds, "kinds": trees.KIND_NAMES,
-        "kind_tokens": {name: sum(int(((r["kind"] & flag) > 0).sum()) for s in SPLITS for r in recs[s])
-                        for flag, name in trees.KIND_NAMES.items()},
+        "kind_tokens": {name: t["kind_tokens"][name] for name in trees.KIND_NAMES.values()},
+        # what preparing took: issue 50 sizes the GPU machine's calls by it
+        "run": {"wall_seconds": round(time.time() - t0, 1), "workers": args.workers, "chunks": t["chunks"],
+                "chunk_tokens": args.chunk_tokens, "peak_rss_mb": peak_rss_mb()},
     }
-    wide = [(int(d.rank.max(initial=0)), n) for n, d in docs if d.rank.max(initial=0) >= trees.MAX_WIDTH]
-    if wide:   # web pages this wide are skipped; kept here, and said (the paper drops nothing on Python)
-        rank, name = max(wide)
-        meta["wider_than_web_limit"] = {"documents": len(wide), "widest": {"file": name, "rank": rank}}
-    notes = collections.Counter()
-    for _, d in docs:
-        notes.update(d.notes or {})
-    if notes:
-        meta["notes"] = dict(notes)
-    if any(d.ref_path is not None for _, d in docs):   # explicit reference targets (workbooks)
-        meta["references"] = sum(len(d.ref_path or {}) for _, d in docs)
-    held = [r for s in SPLITS for r in recs[s] if "ref_path" in r]
-    if held:   # tokens reference rotation moves (appendix §4: 20.6% on Python), as configs counts them
-        from configs import reference_counts
-        path, ref = (np.concatenate([r[k] for r in held]) for k in ("path", "ref_path"))
-        c = reference_counts(path, ref, np.cumsum([0] + [len(r["path"]) for r in held[:-1]]))
-        meta["reference_token_share"] = c["affected"] / max(c["tokens"], 1)
-    if entry.record_stats and recs["train"]:
-        meta.update(entry.record_stats(recs["train"]), p1_cap=stats["p1_cap"])
+    if "wide" in t:   # web pages this wide are skipped: kept here, and said (the paper drops none on Python)
+        meta["wider_than_web_limit"] = {"documents": t["wide"],
+                                        "widest": {"file": t["widest_max"][1], "rank": t["widest_max"][0]}}
+    if t["notes"]:
+        meta["notes"] = dict(t["notes"])
+    if "references" in t:   # explicit reference targets (workbooks)
+        meta["references"] = t["references"]
+    if "held" in t:
+        meta["reference_token_share"] = t["affected"] / max(t["reference_tokens"], 1)
+    if entry.record_stats and "record_tally" in t:
+        meta.update(entry.record_stats(t["record_tally"]), p1_cap=t["p1_cap"])
     return meta
 
 
-def write(out_dir, recs, split, ranks, pattern, meta):
-    """The splits, the tokeniser and meta.json into a staging folder, then renamed over out_dir."""
-    tmp = out_dir + f".tmp{os.getpid()}"   # private to this process
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    try:
-        for s in SPLITS:
-            write_split(tmp, s, recs[s])
-        tokenizer.save(ranks, os.path.join(tmp, "tokenizer.json"), pattern)
-        with open(os.path.join(tmp, "meta.json"), "w") as f:
-            json.dump(meta, f, indent=1)
-        shutil.rmtree(out_dir, ignore_errors=True)
-        os.replace(tmp, out_dir)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+def peak_rss_mb():
+    """The largest resident memory of this process and of its finished workers, in MB."""
+    kb = [resource.getrusage(w).ru_maxrss for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return {"main": round(kb[0] / 1024), "largest_worker": round(kb[1] / 1024)}
 
 
-def report(meta, docs):
+def report(meta):
     if meta["synthetic"]:
         print("NOTE: this corpus is SYNTHETIC (generated workbooks), as meta.json records")
     for s in SPLITS:
         if not meta["splits"][s]["records"]:
-            print(f"WARNING: the {s} split is empty ({len(docs)} documents, split 90/5/5 by name); "
+            print(f"WARNING: the {s} split is empty ({meta['documents']} documents, split 90/5/5 by name); "
                   f"train.py refuses a corpus without {s} records: add documents"
                   + ("" if meta["settings"].get("split") == "contiguous" else
                      ", or pass --split contiguous (90/5/5 ranges in source order)"))

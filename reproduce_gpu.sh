@@ -16,6 +16,196 @@
 set -uo pipefail
 cd "$(dirname "$0")"
 
+# ------------------------------------------------------------ one paper table per GPU call ----
+# Each stage fits one call (about 6 minutes with prepare, so a rerun fits the 15-minute window): it
+# sets up what the machine lacks, prepares the data, times the study's first steps, says which seeds
+# (and length) it will train and why, trains them as one batched study (study.py), scores the test
+# split, and prints the paired table last. What comes back is under $OUT, three files:
+# STAGE.log, STAGE_table.md and STAGE_runs.tar.gz (every run's JSON and logs, no checkpoints).
+#   bash reproduce_gpu.sh python_table          the appendix's Python setting (every program found)
+#   bash reproduce_gpu.sh web_table             web pages from the carried $PAGES (pages.tar.gz)
+#   bash reproduce_gpu.sh sheets_table          spreadsheets: SYNTHETIC workbooks unless $SHEETS_SRC
+#   bash reproduce_gpu.sh hrope_table CORPUS [GROUP]   paper 004 Table 11 on code, prose or webtext:
+#        flat + one group of configurations a call (GROUP 1 hrope_axial, 2 sent_axial, 3 rand_axial
+#        period_axial); a warm machine keeps the flat runs of an earlier call
+# Add --dry to any of them: the same code on CPU at toy size (tests/test_reproduce_gpu.py); only the
+# size variables set below differ. REPRODUCE.md says what to carry and what comes back.
+setup_machine() {   # DEVICE.md: the GPU machine has no `python` (a wrapper keeps its venv) nor rustbpe/openpyxl
+  if ! command -v python >/dev/null; then
+    mkdir -p /tmp/bin && rm -f /tmp/bin/python && printf '#!/bin/sh\nexec python3 "$@"\n' > /tmp/bin/python
+    chmod +x /tmp/bin/python && export PATH=/tmp/bin:$PATH
+  fi
+  if ! python3 -c "import rustbpe, openpyxl" 2>/dev/null; then
+    ls .whl/*.whl >/dev/null 2>&1 || { echo "error: rustbpe or openpyxl missing and no .whl/ carried (REPRODUCE.md)"; exit 1; }
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  export PYTHONUNBUFFERED=1
+  echo "== $name on $DEVICE$([ $DRY = 1 ] && echo ' (--dry: toy sizes)'), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null)"
+}
+
+few() {   # DIR DEST GLOB: --dry's $FEW smallest such files of DIR copied to DEST (on the GPU: DIR itself)
+  if [ "$FEW" = 0 ]; then echo "$1"; return; fi
+  mkdir -p "$2"
+  find "$1" -maxdepth 1 -type f -name "$3" -printf '%s %p\n' | sort -n | sed -n "1,${FEW}p" | cut -d' ' -f2- \
+    | xargs -r cp -t "$2"
+  echo "$2"
+}
+
+pages() {   # $1 (a tarball of python3-doc's html/, or any pages) extracted once under $W; --dry packs a few first
+  local tarball=$1
+  if [ $DRY = 1 ] && [ ! -f "$W/pages.tar.gz" ]; then
+    [ -d /usr/share/doc/python3-doc/html ] || { echo "error: --dry needs python3-doc's pages"; exit 1; }
+    mkdir -p "$W/few/html/_sources" && few /usr/share/doc/python3-doc/html/library "$W/few/html" "*.html" >/dev/null
+    few /usr/share/doc/python3-doc/html/_sources/library "$W/few/html/_sources" "*.txt" >/dev/null
+    tar czf "$W/pages.tar.gz" -C "$W/few" html && tarball=$W/pages.tar.gz
+  fi
+  [ $DRY = 1 ] && tarball=$W/pages.tar.gz
+  [ -f "$tarball" ] || { echo "error: no $tarball (REPRODUCE.md: tar czhf pages.tar.gz -C /usr/share/doc/python3.11-doc html)"; exit 1; }
+  [ -d "$W/pages/html" ] || { mkdir -p "$W/pages" && tar xzf "$tarball" -C "$W/pages"; }
+  echo "pages: $(find "$W/pages/html" -name '*.html' | wc -l) HTML files from $tarball" >&2
+  echo "$W/pages/html"
+}
+
+prepare() {   # prepare.py's flags: the setting's data under $W/data, its counts and cost said
+  python prepare.py "$@" --out "$W/data" --workers $WORKERS > "$W/prepare.log" 2>&1 \
+    || { tail -3 "$W/prepare.log"; exit 1; }
+  grep -E "^(setting|note|WARNING|NOTE)" "$W/prepare.log"
+  python - "$W"/data/*/meta.json <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+print(f"data: {m['documents']:,} documents, {m['tokens']:,} tokens, records "
+      + ", ".join(f"{s} {v['records']:,}" for s, v in m["splits"].items())
+      + f"; prepared in {m['run']['wall_seconds']} s, peak {m['run']['peak_rss_mb']['main']:,} MB")
+PY
+}
+
+study() {   # CORPUS SETTING "CONFIGS" [train.py options]: time, fit, train, score, tabulate
+  local corpus=$1 setting=$2 configs=$3 t1 seeds length
+  shift 3
+  local train=(--setting "$setting" --data "$W/data" --device "$DEVICE" $RECORDS "$@")
+  rm -rf "$W/probe" && t1=$(date +%s)
+  python study.py "$corpus" "$configs" 0 "${train[@]}" --steps "$PROBE_STEPS" --milestones 2 --out "$W/probe" \
+    > "$W/probe.log" 2>&1 || { tail -3 "$W/probe.log"; exit 1; }
+  read -r seeds length < <(python - "$W/probe/$corpus" "$W/data/$corpus/meta.json" "$setting" "$(($(date +%s) - t1))" \
+    "$((BUDGET - $(date +%s) + T0))" "$SEEDS_MAX" "$STEPS_MAX" "${LENGTH:-0}" "$configs" \
+    "$(sed -n 's/.*--milestones \([0-9]*\).*/\1/p' <<< "$RECORDS")" <<'PY'
+import glob, json, sys
+from settings import SETTINGS
+probe, meta, setting, wall, left, seeds_max, steps_max, length, configs, given_milestones = sys.argv[1:]
+log = [json.loads(x) for x in open(glob.glob(f"{probe}/*/seed0/log.jsonl")[0])]
+cfg = json.load(open(glob.glob(f"{probe}/*/seed0/config.json")[0]))["run"]
+a, b = log[0], log[-1]
+step_s = (b["elapsed"] - a["elapsed"]) / max(b["step"] - a["step"], 1)   # a step of the runs together
+start = max(float(wall) - b["elapsed"], 0)                               # start-up: data, model, compile
+s = SETTINGS[setting]
+planned = s["steps"] or max(1, round(s["passes"] * max(json.load(open(meta))["splits"]["train"]["records"]
+                                                       // cfg["docs_per_step"], 1)))
+want = int(length) or planned
+# validation and the test split are forward passes, about a third of a training step per record
+val = step_s * cfg["val_docs"] / cfg["docs_per_step"] / 3
+test = step_s * (cfg["test_docs"] or 8192) / cfg["docs_per_step"] / 3
+milestones = min(int(given_milestones or 0) or s["milestones"], want)   # the probe's own are 2
+per_seed = want * step_s + milestones * val + test
+budget = float(left) - start - 30           # 30 s: evaluate.py and the tables
+seeds = min(int(seeds_max), int(budget // per_seed))
+n = len(configs.split())
+whose = "the setting's" if not int(length) else \
+    f"the setting's length is {planned:,} step(s); this stage's reading is"
+why = (f"timed {b['step']} steps of {n} runs: {step_s:.3f} s a step after {start:.0f} s of start-up; {whose} "
+       f"{want:,} steps, about {per_seed:,.0f} s a seed; {budget:,.0f} s are left")
+steps = 0 if want == planned else want
+if seeds < 1:   # not one seed at full length: the most steps one seed can train, said as a reading
+    seeds, steps = 1, max(1, int((budget - milestones * val - test) // step_s))
+    why += f": one seed at {steps:,} steps, fewer than {want:,} (a reading: a shortened run)"
+if int(steps_max):
+    steps = min(steps or want, int(steps_max))
+    why += f"; --dry caps it at {seeds} seed of {steps} step"
+print(why + f". So: training seeds 0-{seeds - 1} at " + (f"{steps:,} steps" if steps else f"{want:,} steps"),
+      file=sys.stderr)
+print(seeds, steps)
+PY
+  )
+  [ -n "$seeds" ] || exit 1
+  python study.py "$corpus" "$configs" "$(seq -s ' ' 0 $((seeds - 1)))" "${train[@]}" \
+    $([ "$length" != 0 ] && echo --steps "$length") --out "$W/runs" > "$W/study.log" 2>&1 \
+    || { tail -3 "$W/study.log"; exit 1; }
+  grep -E "^study:|diverged" "$W/study.log"
+  ls -d "$W/runs/$corpus"/*/seed* | xargs -P 4 -I{} sh -c \
+    'python evaluate.py {} --max_docs '"$EVAL_DOCS"' > {}/eval.log 2>&1 || echo "evaluate failed: {}"'
+  {   # the table says what it is: its stage, seeds, length and device, and SYNTHETIC data as such
+    python - "$W/data/$corpus/meta.json" "$W/runs/$corpus" <<'PY'
+import glob, json, sys
+meta, runs = json.load(open(sys.argv[1])), glob.glob(f"{sys.argv[2]}/*/seed*/final.json")
+steps = sorted({json.load(open(p))["step"] for p in runs})
+print(("SYNTHETIC data (generated workbooks), not the paper's corpus. " if meta["synthetic"] else "")
+      + f"{len(runs)} runs, {meta['documents']:,} documents, step(s) {steps}")
+PY
+    echo "$name, --setting $setting on $DEVICE, commit $(git rev-parse --short HEAD 2>/dev/null)"
+    python analyze.py "$W/runs/$corpus" --finished 2>&1 || echo "analyze failed"
+  } > "$OUT/${name}_table.md"
+  tar czf "$OUT/${name}_runs.tar.gz" --exclude='*.pt' --exclude='*.npz' -C "$W" runs probe data/"$corpus"/meta.json \
+    prepare.log probe.log study.log
+  echo "== $name: ${seeds} seed(s) of $configs, $(($(date +%s) - T0)) s in all; the table ($OUT/${name}_table.md):"
+  cat "$OUT/${name}_table.md"
+}
+
+python_table() {   # appendix §4 "Python": every program of the standard library and the packages
+  local src=()
+  [ $DRY = 1 ] && src=(--src "$(few "$(python -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')" \
+                                   "$W/src" "*.py")")
+  prepare --setting python "${src[@]}"
+  study programs python "seq_only tree_only tree_within seq_tree seq_depth"
+}
+
+web_table() {   # web pages: a third of a pass is about one step on python3-doc's pages, so a length of its own
+  prepare --setting web_pages --src "$(pages "${PAGES:-pages.tar.gz}")"
+  LENGTH=${WEB_STEPS:-1000} study web web_pages "seq_only tree_only tree_within seq_tree seq_depth"
+}
+
+sheets_table() {   # spreadsheets: SYNTHETIC workbooks unless $SHEETS_SRC holds real ones
+  if [ -n "${SHEETS_SRC:-}" ]; then prepare --setting sheets --src "$SHEETS_SRC"
+  else echo "NOTE: SYNTHETIC workbooks ($WORKBOOKS generated): not the paper's corpus"; prepare --setting sheets --workbooks $WORKBOOKS; fi
+  study sheets sheets "seq_only seq_grid seq_tree seq_depth"
+}
+
+hrope_table() {   # paper 004 Table 11 (25 M parameters, 5,000 steps of 16 x 1,024): flat + one group a call
+  local corpus=${1:?hrope_table CORPUS [GROUP]: code, prose or webtext} group=${2:-1} src=()
+  local groups=("" hrope_axial sent_axial "rand_axial period_axial")
+  [ -n "${groups[$group]:-}" ] || { echo "error: GROUP is 1, 2 or 3"; exit 1; }
+  case $corpus in
+    code) [ $DRY = 1 ] && src=(--src "$(few "$(python -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')" \
+                                             "$W/src" "*.py")") ;;
+    prose) src=(--src "$(pages "${PAGES:-pages.tar.gz}")/_sources") ;;
+    webtext) src=(--src "$(pages "${WEBTEXT_PAGES:-webtext.tar.gz}")") ;;
+    *) echo "error: hrope_table takes code, prose or webtext"; exit 1 ;;
+  esac
+  echo "group $group: flat and ${groups[$group]} (Table 11's five configurations take three calls)"
+  prepare --setting "hrope_$corpus" "${src[@]}"
+  study "$corpus" "hrope_$corpus" "flat ${groups[$group]}"
+}
+
+TABLES=" python_table web_table sheets_table hrope_table "
+if [[ $TABLES == *" ${1:-none} "* ]]; then
+  stage=$1 DRY=0 ARGS=()
+  for a in "${@:2}"; do if [ "$a" = --dry ]; then DRY=1; else ARGS+=("$a"); fi; done
+  if [ $DRY = 1 ]; then   # the sizes: a few steps of one record, one seed, a few source files, the CPU
+    DEVICE=cpu BUDGET=${BUDGET:-120} PROBE_STEPS=2 SEEDS_MAX=1 STEPS_MAX=1 WORKERS=2 EVAL_DOCS=2
+    RECORDS="--docs_per_step 1 --val_docs 2 --test_docs 2 --milestones 1 --mb_tokens 1024" FEW=60 WORKBOOKS=40
+  else                    # the setting's own batch, records and milestones; as many seeds as fit
+    DEVICE=cuda BUDGET=${BUDGET:-330} PROBE_STEPS=${PROBE_STEPS:-20} SEEDS_MAX=${SEEDS_MAX:-10} STEPS_MAX=0
+    WORKERS=16 EVAL_DOCS=${EVAL_DOCS:-512} RECORDS="" FEW=0 WORKBOOKS=600
+  fi
+  name=$stage${ARGS[0]:+_${ARGS[0]}}
+  OUT=${OUT:-out/gpu} W=${WORK:-out/$name}   # W: data and runs (ignored; a warm machine keeps it)
+  mkdir -p "$OUT" "$W"
+  exec > >(tee "$OUT/$name.log") 2>&1
+  T0=$(date +%s)
+  setup_machine
+  "$stage" "${ARGS[@]}"
+  exit
+fi
+
 # The CPU-scale studies of reproduce_cpu.sh (ten seeds: programs, JSON, XML, Markdown; the
 # spreadsheet rows at three), all at once on one GPU: every run keeps the CPU scale's settings
 # (model, steps, batch, recipe) and fp32, so only the device differs; many small runs share the card.

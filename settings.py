@@ -53,9 +53,9 @@ CPU_RECIPES = {"hrope": "hrope_cpu"}   # a corpus's recipe, as the CPU scale run
 # prepare.py's flags that shape the data, at their defaults; a setting names those it changes.
 # max_len is the CPU scale's context, so no record is cropped (appendix: "No document is split across steps")
 PREPARE = dict(vocab=4096, max_len=256, long="split", split="hash", units="module", render="values",
-               blocks="space", stream="compact")
+               blocks="space", stream="compact", max_programs=30_000)
 # What data prepared before a flag existed was made with, where that is not the flag's default.
-BEFORE = {("programs", "stream"): "old"}
+BEFORE = {("programs", "stream"): "old", ("programs", "max_programs"): 30_000}
 
 # Appendix §4: micro-batches of at most 8,192 padded tokens, validation every 5% of the planned steps (a
 # milestone) on the same 1,024 documents, results at the final step; the batch (64 records) is not given: ours
@@ -72,7 +72,7 @@ SETTINGS = {
         PAPER, corpus="programs", preset="paper", lr=1.2e-3, passes=8, test_docs=8192,
         # "A byte-pair tokenizer with 32,768 entries"; "The splits are contiguous record ranges over an
         # unshuffled corpus" (§2): the paper's own splits, idiosyncratic as §2 says, kept to reproduce it
-        prepare=dict(vocab=32768, max_len=1024, long="split", split="contiguous"),
+        prepare=dict(vocab=32768, max_len=1024, long="split", split="contiguous", max_programs=0),
         # "a sweep of five rates (0.0003 to 0.0048, 560 steps each) on four configurations — sequence
         # only, tree only, tree + within-node index and sequence + tree. All four were best at 0.0012."
         sweep=dict(rates=(3e-4, 6e-4, 1.2e-3, 2.4e-3, 4.8e-3), steps=560,

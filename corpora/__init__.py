@@ -11,7 +11,9 @@ may start. One module per family, each ending in its table of entries, one line 
 `corpus(name)` imports only the module that holds `name`: `prepare.py web` reads no workbook code.
 """
 import importlib
+import multiprocessing
 import os
+import signal
 import sys
 from dataclasses import dataclass, field
 from typing import Callable
@@ -34,11 +36,12 @@ class Corpus:
     starts: Callable            # record rule: (coords, Doc) -> bool per token, where a record may start
     pattern: str = tokenizer.PAT   # the BPE's pre-split pattern
     options: tuple = ()         # prepare.py flags that shape this corpus's data (kept in the settings)
-    p1_cap: Callable = None     # docs -> the largest p1 a record keeps, or None
+    p1_cap: Callable = None     # paragraph blocks per document -> the largest p1 a record keeps, or None
     root_ranks: bool = False    # the sibling-rank statistics count the roots' ranks (a sheet's index)
-    filter_docs: Callable = None   # [(name, Doc)] -> (kept, {reason: count}): corpus-wide removals
+    filter_docs: Callable = None   # texts -> ({index removed}, {reason: count}): corpus-wide removals
     min_tokens: int = 0         # documents with fewer tokens are counted skips
-    record_stats: Callable = None   # training records -> what meta.json adds (paper 004: the p1 statistics)
+    record_tally: Callable = None   # training records -> maxima (keys ending "max") and sums; chunks merge
+    record_stats: Callable = None   # the merged tally -> what meta.json adds (paper 004: the p1 statistics)
     preset: str = "paper"       # train.py's model on CUDA (settings.MODELS; the CPU scale has its own)
     recipe: str = "tree"        # train.py's recipe (settings.RECIPES; hrope runs as hrope_cpu on CPU)
     attention: tuple = field(default=())   # evaluate.py --attention: the corpus's shares
@@ -74,6 +77,17 @@ def build(item, builder):
         return name, None, "too deeply nested"
     except Exception as e:                       # a builder bug on odd input: counted, and named
         return name, None, f"builder error ({type(e).__name__})"
+
+
+def _worker_start(initializer, initargs):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C reaches the whole process group: the main
+    if initializer:                                # process alone answers it, in one line
+        initializer(*initargs)
+
+
+def worker_pool(workers, initializer=None, initargs=()):
+    """A process pool whose workers leave Ctrl-C to the main process (no worker tracebacks)."""
+    return multiprocessing.Pool(workers, _worker_start, (initializer, initargs))
 
 
 def find_files(dirs, exts, near=None):

@@ -13,7 +13,7 @@ import numpy as np
 
 from corpora import Corpus, build, find_files
 from corpora.paragraphs import paragraph_starts
-from hrope.controls import paragraph_stats
+from hrope.controls import paragraph_summary, paragraph_tally
 from trees import (
     LEVELS,
     MAX_DOC_CHARS,
@@ -378,5 +378,5 @@ CORPORA = {   # beyond the papers: any tree whose text determines it (sample.py 
     "json": Corpus(json_sources, functools.partial(build, builder=json_doc), children_of_root),
     "xml": Corpus(xml_sources, functools.partial(build, builder=xml_doc), children_of_root),
     "markdown": Corpus(markdown_sources, functools.partial(build, builder=markdown_doc), paragraph_starts,
-                       record_stats=paragraph_stats),
+                       record_tally=paragraph_tally, record_stats=paragraph_summary),
 }

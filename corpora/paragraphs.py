@@ -18,7 +18,7 @@ import numpy as np
 
 from corpora import Corpus, build, find_files, first_place, python, web
 from corpora.web import WEB_BLOCKS, WEB_SKIP, html_root
-from hrope.controls import paragraph_stats
+from hrope.controls import paragraph_summary, paragraph_tally
 from trees import MAX_FILE_BYTES, MAX_TEXT_CHARS, Doc, Skip, check_size, source_text, too_large
 
 # ------------------------- hRoPE paragraph corpora (paragraph-boundaries paper §3.1, §3.4, App. C.1) ----
@@ -356,9 +356,9 @@ def near_duplicates(texts, threshold=0.5, bands=64):
     return dropped
 
 
-def blocks_p95(docs):
+def blocks_p95(blocks):
     """Paper 004 App. C.1 on code: p1 truncated at the 95th percentile of blocks per file."""
-    return int(np.percentile([d.char_p[:, 0].max() + 1 for _, d in docs], 95)) - 1
+    return int(np.percentile(blocks, 95)) - 1
 
 
 def prose(src):
@@ -366,11 +366,10 @@ def prose(src):
     return paragraphs_doc(data) if fmt == "paragraphs" else prose_doc(data, fmt)
 
 
-def drop_near_duplicates(docs):
+def drop_near_duplicates(texts):
     """App. C.1: near-duplicate pages removed, the first kept."""
-    dup = near_duplicates([d.text for _, d in docs])
-    kept = [x for i, x in enumerate(docs) if i not in dup]
-    return kept, {"near-duplicate (5-gram MinHash > 0.5)": len(dup)}
+    dup = near_duplicates(texts)
+    return dup, {"near-duplicate (5-gram MinHash > 0.5)": len(dup)}
 
 
 def paragraph_starts(c, doc):
@@ -378,7 +377,8 @@ def paragraph_starts(c, doc):
     return np.r_[True, c["p"][1:, 0] != c["p"][:-1, 0]]
 
 
-HROPE = dict(preset="paper_hrope", recipe="hrope", record_stats=paragraph_stats)
+HROPE = dict(preset="paper_hrope", recipe="hrope", record_tally=paragraph_tally,
+             record_stats=paragraph_summary)
 CORPORA = {
     "prose": Corpus(prose_sources, functools.partial(build, builder=prose), paragraph_starts, **HROPE),
     "code": Corpus(python.python_sources, functools.partial(build, builder=code_doc), paragraph_starts,

@@ -31,7 +31,6 @@ import ast
 import collections
 import functools
 import hashlib
-import multiprocessing
 import re
 import sys
 import sysconfig
@@ -41,7 +40,7 @@ import numpy as np
 from tqdm import tqdm
 
 import tokenizer
-from corpora import Corpus, build, find_files
+from corpora import Corpus, build, find_files, worker_pool
 from trees import (
     KIND_AFTER_CLOSE,
     KIND_AFTER_LEAF,
@@ -675,11 +674,6 @@ def _programs_of(item, stream="compact"):
     return out
 
 
-# The default programs: a fixed sample of those found, since prepare holds a corpus's coordinates
-# in memory, which all of them overflow.
-DEFAULT_PROGRAMS = 30_000
-
-
 def programs_sources(args):
     """Small programs (appendix §4's Python corpus is 423,111 programs): the top-level functions
     and classes of 3-60 lines of the standard library and installed packages, each with the
@@ -688,16 +682,21 @@ def programs_sources(args):
     dirs = args.src or [sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"]]
     modules = [(f"{i}/{n}", p) for i, d in enumerate(dirs)
                for n, p in find_files([d], (".py",), STUBS if args.src else None)]
-    with multiprocessing.Pool(args.workers) as pool:
+    with worker_pool(args.workers) as pool:
         cut = functools.partial(_programs_of, stream=args.stream)
         items = [x for found in tqdm(pool.imap(cut, modules, chunksize=16), total=len(modules),
                                      desc="programs", unit="module") for x in found]
     if all(isinstance(src, Skip) for _, src in items):
         sys.exit(f"error: no top-level functions or classes of 3-60 lines under {dirs}"
                  + ("" if args.src else "; pass --src DIR"))
-    if not args.src and len(items) > DEFAULT_PROGRAMS:   # the same programs on every run: by name
-        items = sorted(items, key=lambda it: hashlib.sha1(it[0].encode("utf-8", "surrogatepass")).digest())
-        items = sorted(items[:DEFAULT_PROGRAMS])
+    programs = [it for it in items if not isinstance(it[1], Skip)]
+    if 0 < args.max_programs < len(programs):   # a fixed sample, the same programs on every run: by name
+        print(f"note: a sample of {args.max_programs:,} of the {len(programs):,} programs found "
+              "(--max_programs; 0 takes every one)")
+        def by_name(it):
+            return hashlib.sha1(it[0].encode("utf-8", "surrogatepass")).digest()
+        skips = [it for it in items if isinstance(it[1], Skip)]
+        items = sorted(sorted(programs, key=by_name)[:args.max_programs]) + skips
     return items, dirs
 
 
@@ -716,6 +715,7 @@ def build_programs(item, stream="compact"):
 CORPORA = {   # the serialisation's sigils need a pattern of their own
     "python": Corpus(python_sources, build_python, statements, options=("units",), attention=("ancestor",),
                      pattern=tokenizer.CODE_PAT),
-    "programs": Corpus(programs_sources, build_programs, statements, options=("units", "stream"),
+    "programs": Corpus(programs_sources, build_programs, statements,
+                       options=("units", "stream", "max_programs"),
                        attention=("ancestor",), pattern=tokenizer.CODE_PAT),
 }

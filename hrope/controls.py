@@ -70,11 +70,19 @@ def paragraph_stats(recs):
     density per token (rand_axial) and the mean paragraph length in tokens L (period_axial: p1 =
     floor(t / L)). Density and L count the true paragraphs, clipped or not. Our reading: M_1 is the
     largest training p1 after the corpus's p1_cap (code: C.1's 95th percentile; prose, webtext: none)."""
-    p_max = np.max([r["p"].max(0) for r in recs], 0)
+    return paragraph_summary(paragraph_tally(recs))
+
+
+def paragraph_tally(recs):
+    """paragraph_stats' maxima and sums over some records: prepare.py merges its chunks' tallies."""
     # a paragraph starts where p2 and p3 are both 0: every record start, and inside a record
     # wherever p1 moves on or would move on above the cap
-    n_paragraphs = sum(int(((r["p"][:, 1] == 0) & (r["p"][:, 2] == 0)).sum()) for r in recs)
-    starts = n_paragraphs - len(recs)
-    tokens = sum(len(r["p"]) for r in recs)
-    return {"p_max": [int(v) for v in p_max], "p1_density": starts / max(tokens - len(recs), 1),
-            "p1_period": max(1, round(tokens / n_paragraphs)), "paragraphs": n_paragraphs}
+    return {"p_max": np.max([r["p"].max(0) for r in recs], 0),
+            "paragraphs": sum(int(((r["p"][:, 1] == 0) & (r["p"][:, 2] == 0)).sum()) for r in recs),
+            "records": len(recs), "tokens": sum(len(r["p"]) for r in recs)}
+
+
+def paragraph_summary(t):
+    starts = t["paragraphs"] - t["records"]
+    return {"p_max": [int(v) for v in t["p_max"]], "p1_density": starts / max(t["tokens"] - t["records"], 1),
+            "p1_period": max(1, round(t["tokens"] / t["paragraphs"])), "paragraphs": t["paragraphs"]}

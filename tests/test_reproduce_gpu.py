@@ -1,0 +1,49 @@
+"""Every one-call GPU stage of reproduce_gpu.sh dry-runs on CPU (`--dry`: the same code at toy size):
+it prepares, times, states its seeds, trains a study, evaluates, leaves exactly its three files under
+$OUT (log, table, runs tarball without checkpoints) and prints the paired table last, so a stage
+cannot fail on the device for a reason the CPU could have shown. Slow: a paper-size model trains a
+step on CPU. Run: python -m pytest -q -m slow tests/test_reproduce_gpu.py"""
+import os
+import subprocess
+import tarfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGES = os.path.isdir("/usr/share/doc/python3-doc/html")
+
+STAGES = {   # stage arguments: (name of its files, corpus, the configurations it trains)
+    ("python_table",): ("python_table", "programs", ["seq_only", "tree_only", "tree_within", "seq_tree",
+                                                     "seq_depth"]),
+    ("web_table",): ("web_table", "web", ["seq_only", "tree_only", "tree_within", "seq_tree", "seq_depth"]),
+    ("sheets_table",): ("sheets_table", "sheets", ["seq_only", "seq_grid", "seq_tree", "seq_depth"]),
+    ("hrope_table", "code"): ("hrope_table_code", "code", ["flat", "hrope_axial"]),
+    ("hrope_table", "prose", "3"): ("hrope_table_prose", "prose", ["flat", "rand_axial", "period_axial"]),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", list(STAGES), ids=["_".join(a) for a in STAGES])
+def test_a_stage_dry_runs_to_its_table_and_three_files(args, tmp_path):
+    name, corpus, configs = STAGES[args]
+    if not PAGES and corpus in ("web", "prose"):
+        pytest.skip("needs python3-doc's pages")
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "WORK": str(tmp_path / "work"), "OMP_NUM_THREADS": "1"}
+    run = subprocess.run(["bash", "reproduce_gpu.sh", *args, "--dry"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert sorted(os.listdir(out)) == [f"{name}.log", f"{name}_runs.tar.gz", f"{name}_table.md"]
+    table = (out / f"{name}_table.md").read_text()
+    assert run.stdout.rstrip().endswith(table.rstrip())                    # the table, printed last
+    assert "training seeds 0-0" in run.stdout and "--dry caps it" in run.stdout
+    for config in configs[1:]:                                             # a paired row per configuration
+        assert any(config in line and line.startswith("|") for line in table.splitlines()), table
+    with tarfile.open(out / f"{name}_runs.tar.gz") as tar:
+        names = tar.getnames()
+    for config in configs:
+        assert f"runs/{corpus}/{config}/seed0/final.json" in names
+        assert f"runs/{corpus}/{config}/seed0/eval_test.json" in names
+    assert not any(n.endswith(".pt") for n in names)
+    if corpus == "sheets":
+        assert "SYNTHETIC" in run.stdout
