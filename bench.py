@@ -307,7 +307,8 @@ if __name__ == "__main__":
         cuda, args = torch.cuda.is_available(), sys.argv[2:]
         sizes = tuple(int(a) for a in args if a.isdigit()) or ((1, 4, 16) if cuda else (1, 4, 8))
         words = [a for a in args if not a.isdigit() and not a.startswith("--")]
-        rows = study(words[0] if words else "web", sizes, options=[a for a in args if a.startswith("--")])
+        rows = study(words[0] if words else "web", sizes, jobs=8 if cuda else 2,   # processes side by side
+                     options=[a for a in args if a.startswith("--")])
         where = torch.cuda.get_device_name() if cuda else "CPU"
         print(f"bench.py study on {where}, {torch.get_num_threads()} threads; precision and compile: "
               f"{machine.precision('cuda' if cuda else 'cpu')}")

@@ -1,18 +1,13 @@
 #!/usr/bin/env bash
-# The prepared GPU check (about 6 minutes on one H200; written to fit 8):
-#   1. the Triton kernel against the PyTorch reference with the interpreter off: every
-#      configuration family, outputs and the q, k, rate, offset and overlay gradients;
-#   2. `bench.py rotation` at study sizes (8 runs, 64k..512k tokens): eager, torch.compile and Triton
-#      fwd+bwd in bf16, kernels alone and end to end, against a copy (goal at 256k: Triton >= 50% of
-#      the copy, faster than compile end to end);
-#   3. aggregate training tokens/s at the paper preset (Python, seq_depth, 64 records of <= 1,024
-#      tokens per step) for 1, 2, 8 and 16 runs at once through sweep.sh (goal: 8 or 16 at once
-#      >= 3x the aggregate of two side by side);
-#   4. 30 steps of paper 004's packed batches (hrope_axial on code, recipe hrope): the masked path on CUDA.
-#   bash reproduce_gpu.sh [steps per run, default 150]    (JOBS="1 2 8 16" to change the counts)
-#   bash reproduce_gpu.sh studies      the CPU-scale studies on the GPU (below)
-# The paper-size 2,500-step seq_only / seq_depth comparison of the first study (RESULTS.md)
-# ran from an earlier version of this script: `bash sweep.sh python "seq_only seq_depth" 0 2 --steps 2500`.
+# The GPU machine's calls, each sized to one (REPRODUCE.md "One paper table per GPU call"):
+#   bash reproduce_gpu.sh speed_check   the fused rotation and a study on the device (tests), then
+#        `bench.py rotation` at 256k tokens: kernels alone and end to end against a copy (issue goals:
+#        Triton >= 50% of the copy, faster than compile end to end); about 3 minutes
+#   bash reproduce_gpu.sh study_bench   M = 1, 4, 16 runs of the Python setting's model (6 layers, d 256,
+#        2 heads, context 1,024, 64 records a step) as one study beside M processes: aggregate tokens/s
+#        and MFU at true record lengths (issue goal: >= 20% at M >= 16); about 7 minutes
+#   bash reproduce_gpu.sh studies       the CPU-scale studies on the GPU (below)
+# Add --dry to speed_check or study_bench (and to the table stages below): the same code on CPU at toy size.
 set -uo pipefail
 cd "$(dirname "$0")"
 
@@ -185,16 +180,34 @@ hrope_table() {   # paper 004 Table 11 (25 M parameters, 5,000 steps of 16 x 1,0
   study "$corpus" "hrope_$corpus" "flat ${groups[$group]}"
 }
 
-TABLES=" python_table web_table sheets_table hrope_table "
+speed_check() {   # the fused rotation and the study on the device, then the rotation's speed
+  echo "== 1. the kernel against the reference; a study against train.py's recorded losses (fp32)"
+  TRITON_INTERPRET=$INTERPRET python -m pytest -q -m "not slow" tests/test_rotary.py tests/test_study.py 2>&1 | tail -4
+  echo "== 2. a study's rotation at $ROTATION tokens: kernels alone and end to end, against a copy"
+  TRITON_INTERPRET=$INTERPRET python bench.py rotation $ROTATION | tee "$OUT/rotation.txt"
+}
+
+study_bench() {   # M runs of the Python setting's model as one study beside M separate processes
+  local src=()
+  [ $DRY = 1 ] && src=(--src "$(few "$(python -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')" \
+                                   "$W/src" "*.py")")
+  prepare --setting python "${src[@]}"
+  python bench.py study programs $STUDY_SIZES --setting python --data "$W/data" --steps=$BENCH_STEPS \
+    --val_docs=64 --test_docs=64 $RECORDS | tee "$OUT/study_bench.txt"
+}
+
+TABLES=" python_table web_table sheets_table hrope_table speed_check study_bench "
 if [[ $TABLES == *" ${1:-none} "* ]]; then
   stage=$1 DRY=0 ARGS=()
   for a in "${@:2}"; do if [ "$a" = --dry ]; then DRY=1; else ARGS+=("$a"); fi; done
   if [ $DRY = 1 ]; then   # the sizes: a few steps of one record, one seed, a few source files, the CPU
     DEVICE=cpu BUDGET=${BUDGET:-120} PROBE_STEPS=2 SEEDS_MAX=1 STEPS_MAX=1 WORKERS=2 EVAL_DOCS=2
     RECORDS="--docs_per_step 1 --val_docs 2 --test_docs 2 --milestones 1 --mb_tokens 1024" FEW=60 WORKBOOKS=40
+    INTERPRET=1 ROTATION="" STUDY_SIZES="1 2" BENCH_STEPS=2
   else                    # the setting's own batch, records and milestones; as many seeds as fit
     DEVICE=cuda BUDGET=${BUDGET:-330} PROBE_STEPS=${PROBE_STEPS:-20} SEEDS_MAX=${SEEDS_MAX:-10} STEPS_MAX=0
     WORKERS=16 EVAL_DOCS=${EVAL_DOCS:-512} RECORDS="" FEW=0 WORKBOOKS=600
+    INTERPRET=0 ROTATION=262144 STUDY_SIZES="1 4 16" BENCH_STEPS=${BENCH_STEPS:-20}
   fi
   name=$stage${ARGS[0]:+_${ARGS[0]}}
   OUT=${OUT:-out/gpu} W=${WORK:-out/$name}   # W: data and runs (ignored; a warm machine keeps it)
@@ -267,43 +280,6 @@ if [ "${1:-}" = hrope ]; then
   python analyze.py --paragraphs "$OUT"/{prose,code,webtext}/hrope_axial > "$OUT/paragraphs.md"
   exit
 fi
-STEPS=${1:-150}
-R=${OUT:-out}/gpu
-mkdir -p "$R"
-exec > >(tee "$R/gpu.log") 2>&1
-export PYTHONUNBUFFERED=1
-nvidia-smi -L || echo "no nvidia-smi: not a GPU machine"
-python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-echo "== 1. kernel against the reference (TRITON_INTERPRET=0)"
-TRITON_INTERPRET=0 python -m pytest -q tests/test_rotary.py -k "triton or every or head_split" 2>&1 | tail -4
-echo "== 2. a study's rotation fwd+bwd, H=2, D=128"
-TRITON_INTERPRET=0 python bench.py rotation
-echo "== 3. aggregate training tokens/s"
-python prepare.py python --max_len 1024 --out data_1024 --workers 16 | tail -4   # the paper preset's context
-for jobs in ${JOBS:-1 2 8 16}; do
-  rm -rf /tmp/agg
-  t0=$(date +%s.%N)
-  OUT=/tmp/agg bash sweep.sh python seq_depth "$(seq -s ' ' 0 $((jobs - 1)))" "$jobs" --steps "$STEPS" --val_docs 64 \
-    --test_docs 64 --milestones 2 --data data_1024
-  t1=$(date +%s.%N)
-  python - "$jobs" "$t0" "$t1" <<'PY'
-import glob, json, sys
-jobs, t0, t1 = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
-logs = [[json.loads(l) for l in open(p)] for p in glob.glob("/tmp/agg/python/seq_depth/seed*/log.jsonl")]
-tokens = sum(log[-1]["tokens"] for log in logs)
-train_s = [log[-1]["elapsed"] for log in logs]
-mfu = [log[-1].get("mfu", 0) for log in logs]
-print(f"{jobs:2d} at once: {len(logs)} runs, {tokens / 1e6:.1f} M tokens in {t1 - t0:.0f} s wall -> "
-      f"aggregate {tokens / (t1 - t0) / 1e6:.2f} M tokens/s (start-up included); per run "
-      f"{tokens / len(logs) / (sum(train_s) / len(logs)) / 1e3:.0f} k tokens/s while training, MFU "
-      f"{100 * sum(mfu) / len(mfu):.1f}% each, {100 * sum(mfu):.1f}% together")
-PY
-done
-echo "== 4. paper 004's batches: 16 blocks of 1,024 tokens, records packed, attention inside each (--pack)"
-if [ -d data/code ]; then
-  python train.py --corpus code --config hrope_axial --recipe hrope --steps 30 --milestones 1 --val_docs 64 \
-    --test_docs 64 --out /tmp/packed --resume 0 2>&1 | tr '\r' '\n' | grep -E "blocks|final|30/30" | tail -3
-else
-  echo "no data/code: python prepare.py code first"
-fi
-nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv 2>/dev/null || true
+echo "usage: bash reproduce_gpu.sh speed_check | study_bench | python_table | web_table | sheets_table |" \
+  "hrope_table CORPUS [GROUP] [--dry] | studies | hrope" >&2
+exit 2

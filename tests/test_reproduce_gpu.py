@@ -47,3 +47,17 @@ def test_a_stage_dry_runs_to_its_table_and_three_files(args, tmp_path):
     assert not any(n.endswith(".pt") for n in names)
     if corpus == "sheets":
         assert "SYNTHETIC" in run.stdout
+
+
+@pytest.mark.slow
+def test_the_speed_stages_dry_run_to_their_files(tmp_path):
+    """speed_check runs the kernel's and the study's tests and the rotation benchmark; study_bench
+    prepares the Python setting and benchmarks 1 and 2 runs batched beside separate processes."""
+    for stage, files, said in (("speed_check", ["rotation.txt", "speed_check.log"], "passed"),
+                               ("study_bench", ["study_bench.log", "study_bench.txt"], "path separate")):
+        out = tmp_path / stage
+        env = {**os.environ, "OUT": str(out), "WORK": str(tmp_path / f"work_{stage}"), "OMP_NUM_THREADS": "1"}
+        run = subprocess.run(["bash", "reproduce_gpu.sh", stage, "--dry"], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        assert sorted(os.listdir(out)) == files and said in run.stdout, run.stdout[-3000:]
