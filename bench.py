@@ -234,7 +234,9 @@ def study(corpus="web", sizes=(1, 4, 8), steps=30, jobs=2, options=()):
                 cmd = [sys.executable, "study.py", *args, "--out", out] if path == "study" else \
                     ["bash", "sweep.sh", *args]
                 t0 = time.perf_counter()
-                subprocess.run(cmd, env=env, check=True, capture_output=True)
+                done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+                if done.returncode:
+                    sys.exit(f"error: {' '.join(cmd[:5])} … failed: {(done.stderr or done.stdout)[-600:]}")
                 wall = time.perf_counter() - t0
                 runs = sorted(glob.glob(os.path.join(out, corpus, "*", "seed*")))
                 logs = [[json.loads(x) for x in open(os.path.join(r, "log.jsonl"))] for r in runs]
@@ -305,10 +307,11 @@ if __name__ == "__main__":
               f"{100 * r['milestone_share']:.1f}% of its wall), {torch.get_num_threads()} threads")
     elif sys.argv[1:2] == ["study"]:
         cuda, args = torch.cuda.is_available(), sys.argv[2:]
-        sizes = tuple(int(a) for a in args if a.isdigit()) or ((1, 4, 16) if cuda else (1, 4, 8))
-        words = [a for a in args if not a.isdigit() and not a.startswith("--")]
+        cut = next((i for i, a in enumerate(args) if a.startswith("--")), len(args))   # then options
+        sizes = tuple(int(a) for a in args[:cut] if a.isdigit()) or ((1, 4, 16) if cuda else (1, 4, 8))
+        words = [a for a in args[:cut] if not a.isdigit()]
         rows = study(words[0] if words else "web", sizes, jobs=8 if cuda else 2,   # processes side by side
-                     options=[a for a in args if a.startswith("--")])
+                     options=args[cut:])
         where = torch.cuda.get_device_name() if cuda else "CPU"
         print(f"bench.py study on {where}, {torch.get_num_threads()} threads; precision and compile: "
               f"{machine.precision('cuda' if cuda else 'cpu')}")
