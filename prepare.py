@@ -531,11 +531,12 @@ def _coordinates(task):
     c = token_coords(doc, ids, _WORKER["tok_len"], (depth_n, path_n))
     c["tokens"] = ids
     rs = records(c, boundary=entry.starts(c, doc), **_WORKER["shape"])
-    widest = int(doc.rank.max(initial=0))
+    ranked = doc.rank if entry.root_ranks else doc.rank[doc.parent >= 0]   # what sibling_rank_* count
+    widest = int(ranked.max(initial=0))
     stats = {"nodes": len(doc.parent), "nodes_owning_tokens": len(np.unique(c["node"][c["node"] >= 0])),
              "tokens": len(ids), "deeper_than_levels": int((depth_n > trees.LEVELS).sum()),
              "records_dropped_long": int(not rs), "depths": value_counts(depth_n), "notes": doc.notes or {},
-             "ranks": value_counts(doc.rank if entry.root_ranks else doc.rank[doc.parent >= 0]),
+             "ranks": value_counts(ranked),
              "synthetic": int(doc.synthetic),
              "kind_tokens": {n: sum(int(((r["kind"] & flag) > 0).sum()) for r in rs)
                              for flag, n in trees.KIND_NAMES.items()},

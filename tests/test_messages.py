@@ -73,6 +73,8 @@ def test_python_wider_than_the_web_limit_is_kept_and_said(tmp_path, capsys):
     import prepare
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "table.py").write_text("X = [" + ", ".join(map(str, range(400))) + "]\n")
+    # 500 top-level statements: ranks among the module's children, which sibling_rank_max leaves out
+    (tmp_path / "src" / "flat.py").write_text("".join(f"x{i} = {i}\n" for i in range(500)))
     for p in sorted(glob_stdlib("json")):
         shutil.copy(p, tmp_path / "src")
     out = prepare.main(["python", "--src", str(tmp_path / "src"), "--out", str(tmp_path / "data"),
@@ -80,6 +82,7 @@ def test_python_wider_than_the_web_limit_is_kept_and_said(tmp_path, capsys):
     assert "the widest table.py, rank 399" in capsys.readouterr().out
     meta = json.load(open(os.path.join(out, "meta.json")))
     assert meta["wider_than_web_limit"] == {"documents": 1, "widest": {"file": "table.py", "rank": 399}}
+    assert meta["sibling_rank_max"] == 399           # the note and the statistic count the same ranks
 
 
 def glob_stdlib(package):
