@@ -183,6 +183,21 @@ def start(run, quiet):
         [e["val_loss"] for e in run.log], run.cfg["patience"]))
 
 
+def to_device(a, device):
+    """A host array on the device without waiting for the device (pinned, copied asynchronously on
+    CUDA): a plain copy there would hold the host until every queued kernel had run."""
+    t = torch.as_tensor(a)
+    return t.pin_memory().to(device, non_blocking=True) if device.startswith("cuda") else t
+
+
+def prepare_run(run, names, n_head, n_layer):
+    """A run's fixed parts in the study's shared coordinates `names`: its coordinates' columns there
+    and its layouts' columns and markers (`columns`), made once, on the device."""
+    run.columns = columns(run.model.rotary, names, n_head, n_layer)
+    run.coord_cols = torch.tensor([names.index(n) for n in run.model.rotary.names], dtype=torch.long,
+                                  device=run.model.rotary.rates.device)
+
+
 def columns(rot, names, n_head, n_layer):
     """One run's layouts as {layout: (col, rate, offset, overlay, marker)} in the shared coordinates
     `names`, mapped once (columns and markers do not train; the marker a device tensor: no host copy
@@ -219,7 +234,7 @@ def coordinates(runs, b, names, corpus, gens, depth_dropout):
         if depth_dropout > 0 and "depth" in own and DEPTH_READERS & set(r.model.rotary.names):
             hidden = torch.rand(B, T, generator=gens[m], device=C.device) < depth_dropout
             own["depth"] = torch.where(hidden.gather(1, own["seg"].clamp(min=0)), -1, own["depth"])
-        C[m, ..., [names.index(n) for n in r.model.rotary.names]] = coords_for(r.model, own, corpus, gens[m])
+        C[m].index_copy_(-1, r.coord_cols, coords_for(r.model, own, corpus, gens[m]))
     return C
 
 
@@ -235,7 +250,7 @@ class Study:
         self.train, self.val, self.test = first.train, first.val, first.test
         self.names = sorted({n for r in runs for n in r.model.rotary.names})
         for r in runs:
-            r.columns = columns(r.model.rotary, self.names, self.mcfg.n_head, self.mcfg.n_layer)
+            prepare_run(r, self.names, self.mcfg.n_head, self.mcfg.n_layer)
         self.T = self.mcfg.max_len
         self.rows = max(1, self.cfg["mb_tokens"] // self.T)      # rows of one run in a micro-batch
         self.fwd = torch.compile(forward) if self.cfg["compile"] else forward
@@ -251,7 +266,7 @@ class Study:
     def batched(self, runs, at, seg, packed, gens, drop, split, depth_dropout=0.0):
         """Per-token NLL (M, R, T) of `runs` on rows at positions `at` (M, R, T) of `split`."""
         dev = self.cfg["device"]
-        b = split.gather(torch.from_numpy(at).to(dev), torch.from_numpy(seg).to(dev))
+        b = split.gather(to_device(at, dev), to_device(seg, dev))
         C = coordinates(runs, b, self.names, self.corpus, gens, depth_dropout)
         segment = b["seg"] if packed else None                 # attention confined to each record
         with runs[0].autocast:
@@ -275,7 +290,7 @@ class Study:
         gens = [torch.Generator(device=dev).manual_seed(r.cfg["seed"] * 1_000_003 + r.step) for r in runs]
         drop = Dropout(self.mcfg.dropout, [torch.Generator(device=dev).manual_seed(
             (r.cfg["seed"] * 1_000_003 + r.step) ^ 0x5EED) for r in runs] if self.mcfg.dropout else [])
-        n_tok_t = torch.tensor(n_tok, device=dev, dtype=torch.float32)
+        n_tok_t = to_device(np.array(n_tok, np.float32), dev)
         total = torch.zeros(len(runs), device=dev)
         for at, seg, packed in self.micro_batches(rows, self.train):
             nll, _ = self.batched(runs, at, seg, packed, gens, drop, self.train, cfg["depth_dropout"])

@@ -197,7 +197,7 @@ def test_the_batched_forward_is_each_runs_model(tiny_python):
     runs = [type("Run", (), {"model": m})() for m in models]
     shared = sorted({n for m in models for n in m.rotary.names})
     for r in runs:
-        r.columns = study.columns(r.model.rotary, shared, 2, 2)
+        study.prepare_run(r, shared, 2, 2)
     at, seg = split.positions(rows, 256)
     M = len(models)
     bb = split.gather(torch.from_numpy(np.stack([at] * M)), torch.from_numpy(np.stack([seg] * M)))
