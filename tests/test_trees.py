@@ -9,7 +9,7 @@ import configs
 import data
 import trees
 from corpora import python as pycorpus
-from corpora import web
+from corpora import warc, web
 
 
 def nodes_of(doc):
@@ -343,7 +343,7 @@ def test_warc_response_records(tmp_path):
     with gzip.open(tmp_path / "crawl.warc.gz", "wb") as f:
         f.write(data)
     for name in ("crawl.warc", "crawl.warc.gz"):
-        got = list(web.warc_records(str(tmp_path / name)))
+        got = list(warc.warc_records(str(tmp_path / name)))
         assert got == [("http://a/", page)]
         assert web.web_doc(got[0][1]).text == "Hello warc"
 
