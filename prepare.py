@@ -21,7 +21,6 @@ import glob
 import hashlib
 import json
 import os
-import re
 import resource
 import shutil
 import sys
@@ -177,16 +176,21 @@ def main(argv=None):
     """Resolve the flags, build the documents, train the BPE, cut the records, write them."""
     args, setting = parse(argv)
     out_dir = os.path.join(args.out, args.corpus)
-    refuse_overlap(out_dir, args.src)
+    if args.src:   # an output folder that is, holds or lies in a source is refused (prepared_folder.py)
+        from prepared_folder import refuse_overlap
+        refuse_overlap(out_dir, args.src)
     entry = corpus(args.corpus)
     items, dirs = entry.sources(args)
     settings = data_settings(args, entry, items, dirs, setting)
     try:
         with owned(out_dir, "the prepared data"):
-            remove_stale_staging(out_dir)
-            if not args.force and up_to_date(out_dir, settings):
-                print(f"{out_dir} is up to date (use --force to rebuild)")
-                return out_dir
+            staging = glob.glob(glob.escape(out_dir) + ".tmp*")
+            if staging or os.path.exists(os.path.join(out_dir, "meta.json")):   # an earlier run's folders
+                from prepared_folder import remove_stale_staging, up_to_date
+                remove_stale_staging(out_dir)
+                if not args.force and up_to_date(out_dir, settings):
+                    print(f"{out_dir} is up to date (use --force to rebuild)")
+                    return out_dir
             meta = prepared(args, entry, items, dirs, settings, out_dir)
     except OSError as e:   # a read-only folder, a full disk, a file size limit: one line
         full = e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, None)   # None: numpy's short write
@@ -195,38 +199,6 @@ def main(argv=None):
                  "(the prepared folder is as it was)")
     report(meta)
     return out_dir
-
-
-def refuse_overlap(out_dir, srcs):
-    """One line before anything is written where the output is, holds or lies inside a --src folder:
-    writing replaces out_dir (its sources with it) and a source folder holding it reads its outputs."""
-    out = os.path.realpath(out_dir)
-    for src in srcs or ():
-        real = os.path.realpath(src)
-        common = os.path.commonpath([out, real])
-        if common in (out, real):
-            how = "is" if out == real else "lies inside" if common == real else "holds"
-            sys.exit(f"error: the output folder {out_dir} {how} the source {src}: preparing would replace or "
-                     "read its own files; pass --out elsewhere")
-
-
-def remove_stale_staging(out_dir):
-    """Remove staging folders (<corpus>.tmp<pid>) that a killed prepare.py left: their process is gone."""
-    for path in glob.glob(glob.escape(out_dir) + ".tmp*"):
-        pid = re.fullmatch(r"\.tmp(\d+)", path[len(out_dir):])
-        if pid and os.path.isdir(path) and not alive(int(pid[1])):
-            shutil.rmtree(path, ignore_errors=True)
-            print(f"note: removed {path}, left by process {pid[1]} (no longer running)")
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:   # another user's
-        pass
-    return True
 
 
 def prepared(args, entry, items, dirs, settings, out_dir):
@@ -335,38 +307,6 @@ def data_settings(args, entry, items, dirs, setting):
             **({"setting": setting} if setting else {}),
             "defaults": entry.defaults(),
             "files": hashlib.sha1("\n".join(f"{n}:{_digest(p)}" for n, p in items).encode()).hexdigest()}
-
-
-def up_to_date(out_dir, settings):
-    """meta.json has these settings and every array the length meta.json counts (a damaged meta.json or
-    a truncated array: rebuilt)."""
-    meta_path = os.path.join(out_dir, "meta.json")
-    if not os.path.exists(meta_path):
-        return False
-    try:
-        with open(meta_path) as f:
-            meta = json.load(f)
-        if meta.get("settings") != settings or not os.path.exists(os.path.join(out_dir, "tokenizer.json")):
-            return False
-        return all(arrays_complete(out_dir, s, meta["splits"][s]) for s in SPLITS)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        print(f"note: {out_dir} is damaged ({type(e).__name__}): rebuilding it")
-        return False
-
-
-def arrays_complete(out_dir, split, counts):
-    """Every {split}_*.npy as long as meta.json's counts: records + 1 offsets, a document per record,
-    one row per token."""
-    want = {"doc_start": counts["records"] + 1, "record_doc": counts["records"]}
-    found = {os.path.basename(p)[len(split) + 1:-4]: p
-             for p in glob.glob(os.path.join(out_dir, f"{split}_*.npy"))}
-    if not {"tokens", "doc_start", "record_doc"} <= set(found):
-        return False
-    for field, path in found.items():
-        a = np.load(path, mmap_mode="r")   # a truncated file: ValueError
-        if len(a) != want.get(field, counts["tokens"]):
-            return False
-    return int(np.load(found["doc_start"], mmap_mode="r")[-1]) == counts["tokens"]
 
 
 @contextlib.contextmanager
