@@ -67,20 +67,10 @@ def records(coords, max_len, long_docs, boundary, p1_cap=None, restart_level1=Fa
     for s, e in cuts:
         r = {k: v[s:e] for k, v in coords.items()}
         r["pos"] = np.arange(e - s, dtype=np.int32)
-        if restart_level1 and e > s:
-            first = r["path"][0, 0]
-            r["path"] = r["path"].copy()
-            r["path"][:, 0] = np.where(r["path"][:, 0] >= 0, r["path"][:, 0] - first, -1)
-            if "ref_path" in r:
-                r["ref_path"] = r["ref_path"].copy()
-                r["ref_path"][:, 0] = np.where(r["ref_path"][:, 0] >= first, r["ref_path"][:, 0] - first, -1)
-        if "p" in r:   # a record starts a paragraph: p2/p3 of its first stretch from 0
-            p = r["p"] = r["p"].copy()
-            first_para, first_sent = p[:, 0] == p[0, 0], (p[:, :2] == p[0, :2]).all(1)
-            p[first_sent, 2] -= p[0, 2]
-            p[first_para, 1] -= p[0, 1]
-            if p1_cap is not None:      # App. C.1 truncation, where the model sees p1
-                np.minimum(p[:, 0], p1_cap, out=p[:, 0])
+        level1 = restart_level1 and e > s
+        if level1 or "p" in r:   # Python --units record, hRoPE's p: restarted by token_fields.py
+            from token_fields import restart
+            restart(r, level1, p1_cap)
         out.append(r)
     return out
 
