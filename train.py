@@ -53,8 +53,6 @@ from data import (
     coords_for,
     corpus_stats,
     identity,
-    identity_differs,
-    load_checkpoint,
     owned,
     pack,
     replacing,
@@ -64,18 +62,9 @@ from data import (
 )
 from machine import keep_freed_memory, precision, provenance
 from model import GPT, GPTConfig
-from settings import CPU_RECIPES, MODELS, RECIPES, SCALES, SETTINGS, refusal
+from settings import CPU_RECIPES, DEFAULTS, MODELS, RECIPES, SCALES, SETTINGS, refusal
 
-DEFAULTS = dict(   # every value a run has; settings.py's scales, recipes and settings change some
-    corpus="web", config="seq_only", name=None, seed=0, preset=None, recipe=None, data="data", out="out",
-    steps=None, docs_per_step=None, lr=None, weight_decay=None, min_lr=None, dropout=None, patience=None,
-    mb_tokens=8192, val_docs=1024, test_docs=None, milestones=20, depth_dropout=0.0, compile=None, bf16=None,
-    device=None, resume=True, setting=None, passes=None, report="final", lr_sweep=False, pack=False,
-)
 AUTO = ("compile", "bf16")   # None: chosen from the device by machine.precision(); --bf16=0/1 overrides
-# Settings a run may change when it resumes: they do not change what is computed. Precision is a
-# property of the machine, so a run resumed elsewhere takes that machine's (each milestone records it).
-RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out", "mb_tokens")
 
 
 def typed(key, text, default):
@@ -296,34 +285,6 @@ def build_model(cfg, mcfg, batch, corpus, data_dir):
         sys.exit(f"error: --config {cfg['config']} reads {e.args[0]!r}, which {data_dir} does not hold "
                  f"(another corpus, or a folder from an older prepare.py: rerun prepare.py {cfg['corpus']})")
     return model
-
-
-def trained_otherwise(run, model, cfg, mcfg):
-    """What a run recorded (its `run` values and `model` config) differs in from cfg and mcfg, beyond
-    what a resume may change (RESUMABLE): one 'name: there, now' string each."""
-    # a key the record lacks is newer than it, and its default keeps the old behaviour: compare
-    # with that default (an hrope run from before --pack must not go on packed)
-    differ = [f"{k}: {run.get(k, DEFAULTS[k])} there, {cfg[k]} now" for k in DEFAULTS
-              if k not in RESUMABLE and run.get(k, DEFAULTS[k]) != cfg[k]]
-    differ += [f"model.{k}: {model.get(k, v)} there, {v} now" for k, v in vars(mcfg).items()
-               if model.get(k, v) != v]
-    if run.get("tokenizer", cfg["tokenizer"]) != cfg["tokenizer"]:
-        differ.append("the tokeniser (data prepared again)")
-    return differ + [f"data {d}" for d in identity_differs(run.get("data_identity"), cfg["data_identity"])
-                     if not d.startswith("tokenizer")]
-
-
-def resume(cfg, mcfg, model, opt, out_dir):
-    """The step and log to continue from: the run's checkpoint loaded into model and opt, refused
-    when it was trained with other settings (RESUMABLE lists those a resume may change)."""
-    ck = load_checkpoint(os.path.join(out_dir, "ckpt.pt"), cfg["device"])
-    differ = trained_otherwise(ck["run"], ck["config"], cfg, mcfg)
-    if differ:   # a mixed schedule or another model would be filed under this run's name
-        sys.exit(f"error: {out_dir} was trained with other settings ({', '.join(differ)}); "
-                 "pass --resume=0 to start it over, or choose another --out")
-    model.load_state_dict(ck["model"])
-    opt.load_state_dict(ck["opt"])
-    return ck["step"], ck["log"]
 
 
 def train_step(fwd, model, train, rows, cfg, corpus, gen, autocast, rank, world):
@@ -550,6 +511,7 @@ def restore(run, model, opt, world):
     if world > 1:
         dist.barrier()
     if cfg["resume"] and os.path.exists(os.path.join(out_dir, "ckpt.pt")):
+        from resuming import resume   # its checkpoint, checked against this run (resuming.py)
         start, log = resume(cfg, run.mcfg, model, opt, out_dir)
         if run.master:
             print(f"resuming {out_dir} from step {start}")
