@@ -125,13 +125,3 @@ def first_appearance(names):
     holding a web text, a spreadsheet content kind)."""
     ids = {}
     return np.array([ids.setdefault(n, len(ids)) for n in names], np.int32)
-
-
-def parents_from_depth(depths):
-    """Appendix §5 'Depth and the tree': in a pre-order serialisation a node's parent is the
-    nearest preceding node one level shallower. Returns the reconstructed parent of each node."""
-    last_at, out = {}, []
-    for i, d in enumerate(depths):
-        out.append(last_at.get(d - 1, -1) if d > 1 else -1)
-        last_at[d] = i
-    return out

@@ -170,7 +170,7 @@ def test_compact_programs_round_trip_on_real_files():
         assert ast.unparse(decoded) == ast.unparse(reference)
         renamed = pycorpus.python_doc(prog, stream="compact")
         depth = renamed.node_coords()[0].tolist()
-        assert trees.parents_from_depth(depth) == renamed.parent.tolist()
+        assert pycorpus.parents_from_depth(depth) == renamed.parent.tolist()
         canon = pycorpus.decode_python(renamed.text, depth)
         compile(ast.unparse(canon), "<canon>", "exec")
         assert [type(n) for n in ast.walk(canon)] == [type(n) for n in ast.walk(decoded)]

@@ -90,7 +90,7 @@ def round_trips(data):
     depth = doc.node_coords()[0].tolist()
     assert ast.unparse(pycorpus.decode_python(doc.text, depth)) == ast.unparse(ast.parse(data))
     renamed = pycorpus.python_doc(data)
-    assert trees.parents_from_depth(renamed.node_coords()[0].tolist()) == renamed.parent.tolist()
+    assert pycorpus.parents_from_depth(renamed.node_coords()[0].tolist()) == renamed.parent.tolist()
     return True
 
 
