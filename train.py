@@ -40,7 +40,6 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 import rotary
@@ -255,11 +254,8 @@ def start_processes(cfg):
     on CUDA, as nanoGPT runs; otherwise the one process."""
     if int(os.environ.get("WORLD_SIZE", "1")) == 1:
         return 0, 1
-    dist.init_process_group("nccl" if cfg["device"] == "cuda" else "gloo")
-    if cfg["device"] == "cuda":
-        cfg["device"] = f"cuda:{int(os.environ['LOCAL_RANK'])}"
-        torch.cuda.set_device(cfg["device"])
-    return dist.get_rank(), dist.get_world_size()
+    from parallel import start   # torchrun: data parallel (parallel.py)
+    return start(cfg)
 
 
 def load_splits(data_dir, mcfg):
@@ -316,9 +312,8 @@ def train_step(fwd, model, train, rows, cfg, corpus, gen, autocast, rank, world)
             (loss * (world if mine else 0)).backward()
         step_loss += loss.item() if mine else 0.0
     if world > 1:   # every process sees the step's whole loss (the NaN stop must agree)
-        t = torch.tensor([step_loss], device=cfg["device"])
-        dist.all_reduce(t)
-        step_loss = t.item()
+        from parallel import summed
+        step_loss = summed(step_loss, cfg["device"])
     return step_loss, n_tok
 
 
@@ -421,7 +416,8 @@ def trained(run, rank, world):
     start, log = restore(run, model, opt, world)
     fwd = torch.compile(model) if cfg["compile"] else model
     if world > 1:
-        fwd = DDP(fwd, device_ids=[torch.cuda.current_device()] if cfg["device"].startswith("cuda") else None)
+        from parallel import wrapped
+        fwd = wrapped(fwd, cfg)
     if run.master:
         record_run(cfg, run.mcfg, model, run.meta, run.out_dir)
     t0 = time.time()
