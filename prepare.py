@@ -126,26 +126,6 @@ def split_of(name):
     return "train" if h < 90 else "val" if h < 95 else "test"
 
 
-def package(name):
-    """The package a document comes from: its first folder (below the source's index, for programs)."""
-    parts = name.split("::")[0].split("/")
-    return "/".join(parts[:2 if parts[0].isdigit() else 1]) if len(parts) > 1 else name
-
-
-def contiguous_split(names):
-    """Appendix §2 on Python: "The splits are contiguous record ranges over an unshuffled corpus":
-    the first 90% train, then 5% val, 5% test (the proportions are ours). Our reading of the order:
-    round-robin over packages, each in its sources' order, so no split is one package."""
-    by = collections.defaultdict(list)
-    for name in names:
-        by[package(name)].append(name)
-    queues = list(by.values())
-    order = [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
-    n = len(order)
-    return {name: "train" if i < 0.9 * n else "val" if i < 0.95 * n else "test"
-            for i, name in enumerate(order)}
-
-
 def _digest(src):
     """A source's content for the settings hash: an edit that keeps a file's size still rebuilds."""
     h = hashlib.sha1()
@@ -202,8 +182,11 @@ def prepared(args, entry, items, dirs, settings, out_dir):
         texts, ids = Spool(os.path.join(tmp, "texts.part")), Spool(os.path.join(tmp, "ids.part"))
         with timed(seconds, "trees"):
             docs, skipped = documents(args, entry, items, dirs, texts)
-        split = contiguous_split([d.name for d in docs]) if args.split == "contiguous" else \
-            {d.name: split_of(d.name) for d in docs}
+        if args.split == "contiguous":   # appendix §2 on Python: ranges in source order (source_order.py)
+            from source_order import contiguous_split
+            split = contiguous_split([d.name for d in docs])
+        else:
+            split = {d.name: split_of(d.name) for d in docs}
         with timed(seconds, "bpe_train"):
             train = (texts.text(d.text) for d in docs if split[d.name] == "train")
             ranks = tokenizer.train(train, args.vocab, args.bpe_bytes, entry.pattern)
@@ -508,13 +491,15 @@ def describe(args, settings, docs, skipped, t, enc, split, seconds, t0):
     """meta.json: what was read and skipped, the splits, the tree statistics, the tokeniser, the run."""
     counts = {s: {"records": t["splits"][s][0], "tokens": t["splits"][s][1],
                   "documents": sum(v == s for v in split.values())} for s in SPLITS}
-    entry = corpus(args.corpus)
+    entry, packages = corpus(args.corpus), {}
+    if args.split == "contiguous":   # how many packages each split holds (source_order.py)
+        from source_order import split_packages
+        packages = {"split_packages": split_packages(split)}
     meta = {
         "settings": settings, "synthetic": bool(t["synthetic"]),
         "documents": len(docs), "skipped": dict(skipped), "skipped_total": sum(skipped.values()),
         "splits": counts,
-        **({"split_packages": {s: len({package(n) for n, v in split.items() if v == s}) for s in SPLITS}}
-           if args.split == "contiguous" else {}), "tokens": t["tokens"], "nodes": t["nodes"],
+        **packages, "tokens": t["tokens"], "nodes": t["nodes"],
         "nodes_per_token": t["nodes"] / max(t["tokens"], 1),
         # a node owns a token when that token's first byte with a node is the node's (data.token_coords);
         # a node whose text lies inside another's token owns none. The paper's 0.86 may count every node.
