@@ -26,7 +26,6 @@ given override it. Writes out/<corpus>/<name or config>/seed<k>/: config.json, l
 final.json (last; `reported`: the validation loss under the run's reporting rule).
 """
 import argparse
-import ast
 import contextlib
 import functools
 import json
@@ -66,19 +65,6 @@ from settings import CPU_RECIPES, DEFAULTS, MODELS, RECIPES, SCALES, SETTINGS, r
 AUTO = ("compile", "bf16")   # None: chosen from the device by machine.precision(); --bf16=0/1 overrides
 
 
-def typed(key, text, default):
-    """nanoGPT's configurator: a --key=value override is a Python literal of the default's type."""
-    try:
-        v = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        v = text                                  # a bare word is a string
-    if isinstance(default, float) and type(v) is int:
-        v = float(v)
-    if type(v) is not type(default):
-        sys.exit(f"error: --{key}={text} must be {type(default).__name__} (default {default!r})")
-    return v
-
-
 def parse(argv):
     """(run values, model overrides, where each value came from) for a command line."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -88,7 +74,10 @@ def parse(argv):
             type(v) if v is not None else str
         ap.add_argument(f"--{k}", default=None, type=typ)
     args, extra = ap.parse_known_args(argv)
-    model_over = model_overrides(extra)
+    model_over = {}
+    if extra:   # --key=value overrides of the model's fields (overrides.py)
+        from overrides import model_overrides
+        model_over = model_overrides(extra)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.split(":")[0] not in ("cpu", "cuda", "mps"):
         sys.exit(f"error: unknown --device {device!r}; known: cpu, cuda, mps")
@@ -109,22 +98,6 @@ def parse(argv):
     cfg, origin = resolve(args, device, corpus, meta["settings"]["defaults"], setting)
     check(cfg, model_over, setting)
     return cfg, model_over, origin
-
-
-def model_overrides(extra):
-    """--key=value overrides of model fields (n_layer, n_embd, n_head, max_len), typed."""
-    over, fields = {}, GPTConfig.__dataclass_fields__
-    for e in extra:
-        if not e.startswith("--") or "=" not in e:
-            sys.exit(f"error: unrecognised argument {e!r}; use --key=value")
-        k, v = e[2:].split("=", 1)
-        if k in ("rotary", "corpus", "vocab_size"):   # set by --config and by the prepared data
-            sys.exit(f"error: --{k} cannot be overridden; it comes from "
-                     f"{'--config' if k == 'rotary' else 'the prepared data'}")
-        if k not in fields:
-            sys.exit(f"error: unknown option --{k}")
-        over[k] = typed(k, v, fields[k].default)
-    return over
 
 
 def resolve(args, device, corpus, corpus_defaults, setting):
