@@ -416,7 +416,10 @@ def cut(args, entry, items, docs, ids, split, tok_len, tmp):
                 bar.update()
             for s in SPLITS:
                 writers[s].add(recs[s])
-                merge(tally, reference_tally([r for r in recs[s] if "ref_path" in r]))
+                held = [r for r in recs[s] if "ref_path" in r]
+                if held:   # appendix §4: the tokens reference rotation moves (tree_stats.py)
+                    from tree_stats import reference_tally
+                    merge(tally, reference_tally(held))
             tally["chunks"] += 1
     bar.close()
     tally["splits"] = {s: writers[s].close() for s in SPLITS}
@@ -462,16 +465,6 @@ def _coordinates(task):
         del r["node"]
         r.update({k: r[k].astype(SplitWriter.WIDE[k][0]) for k in SplitWriter.WIDE if k in r})
     return rs, stats
-
-
-def reference_tally(held):
-    """Tokens that reference rotation moves (appendix §4: 20.6% on Python), as configs counts them."""
-    if not held:
-        return {}
-    from configs import reference_counts  # in the main process: configs imports torch
-    path, ref = (np.concatenate([r[k] for r in held]) for k in ("path", "ref_path"))
-    c = reference_counts(path, ref, np.cumsum([0] + [len(r["path"]) for r in held[:-1]]))
-    return {"held": 1, "affected": c["affected"], "reference_tokens": c["tokens"]}
 
 
 def merge(into, stats):
@@ -521,17 +514,9 @@ def describe(args, settings, docs, skipped, t, enc, split, seconds, t0):
         "run": {"wall_seconds": round(time.time() - t0, 1), "workers": args.workers, "chunks": t["chunks"],
                 "chunk_tokens": args.chunk_tokens, "peak_rss_mb": peak_rss_mb()},
     }
-    if "wide" in t:   # web pages this wide are skipped: kept here, and said (the paper drops none on Python)
-        meta["wider_than_web_limit"] = {"documents": t["wide"],
-                                        "widest": {"file": t["widest_max"][1], "rank": t["widest_max"][0]}}
-    if t["notes"]:
-        meta["notes"] = dict(t["notes"])
-    if "references" in t:   # explicit reference targets (workbooks)
-        meta["references"] = t["references"]
-    if "held" in t:
-        meta["reference_token_share"] = t["affected"] / max(t["reference_tokens"], 1)
-    if entry.record_stats and "record_tally" in t:
-        meta.update(entry.record_stats(t["record_tally"]), p1_cap=t["p1_cap"])
+    if t["notes"] or {"wide", "references", "held", "record_tally"} & set(t):   # beyond web pages
+        from tree_stats import beyond_web
+        meta.update(beyond_web(t, entry))
     return meta
 
 
@@ -550,11 +535,9 @@ def report(meta):
                   f"train.py refuses a corpus without {s} records: add documents"
                   + ("" if meta["settings"].get("split") == "contiguous" else
                      ", or pass --split contiguous (90/5/5 ranges in source order)"))
-    if "wider_than_web_limit" in meta:
-        w = meta["wider_than_web_limit"]
-        print(f"note: {w['documents']} document(s) have nodes with more than {trees.MAX_WIDTH} siblings "
-              f"(kept; web pages that wide are skipped): the widest {w['widest']['file']}, "
-              f"rank {w['widest']['rank']:,}")
+    if "wider_than_web_limit" in meta:   # tree_stats.py
+        from tree_stats import wide_note
+        print(wide_note(meta["wider_than_web_limit"]))
     held = sum(meta["splits"][s]["tokens"] for s in SPLITS)
     if held < meta["tokens"]:
         print(f"note: the splits' records hold {held:,} of the documents' {meta['tokens']:,} tokens "
