@@ -235,13 +235,6 @@ def index_in_group(keys):
 
 
 # ------------------------------------------------------------------------------- on disk ----
-def write_split(out_dir, split, recs):
-    """One split's records as {split}_{field}.npy: the number of tokens written."""
-    w = SplitWriter(out_dir, split)
-    w.add(recs)
-    return w.close()[1]
-
-
 class SplitWriter:
     """One split's records, appended a chunk at a time (add) to scratch files and written as .npy
     files at close: the arrays grow on disk, memory holds one chunk. A field takes the dtype of the
