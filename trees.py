@@ -10,8 +10,6 @@ depth, within-node index; hRoPE coordinates p1/p2/p3 follow the paragraph-bounda
 No look-ahead (appendix §5): every builder walks its document in reading order, so a node's
 rank, path, renaming and reference depend only on what precedes it.
 """
-import io
-import tokenize
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,22 +62,6 @@ def check_size(what, n, cap, unit="characters"):
     """Skip when n is over cap."""
     if n > cap:
         raise too_large(what, cap, unit)
-
-
-def source_text(raw):
-    """Bytes of a text file -> str, or Skip. A UTF-8 byte-order mark is dropped and a Python
-    coding cookie (PEP 263) honoured, as Python itself reads source; NUL bytes mean binary."""
-    if isinstance(raw, str):
-        text = raw
-    elif b"\0" in raw[:8192]:
-        raise Skip("binary (NUL bytes)")
-    else:
-        try:
-            text = raw.decode(tokenize.detect_encoding(io.BytesIO(raw).readline)[0])
-        except (SyntaxError, LookupError, UnicodeDecodeError):
-            raise Skip("not utf-8")
-    check_size("a document", len(text), MAX_DOC_CHARS)   # before the per-character work
-    return text
 
 
 @dataclass

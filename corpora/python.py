@@ -41,6 +41,7 @@ from tqdm import tqdm
 
 import tokenizer
 from corpora import Corpus, build, find_files, worker_pool
+from corpora.text import source_text
 from trees import (
     KIND_AFTER_CLOSE,
     KIND_AFTER_LEAF,
@@ -49,7 +50,6 @@ from trees import (
     Skip,
     check_size,
     first_appearance,
-    source_text,
 )
 
 _IDENT_LISTS = {("Global", "names"), ("Nonlocal", "names"), ("MatchClass", "kwd_attrs")}
