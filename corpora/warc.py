@@ -3,7 +3,7 @@ corpora/web.py reads them only where a --src holds such a file; the quickstart's
 """
 import zlib
 
-from trees import MAX_FILE_BYTES
+from trees import MAX_FILE_BYTES, Skip
 
 
 def warc_records(path, cut=None):
@@ -58,3 +58,13 @@ def warc_records(path, cut=None):
         if b"html" in http_head.lower() and payload:
             yield headers.get(b"warc-target-uri", b"").decode("utf-8", "replace"), payload
 
+
+
+def warc_items(name, path):
+    """web_sources' items of the archive `name` at `path`: (name#i:uri, html bytes) per HTML response,
+    and a counted skip where the archive was cut or holds none."""
+    cut = []
+    found = [(f"{name}#{i}:{uri}", payload) for i, (uri, payload) in enumerate(warc_records(path, cut))]
+    if cut:   # counted like a skipped document: the records after the cut are lost
+        found.append((f"{name}#cut", Skip(cut[0])))
+    return found or [(name, Skip("warc without html responses"))]

@@ -158,13 +158,8 @@ def web_sources(args):
     items = []
     for name, path in find_files(dirs, (".html", ".htm", ".warc", ".warc.gz")):
         if path.endswith((".warc", ".warc.gz")):   # a web archive: corpora/warc.py reads it
-            from corpora.warc import warc_records
-            cut = []
-            found = [(f"{name}#{i}:{uri}", payload)
-                     for i, (uri, payload) in enumerate(warc_records(path, cut))]
-            if cut:   # counted like a skipped document: the records after the cut are lost
-                found.append((f"{name}#cut", Skip(cut[0])))
-            items += found or [(name, Skip("warc without html responses"))]
+            from corpora.warc import warc_items
+            items += warc_items(name, path)
         else:
             items.append((name, path))
     if not items:
