@@ -3,9 +3,9 @@
 data/<corpus>/ holds, per split, {split}_{field}.npy (memory-mappable): tokens, doc_start (record
 offsets, n_records + 1), record_doc (the document of each record) and the per-token fields of
 FIELDS; and meta.json (counts, skips and their reasons, the tokenizer, the corpus's defaults).
-Here: that format and its table of fields, the Doc -> per-token fields step, atomic writes,
-Split and packing into micro-batches, and the coordinate matrix a position configuration reads
-(rotary.COORDINATES).
+Here: that format and its table of fields, the Doc -> per-token fields step (the fields web pages
+never have: token_fields.py), atomic writes, checkpoints, Split and packing into micro-batches,
+and the coordinate matrix a position configuration reads (rotary.COORDINATES).
 
     python data.py data/web             # what a prepared folder holds, field by field
 """
