@@ -197,7 +197,7 @@ def token_coords(doc, ids, tok_len, node_coords=None):
     if doc.label is not None:
         out["label"] = np.where(node >= 0, doc.label[node], -1).astype(np.int32)
     if doc.source >= 0 or any(getattr(doc, f) is not None for f in BEYOND_WEB):
-        from token_fields import beyond_web   # sheets, Python, the paragraph corpora, chat
+        from token_fields import beyond_web  # sheets, Python, the paragraph corpora, chat
         out.update(beyond_web(doc, out["kind"], node, char, byte_char, end, path_n))
     out["node"] = node
     return out

@@ -227,7 +227,7 @@ def start_processes(cfg):
     on CUDA, as nanoGPT runs; otherwise the one process."""
     if int(os.environ.get("WORLD_SIZE", "1")) == 1:
         return 0, 1
-    from parallel import start   # torchrun: data parallel (parallel.py)
+    from parallel import start  # torchrun: data parallel (parallel.py)
     return start(cfg)
 
 
@@ -480,7 +480,7 @@ def restore(run, model, opt, world):
     if world > 1:
         dist.barrier()
     if cfg["resume"] and os.path.exists(os.path.join(out_dir, "ckpt.pt")):
-        from resuming import resume   # its checkpoint, checked against this run (resuming.py)
+        from resuming import resume  # its checkpoint, checked against this run (resuming.py)
         start, log = resume(cfg, run.mcfg, model, opt, out_dir)
         if run.master:
             print(f"resuming {out_dir} from step {start}")
