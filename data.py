@@ -153,18 +153,9 @@ def owned(path, what):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
             break
-        except FileExistsError:
-            try:
-                pid = int(open(lock).read() or os.getpid())   # empty: its writer is writing the pid
-                os.kill(pid, 0)
-            except (ValueError, ProcessLookupError, FileNotFoundError):   # stale: its process is gone
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(lock)
-                continue
-            except PermissionError:   # alive, another user's
-                pass
-            sys.exit(f"error: {what} {path} is being written by process {pid} (lock {lock}); "
-                     "wait for it, or remove the lock if that process is not this run")
+        except FileExistsError:   # another writer's, or a dead one's (locks.py)
+            from locks import refuse_or_take_over
+            refuse_or_take_over(lock, what, path)
     else:
         sys.exit(f"error: could not take the lock {lock}")
     os.write(fd, str(os.getpid()).encode())
