@@ -3,9 +3,9 @@
 data/<corpus>/ holds, per split, {split}_{field}.npy (memory-mappable): tokens, doc_start (record
 offsets, n_records + 1), record_doc (the document of each record) and the per-token fields of
 FIELDS; and meta.json (counts, skips and their reasons, the tokenizer, the corpus's defaults).
-Here: that format and its table of fields, the Doc -> per-token fields step, atomic writes,
-Split and packing into micro-batches, and the coordinate matrix a position configuration reads
-(rotary.COORDINATES).
+Here: that format and its table of fields, the Doc -> per-token fields step (the fields web pages
+never have: token_fields.py), atomic writes, checkpoints, Split and packing into micro-batches,
+and the coordinate matrix a position configuration reads (rotary.COORDINATES).
 
     python data.py data/web             # what a prepared folder holds, field by field
 """
@@ -18,7 +18,6 @@ import sys
 
 import numpy as np
 
-import trees
 from trees import LEVELS
 
 SPLITS = ("train", "val", "test")
@@ -154,18 +153,9 @@ def owned(path, what):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
             break
-        except FileExistsError:
-            try:
-                pid = int(open(lock).read() or os.getpid())   # empty: its writer is writing the pid
-                os.kill(pid, 0)
-            except (ValueError, ProcessLookupError, FileNotFoundError):   # stale: its process is gone
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(lock)
-                continue
-            except PermissionError:   # alive, another user's
-                pass
-            sys.exit(f"error: {what} {path} is being written by process {pid} (lock {lock}); "
-                     "wait for it, or remove the lock if that process is not this run")
+        except FileExistsError:   # another writer's, or a dead one's (locks.py)
+            from locks import refuse_or_take_over
+            refuse_or_take_over(lock, what, path)
     else:
         sys.exit(f"error: could not take the lock {lock}")
     os.write(fd, str(os.getpid()).encode())
@@ -178,6 +168,10 @@ def owned(path, what):
 
 
 # ---------------------------------------------------------------------- doc -> token fields ----
+# Doc fields web pages never have: token_fields.py makes their per-token fields
+BEYOND_WEB = ("copied_from", "ref", "ref_path", "symbol", "stmt", "char_p", "char_chat")
+
+
 def token_coords(doc, ids, tok_len, node_coords=None):
     """Per-token coordinates of one Doc (`node_coords`: doc.node_coords() where the caller has it).
     A token belongs to the node of its first byte that has a node (for web text: its first non-space
@@ -189,29 +183,13 @@ def token_coords(doc, ids, tok_len, node_coords=None):
     out["path"] = np.where(node[:, None] >= 0, path_n[node], -1)
     out["depth"] = np.where(node >= 0, depth_n[node], 0).astype(np.int32)
     # within-node index: how many earlier tokens the same node has (node -1: absent)
-    out["within"] = np.where(node >= 0, _index_in_group(node), -1).astype(np.int32)
+    out["within"] = np.where(node >= 0, index_in_group(node), -1).astype(np.int32)
     out["kind"] = doc.char_kind[char] if doc.char_kind is not None else np.zeros(n, np.uint8)
-    if doc.copied_from is not None:   # "copied from the cell above" counts only across >= 256 tokens
-        out["kind"] = _clear_near_copies(doc, out["kind"], char, byte_char, end)
-    if doc.ref is not None or doc.ref_path is not None:   # a workbook without references has one too
-        out["ref_path"] = _ref_paths(doc, node, path_n)
-    if doc.symbol is not None:
-        out["symbol"] = np.where(node >= 0, doc.symbol[node], -1).astype(np.int32)
-    if doc.source >= 0:
-        out["source"] = np.full(n, doc.source, np.int32)
     if doc.label is not None:
         out["label"] = np.where(node >= 0, doc.label[node], -1).astype(np.int32)
-    if doc.stmt is not None:   # the statement grid (this repository's reading of the paper's term):
-        s = np.where(node >= 0, doc.stmt[node], -1)   # row = statement ordinal, column = token in it
-        row = np.searchsorted(np.flatnonzero(doc.stmt == np.arange(len(doc.stmt))), s)
-        out["grid"] = np.where((s >= 0)[:, None], np.stack([row, _index_in_group(s)], 1), -1).astype(np.int32)
-    if doc.char_p is not None:
-        p = doc.char_p[char].astype(np.int64)
-        p[:, 2] = _index_in_run(p[:, :2])        # p3: token index inside its sentence
-        out["p"] = p
-    if doc.char_chat is not None:                # position: token index inside its turn
-        c = doc.char_chat[char].astype(np.int64)
-        out["chat"] = np.concatenate([c, _index_in_run(c)[:, None]], 1)
+    if doc.source >= 0 or any(getattr(doc, f) is not None for f in BEYOND_WEB):
+        from token_fields import beyond_web  # sheets, Python, the paragraph corpora, chat
+        out.update(beyond_web(doc, out["kind"], node, char, byte_char, end, path_n))
     out["node"] = node
     return out
 
@@ -236,32 +214,7 @@ def _token_nodes(doc, ids, tok_len):
     return np.where(has, byte_node[at], -1), byte_char[at], byte_char, end
 
 
-def _clear_near_copies(doc, kind, char, byte_char, end):
-    """kind without KIND_COPIED where the copied cell is fewer than COPY_DISTANCE tokens back."""
-    char_first_byte = np.searchsorted(byte_char, np.arange(len(doc.text)))
-    src = doc.copied_from[char]
-    src_tok = np.searchsorted(end, char_first_byte[np.maximum(src, 0)], side="right")
-    near = (src >= 0) & (np.arange(len(kind)) - src_tok < trees.COPY_DISTANCE)
-    return np.where(near, kind & ~np.uint8(trees.KIND_COPIED), kind).astype(np.uint8)
-
-
-def _ref_paths(doc, node, path_n):
-    """(tokens, LEVELS) path of the node each token's node refers to, -1 where it refers to none."""
-    ref_path = np.full((len(node), LEVELS), -1, np.int64)
-    if doc.ref is not None:
-        tgt = np.where(node >= 0, doc.ref[node], -1)
-        ref_path[tgt >= 0] = path_n[tgt[tgt >= 0]]
-    if doc.ref_path:                                  # sheets: explicit targets per node
-        table = np.full((len(doc.parent) + 1, LEVELS), -1, np.int64)   # last row: no node
-        for nid, p in doc.ref_path.items():
-            table[nid, :len(p)] = p
-        has = np.zeros(len(doc.parent) + 1, bool)
-        has[list(doc.ref_path)] = True
-        ref_path = np.where(has[node][:, None], table[node], ref_path)
-    return ref_path
-
-
-def _index_in_group(keys):
+def index_in_group(keys):
     """Per entry of keys (n,), how many earlier entries have the same key."""
     n = len(keys)
     order = np.argsort(keys, kind="stable")
@@ -272,21 +225,7 @@ def _index_in_group(keys):
     return out
 
 
-def _index_in_run(keys):
-    """Per row of keys (n, k), its index in the run of equal consecutive rows it belongs to."""
-    n = len(keys)
-    starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]).any(1)])
-    return np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
-
-
 # ------------------------------------------------------------------------------- on disk ----
-def write_split(out_dir, split, recs):
-    """One split's records as {split}_{field}.npy: the number of tokens written."""
-    w = SplitWriter(out_dir, split)
-    w.add(recs)
-    return w.close()[1]
-
-
 class SplitWriter:
     """One split's records, appended a chunk at a time (add) to scratch files and written as .npy
     files at close: the arrays grow on disk, memory holds one chunk. A field takes the dtype of the

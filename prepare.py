@@ -21,7 +21,6 @@ import glob
 import hashlib
 import json
 import os
-import re
 import resource
 import shutil
 import sys
@@ -68,20 +67,10 @@ def records(coords, max_len, long_docs, boundary, p1_cap=None, restart_level1=Fa
     for s, e in cuts:
         r = {k: v[s:e] for k, v in coords.items()}
         r["pos"] = np.arange(e - s, dtype=np.int32)
-        if restart_level1 and e > s:
-            first = r["path"][0, 0]
-            r["path"] = r["path"].copy()
-            r["path"][:, 0] = np.where(r["path"][:, 0] >= 0, r["path"][:, 0] - first, -1)
-            if "ref_path" in r:
-                r["ref_path"] = r["ref_path"].copy()
-                r["ref_path"][:, 0] = np.where(r["ref_path"][:, 0] >= first, r["ref_path"][:, 0] - first, -1)
-        if "p" in r:   # a record starts a paragraph: p2/p3 of its first stretch from 0
-            p = r["p"] = r["p"].copy()
-            first_para, first_sent = p[:, 0] == p[0, 0], (p[:, :2] == p[0, :2]).all(1)
-            p[first_sent, 2] -= p[0, 2]
-            p[first_para, 1] -= p[0, 1]
-            if p1_cap is not None:      # App. C.1 truncation, where the model sees p1
-                np.minimum(p[:, 0], p1_cap, out=p[:, 0])
+        level1 = restart_level1 and e > s
+        if level1 or "p" in r:   # Python --units record, hRoPE's p: restarted by token_fields.py
+            from token_fields import restart
+            restart(r, level1, p1_cap)
         out.append(r)
     return out
 
@@ -137,26 +126,6 @@ def split_of(name):
     return "train" if h < 90 else "val" if h < 95 else "test"
 
 
-def package(name):
-    """The package a document comes from: its first folder (below the source's index, for programs)."""
-    parts = name.split("::")[0].split("/")
-    return "/".join(parts[:2 if parts[0].isdigit() else 1]) if len(parts) > 1 else name
-
-
-def contiguous_split(names):
-    """Appendix §2 on Python: "The splits are contiguous record ranges over an unshuffled corpus":
-    the first 90% train, then 5% val, 5% test (the proportions are ours). Our reading of the order:
-    round-robin over packages, each in its sources' order, so no split is one package."""
-    by = collections.defaultdict(list)
-    for name in names:
-        by[package(name)].append(name)
-    queues = list(by.values())
-    order = [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
-    n = len(order)
-    return {name: "train" if i < 0.9 * n else "val" if i < 0.95 * n else "test"
-            for i, name in enumerate(order)}
-
-
 def _digest(src):
     """A source's content for the settings hash: an edit that keeps a file's size still rebuilds."""
     h = hashlib.sha1()
@@ -177,16 +146,21 @@ def main(argv=None):
     """Resolve the flags, build the documents, train the BPE, cut the records, write them."""
     args, setting = parse(argv)
     out_dir = os.path.join(args.out, args.corpus)
-    refuse_overlap(out_dir, args.src)
+    if args.src:   # an output folder that is, holds or lies in a source is refused (prepared_folder.py)
+        from prepared_folder import refuse_overlap
+        refuse_overlap(out_dir, args.src)
     entry = corpus(args.corpus)
     items, dirs = entry.sources(args)
     settings = data_settings(args, entry, items, dirs, setting)
     try:
         with owned(out_dir, "the prepared data"):
-            remove_stale_staging(out_dir)
-            if not args.force and up_to_date(out_dir, settings):
-                print(f"{out_dir} is up to date (use --force to rebuild)")
-                return out_dir
+            staging = glob.glob(glob.escape(out_dir) + ".tmp*")
+            if staging or os.path.exists(os.path.join(out_dir, "meta.json")):   # an earlier run's folders
+                from prepared_folder import remove_stale_staging, up_to_date
+                remove_stale_staging(out_dir)
+                if not args.force and up_to_date(out_dir, settings):
+                    print(f"{out_dir} is up to date (use --force to rebuild)")
+                    return out_dir
             meta = prepared(args, entry, items, dirs, settings, out_dir)
     except OSError as e:   # a read-only folder, a full disk, a file size limit: one line
         full = e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, None)   # None: numpy's short write
@@ -195,38 +169,6 @@ def main(argv=None):
                  "(the prepared folder is as it was)")
     report(meta)
     return out_dir
-
-
-def refuse_overlap(out_dir, srcs):
-    """One line before anything is written where the output is, holds or lies inside a --src folder:
-    writing replaces out_dir (its sources with it) and a source folder holding it reads its outputs."""
-    out = os.path.realpath(out_dir)
-    for src in srcs or ():
-        real = os.path.realpath(src)
-        common = os.path.commonpath([out, real])
-        if common in (out, real):
-            how = "is" if out == real else "lies inside" if common == real else "holds"
-            sys.exit(f"error: the output folder {out_dir} {how} the source {src}: preparing would replace or "
-                     "read its own files; pass --out elsewhere")
-
-
-def remove_stale_staging(out_dir):
-    """Remove staging folders (<corpus>.tmp<pid>) that a killed prepare.py left: their process is gone."""
-    for path in glob.glob(glob.escape(out_dir) + ".tmp*"):
-        pid = re.fullmatch(r"\.tmp(\d+)", path[len(out_dir):])
-        if pid and os.path.isdir(path) and not alive(int(pid[1])):
-            shutil.rmtree(path, ignore_errors=True)
-            print(f"note: removed {path}, left by process {pid[1]} (no longer running)")
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:   # another user's
-        pass
-    return True
 
 
 def prepared(args, entry, items, dirs, settings, out_dir):
@@ -240,8 +182,11 @@ def prepared(args, entry, items, dirs, settings, out_dir):
         texts, ids = Spool(os.path.join(tmp, "texts.part")), Spool(os.path.join(tmp, "ids.part"))
         with timed(seconds, "trees"):
             docs, skipped = documents(args, entry, items, dirs, texts)
-        split = contiguous_split([d.name for d in docs]) if args.split == "contiguous" else \
-            {d.name: split_of(d.name) for d in docs}
+        if args.split == "contiguous":   # appendix §2 on Python: ranges in source order (source_order.py)
+            from source_order import contiguous_split
+            split = contiguous_split([d.name for d in docs])
+        else:
+            split = {d.name: split_of(d.name) for d in docs}
         with timed(seconds, "bpe_train"):
             train = (texts.text(d.text) for d in docs if split[d.name] == "train")
             ranks = tokenizer.train(train, args.vocab, args.bpe_bytes, entry.pattern)
@@ -335,38 +280,6 @@ def data_settings(args, entry, items, dirs, setting):
             **({"setting": setting} if setting else {}),
             "defaults": entry.defaults(),
             "files": hashlib.sha1("\n".join(f"{n}:{_digest(p)}" for n, p in items).encode()).hexdigest()}
-
-
-def up_to_date(out_dir, settings):
-    """meta.json has these settings and every array the length meta.json counts (a damaged meta.json or
-    a truncated array: rebuilt)."""
-    meta_path = os.path.join(out_dir, "meta.json")
-    if not os.path.exists(meta_path):
-        return False
-    try:
-        with open(meta_path) as f:
-            meta = json.load(f)
-        if meta.get("settings") != settings or not os.path.exists(os.path.join(out_dir, "tokenizer.json")):
-            return False
-        return all(arrays_complete(out_dir, s, meta["splits"][s]) for s in SPLITS)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        print(f"note: {out_dir} is damaged ({type(e).__name__}): rebuilding it")
-        return False
-
-
-def arrays_complete(out_dir, split, counts):
-    """Every {split}_*.npy as long as meta.json's counts: records + 1 offsets, a document per record,
-    one row per token."""
-    want = {"doc_start": counts["records"] + 1, "record_doc": counts["records"]}
-    found = {os.path.basename(p)[len(split) + 1:-4]: p
-             for p in glob.glob(os.path.join(out_dir, f"{split}_*.npy"))}
-    if not {"tokens", "doc_start", "record_doc"} <= set(found):
-        return False
-    for field, path in found.items():
-        a = np.load(path, mmap_mode="r")   # a truncated file: ValueError
-        if len(a) != want.get(field, counts["tokens"]):
-            return False
-    return int(np.load(found["doc_start"], mmap_mode="r")[-1]) == counts["tokens"]
 
 
 @contextlib.contextmanager
@@ -503,7 +416,10 @@ def cut(args, entry, items, docs, ids, split, tok_len, tmp):
                 bar.update()
             for s in SPLITS:
                 writers[s].add(recs[s])
-                merge(tally, reference_tally([r for r in recs[s] if "ref_path" in r]))
+                held = [r for r in recs[s] if "ref_path" in r]
+                if held:   # appendix §4: the tokens reference rotation moves (tree_stats.py)
+                    from tree_stats import reference_tally
+                    merge(tally, reference_tally(held))
             tally["chunks"] += 1
     bar.close()
     tally["splits"] = {s: writers[s].close() for s in SPLITS}
@@ -552,16 +468,6 @@ def _coordinates(task):
     return rs, stats
 
 
-def reference_tally(held):
-    """Tokens that reference rotation moves (appendix §4: 20.6% on Python), as configs counts them."""
-    if not held:
-        return {}
-    from configs import reference_counts  # in the main process: configs imports torch
-    path, ref = (np.concatenate([r[k] for r in held]) for k in ("path", "ref_path"))
-    c = reference_counts(path, ref, np.cumsum([0] + [len(r["path"]) for r in held[:-1]]))
-    return {"held": 1, "affected": c["affected"], "reference_tokens": c["tokens"]}
-
-
 def merge(into, stats):
     """Add stats into `into`: numbers and counts add, keys ending in "max" keep the largest."""
     for k, v in stats.items():
@@ -579,13 +485,15 @@ def describe(args, settings, docs, skipped, t, enc, split, seconds, t0):
     """meta.json: what was read and skipped, the splits, the tree statistics, the tokeniser, the run."""
     counts = {s: {"records": t["splits"][s][0], "tokens": t["splits"][s][1],
                   "documents": sum(v == s for v in split.values())} for s in SPLITS}
-    entry = corpus(args.corpus)
+    entry, packages = corpus(args.corpus), {}
+    if args.split == "contiguous":   # how many packages each split holds (source_order.py)
+        from source_order import split_packages
+        packages = {"split_packages": split_packages(split)}
     meta = {
         "settings": settings, "synthetic": bool(t["synthetic"]),
         "documents": len(docs), "skipped": dict(skipped), "skipped_total": sum(skipped.values()),
         "splits": counts,
-        **({"split_packages": {s: len({package(n) for n, v in split.items() if v == s}) for s in SPLITS}}
-           if args.split == "contiguous" else {}), "tokens": t["tokens"], "nodes": t["nodes"],
+        **packages, "tokens": t["tokens"], "nodes": t["nodes"],
         "nodes_per_token": t["nodes"] / max(t["tokens"], 1),
         # a node owns a token when that token's first byte with a node is the node's (data.token_coords);
         # a node whose text lies inside another's token owns none. The paper's 0.86 may count every node.
@@ -607,17 +515,9 @@ def describe(args, settings, docs, skipped, t, enc, split, seconds, t0):
         "run": {"wall_seconds": round(time.time() - t0, 1), "workers": args.workers, "chunks": t["chunks"],
                 "chunk_tokens": args.chunk_tokens, "peak_rss_mb": peak_rss_mb()},
     }
-    if "wide" in t:   # web pages this wide are skipped: kept here, and said (the paper drops none on Python)
-        meta["wider_than_web_limit"] = {"documents": t["wide"],
-                                        "widest": {"file": t["widest_max"][1], "rank": t["widest_max"][0]}}
-    if t["notes"]:
-        meta["notes"] = dict(t["notes"])
-    if "references" in t:   # explicit reference targets (workbooks)
-        meta["references"] = t["references"]
-    if "held" in t:
-        meta["reference_token_share"] = t["affected"] / max(t["reference_tokens"], 1)
-    if entry.record_stats and "record_tally" in t:
-        meta.update(entry.record_stats(t["record_tally"]), p1_cap=t["p1_cap"])
+    if t["notes"] or {"wide", "references", "held", "record_tally"} & set(t):   # beyond web pages
+        from tree_stats import beyond_web
+        meta.update(beyond_web(t, entry))
     return meta
 
 
@@ -636,11 +536,9 @@ def report(meta):
                   f"train.py refuses a corpus without {s} records: add documents"
                   + ("" if meta["settings"].get("split") == "contiguous" else
                      ", or pass --split contiguous (90/5/5 ranges in source order)"))
-    if "wider_than_web_limit" in meta:
-        w = meta["wider_than_web_limit"]
-        print(f"note: {w['documents']} document(s) have nodes with more than {trees.MAX_WIDTH} siblings "
-              f"(kept; web pages that wide are skipped): the widest {w['widest']['file']}, "
-              f"rank {w['widest']['rank']:,}")
+    if "wider_than_web_limit" in meta:   # tree_stats.py
+        from tree_stats import wide_note
+        print(wide_note(meta["wider_than_web_limit"]))
     held = sum(meta["splits"][s]["tokens"] for s in SPLITS)
     if held < meta["tokens"]:
         print(f"note: the splits' records hold {held:,} of the documents' {meta['tokens']:,} tokens "

@@ -14,6 +14,13 @@ came from. train.py refuses data prepared for another setting. Where a paper lea
 the entry says so and keeps this repository's default.
 """
 
+DEFAULTS = dict(   # every value a train.py run has; the scales, recipes and settings below change some
+    corpus="web", config="seq_only", name=None, seed=0, preset=None, recipe=None, data="data", out="out",
+    steps=None, docs_per_step=None, lr=None, weight_decay=None, min_lr=None, dropout=None, patience=None,
+    mb_tokens=8192, val_docs=1024, test_docs=None, milestones=20, depth_dropout=0.0, compile=None, bf16=None,
+    device=None, resume=True, setting=None, passes=None, report="final", lr_sweep=False, pack=False,
+)
+
 # The models, head width 128 (64 planes) for every depth-perception size.
 MODELS = {
     # the 4.7M model at each setting's context (appendix §4): Python 1,024, web pages 2,048

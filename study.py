@@ -36,6 +36,7 @@ import rotary
 import train
 from data import DEPTH_READERS, coords_for, owned, read_json
 from hrope.packing import fill_blocks
+from resuming import trained_otherwise
 
 
 # ------------------------------------------------------------------------ the batched GPT ----
@@ -166,7 +167,7 @@ def plan_runs(corpus, configs, seeds, options):
 def finished_alike(run):
     """A finished run is skipped (as sweep.sh skips it) only where it was trained as asked now."""
     done = read_json(os.path.join(run.out_dir, "config.json"), "pass --resume=0 to train the run again")
-    differ = train.trained_otherwise(done["run"], done["model"], run.cfg, run.mcfg)
+    differ = trained_otherwise(done["run"], done["model"], run.cfg, run.mcfg)
     if differ:
         sys.exit(f"error: {run.out_dir} finished with other settings ({', '.join(differ)}); pass "
                  "--resume=0 to train it again, or choose another --out")

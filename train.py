@@ -26,7 +26,6 @@ given override it. Writes out/<corpus>/<name or config>/seed<k>/: config.json, l
 final.json (last; `reported`: the validation loss under the run's reporting rule).
 """
 import argparse
-import ast
 import contextlib
 import functools
 import json
@@ -40,7 +39,6 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 import rotary
@@ -53,8 +51,6 @@ from data import (
     coords_for,
     corpus_stats,
     identity,
-    identity_differs,
-    load_checkpoint,
     owned,
     pack,
     replacing,
@@ -64,31 +60,9 @@ from data import (
 )
 from machine import keep_freed_memory, precision, provenance
 from model import GPT, GPTConfig
-from settings import CPU_RECIPES, MODELS, RECIPES, SCALES, SETTINGS, refusal
+from settings import CPU_RECIPES, DEFAULTS, MODELS, RECIPES, SCALES, SETTINGS, refusal
 
-DEFAULTS = dict(   # every value a run has; settings.py's scales, recipes and settings change some
-    corpus="web", config="seq_only", name=None, seed=0, preset=None, recipe=None, data="data", out="out",
-    steps=None, docs_per_step=None, lr=None, weight_decay=None, min_lr=None, dropout=None, patience=None,
-    mb_tokens=8192, val_docs=1024, test_docs=None, milestones=20, depth_dropout=0.0, compile=None, bf16=None,
-    device=None, resume=True, setting=None, passes=None, report="final", lr_sweep=False, pack=False,
-)
 AUTO = ("compile", "bf16")   # None: chosen from the device by machine.precision(); --bf16=0/1 overrides
-# Settings a run may change when it resumes: they do not change what is computed. Precision is a
-# property of the machine, so a run resumed elsewhere takes that machine's (each milestone records it).
-RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out", "mb_tokens")
-
-
-def typed(key, text, default):
-    """nanoGPT's configurator: a --key=value override is a Python literal of the default's type."""
-    try:
-        v = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        v = text                                  # a bare word is a string
-    if isinstance(default, float) and type(v) is int:
-        v = float(v)
-    if type(v) is not type(default):
-        sys.exit(f"error: --{key}={text} must be {type(default).__name__} (default {default!r})")
-    return v
 
 
 def parse(argv):
@@ -100,7 +74,10 @@ def parse(argv):
             type(v) if v is not None else str
         ap.add_argument(f"--{k}", default=None, type=typ)
     args, extra = ap.parse_known_args(argv)
-    model_over = model_overrides(extra)
+    model_over = {}
+    if extra:   # --key=value overrides of the model's fields (overrides.py)
+        from overrides import model_overrides
+        model_over = model_overrides(extra)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.split(":")[0] not in ("cpu", "cuda", "mps"):
         sys.exit(f"error: unknown --device {device!r}; known: cpu, cuda, mps")
@@ -121,22 +98,6 @@ def parse(argv):
     cfg, origin = resolve(args, device, corpus, meta["settings"]["defaults"], setting)
     check(cfg, model_over, setting)
     return cfg, model_over, origin
-
-
-def model_overrides(extra):
-    """--key=value overrides of model fields (n_layer, n_embd, n_head, max_len), typed."""
-    over, fields = {}, GPTConfig.__dataclass_fields__
-    for e in extra:
-        if not e.startswith("--") or "=" not in e:
-            sys.exit(f"error: unrecognised argument {e!r}; use --key=value")
-        k, v = e[2:].split("=", 1)
-        if k in ("rotary", "corpus", "vocab_size"):   # set by --config and by the prepared data
-            sys.exit(f"error: --{k} cannot be overridden; it comes from "
-                     f"{'--config' if k == 'rotary' else 'the prepared data'}")
-        if k not in fields:
-            sys.exit(f"error: unknown option --{k}")
-        over[k] = typed(k, v, fields[k].default)
-    return over
 
 
 def resolve(args, device, corpus, corpus_defaults, setting):
@@ -266,11 +227,8 @@ def start_processes(cfg):
     on CUDA, as nanoGPT runs; otherwise the one process."""
     if int(os.environ.get("WORLD_SIZE", "1")) == 1:
         return 0, 1
-    dist.init_process_group("nccl" if cfg["device"] == "cuda" else "gloo")
-    if cfg["device"] == "cuda":
-        cfg["device"] = f"cuda:{int(os.environ['LOCAL_RANK'])}"
-        torch.cuda.set_device(cfg["device"])
-    return dist.get_rank(), dist.get_world_size()
+    from parallel import start  # torchrun: data parallel (parallel.py)
+    return start(cfg)
 
 
 def load_splits(data_dir, mcfg):
@@ -296,34 +254,6 @@ def build_model(cfg, mcfg, batch, corpus, data_dir):
         sys.exit(f"error: --config {cfg['config']} reads {e.args[0]!r}, which {data_dir} does not hold "
                  f"(another corpus, or a folder from an older prepare.py: rerun prepare.py {cfg['corpus']})")
     return model
-
-
-def trained_otherwise(run, model, cfg, mcfg):
-    """What a run recorded (its `run` values and `model` config) differs in from cfg and mcfg, beyond
-    what a resume may change (RESUMABLE): one 'name: there, now' string each."""
-    # a key the record lacks is newer than it, and its default keeps the old behaviour: compare
-    # with that default (an hrope run from before --pack must not go on packed)
-    differ = [f"{k}: {run.get(k, DEFAULTS[k])} there, {cfg[k]} now" for k in DEFAULTS
-              if k not in RESUMABLE and run.get(k, DEFAULTS[k]) != cfg[k]]
-    differ += [f"model.{k}: {model.get(k, v)} there, {v} now" for k, v in vars(mcfg).items()
-               if model.get(k, v) != v]
-    if run.get("tokenizer", cfg["tokenizer"]) != cfg["tokenizer"]:
-        differ.append("the tokeniser (data prepared again)")
-    return differ + [f"data {d}" for d in identity_differs(run.get("data_identity"), cfg["data_identity"])
-                     if not d.startswith("tokenizer")]
-
-
-def resume(cfg, mcfg, model, opt, out_dir):
-    """The step and log to continue from: the run's checkpoint loaded into model and opt, refused
-    when it was trained with other settings (RESUMABLE lists those a resume may change)."""
-    ck = load_checkpoint(os.path.join(out_dir, "ckpt.pt"), cfg["device"])
-    differ = trained_otherwise(ck["run"], ck["config"], cfg, mcfg)
-    if differ:   # a mixed schedule or another model would be filed under this run's name
-        sys.exit(f"error: {out_dir} was trained with other settings ({', '.join(differ)}); "
-                 "pass --resume=0 to start it over, or choose another --out")
-    model.load_state_dict(ck["model"])
-    opt.load_state_dict(ck["opt"])
-    return ck["step"], ck["log"]
 
 
 def train_step(fwd, model, train, rows, cfg, corpus, gen, autocast, rank, world):
@@ -355,9 +285,8 @@ def train_step(fwd, model, train, rows, cfg, corpus, gen, autocast, rank, world)
             (loss * (world if mine else 0)).backward()
         step_loss += loss.item() if mine else 0.0
     if world > 1:   # every process sees the step's whole loss (the NaN stop must agree)
-        t = torch.tensor([step_loss], device=cfg["device"])
-        dist.all_reduce(t)
-        step_loss = t.item()
+        from parallel import summed
+        step_loss = summed(step_loss, cfg["device"])
     return step_loss, n_tok
 
 
@@ -460,7 +389,8 @@ def trained(run, rank, world):
     start, log = restore(run, model, opt, world)
     fwd = torch.compile(model) if cfg["compile"] else model
     if world > 1:
-        fwd = DDP(fwd, device_ids=[torch.cuda.current_device()] if cfg["device"].startswith("cuda") else None)
+        from parallel import wrapped
+        fwd = wrapped(fwd, cfg)
     if run.master:
         record_run(cfg, run.mcfg, model, run.meta, run.out_dir)
     t0 = time.time()
@@ -550,6 +480,7 @@ def restore(run, model, opt, world):
     if world > 1:
         dist.barrier()
     if cfg["resume"] and os.path.exists(os.path.join(out_dir, "ckpt.pt")):
+        from resuming import resume  # its checkpoint, checked against this run (resuming.py)
         start, log = resume(cfg, run.mcfg, model, opt, out_dir)
         if run.master:
             print(f"resuming {out_dir} from step {start}")

@@ -10,8 +10,6 @@ depth, within-node index; hRoPE coordinates p1/p2/p3 follow the paragraph-bounda
 No look-ahead (appendix §5): every builder walks its document in reading order, so a node's
 rank, path, renaming and reference depend only on what precedes it.
 """
-import io
-import tokenize
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,22 +64,6 @@ def check_size(what, n, cap, unit="characters"):
         raise too_large(what, cap, unit)
 
 
-def source_text(raw):
-    """Bytes of a text file -> str, or Skip. A UTF-8 byte-order mark is dropped and a Python
-    coding cookie (PEP 263) honoured, as Python itself reads source; NUL bytes mean binary."""
-    if isinstance(raw, str):
-        text = raw
-    elif b"\0" in raw[:8192]:
-        raise Skip("binary (NUL bytes)")
-    else:
-        try:
-            text = raw.decode(tokenize.detect_encoding(io.BytesIO(raw).readline)[0])
-        except (SyntaxError, LookupError, UnicodeDecodeError):
-            raise Skip("not utf-8")
-    check_size("a document", len(text), MAX_DOC_CHARS)   # before the per-character work
-    return text
-
-
 @dataclass
 class Doc:
     text: str
@@ -125,13 +107,3 @@ def first_appearance(names):
     holding a web text, a spreadsheet content kind)."""
     ids = {}
     return np.array([ids.setdefault(n, len(ids)) for n in names], np.int32)
-
-
-def parents_from_depth(depths):
-    """Appendix §5 'Depth and the tree': in a pre-order serialisation a node's parent is the
-    nearest preceding node one level shallower. Returns the reconstructed parent of each node."""
-    last_at, out = {}, []
-    for i, d in enumerate(depths):
-        out.append(last_at.get(d - 1, -1) if d > 1 else -1)
-        last_at[d] = i
-    return out

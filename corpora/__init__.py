@@ -7,6 +7,7 @@ may start. One module per family, each ending in its table of entries, one line 
     paragraphs.py  prose, code, webtext      paper 004's paragraph corpora (App. C.1)
     formats.py     json, xml, markdown       trees whose text determines them (beyond the papers)
     chat.py        chat                      real conversations
+    text.py, warc.py                         readers: text files as Python reads source; web archives
 
 `corpus(name)` imports only the module that holds `name`: `prepare.py web` reads no workbook code.
 """

@@ -13,6 +13,7 @@ import numpy as np
 
 from corpora import Corpus, build, find_files
 from corpora.paragraphs import paragraph_starts
+from corpora.text import source_text
 from hrope.controls import paragraph_summary, paragraph_tally
 from trees import (
     LEVELS,
@@ -24,7 +25,6 @@ from trees import (
     Skip,
     check_size,
     first_appearance,
-    source_text,
 )
 
 

@@ -17,9 +17,10 @@ import zlib
 import numpy as np
 
 from corpora import Corpus, build, find_files, first_place, python, web
+from corpora.text import source_text
 from corpora.web import WEB_BLOCKS, WEB_SKIP, html_root
 from hrope.controls import paragraph_summary, paragraph_tally
-from trees import MAX_FILE_BYTES, MAX_TEXT_CHARS, Doc, Skip, check_size, source_text, too_large
+from trees import MAX_FILE_BYTES, MAX_TEXT_CHARS, Doc, Skip, check_size, too_large
 
 # ------------------------- hRoPE paragraph corpora (paragraph-boundaries paper §3.1, §3.4, App. C.1) ----
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'])")   # App. C.1, WikiText-2

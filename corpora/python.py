@@ -41,6 +41,7 @@ from tqdm import tqdm
 
 import tokenizer
 from corpora import Corpus, build, find_files, worker_pool
+from corpora.text import source_text
 from trees import (
     KIND_AFTER_CLOSE,
     KIND_AFTER_LEAF,
@@ -49,8 +50,6 @@ from trees import (
     Skip,
     check_size,
     first_appearance,
-    parents_from_depth,
-    source_text,
 )
 
 _IDENT_LISTS = {("Global", "names"), ("Nonlocal", "names"), ("MatchClass", "kwd_attrs")}
@@ -537,6 +536,16 @@ def canonical_python(source, rename=True, stream="old"):
     docstrings), with names renamed exactly as the serialisation renames them when `rename` is set."""
     doc = python_doc(source, rename, stream)   # applies the renaming (and drop) to a fresh tree
     return ast.unparse(decode_python(doc.text, doc.node_coords()[0].tolist()))
+
+
+def parents_from_depth(depths):
+    """Appendix §5 'Depth and the tree': in a pre-order serialisation a node's parent is the
+    nearest preceding node one level shallower. Returns the reconstructed parent of each node."""
+    last_at, out = {}, []
+    for i, d in enumerate(depths):
+        out.append(last_at.get(d - 1, -1) if d > 1 else -1)
+        last_at[d] = i
+    return out
 
 
 def decode_python(text, depths):

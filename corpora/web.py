@@ -19,7 +19,6 @@ from trees import (
     KIND_NEW_BLOCK,
     LEVELS,
     MAX_DOC_CHARS,
-    MAX_FILE_BYTES,
     MAX_PAGE_BYTES,
     MAX_TEXT_CHARS,
     MAX_WIDTH,
@@ -145,60 +144,6 @@ def _join_runs(pieces, piece_node, piece_block, raw_edges, piece_pre, block_sep)
     return "".join(text), char_node, kind
 
 
-def warc_records(path, cut=None):
-    """(uri, html bytes) of every HTML response record in a .warc or .warc.gz file. A file that
-    ends early, or holds a gzip member over MAX_FILE_BYTES, yields the records before that point
-    and appends the reason to `cut`."""
-    cut = [] if cut is None else cut
-    truncated = "truncated warc (records before the cut kept)"
-    import zlib
-    with open(path, "rb") as f:
-        data = f.read()
-    if path.endswith(".gz"):   # one gzip member per record, usually; a cut archive keeps its prefix
-        raw, parts = data, []
-        while raw:
-            z = zlib.decompressobj(wbits=31)
-            try:
-                part = z.decompress(raw, MAX_FILE_BYTES + 1)   # a bomb stops here, not in memory
-            except zlib.error:
-                part = b""
-            if len(part) > MAX_FILE_BYTES:
-                cut.append(f"too large: a warc record over {MAX_FILE_BYTES:,} bytes (records before it kept)")
-                break
-            parts.append(part)
-            if not z.eof:
-                cut.append(truncated)
-                break
-            raw = z.unused_data
-        data = b"".join(parts)
-    pos = 0
-    while True:
-        start = data.find(b"WARC/", pos)
-        if start < 0:
-            return
-        head_end = data.find(b"\r\n\r\n", start)
-        if head_end < 0:
-            return
-        headers = {}
-        for line in data[start:head_end].split(b"\r\n")[1:]:
-            k, _, v = line.partition(b":")
-            headers[k.strip().lower()] = v.strip()
-        try:
-            length = int(headers.get(b"content-length", b"0"))
-        except ValueError:
-            return
-        body = data[head_end + 4:head_end + 4 + length]
-        if len(body) < length:                     # the last record was cut off: not used
-            cut += [] if cut else [truncated]
-            return
-        pos = head_end + 4 + length
-        if headers.get(b"warc-type") != b"response":
-            continue
-        http_head, _, payload = body.partition(b"\r\n\r\n")
-        if b"html" in http_head.lower() and payload:
-            yield headers.get(b"warc-target-uri", b"").decode("utf-8", "replace"), payload
-
-
 # Where `prepare.py web` looks for real HTML when no --src is given (first hit wins).
 WEB_PLACES = ["/usr/share/doc/python3/html", "/usr/share/doc/python3.*/html",
               "/usr/share/doc/python3-doc/html", "/usr/share/doc/*/html"]
@@ -212,13 +157,9 @@ def web_sources(args):
                  "or pass your own pages: python prepare.py web --src DIR  (.html/.htm/.warc/.warc.gz)")
     items = []
     for name, path in find_files(dirs, (".html", ".htm", ".warc", ".warc.gz")):
-        if path.endswith((".warc", ".warc.gz")):
-            cut = []
-            found = [(f"{name}#{i}:{uri}", payload)
-                     for i, (uri, payload) in enumerate(warc_records(path, cut))]
-            if cut:   # counted like a skipped document: the records after the cut are lost
-                found.append((f"{name}#cut", Skip(cut[0])))
-            items += found or [(name, Skip("warc without html responses"))]
+        if path.endswith((".warc", ".warc.gz")):   # a web archive: corpora/warc.py reads it
+            from corpora.warc import warc_items
+            items += warc_items(name, path)
         else:
             items.append((name, path))
     if not items:

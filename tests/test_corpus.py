@@ -14,12 +14,13 @@ import evaluate
 import prepare
 import train
 import trees
+from corpora.text import source_text
 
 
 def toy_doc(raw):
     """The toy builder: each line a node (depth 1, rank = its line number), each word in it a node
     (depth 2, rank = its place in the line); spaces and the newline belong to the line."""
-    text = trees.source_text(raw)
+    text = source_text(raw)
     char_node, parent, rank = np.full(len(text), -1, np.int32), [], []
     start = 0
     for i, line in enumerate(text.split("\n")):

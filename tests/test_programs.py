@@ -15,6 +15,7 @@ import prepare
 import tokenizer
 import trees
 from corpora import python as pycorpus
+from corpora.text import source_text
 
 MODULE = '''"""doc"""
 import os
@@ -150,7 +151,7 @@ def test_small_programs_only():
 def real_programs(stream, every=60):
     for p in stdlib_files()[::every]:
         try:
-            src = trees.source_text(open(p, "rb").read())
+            src = source_text(open(p, "rb").read())
         except trees.Skip:
             continue
         yield from (prog for _, prog in pycorpus.python_programs(src, stream=stream))
@@ -170,7 +171,7 @@ def test_compact_programs_round_trip_on_real_files():
         assert ast.unparse(decoded) == ast.unparse(reference)
         renamed = pycorpus.python_doc(prog, stream="compact")
         depth = renamed.node_coords()[0].tolist()
-        assert trees.parents_from_depth(depth) == renamed.parent.tolist()
+        assert pycorpus.parents_from_depth(depth) == renamed.parent.tolist()
         canon = pycorpus.decode_python(renamed.text, depth)
         compile(ast.unparse(canon), "<canon>", "exec")
         assert [type(n) for n in ast.walk(canon)] == [type(n) for n in ast.walk(decoded)]

@@ -27,7 +27,7 @@ import prepare
 import tokenizer
 import train
 import trees
-from corpora import paragraphs, web
+from corpora import paragraphs, warc, web
 from corpora import python as pycorpus
 
 HOSTILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile")
@@ -236,7 +236,7 @@ def test_hostile_python_files_keep_their_text():
 
 def test_truncated_warc_keeps_the_records_before_the_cut():
     cut = []
-    got = list(web.warc_records(os.path.join(HOSTILE, "web", "truncated.warc.gz"), cut))
+    got = list(warc.warc_records(os.path.join(HOSTILE, "web", "truncated.warc.gz"), cut))
     assert [uri for uri, _ in got] == ["http://a.example/"] and len(cut) == 1
     assert web.web_doc(got[0][1]).text == "first record kept"
 

@@ -12,6 +12,7 @@ import corpora
 import lr_sweep
 import prepare
 import settings
+import source_order
 import train
 from model import GPT, GPTConfig
 from settings import MODELS as PRESETS
@@ -194,7 +195,7 @@ def test_train_refuses_data_prepared_for_another_setting(tmp_path):
 
 def test_contiguous_split_is_three_ranges(cpu_python, tmp_path):
     names = [f"m{i:03d}" for i in range(100)]
-    split = prepare.contiguous_split(names)
+    split = source_order.contiguous_split(names)
     assert [split[n] for n in names] == ["train"] * 90 + ["val"] * 5 + ["test"] * 5
     # prepare.py --setting python: the programs in source order, train first, then val, then test
     prepare.main(["--setting", "python", "--src", cpu_python[0], "--out", str(tmp_path),
@@ -208,7 +209,7 @@ def test_contiguous_split_is_three_ranges(cpu_python, tmp_path):
     # three packages of 40 modules, in path order: ranges of an order that takes each package in turn,
     # so validation and test hold all three (in path order both would be package c alone)
     names = [f"0/{p}/m{i:03d}.py::f" for p in "abc" for i in range(40)]
-    split = prepare.contiguous_split(names)
+    split = source_order.contiguous_split(names)
     for s in ("val", "test"):
         assert {n.split("/")[1] for n in names if split[n] == s} == {"a", "b", "c"}
     assert sum(split[n] == "train" for n in names) == 108 and split["0/a/m000.py::f"] == "train"

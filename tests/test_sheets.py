@@ -47,6 +47,13 @@ def node_of(doc, s, nth=0):
     return doc.char_node[at]
 
 
+def write_split(out_dir, split, recs):
+    """One split's records as {split}_{field}.npy, as prepare.py writes them (data.SplitWriter)."""
+    w = data.SplitWriter(out_dir, split)
+    w.add(recs)
+    w.close()
+
+
 def test_two_sheet_workbook_hand_worked():
     doc = sheets.sheet_doc(two_sheets())
     assert doc.text == ("Name\tMon\tTue\tTotal\nAnn\t8\t7\t=SUM(B2:C2)\nBob\t8\t7\t=B3+C3*2\n\n"
@@ -325,7 +332,7 @@ def test_reference_statistics_on_a_planted_workbook(tmp_path, capsys):
     assert doc.text == "1\t=A1+2\t=C1\n=SUM(A1:B1)\n\n=A!A1*2\t=A1\n"
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)
     rec = {**data.token_coords(doc, ids, np.ones(256, np.int64)), "tokens": ids, "doc": 0}
-    data.write_split(str(tmp_path), "train", [rec])
+    write_split(str(tmp_path), "train", [rec])
     assert configs.reference_stats(str(tmp_path)) == {"tokens": 37, "reference_tokens": 15, "affected": 13,
                                                    "references": 5, "other_level1": 1, "shorter": 5,
                                                    "lost_shorter": 6, "lost": 6}
@@ -333,6 +340,6 @@ def test_reference_statistics_on_a_planted_workbook(tmp_path, capsys):
     assert "| 37 | 40.54% | 35.14% | 5 | 20.00% | 100.00% | 1.20 / 1.20 |" in capsys.readouterr().out
     # two records cut between the two B1 tokens of A2's range: the reference counts once in each
     rec2 = [{k: v[s:e] for k, v in rec.items() if k != "doc"} | {"doc": 0} for s, e in ((0, 20), (20, 37))]
-    data.write_split(str(tmp_path), "train", rec2)
+    write_split(str(tmp_path), "train", rec2)
     assert configs.reference_stats(str(tmp_path))["references"] == \
         configs.reference_stats(str(tmp_path), chunk=1)["references"] == 6

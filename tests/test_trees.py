@@ -9,7 +9,7 @@ import configs
 import data
 import trees
 from corpora import python as pycorpus
-from corpora import web
+from corpora import warc, web
 
 
 def nodes_of(doc):
@@ -90,7 +90,7 @@ def round_trips(data):
     depth = doc.node_coords()[0].tolist()
     assert ast.unparse(pycorpus.decode_python(doc.text, depth)) == ast.unparse(ast.parse(data))
     renamed = pycorpus.python_doc(data)
-    assert trees.parents_from_depth(renamed.node_coords()[0].tolist()) == renamed.parent.tolist()
+    assert pycorpus.parents_from_depth(renamed.node_coords()[0].tolist()) == renamed.parent.tolist()
     return True
 
 
@@ -343,7 +343,7 @@ def test_warc_response_records(tmp_path):
     with gzip.open(tmp_path / "crawl.warc.gz", "wb") as f:
         f.write(data)
     for name in ("crawl.warc", "crawl.warc.gz"):
-        got = list(web.warc_records(str(tmp_path / name)))
+        got = list(warc.warc_records(str(tmp_path / name)))
         assert got == [("http://a/", page)]
         assert web.web_doc(got[0][1]).text == "Hello warc"
 
