@@ -318,7 +318,7 @@ def stop(run, step, what):
     """A non-finite loss: train.diverged's rule for one run of the study, without exiting. A run
     reported at its best milestone, with one, ends here; any other is left for a rerun (no final.json)."""
     print(f"{run.out_dir}: {what} at step {step}: stopping; " + ("the last good checkpoint is kept" if run.log
-          else "no milestone yet, so nothing to report (no final.json)"), file=sys.stderr)
+          else "no milestone reached: no checkpoint kept, nothing reported (no final.json)"), file=sys.stderr)
     run.done = True
     if run.cfg["report"] == "best_milestone" and run.log:
         run.diverged_at = step

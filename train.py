@@ -526,7 +526,7 @@ def diverged(run, step, what, log):
     reported = run.cfg["report"] == "best_milestone" and bool(log)
     if run.master:
         kept = f"the last good checkpoint ({run.out_dir}/ckpt.pt) is kept" if log else \
-            "no milestone yet, so nothing to report (no final.json)"
+            "no milestone reached: no checkpoint kept, nothing reported (no final.json)"
         print(f"{what} at step {step}: stopping; {kept}", file=sys.stderr)
     return step if reported else sys.exit(2)
 

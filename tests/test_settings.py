@@ -2,10 +2,12 @@
 copied here by hand with the sentence they come from; prepare.py --setting recording the name;
 train.py --setting printing it and refusing data prepared otherwise; best-milestone reporting;
 the lr sweep's pick.  Run: OMP_NUM_THREADS=1 python -m pytest -q tests/test_settings.py"""
+import glob
 import json
 import os
 
 import pytest
+import torch
 from conftest import stdlib_files
 
 import corpora
@@ -222,14 +224,27 @@ def test_reported_loss_follows_the_rule():
     assert train.reported(log, "best_milestone") == (2.5, 10)
 
 
-def test_a_diverged_best_milestone_run_is_reported(cpu_python, tmp_path):
-    """Under best_milestone a non-finite loss ends the run with final.json (diverged_at); elsewhere it
-    stops with exit code 2 and no final.json, as before."""
+def test_a_diverged_best_milestone_run_is_reported(cpu_python, tmp_path, monkeypatch):
+    """Under best_milestone a non-finite loss after a milestone ends the run with final.json
+    (diverged_at, reported at that milestone); with no milestone yet there is nothing to report: exit 2
+    and no final.json, as under the final-step rule."""
     _, data = cpu_python
-    out = train.main(["--setting", "cpu_python", "--data", data, "--out", str(tmp_path), "--report",
-                      "best_milestone", "--lr=1e30", *SMALL])
+    args = ["--setting", "cpu_python", "--data", data, "--report", "best_milestone", *SMALL]
+    with pytest.raises(SystemExit) as e:
+        train.main([*args, "--out", str(tmp_path / "at_once"), "--lr=1e30"])
+    assert e.value.code == 2
+    assert not glob.glob(str(tmp_path / "at_once" / "**" / "final.json"), recursive=True)
+    milestone = train.milestone
+    def poisoned(run, model, *a):
+        stop = milestone(run, model, *a)
+        with torch.no_grad():
+            model.wte.weight[0, 0] = float("nan")          # the next step's loss is not finite
+        return stop
+    monkeypatch.setattr(train, "milestone", poisoned)
+    out = train.main([*args, "--out", str(tmp_path / "later")])
     final = json.load(open(os.path.join(out, "final.json")))
     assert final["diverged_at"] is not None and final["report"] == "best_milestone"
+    assert final["reported"]["step"] is not None and final["reported"]["step"] < final["diverged_at"] + 1
 
 
 def test_pick_lr_takes_the_lowest_mean_over_configurations():

@@ -171,7 +171,9 @@ def test_nan_loss_stops_with_message(tiny_python, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         run(tiny_python, str(tmp_path), "seq_only", steps=4, extra=["--lr=1e30"])
     assert e.value.code == 2
-    assert "last good checkpoint" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "loss is nan at step" in err and "no milestone reached" in err      # before the first milestone
+    assert not os.path.exists(os.path.join(str(tmp_path), "python", "seq_only", "seed0", "final.json"))
 
 
 def test_data_parallel_two_cpu_processes(tiny_python, tmp_path):
