@@ -38,8 +38,8 @@ from configs import reference_stats
 from data import read_json, replacing, writable
 from hrope import boundaries, candidates, compression, hubs
 from hrope.compression import ci, resample_weights
+from paper_settings import SETTINGS
 from rotary import Rotary
-from settings import SETTINGS
 
 
 # ------------------------------------------------------------------------ paired statistics ----

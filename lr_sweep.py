@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 from data import write_json
-from settings import SETTINGS
+from paper_settings import SETTINGS
 
 
 def pick_lr(losses):

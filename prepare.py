@@ -33,7 +33,7 @@ import tokenizer
 import trees
 from corpora import MODULES, corpus, worker_pool
 from data import SPLITS, SplitWriter, owned, token_coords
-from settings import PREPARE, SETTINGS
+from settings import PREPARE
 
 
 # ------------------------------------------------------------------ token coords -> records ----
@@ -216,7 +216,7 @@ def parse(argv):
     """(flags, the setting recorded in meta.json or None): a setting's flags fill those not given."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("corpus", nargs="?", choices=sorted(MODULES), help="implied by --setting")
-    ap.add_argument("--setting", choices=list(SETTINGS), help="a paper's setting: its corpus and the flags "
+    ap.add_argument("--setting", help="a paper's setting (paper_settings.py): its corpus and the flags "
                     "below; flags given override them (meta.json then records no setting)")
     ap.add_argument("--src", action="append", help="source folder or file (repeatable)")
     ap.add_argument("--out", default="data")
@@ -245,14 +245,16 @@ def parse(argv):
     ap.add_argument("--units", choices=("module", "record"),
                     help="python: level-1 sibling ranks count over the module (default) or per record")
     args = ap.parse_args(argv)
-    setting = args.setting
-    if setting and args.corpus not in (None, SETTINGS[setting]["corpus"]):
-        ap.error(f"--setting {setting} prepares the {SETTINGS[setting]['corpus']} corpus, not {args.corpus}")
-    args.corpus = args.corpus or setting and SETTINGS[setting]["corpus"]
-    if not args.corpus:
-        ap.error("name a corpus or a --setting")
+    setting, own = args.setting, {}
+    if setting:   # paper_settings.py: read only when a setting is named
+        from paper_settings import SETTINGS
+        own = SETTINGS.get(setting) or ap.error(f"unknown --setting {setting!r}; known: "
+                                                f"{', '.join(SETTINGS)}")
+        if args.corpus not in (None, own["corpus"]):
+            ap.error(f"--setting {setting} prepares the {own['corpus']} corpus, not {args.corpus}")
+    args.corpus = args.corpus or own.get("corpus") or ap.error("name a corpus or a --setting")
     given = {k: getattr(args, k) for k in PREPARE if getattr(args, k) is not None}
-    shape = {**PREPARE, **(SETTINGS[setting]["prepare"] if setting else {})}
+    shape = {**PREPARE, **own.get("prepare", {})}
     departs = [f"--{k} {v}" for k, v in given.items() if v != shape[k]]
     for k, v in {**shape, **given}.items():
         setattr(args, k, v)

@@ -86,7 +86,7 @@ study() {   # CORPUS SETTING "CONFIGS" [train.py options]: time, fit, train, sco
     "$((BUDGET - $(date +%s) + T0))" "$SEEDS_MAX" "$STEPS_MAX" "${LENGTH:-0}" "$configs" \
     "$(sed -n 's/.*--milestones \([0-9]*\).*/\1/p' <<< "$RECORDS")" <<'PY'
 import glob, json, sys
-from settings import SETTINGS
+from paper_settings import SETTINGS
 probe, meta, setting, wall, left, seeds_max, steps_max, length, configs, given_milestones = sys.argv[1:]
 log = [json.loads(x) for x in open(glob.glob(f"{probe}/*/seed0/log.jsonl")[0])]
 cfg = json.load(open(glob.glob(f"{probe}/*/seed0/config.json")[0]))["run"]

@@ -60,7 +60,7 @@ from data import (
 )
 from machine import keep_freed_memory, precision, provenance
 from model import GPT, GPTConfig
-from settings import CPU_RECIPES, DEFAULTS, MODELS, RECIPES, SCALES, SETTINGS, refusal
+from settings import CPU_RECIPES, DEFAULTS, MODELS, RECIPES, SCALES
 
 AUTO = ("compile", "bf16")   # None: chosen from the device by machine.precision(); --bf16=0/1 overrides
 
@@ -81,11 +81,15 @@ def parse(argv):
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.split(":")[0] not in ("cpu", "cuda", "mps"):
         sys.exit(f"error: unknown --device {device!r}; known: cpu, cuda, mps")
-    setting = SETTINGS.get(args.setting) if args.setting else {}
-    if args.setting and not setting:
-        sys.exit(f"error: unknown --setting {args.setting!r}; known: {', '.join(SETTINGS)}")
-    if setting and args.corpus not in (None, setting["corpus"]):
-        sys.exit(f"error: --setting {args.setting} trains the {setting['corpus']} corpus, not {args.corpus}")
+    setting = {}
+    if args.setting:   # a paper's setting: paper_settings.py, read only when one is named
+        from paper_settings import SETTINGS, refusal
+        setting = SETTINGS.get(args.setting)
+        if not setting:
+            sys.exit(f"error: unknown --setting {args.setting!r}; known: {', '.join(SETTINGS)}")
+        if args.corpus not in (None, setting["corpus"]):
+            sys.exit(f"error: --setting {args.setting} trains the {setting['corpus']} corpus, "
+                     f"not {args.corpus}")
     corpus = setting.get("corpus") or args.corpus or DEFAULTS["corpus"]
     if corpus not in MODULES:   # before the data folder: `prepare.py nope` would be no advice
         sys.exit(f"error: unknown --corpus {corpus!r}; known: {', '.join(MODULES)}")
@@ -157,6 +161,7 @@ def check(cfg, model_over, setting):
     if cfg["report"] not in ("final", "best_milestone"):
         sys.exit(f"error: unknown --report {cfg['report']!r}; known: final, best_milestone")
     if cfg["lr_sweep"] and not setting.get("sweep"):
+        from paper_settings import SETTINGS
         sys.exit(f"error: --lr_sweep needs a --setting whose paper swept its lr; swept: "
                  f"{', '.join(k for k, v in SETTINGS.items() if v['sweep'])}")
 
@@ -314,20 +319,6 @@ def per_step(cfg, mcfg):
             else f"{cfg['docs_per_step']} records")
 
 
-def setting_line(cfg, mcfg, model_over):
-    """The line naming the setting a run trains, with the values it runs and the flags that changed them."""
-    s = SETTINGS[cfg["setting"]]
-    known = {*RECIPES[s["recipe"]], *(k for k in s if k in DEFAULTS)}
-    over = [f"--{k}" for k in cfg["given"] if k in known] + [f"--{k}" for k in model_over]
-    length = f"{cfg['passes']:.3g} passes = " if cfg["passes"] is not None else ""
-    return (f"setting {cfg['setting']}: {cfg['corpus']}, preset {cfg['preset']} ({mcfg.n_layer} layers, "
-            f"d={mcfg.n_embd}, {mcfg.n_head} head{'s' * (mcfg.n_head > 1)}, context {mcfg.max_len:,}), "
-            f"recipe {cfg['recipe']}, lr {cfg['lr']:g}, {length}{cfg['steps']:,} steps x "
-            f"{per_step(cfg, mcfg)}, reported at its "
-            f"{'best milestone' if cfg['report'] == 'best_milestone' else 'final step'} ({s['source']})"
-            + (f"; given: {' '.join(over)}" if over else ""))
-
-
 def reported(log, rule):
     """(validation loss, step) a run reports. Appendix §4 "Evaluation": "Results use the final step:
     no checkpoint is selected by its score. The single exception is the larger web run tree-only
@@ -443,7 +434,8 @@ def plan(cfg, model_over, origin, master):
     if cfg["passes"] is not None:   # a pass: "the number of steps it takes to show the model every training
         cfg["steps"] = max(1, round(cfg["passes"] * per_pass))   # record once"
     if cfg["setting"] and master:
-        print(setting_line(cfg, run.mcfg, model_over))
+        from paper_settings import setting_line
+        print(setting_line(cfg, run.mcfg, model_over, per_step(cfg, run.mcfg)))
     run.steps = cfg["steps"]
     run.milestones = milestone_steps(run.steps, cfg["milestones"])
     return run

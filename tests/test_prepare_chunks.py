@@ -14,7 +14,7 @@ import pytest
 
 import data
 import prepare
-import settings
+from paper_settings import preparation, refusal
 
 HOSTILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile")
 WORDS = ("alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega river stone cloud "
@@ -184,11 +184,11 @@ def test_max_programs_samples_and_is_recorded(planted, tmp_path, capsys):
 
 
 def test_capped_programs_never_pass_for_the_python_setting():
-    shape = {**settings.preparation("python"), "corpus": "programs"}
-    assert settings.refusal("python", shape) is None
+    shape = {**preparation("python"), "corpus": "programs"}
+    assert refusal("python", shape) is None
     capped = {**shape, "max_programs": 30000}
-    assert "--max_programs 30000 where the setting has 0" in settings.refusal("python", capped)
+    assert "--max_programs 30000 where the setting has 0" in refusal("python", capped)
     older = {k: v for k, v in shape.items() if k != "max_programs"}      # prepared before the flag: capped
-    assert "--max_programs 30000" in settings.refusal("python", older)
-    assert "--max_programs 0 where the setting has 30000" in settings.refusal(
-        "cpu_programs", {**settings.preparation("cpu_programs"), "corpus": "programs", "max_programs": 0})
+    assert "--max_programs 30000" in refusal("python", older)
+    assert "--max_programs 0 where the setting has 30000" in refusal(
+        "cpu_programs", {**preparation("cpu_programs"), "corpus": "programs", "max_programs": 0})

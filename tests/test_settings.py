@@ -17,6 +17,7 @@ import settings
 import source_order
 import train
 from model import GPT, GPTConfig
+from paper_settings import SETTINGS, preparation, refusal, setting_line
 from settings import MODELS as PRESETS
 
 # name: (context, (layers, width, heads), non-embedding parameters in millions (None: not given),
@@ -53,9 +54,9 @@ CPU = {"cpu_python": ("python", 200, "cpu", "tree", 256), "cpu_web": ("web", 200
 def meta_for(root, name, record=True):
     """A data root whose meta.json says what prepare.py --setting NAME records (all parse() reads);
     record=False: the same flags given by hand, no setting named."""
-    s = settings.SETTINGS[name]
+    s = SETTINGS[name]
     os.makedirs(os.path.join(root, s["corpus"]), exist_ok=True)
-    recorded = {**settings.preparation(name), **({"setting": name} if record else {})}
+    recorded = {**preparation(name), **({"setting": name} if record else {})}
     with open(os.path.join(root, s["corpus"], "meta.json"), "w") as f:
         json.dump({"settings": {**recorded, "corpus": s["corpus"],
                                 "defaults": corpora.corpus(s["corpus"]).defaults()}}, f)
@@ -63,13 +64,13 @@ def meta_for(root, name, record=True):
 
 
 def test_every_setting_is_the_papers(tmp_path):
-    assert set(settings.SETTINGS) == set(PAPER) | set(CPU)
+    assert set(SETTINGS) == set(PAPER) | set(CPU)
     for name, (context, shape, millions, lr, (unit, length), report) in PAPER.items():
-        s = settings.SETTINGS[name]
+        s = SETTINGS[name]
         # on CPU: still the paper's
         cfg = train.parse(["--setting", name, *meta_for(tmp_path / name, name)])[0]
         p = PRESETS[cfg["preset"]]
-        assert (p["max_len"], settings.preparation(name)["max_len"]) == (context, context), name
+        assert (p["max_len"], preparation(name)["max_len"]) == (context, context), name
         assert (p["n_layer"], p["n_embd"], p["n_head"]) == shape, name
         if millions:
             model = GPT(GPTConfig(**p, vocab_size=256))
@@ -82,14 +83,14 @@ def test_every_setting_is_the_papers(tmp_path):
         assert s["source"]
     # "A byte-pair tokenizer with 32,768 entries"; "The splits are contiguous record ranges over an
     # unshuffled corpus"
-    assert settings.SETTINGS["python"]["corpus"] == "programs"
-    assert {k: settings.preparation("python")[k] for k in ("vocab", "split")} == \
+    assert SETTINGS["python"]["corpus"] == "programs"
+    assert {k: preparation("python")[k] for k in ("vocab", "split")} == \
         {"vocab": 32768, "split": "contiguous"}
     # "The larger web run crops them, keeping the first 4,096 tokens; Web pages drops them"
-    assert (settings.preparation("web_large")["long"], settings.preparation("web_pages")["long"]) == \
+    assert (preparation("web_large")["long"], preparation("web_pages")["long"]) == \
         ("crop", "drop")
     # "8,192 test documents for Python ..., 2,048 for the larger web run"
-    assert [settings.SETTINGS[n]["test_docs"] for n in ("python", "web_large", "sheets")] == \
+    assert [SETTINGS[n]["test_docs"] for n in ("python", "web_large", "sheets")] == \
         [8192, 2048, None]
     # "no position ... was run at 0.00015"; "the larger web run tree-only run, which diverged and is
     # reported at its best milestone"; every other configuration there at 0.0006, reported at the final step
@@ -99,12 +100,12 @@ def test_every_setting_is_the_papers(tmp_path):
     assert (t["lr"], t["report"]) == (6e-4, "best_milestone")
     # the sweeps: "five rates (0.0003 to 0.0048, 560 steps each) on four configurations"; web pages "three
     # rates (600 steps) on sequence + tree"; none for spreadsheets ("not re-swept") or the larger web run
-    assert settings.SETTINGS["python"]["sweep"] == dict(
+    assert SETTINGS["python"]["sweep"] == dict(
         rates=(3e-4, 6e-4, 1.2e-3, 2.4e-3, 4.8e-3), steps=560,
         configs=("seq_only", "tree_only", "tree_within", "seq_tree"))
-    web_sweep = settings.SETTINGS["web_pages"]["sweep"]
+    web_sweep = SETTINGS["web_pages"]["sweep"]
     assert (len(web_sweep["rates"]), web_sweep["steps"], web_sweep["configs"]) == (3, 600, ("seq_tree",))
-    assert settings.SETTINGS["sheets"]["sweep"] is None and settings.SETTINGS["web_large"]["sweep"] is None
+    assert SETTINGS["sheets"]["sweep"] is None and SETTINGS["web_large"]["sweep"] is None
     # Table 11: batch 16, weight decay 0.01, min lr 0.01 x base, dropout 0.1, patience 10
     h = train.parse(["--setting", "hrope_code", *meta_for(tmp_path / "hrope_code", "hrope_code")])[0]
     assert (h["docs_per_step"], h["weight_decay"], h["min_lr"], h["dropout"], h["patience"]) == \
@@ -121,7 +122,7 @@ def test_cpu_settings_are_reproduce_cpu_sh(tmp_path):
         # context 1,024: 4 packed blocks a step, the 16 x 256 tokens of the other CPU settings
         assert (cfg["docs_per_step"], cfg["pack"]) == ((16, False) if max_len == 256 else (4, True)), name
         assert PRESETS[preset]["max_len"] == max_len, name
-        assert settings.preparation(name) == {**settings.PREPARE, "max_len": max_len}, name
+        assert preparation(name) == {**settings.PREPARE, "max_len": max_len}, name
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +174,8 @@ def test_train_prints_its_setting_and_reports_by_rule(cpu_python, tmp_path, caps
     assert final["reported"] == {"val_loss": best["val_loss"], "step": best["step"]}
     # without flags the line is the setting's own: 200 steps of 16 records, nothing given
     cfg = train.parse(["--setting", "cpu_python", "--data", data])[0]
-    plain = train.setting_line(cfg, GPTConfig(**PRESETS["cpu"]), {})
+    mcfg = GPTConfig(**PRESETS["cpu"])
+    plain = setting_line(cfg, mcfg, {}, train.per_step(cfg, mcfg))
     assert "200 steps x 16 records, reported at its final step" in plain and "given" not in plain
 
 
@@ -258,7 +260,7 @@ def test_lr_sweep_runs_every_rate_and_picks(cpu_python, tmp_path, monkeypatch, c
     with pytest.raises(SystemExit, match="swept: python, web_pages"):
         train.main(["--setting", "cpu_python", "--lr_sweep=1", "--data", data])
     sweep = dict(rates=(1e-6, 3e-3, 1e30), steps=3, configs=("seq_only",))   # 1e30 diverges
-    monkeypatch.setitem(settings.SETTINGS, "cpu_python", {**settings.SETTINGS["cpu_python"], "sweep": sweep})
+    monkeypatch.setitem(SETTINGS, "cpu_python", {**SETTINGS["cpu_python"], "sweep": sweep})
     argv = ["--setting", "cpu_python", "--lr_sweep=1", "--data", data, "--out", str(tmp_path), *SMALL[1:]]
     assert train.main(argv) == 3e-3
     record = json.load(open(os.path.join(tmp_path, "lr_sweep", "python", "lr_sweep.json")))
@@ -273,10 +275,10 @@ def test_lr_sweep_runs_every_rate_and_picks(cpu_python, tmp_path, monkeypatch, c
 def test_older_programs_data_reads_as_the_old_stream():
     """Programs data written before --stream existed was the old stream: the python setting (compact)
     refuses it by name; other corpora never had the flag and are not refused for it."""
-    older = {"corpus": "programs", **settings.preparation("python")}
+    older = {"corpus": "programs", **preparation("python")}
     del older["stream"]
-    assert settings.refusal("python", older) == \
+    assert refusal("python", older) == \
         "it was prepared with --stream old where the setting has compact"
-    assert settings.refusal("python", {**older, "stream": "compact"}) is None
-    web = {k: v for k, v in settings.preparation("web_pages").items() if k != "stream"}
-    assert settings.refusal("web_pages", {"corpus": "web", **web}) is None
+    assert refusal("python", {**older, "stream": "compact"}) is None
+    web = {k: v for k, v in preparation("web_pages").items() if k != "stream"}
+    assert refusal("web_pages", {"corpus": "web", **web}) is None
