@@ -255,6 +255,7 @@ class Study:
         self.T = self.mcfg.max_len
         self.rows = max(1, self.cfg["mb_tokens"] // self.T)      # rows of one run in a micro-batch
         self.fwd = torch.compile(forward) if self.cfg["compile"] else forward
+        self.laid = {}                                           # evaluation's micro-batches, per split
 
     def micro_batches(self, rows, split):
         """(at, seg, packed) per micro-batch for every run's list of rows, padded with empty rows."""
@@ -273,7 +274,7 @@ class Study:
         with runs[0].autocast:
             return self.fwd(stacked([r.model for r in runs]),
                             tables(runs, self.names, self.mcfg.n_head, self.mcfg.n_layer),
-                            b["tokens"], C, b["targets"], segment, self.mcfg.n_head, drop), b
+                            b["tokens"], C, b["targets"], segment, self.mcfg.n_head, drop)
 
     def step(self, runs):
         """One training step of every run in `runs` (each at its own step): their losses (M,)."""
@@ -294,7 +295,7 @@ class Study:
         n_tok_t = to_device(np.array(n_tok, np.float32), dev)
         total = torch.zeros(len(runs), device=dev)
         for at, seg, packed in self.micro_batches(rows, self.train):
-            nll, _ = self.batched(runs, at, seg, packed, gens, drop, self.train, cfg["depth_dropout"])
+            nll = self.batched(runs, at, seg, packed, gens, drop, self.train, cfg["depth_dropout"])
             loss = nll.sum((1, 2)) / n_tok_t                      # each run's token mean over its step
             loss.sum().backward()                                  # runs' gradients stay apart
             total += loss.detach()
@@ -304,12 +305,15 @@ class Study:
     def evaluate(self, runs, split, ids):
         """Each run's mean NLL per token over records `ids`, laid into rows as training lays them
         (each run's generators, as train.evaluate: a fresh one per micro-batch, seeded with its seed)."""
-        dev, drop = self.cfg["device"], Dropout(0.0, [])
-        total = torch.zeros(len(runs), device=dev)
-        rows = fill_blocks(ids, split.len, self.T, len(ids))
-        for at, seg, packed in self.micro_batches([rows] * len(runs), split):
+        dev, drop, M = self.cfg["device"], Dropout(0.0, []), len(runs)
+        key = (id(split), len(ids))   # the same records every milestone: laid out once
+        if key not in self.laid:
+            self.laid[key] = list(self.micro_batches([fill_blocks(ids, split.len, self.T, len(ids))], split))
+        total = torch.zeros(M, device=dev)
+        for at, seg, packed in self.laid[key]:
             gens = [torch.Generator(device=dev).manual_seed(r.cfg["seed"]) for r in runs]
-            total += self.batched(runs, at, seg, packed, gens, drop, split)[0].float().sum((1, 2))
+            nll = self.batched(runs, at.repeat(M, 0), seg.repeat(M, 0), packed, gens, drop, split)
+            total += nll.float().sum((1, 2))
         return (total / max(int((split.len[ids] - 1).sum()), 1)).tolist()
 
 
