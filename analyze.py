@@ -32,14 +32,15 @@ from collections import defaultdict, namedtuple
 import numpy as np
 from scipy import stats
 
-import figures
+import treerope.configurations  # noqa: F401  (registers the rarer configurations in rotary's tables)
 import trees
-from configs import reference_stats
-from data import read_json, replacing, writable
-from hrope import boundaries, candidates, compression, hubs
-from hrope.compression import ci, resample_weights
-from paper_settings import SETTINGS
 from rotary import Rotary
+from treerope import figures
+from treerope.files import read_json, replacing, writable
+from treerope.hrope import boundaries, candidates, compression, hubs, paragraph_depth
+from treerope.hrope.compression import ci, resample_weights
+from treerope.settings import SETTINGS
+from treerope.writer import reference_stats
 
 
 # ------------------------------------------------------------------------ paired statistics ----
@@ -806,8 +807,8 @@ def hub_mode(args):
 
 
 def paragraphs_mode(args):
-    print(compression.paragraph_markdown(
-        [compression.paragraph_regression(d, args.split, args.gate, args.embedder) for d in args.paragraphs]))
+    print(paragraph_depth.paragraph_markdown([paragraph_depth.paragraph_regression(
+        d, args.split, args.gate, args.embedder) for d in args.paragraphs]))
 
 
 def candidates_mode(args):
@@ -851,8 +852,8 @@ def depth_mode(args):
         print("\n" + compression.diagnostics_report(p))
     if args.figures:
         writable(args.figures, "choose another --figures folder")
-        figures.figure_response(read, args.figures, args.draws)
-        figures.figure_cells(read, args.figures)
+        compression.figure_response(read, args.figures, args.draws)
+        compression.figure_cells(read, args.figures)
         print(f"\nfigures written to {args.figures}")
 
 

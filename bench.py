@@ -2,10 +2,8 @@
     python bench.py rotation [TOKENS ...]   # a study's rotation: eager, compile, Triton (64k..512k tokens)
     python bench.py train [DATA] [STEPS] [REPS]   # train.py's loop beside a bare loop
     python bench.py study [CORPUS] [M ...] [--train.py options]   # M runs batched beside M processes
-    python bench.py lines                   # project lines the quickstart loads
 """
 import glob
-import io
 import json
 import math
 import os
@@ -14,16 +12,19 @@ import subprocess
 import sys
 import tempfile
 import time
-import tokenize
 
 import numpy as np
 import torch
 
 if not torch.cuda.is_available():   # on CPU the Triton kernel runs in triton's interpreter
     os.environ.setdefault("TRITON_INTERPRET", "1")
-import machine  # noqa: E402
-import rotary  # noqa: E402
-import rotary_triton  # noqa: E402
+import rotary  # noqa: E402  (after TRITON_INTERPRET: rotary.py's kernels are made when it is imported)
+import train  # noqa: E402
+from model import GPT, GPTConfig  # noqa: E402
+from treerope import machine  # noqa: E402
+from treerope.batches import Split, pack  # noqa: E402
+from treerope.prepared import corpus_stats  # noqa: E402
+from treerope.settings import MODELS, SCALES  # noqa: E402
 
 STUDY = ("seq_tree_depth", "seq_depth", "ref_directed", "seq_tree")   # the runs' configurations, in turn
 SIZES = (65536, 131072, 262144, 524288)                                 # study sizes: tokens of all runs
@@ -103,14 +104,14 @@ def rotation(sizes=SIZES, M=8, T=1024, H=2, D=128, reps=20):
         tables = [t.detach().requires_grad_(t.dtype.is_floating_point) for t in run_tables(rots, names, H)]
         params = [p for r in rots for p in (r.rates, r.offsets)]
         alone = {"eager": readable, "compile": torch.compile(readable),
-                 "triton": rotary_triton.rotate_runs_triton}
+                 "triton": rotary.rotate_runs_triton}
         e2e = {"eager": end_to_end(readable), "compile": torch.compile(end_to_end(readable)),
-               "triton": torch.compile(end_to_end(rotary_triton.rotate_runs_triton))}
+               "triton": torch.compile(end_to_end(rotary.rotate_runs_triton))}
         row = {"bytes": 10 * q.numel() * q.element_size() + 2 * C.numel() * C.element_size()}
         with torch.no_grad():
             row["triton_max_abs_err"] = max((x.float() - y.float()).abs().max().item() for x, y in
                                             zip(readable(q, k, C, *tables, marker),
-                                                rotary_triton.rotate_runs_triton(q, k, C, *tables, marker)))
+                                                rotary.rotate_runs_triton(q, k, C, *tables, marker)))
         for name in alone:
             row[name] = median_seconds(lambda: torch.autograd.grad(
                 alone[name](q, k, C, *tables, marker), [q, k, *tables[1:]], grads), dev, reps)
@@ -138,9 +139,6 @@ def print_rotation(out, M, T, dtype):
 def bare_loop(data_dir, steps, seed=0, lr=1.2e-3):
     """The CPU scale's run written plainly: the same model, records, micro-batches, AdamW, clipping
     and lr schedule as train.py, training steps only. Returns (tokens, seconds)."""
-    from data import Split, corpus_stats, pack
-    from model import GPT, GPTConfig
-    from settings import MODELS, SCALES
     docs_per_step, mb_tokens = SCALES["cpu"]["docs_per_step"], SCALES["cpu"]["mb_tokens"]
     meta, corpus = corpus_stats(data_dir)
     cfg = GPTConfig(**MODELS["cpu"], vocab_size=meta["tokenizer"]["vocab"], rotary="seq_depth", corpus=corpus)
@@ -176,7 +174,6 @@ def bare_loop(data_dir, steps, seed=0, lr=1.2e-3):
 def train_py(data_dir, steps, seed=0):
     """train.py's loop as it runs (milestones and checkpoints included; setup and the final test
     score not): (tokens, seconds, seconds in milestones)."""
-    import train
     timed, loop, milestone = {"milestones": 0.0}, train.train_loop, train.milestone
 
     def clocked(run, *args):
@@ -252,49 +249,12 @@ def study(corpus="web", sizes=(1, 4, 8), steps=30, jobs=2, options=()):
 
 def record_flops(config):
     """One run's training FLOPs from its config.json, every record at its true length."""
-    import train
-    from data import Split
     run, m = config["run"], config["model"]
     split = Split(os.path.join(run["data"], run["corpus"]), "train", m["max_len"])
     lens = np.concatenate([split.len[train.step_records(len(split), run["docs_per_step"], s, run["seed"])]
                            for s in range(run["steps"])]).astype(np.float64)
     attention = 12 * m["n_layer"] * m["n_embd"]          # 12 L H Q, per token per attended position
     return float((lens * (6 * config["non_embedding_params"] + attention * lens)).sum())
-
-
-def code_lines(path):
-    """(raw lines, lines holding code: not blank, comment or docstring) of one file."""
-    src = open(path).read()
-    code, doc, prev = set(), set(), None
-    toks = list(tokenize.generate_tokens(io.StringIO(src).readline))
-    skip = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
-            tokenize.ENDMARKER)
-    for i, t in enumerate(toks):
-        lines = set(range(t.start[0], t.end[0] + 1))
-        if t.type == tokenize.STRING and toks[i + 1].type == tokenize.NEWLINE and (
-                prev is None or prev.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)):
-            doc |= lines                                   # a docstring (a string statement)
-        elif t.type not in skip:
-            code |= lines
-        prev = t if t.type not in (tokenize.COMMENT, tokenize.NL) else prev
-    return src.count("\n"), len(code - doc)
-
-
-def quickstart_lines():
-    """{file: (raw, code)} of the project modules in sys.modules when `prepare.py web` and then
-    `train.py --config seq_depth` (2 steps) exit. sys.modules, not -X importtime: importtime does
-    not log importlib.import_module, which loads the corpora and the registered configurations."""
-    with tempfile.TemporaryDirectory() as d:
-        dump = (f"import atexit, runpy, sys; atexit.register(lambda: open({d + '/mods'!r}, 'a')"
-                ".write('\\n'.join(sys.modules) + '\\n')); sys.argv = sys.argv[1:]; "
-                "runpy.run_path(sys.argv[0], run_name='__main__')")
-        for argv in (["prepare.py", "web", "--out", d], ["train.py", "--config", "seq_depth", "--data", d,
-                                                          "--out", d, "--steps=2", "--milestones=1"]):
-            subprocess.run([sys.executable, "-c", dump, *argv], check=True, capture_output=True)
-        names = set(open(os.path.join(d, "mods")).read().split()) | {"prepare", "train"}
-    paths = [next((q for q in (m.replace(".", "/") + ".py", m.replace(".", "/") + "/__init__.py")
-                   if os.path.exists(q)), None) for m in sorted(names)]
-    return {p: code_lines(p) for p in paths if p}
 
 
 if __name__ == "__main__":
@@ -317,12 +277,6 @@ if __name__ == "__main__":
               f"{machine.precision('cuda' if cuda else 'cpu')}")
         for r in rows:
             print("  ".join(f"{k} {v:,.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()))
-    elif sys.argv[1:2] == ["lines"]:
-        files = quickstart_lines()
-        for p, (raw, code) in files.items():
-            print(f"{p:24} {raw:5} raw {code:5} code")
-        raw, code = (sum(v[i] for v in files.values()) for i in (0, 1))
-        print(f"{'total':24} {raw:5} raw {code:5} code in {len(files)} files")
     elif sys.argv[1:2] == ["rotation"]:
         # 8 runs of T = 1,024 on CUDA; on CPU a smoke test of the same code at a tiny size (interpreter)
         M, T, kw = (8, 1024, {}) if torch.cuda.is_available() else (2, 16, {"sizes": (64,), "reps": 2})
@@ -330,9 +284,8 @@ if __name__ == "__main__":
             sys.exit(f"error: sizes are token counts, multiples of {M} runs x {T} tokens")
         sizes = tuple(int(a) for a in sys.argv[2:]) or kw.pop("sizes", SIZES)
         print(torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU, triton's interpreter",
-              f"torch {torch.__version__} triton {rotary_triton.triton.__version__}")
+              f"torch {torch.__version__} triton {rotary.triton.__version__}")
         r = rotation(sizes, M, T, **kw)
         print_rotation(r, M, T, "bf16" if torch.cuda.is_available() else "fp32")
     else:
-        sys.exit("usage: python bench.py rotation [TOKENS ...] | train [DATA] [STEPS] [REPS] | study [M ...] "
-                 "| lines")
+        sys.exit("usage: python bench.py rotation [TOKENS ...] | train [DATA] [STEPS] [REPS] | study [M ...]")

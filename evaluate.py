@@ -40,27 +40,17 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-import tokenizer
+import treerope.configurations  # noqa: F401  (registers the rarer configurations in rotary's tables)
 import trees
-from data import (
-    STRUCTURAL,
-    Split,
-    check_identity,
-    context_note,
-    coords_for,
-    corpus_stats,
-    load_checkpoint,
-    pack,
-    record_docs,
-    replacing,
-    writable,
-    write_json,
-)
-from hrope import boundaries, compression, hubs
-from hrope.boundaries import fake_merge, fake_split
-from hrope.compression import D_MAX, depth_cells
 from model import GPT, GPTConfig
 from rotary import coordinate
+from treerope.batches import Split, context_note, coords_for, pack, record_docs
+from treerope.files import replacing, writable, write_json
+from treerope.hrope import boundaries, compression, hubs, paragraph_depth
+from treerope.hrope.boundaries import fake_merge, fake_split
+from treerope.hrope.compression import D_MAX, depth_cells
+from treerope.prepared import STRUCTURAL, check_identity, check_tokenizer, corpus_stats
+from treerope.runs import load_checkpoint
 
 
 # -------------------------------------------------------------------------- interventions ----
@@ -464,7 +454,7 @@ def paragraph_measures(args, model, split, ids, cfg, corpus, data_dir):
         print(f"  boundary-effect sums: {len(np.unique(record_docs(split, ids)))} documents -> {path}")
     if args.paragraphs:
         path = os.path.join(args.run, f"paragraph_{args.split}.npz")
-        compression.write_paragraphs(run, split, model.cfg.max_len, path)
+        paragraph_depth.write_paragraphs(run, split, model.cfg.max_len, path)
         print(f"  paragraph-level sums (App. A.10) -> {path}")
     if args.demo:
         d = out["demo"] = boundaries.demo(model, data_dir, corpus)
@@ -494,7 +484,7 @@ def inputs(args):
     model.to(cfg["device"])
     data_dir = os.path.join(args.data or cfg["data"], cfg["corpus"])
     meta, corpus = corpus_stats(data_dir)              # first: a missing folder is one line
-    tokenizer.check(data_dir, cfg.get("tokenizer"))
+    check_tokenizer(data_dir, cfg.get("tokenizer"))
     check_identity(data_dir, meta, cfg.get("data_identity"), args.run)   # e.g. another --max_len
     writable(args.run, "evaluate a copy of the run in a folder you can write")
     split = Split(data_dir, args.split, model.cfg.max_len, model.cfg.vocab_size)

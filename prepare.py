@@ -4,12 +4,12 @@
     python prepare.py web               # real HTML documentation found on this machine
     python prepare.py chat              # real conversations (the chitchat_dataset package)
     python prepare.py python --src DIR  # any folder(s) of .py files
-    python prepare.py --setting web_pages   # a paper's setting by name (settings.py): its corpus and flags
+    python prepare.py --setting web_pages   # a paper's setting by name: its corpus and flags
 
 Writes data/<corpus>/{train,val,test}_<field>.npy (memory-mappable) and meta.json in the format
-data.py holds: token ids, record offsets (doc_start), each record's document (record_doc) and the
-per-token fields of data.FIELDS (pos, path, depth, within, ref_path, symbol, kind, p, ...).
-Nothing is downloaded: the tokeniser (tokenizer.py) is a byte-level BPE that rustbpe trains
+treerope/prepared.py holds: token ids, record offsets (doc_start), each record's document (record_doc)
+and the per-token fields of prepared.FIELDS (pos, path, depth, within, ref_path, symbol, kind, p, ...).
+Nothing is downloaded: the tokeniser (treerope/tokenizer.py) is a byte-level BPE that rustbpe trains
 here on the training split and tiktoken runs.
 """
 import argparse
@@ -29,11 +29,22 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-import tokenizer
 import trees
-from corpora import MODULES, corpus, worker_pool
-from data import SPLITS, SplitWriter, owned, token_coords
-from settings import PREPARE
+from treerope import tokenizer
+from treerope.corpora import corpus, worker_pool
+from treerope.fields import restart, token_coords
+from treerope.files import owned
+from treerope.prepared import SPLITS
+from treerope.settings import CORPORA, PREPARE, SETTINGS
+from treerope.writer import (
+    SplitWriter,
+    meta_beyond_web,
+    reference_tally,
+    refuse_overlap,
+    remove_stale_staging,
+    up_to_date,
+    wide_note,
+)
 
 
 # ------------------------------------------------------------------ token coords -> records ----
@@ -68,8 +79,7 @@ def records(coords, max_len, long_docs, boundary, p1_cap=None, restart_level1=Fa
         r = {k: v[s:e] for k, v in coords.items()}
         r["pos"] = np.arange(e - s, dtype=np.int32)
         level1 = restart_level1 and e > s
-        if level1 or "p" in r:   # Python --units record, hRoPE's p: restarted by token_fields.py
-            from token_fields import restart
+        if level1 or "p" in r:   # Python --units record, hRoPE's p: restarted in each record
             restart(r, level1, p1_cap)
         out.append(r)
     return out
@@ -126,6 +136,32 @@ def split_of(name):
     return "train" if h < 90 else "val" if h < 95 else "test"
 
 
+def package(name):
+    """The package a document comes from: its first folder (below the source's index, for programs)."""
+    parts = name.split("::")[0].split("/")
+    return "/".join(parts[:2 if parts[0].isdigit() else 1]) if len(parts) > 1 else name
+
+
+def contiguous_split(names):
+    """`prepare.py --split contiguous` (the python setting). Appendix §2 on Python: "The splits are
+    contiguous record ranges over an unshuffled corpus":
+    the first 90% train, then 5% val, 5% test (the proportions are ours). Our reading of the order:
+    round-robin over packages, each in its sources' order, so no split is one package."""
+    by = collections.defaultdict(list)
+    for name in names:
+        by[package(name)].append(name)
+    queues = list(by.values())
+    order = [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
+    n = len(order)
+    return {name: "train" if i < 0.9 * n else "val" if i < 0.95 * n else "test"
+            for i, name in enumerate(order)}
+
+
+def split_packages(split):
+    """meta.json's split_packages: how many packages each split holds."""
+    return {s: len({package(n) for n, v in split.items() if v == s}) for s in SPLITS}
+
+
 def _digest(src):
     """A source's content for the settings hash: an edit that keeps a file's size still rebuilds."""
     h = hashlib.sha1()
@@ -146,8 +182,7 @@ def main(argv=None):
     """Resolve the flags, build the documents, train the BPE, cut the records, write them."""
     args, setting = parse(argv)
     out_dir = os.path.join(args.out, args.corpus)
-    if args.src:   # an output folder that is, holds or lies in a source is refused (prepared_folder.py)
-        from prepared_folder import refuse_overlap
+    if args.src:   # an output folder that is, holds or lies in a source is refused
         refuse_overlap(out_dir, args.src)
     entry = corpus(args.corpus)
     items, dirs = entry.sources(args)
@@ -156,7 +191,6 @@ def main(argv=None):
         with owned(out_dir, "the prepared data"):
             staging = glob.glob(glob.escape(out_dir) + ".tmp*")
             if staging or os.path.exists(os.path.join(out_dir, "meta.json")):   # an earlier run's folders
-                from prepared_folder import remove_stale_staging, up_to_date
                 remove_stale_staging(out_dir)
                 if not args.force and up_to_date(out_dir, settings):
                     print(f"{out_dir} is up to date (use --force to rebuild)")
@@ -182,8 +216,7 @@ def prepared(args, entry, items, dirs, settings, out_dir):
         texts, ids = Spool(os.path.join(tmp, "texts.part")), Spool(os.path.join(tmp, "ids.part"))
         with timed(seconds, "trees"):
             docs, skipped = documents(args, entry, items, dirs, texts)
-        if args.split == "contiguous":   # appendix §2 on Python: ranges in source order (source_order.py)
-            from source_order import contiguous_split
+        if args.split == "contiguous":   # appendix §2 on Python: ranges in source order
             split = contiguous_split([d.name for d in docs])
         else:
             split = {d.name: split_of(d.name) for d in docs}
@@ -215,8 +248,8 @@ def prepared(args, entry, items, dirs, settings, out_dir):
 def parse(argv):
     """(flags, the setting recorded in meta.json or None): a setting's flags fill those not given."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("corpus", nargs="?", choices=sorted(MODULES), help="implied by --setting")
-    ap.add_argument("--setting", help="a paper's setting (paper_settings.py): its corpus and the flags "
+    ap.add_argument("corpus", nargs="?", choices=sorted(CORPORA), help="implied by --setting")
+    ap.add_argument("--setting", help="a paper's setting (treerope/settings.py): its corpus and the flags "
                     "below; flags given override them (meta.json then records no setting)")
     ap.add_argument("--src", action="append", help="source folder or file (repeatable)")
     ap.add_argument("--out", default="data")
@@ -246,8 +279,7 @@ def parse(argv):
                     help="python: level-1 sibling ranks count over the module (default) or per record")
     args = ap.parse_args(argv)
     setting, own = args.setting, {}
-    if setting:   # paper_settings.py: read only when a setting is named
-        from paper_settings import SETTINGS
+    if setting:   # a paper's setting (settings.SETTINGS)
         own = SETTINGS.get(setting) or ap.error(f"unknown --setting {setting!r}; known: "
                                                 f"{', '.join(SETTINGS)}")
         if args.corpus not in (None, own["corpus"]):
@@ -419,8 +451,7 @@ def cut(args, entry, items, docs, ids, split, tok_len, tmp):
             for s in SPLITS:
                 writers[s].add(recs[s])
                 held = [r for r in recs[s] if "ref_path" in r]
-                if held:   # appendix §4: the tokens reference rotation moves (tree_stats.py)
-                    from tree_stats import reference_tally
+                if held:   # appendix §4: the tokens reference rotation moves
                     merge(tally, reference_tally(held))
             tally["chunks"] += 1
     bar.close()
@@ -488,8 +519,7 @@ def describe(args, settings, docs, skipped, t, enc, split, seconds, t0):
     counts = {s: {"records": t["splits"][s][0], "tokens": t["splits"][s][1],
                   "documents": sum(v == s for v in split.values())} for s in SPLITS}
     entry, packages = corpus(args.corpus), {}
-    if args.split == "contiguous":   # how many packages each split holds (source_order.py)
-        from source_order import split_packages
+    if args.split == "contiguous":   # how many packages each split holds
         packages = {"split_packages": split_packages(split)}
     meta = {
         "settings": settings, "synthetic": bool(t["synthetic"]),
@@ -518,8 +548,7 @@ def describe(args, settings, docs, skipped, t, enc, split, seconds, t0):
                 "chunk_tokens": args.chunk_tokens, "peak_rss_mb": peak_rss_mb()},
     }
     if t["notes"] or {"wide", "references", "held", "record_tally"} & set(t):   # beyond web pages
-        from tree_stats import beyond_web
-        meta.update(beyond_web(t, entry))
+        meta.update(meta_beyond_web(t, entry))
     return meta
 
 
@@ -538,8 +567,7 @@ def report(meta):
                   f"train.py refuses a corpus without {s} records: add documents"
                   + ("" if meta["settings"].get("split") == "contiguous" else
                      ", or pass --split contiguous (90/5/5 ranges in source order)"))
-    if "wider_than_web_limit" in meta:   # tree_stats.py
-        from tree_stats import wide_note
+    if "wider_than_web_limit" in meta:
         print(wide_note(meta["wider_than_web_limit"]))
     held = sum(meta["splits"][s]["tokens"] for s in SPLITS)
     if held < meta["tokens"]:

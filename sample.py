@@ -28,10 +28,15 @@ import sys
 import numpy as np
 import torch
 
-import tokenizer
-from corpora import formats
-from data import check_identity, coords_for, corpus_stats, load_checkpoint, read_json, token_coords
+import treerope.configurations  # noqa: F401  (registers the rarer configurations in rotary's tables)
 from model import GPT, GPTConfig
+from treerope import tokenizer
+from treerope.batches import coords_for
+from treerope.corpora import formats
+from treerope.fields import token_coords
+from treerope.files import read_json
+from treerope.prepared import check_identity, check_tokenizer, corpus_stats
+from treerope.runs import load_checkpoint
 
 ONLINE = {"json": formats.json_coords, "xml": formats.xml_coords, "markdown": formats.markdown_coords}
 PROMPT = {"json": "{", "xml": "<", "markdown": "# "}   # how the corpus's documents begin
@@ -90,7 +95,7 @@ def load(run_dir, device, data=None):
            "finished": os.path.exists(os.path.join(run_dir, "final.json"))}
     data_dir = os.path.join(data or run["data"], run["corpus"])
     meta = corpus_stats(data_dir)[0]                  # first: a missing folder is one line
-    tokenizer.check(data_dir, run.get("tokenizer"))
+    check_tokenizer(data_dir, run.get("tokenizer"))
     check_identity(data_dir, meta, run.get("data_identity"), run_dir)
     return model.to(device).eval(), run, data_dir
 

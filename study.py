@@ -4,7 +4,8 @@
     python study.py web "seq_only seq_depth" "0 1 2 3" --steps 300
     python study.py python "seq_only tree_only seq_depth" "$(seq 0 9)" --setting python
 
-sweep.sh's arguments (JOBS is accepted and ignored), so `bash sweep.sh` becomes `python study.py`.
+scripts/sweep.sh's arguments (JOBS is accepted and ignored), so `bash scripts/sweep.sh` becomes
+`python study.py`.
 Both papers work with dozens of small runs (the appendix: 4.7M parameters, 5-20 seeds a
 configuration), and one small run leaves a GPU idle: here the runs share every kernel, their
 weights stacked along a leading run dimension. Each run stays the run train.py would train (its
@@ -31,12 +32,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-import machine
 import rotary
 import train
-from data import DEPTH_READERS, coords_for, owned, read_json
-from hrope.packing import fill_blocks
-from resuming import trained_otherwise
+from treerope import machine
+from treerope.batches import DEPTH_READERS, coords_for, fill_blocks
+from treerope.files import owned, read_json
+from treerope.runs import trained_otherwise
 
 
 # ------------------------------------------------------------------------ the batched GPT ----
@@ -97,10 +98,10 @@ def attention(q, k, v, segment, drop):
 
 
 def rotate_runs(q, k, C, table):
-    """Every run's rotation at once: the fused kernel on CUDA (rotary_triton), the readable reference
-    elsewhere."""
-    if q.is_cuda and rotary.FUSED is not None:
-        return rotary.FUSED.rotate_runs_triton(q, k, C, *table)
+    """Every run's rotation at once: the fused kernel on CUDA (rotary.rotate_runs_triton), the
+    readable reference elsewhere."""
+    if q.is_cuda and rotary.FUSED:
+        return rotary.rotate_runs_triton(q, k, C, *table)
     return rotary.rotate(q, k, rotary.angles_runs(C, *table))
 
 

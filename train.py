@@ -3,12 +3,12 @@
     python train.py --config seq_depth                     # web corpus, CPU preset on CPU
     python train.py --corpus python --config seq_tree --seed 3 --steps=400
     python train.py --config seq_depth --depth_dropout=0.3 --name seq_depth_dropout   # its own folder
-    python train.py --setting web_pages --config seq_depth  # a paper's setting by name (settings.py)
+    python train.py --setting web_pages --config seq_depth  # a paper's setting by name (treerope/settings.py)
     python train.py --setting python --lr_sweep=1          # its lr sweep, and the rate it picks
     torchrun --nproc_per_node=2 train.py --corpus python   # data parallel
 
 Recipe (depth-perception appendix §4; `--recipe tree`, the default for python/web/sheets; each
-corpus's default and its CUDA model come from its entry in corpora/, through meta.json):
+corpus's default and its CUDA model come from its entry in treerope/corpora/, through meta.json):
 AdamW (0.9, 0.95), lr 1.2e-3, weight decay 0.1 on weight matrices only (rotary rates/offsets,
 LayerNorm excluded), clip 1.0, linear warmup over 2% of steps then cosine to 10% of peak, no
 dropout, no early stopping. `--recipe hrope` (paper 004 Table 11, the default for code/prose/webtext):
@@ -20,7 +20,7 @@ of blocks), its rows grouped by length into micro-batches of at most `mb_tokens`
 record attends only inside itself, packed or not; validation on a fixed set of records
 every 5% of steps (a milestone); the test split once at the end; no checkpoint is chosen by
 its score. Same seed => identical initial weights and identical batches in every configuration.
-`--setting NAME` (settings.py) trains one of the papers' runs on any device: its preset, recipe and
+`--setting NAME` (treerope/settings.py) trains one of the papers' runs on any device: its preset, recipe and
 lr, its length (in passes over the prepared train split, or steps) and its reporting rule; flags
 given override it. Writes out/<corpus>/<name or config>/seed<k>/: config.json, log.jsonl, ckpt.pt,
 final.json (last; `reported`: the validation loss under the run's reporting rule).
@@ -42,25 +42,26 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 import rotary
+import treerope.configurations  # noqa: F401  (registers the rarer configurations in rotary's tables)
 import trees
-from corpora import MODULES
-from data import (
-    SPLITS,
-    Split,
-    context_note,
-    coords_for,
-    corpus_stats,
-    identity,
-    owned,
-    pack,
-    replacing,
-    save_checkpoint,
-    writable,
-    write_json,
-)
-from machine import keep_freed_memory, precision, provenance
 from model import GPT, GPTConfig
-from settings import CPU_RECIPES, DEFAULTS, MODELS, RECIPES, SCALES
+from treerope.batches import Split, context_note, coords_for, fill_blocks, pack, step_blocks
+from treerope.files import owned, replacing, writable, write_json
+from treerope.machine import keep_freed_memory, precision, provenance, start, summed, wrapped
+from treerope.prepared import SPLITS, corpus_stats, identity
+from treerope.runs import lr_sweep, resume, save_checkpoint
+from treerope.settings import (
+    CORPORA,
+    CPU_RECIPES,
+    DEFAULTS,
+    MODELS,
+    RECIPES,
+    SCALES,
+    SETTINGS,
+    model_overrides,
+    refusal,
+    setting_line,
+)
 
 AUTO = ("compile", "bf16")   # None: chosen from the device by machine.precision(); --bf16=0/1 overrides
 
@@ -75,15 +76,13 @@ def parse(argv):
         ap.add_argument(f"--{k}", default=None, type=typ)
     args, extra = ap.parse_known_args(argv)
     model_over = {}
-    if extra:   # --key=value overrides of the model's fields (overrides.py)
-        from overrides import model_overrides
-        model_over = model_overrides(extra)
+    if extra:   # --key=value overrides of the model's fields (settings.model_overrides)
+        model_over = model_overrides(extra, GPTConfig.__dataclass_fields__)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.split(":")[0] not in ("cpu", "cuda", "mps"):
         sys.exit(f"error: unknown --device {device!r}; known: cpu, cuda, mps")
     setting = {}
-    if args.setting:   # a paper's setting: paper_settings.py, read only when one is named
-        from paper_settings import SETTINGS, refusal
+    if args.setting:   # a paper's setting (settings.SETTINGS)
         setting = SETTINGS.get(args.setting)
         if not setting:
             sys.exit(f"error: unknown --setting {args.setting!r}; known: {', '.join(SETTINGS)}")
@@ -91,8 +90,8 @@ def parse(argv):
             sys.exit(f"error: --setting {args.setting} trains the {setting['corpus']} corpus, "
                      f"not {args.corpus}")
     corpus = setting.get("corpus") or args.corpus or DEFAULTS["corpus"]
-    if corpus not in MODULES:   # before the data folder: `prepare.py nope` would be no advice
-        sys.exit(f"error: unknown --corpus {corpus!r}; known: {', '.join(MODULES)}")
+    if corpus not in CORPORA:   # before the data folder: `prepare.py nope` would be no advice
+        sys.exit(f"error: unknown --corpus {corpus!r}; known: {', '.join(CORPORA)}")
     data_dir = os.path.join(args.data or DEFAULTS["data"], corpus)
     meta, _ = corpus_stats(data_dir)   # the corpus's recipe and model, as its corpora/ entry wrote them
     why = setting and refusal(args.setting, meta["settings"])
@@ -140,7 +139,8 @@ def resolve(args, device, corpus, corpus_defaults, setting):
 def check(cfg, model_over, setting):
     """Exit with one line on a value no run can take."""
     if not rotary.known(cfg["config"]):
-        sys.exit(f"error: unknown --config {cfg['config']!r}; `python rotary.py` lists the configurations")
+        sys.exit(f"error: unknown --config {cfg['config']!r}; `python -m treerope.configurations` lists "
+                 "the configurations")
     if cfg["preset"] not in MODELS:
         sys.exit(f"error: unknown --preset {cfg['preset']!r}; known: {', '.join(MODELS)}")
     counts = {k: cfg[k] for k in ("steps", "docs_per_step", "mb_tokens", "val_docs", "test_docs",
@@ -161,7 +161,6 @@ def check(cfg, model_over, setting):
     if cfg["report"] not in ("final", "best_milestone"):
         sys.exit(f"error: unknown --report {cfg['report']!r}; known: final, best_milestone")
     if cfg["lr_sweep"] and not setting.get("sweep"):
-        from paper_settings import SETTINGS
         sys.exit(f"error: --lr_sweep needs a --setting whose paper swept its lr; swept: "
                  f"{', '.join(k for k, v in SETTINGS.items() if v['sweep'])}")
 
@@ -232,7 +231,6 @@ def start_processes(cfg):
     on CUDA, as nanoGPT runs; otherwise the one process."""
     if int(os.environ.get("WORLD_SIZE", "1")) == 1:
         return 0, 1
-    from parallel import start  # torchrun: data parallel (parallel.py)
     return start(cfg)
 
 
@@ -270,7 +268,6 @@ def train_step(fwd, model, train, rows, cfg, corpus, gen, autocast, rank, world)
     predicted tokens."""
     T = model.cfg.max_len if cfg["compile"] else None
     if T is not None and not cfg["pack"]:   # compiled: the records laid into rows of the context, first fit
-        from hrope.packing import fill_blocks
         rows = fill_blocks(rows, train.len, T, len(rows))
     groups = pack([train.len[r].sum() for r in rows], cfg["mb_tokens"]) if T is None else \
         fixed_groups(len(rows), max(1, cfg["mb_tokens"] // T))
@@ -290,7 +287,6 @@ def train_step(fwd, model, train, rows, cfg, corpus, gen, autocast, rank, world)
             (loss * (world if mine else 0)).backward()
         step_loss += loss.item() if mine else 0.0
     if world > 1:   # every process sees the step's whole loss (the NaN stop must agree)
-        from parallel import summed
         step_loss = summed(step_loss, cfg["device"])
     return step_loss, n_tok
 
@@ -359,7 +355,6 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     cfg, model_over, origin = parse(argv)
     if cfg["lr_sweep"]:
-        from lr_sweep import lr_sweep  # a setting's lr sweep: runs of this file, one after another
         return lr_sweep(cfg, argv, main)
     keep_freed_memory()
     rank, world = start_processes(cfg)
@@ -380,7 +375,6 @@ def trained(run, rank, world):
     start, log = restore(run, model, opt, world)
     fwd = torch.compile(model) if cfg["compile"] else model
     if world > 1:
-        from parallel import wrapped
         fwd = wrapped(fwd, cfg)
     if run.master:
         record_run(cfg, run.mcfg, model, run.meta, run.out_dir)
@@ -429,12 +423,10 @@ def plan(cfg, model_over, origin, master):
                              else min(cfg["test_docs"], len(run.test)))
     per_pass = max(len(run.train) // cfg["docs_per_step"], 1)
     if cfg["pack"]:
-        from hrope.packing import step_blocks  # paper 004 Table 11's packed blocks
         run.blocks, per_pass = step_blocks(run.train.len, run.mcfg.max_len, cfg["docs_per_step"], cfg["seed"])
     if cfg["passes"] is not None:   # a pass: "the number of steps it takes to show the model every training
         cfg["steps"] = max(1, round(cfg["passes"] * per_pass))   # record once"
     if cfg["setting"] and master:
-        from paper_settings import setting_line
         print(setting_line(cfg, run.mcfg, model_over, per_step(cfg, run.mcfg)))
     run.steps = cfg["steps"]
     run.milestones = milestone_steps(run.steps, cfg["milestones"])
@@ -472,7 +464,6 @@ def restore(run, model, opt, world):
     if world > 1:
         dist.barrier()
     if cfg["resume"] and os.path.exists(os.path.join(out_dir, "ckpt.pt")):
-        from resuming import resume  # its checkpoint, checked against this run (resuming.py)
         start, log = resume(cfg, run.mcfg, model, opt, out_dir)
         if run.master:
             print(f"resuming {out_dir} from step {start}")

@@ -7,7 +7,7 @@ import torch
 from scipy import stats
 
 import analyze
-from hrope import boundaries, compression
+from treerope.hrope import boundaries, compression, paragraph_depth
 
 
 def test_sign_test_and_perplexity_match_the_paper():
@@ -404,7 +404,8 @@ def test_wls_against_the_closed_form():
     """One predictor, x = 0 1 2 3, y = 1 3 2 5, w = 1 2 1 2. By hand: weighted means x̄ = 5/3, ȳ = 19/6;
     Sxx = 22/3, Sxy = 25/3, so b1 = 25/22, b0 = ȳ - b1 x̄ = 14/11; weighted SSE = 37/11 on 4 - 2 df;
     se(b1) = sqrt(SSE / 2 / Sxx) = sqrt(111) / 22; SST = 77/6, R² = 1 - (37/11) / (77/6) = 625/847."""
-    f = compression.wls(np.array([[0.0], [1], [2], [3]]), np.array([1.0, 3, 2, 5]), np.array([1.0, 2, 1, 2]))
+    f = paragraph_depth.wls(np.array([[0.0], [1], [2], [3]]), np.array([1.0, 3, 2, 5]),
+                            np.array([1.0, 2, 1, 2]))
     assert f["coef"] == pytest.approx([14 / 11, 25 / 22]) and f["df"] == 2
     assert f["se"][1] == pytest.approx(math.sqrt(111) / 22) and f["r2"] == pytest.approx(625 / 847)
     assert f["p"][1] == pytest.approx(2 * stats.t.sf((25 / 22) / (math.sqrt(111) / 22), 2))
@@ -413,7 +414,7 @@ def test_wls_against_the_closed_form():
     X, y, w = rng.normal(size=(30, 4)), rng.normal(size=30), rng.integers(1, 4, 30).astype(float)
     rep = np.repeat(np.arange(30), w.astype(int))
     ols = np.linalg.lstsq(np.c_[np.ones(len(rep)), X[rep]], y[rep], rcond=None)[0]
-    assert compression.wls(X, y, w)["coef"] == pytest.approx(ols)
+    assert paragraph_depth.wls(X, y, w)["coef"] == pytest.approx(ols)
 
 
 def test_paragraph_depth_recovers_planted_offsets(tmp_path):
@@ -433,7 +434,7 @@ def test_paragraph_depth_recovers_planted_offsets(tmp_path):
         paths.append(str(tmp_path / f"p{seed}.npz"))
         np.savez(paths[-1], base_sum=base_sum, base_n=base_n, max_len=8,
                  **{k: np.array(v) for k, v in rows.items()})
-    got, cells = compression.paragraph_depth(paths, gate=400)
+    got, cells = paragraph_depth.paragraph_depth(paths, gate=400)
     assert cells == 3
     assert got["p1"].tolist() == [0, 1, 2] and got["record"].tolist() == [0, 0, 0]
     assert got["U"] == pytest.approx([-1.0, -1.25, -2.0]) and got["weight"].tolist() == [6, 8, 2]
@@ -454,15 +455,15 @@ def test_d_only_pilot_and_band_decay_by_hand(tmp_path):
                 count=[1, 1, 1])
     path = str(tmp_path / "p.npz")
     np.savez(path, base_sum=base_sum, base_n=base_n, max_len=64, **{k: np.array(v) for k, v in rows.items()})
-    by_band, cells = compression.paragraph_depth([path], gate=1)
-    d_only, cells_d = compression.paragraph_depth([path], gate=1, by_band=False)
+    by_band, cells = paragraph_depth.paragraph_depth([path], gate=1)
+    d_only, cells_d = paragraph_depth.paragraph_depth([path], gate=1, by_band=False)
     assert (cells, cells_d) == (3, 2) and by_band["weight"].tolist() == d_only["weight"].tolist() == [1, 3, 2]
     assert (by_band["U"] == pytest.approx([-1, -5 / 6, -0.75])
             and d_only["U"] == pytest.approx([-0.5, -5 / 6, -1]))
-    shift, pairs, slope = compression.band_decay(*compression.pooled_base([path]), gate=1)
+    shift, pairs, slope = paragraph_depth.band_decay(*paragraph_depth.pooled_base([path]), gate=1)
     assert (shift == pytest.approx([0.5, -1 / 6]) and pairs.tolist() == [2, 6]
             and slope == pytest.approx(-2 / 3))
-    shift, pairs, slope = compression.band_decay(base_sum, base_n, gate=3)     # only the 4-pair cell passes
+    shift, pairs, slope = paragraph_depth.band_decay(base_sum, base_n, gate=3)   # only the 4-pair cell
     assert np.isnan(shift[0]) and shift[1] == 0 and np.isnan(slope)
 
 
@@ -470,8 +471,9 @@ def test_weighted_r_by_hand():
     """x = 0 1 2 3, y = 1 3 2 5, w = 1 2 1 2 (test_wls_against_the_closed_form): Sxy = 25/3,
     Sxx = 22/3, Syy = 77/6, so r = 25 / sqrt(847) and r² the univariate fit's R², 625/847."""
     x, y, w = np.array([0.0, 1, 2, 3]), np.array([1.0, 3, 2, 5]), np.array([1.0, 2, 1, 2])
-    assert compression.weighted_r(x, y, w) == pytest.approx(25 / math.sqrt(847))
-    assert compression.weighted_r(x, -y, w) ** 2 == pytest.approx(compression.wls(x[:, None], y, w)["r2"])
+    assert paragraph_depth.weighted_r(x, y, w) == pytest.approx(25 / math.sqrt(847))
+    r2 = paragraph_depth.wls(x[:, None], y, w)["r2"]
+    assert paragraph_depth.weighted_r(x, -y, w) ** 2 == pytest.approx(r2)
 
 
 def test_figures_for_a_lone_run(tmp_path, capsys):
@@ -640,7 +642,7 @@ def test_packed_runs_are_another_setting(tmp_path):
 def test_too_few_documents_are_not_identifiable_never_an_interval(tmp_path):
     """A one-document split resamples to itself: a zero-width interval and a "rejected" verdict
     would be a result that looks valid but is not. Under 5 documents: not identifiable."""
-    from hrope import boundaries, compression
+    from treerope.hrope import boundaries, compression
     rng = np.random.default_rng(0)
 
     def pooled(D):
@@ -664,7 +666,7 @@ def test_too_few_documents_are_not_identifiable_never_an_interval(tmp_path):
 def test_fig4_without_pairs_is_not_drawn_and_the_csv_names_the_setting(tmp_path, capsys):
     import csv
 
-    import figures
+    from treerope import figures
     figures.figure_planes([], str(tmp_path), {})
     assert "Fig. 4 not drawn" in capsys.readouterr().out and not os.listdir(tmp_path)
     row = {"setting": ("web", 4, 128, 1, 256, 200, False), "step": 200, "baseline": "seq_only",
@@ -677,7 +679,7 @@ def test_fig4_without_pairs_is_not_drawn_and_the_csv_names_the_setting(tmp_path,
 def test_fig3_spreadsheets_from_a_quarter_of_training(tmp_path):
     """Appendix Fig. 3: "spreadsheets from 25% of training": milestones before a quarter of the
     planned steps are not drawn for sheets, and are for web pages."""
-    import figures
+    from treerope import figures
     rows = [{"setting": (c, 4, 128, 1, 256, 100, False), "config": "seq_grid", "step": st,
              "ppl_reduction": 1.0, "ppl_lo": 0.5, "ppl_hi": 1.5}
             for c in ("sheets", "web") for st in (10, 20, 50, 100)]

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-import data
 import prepare
-from hrope import candidates
+from treerope import prepared
+from treerope.hrope import candidates
 
 
 def test_js_similarity_by_hand():
@@ -156,7 +156,7 @@ def test_paragraph_predictors_on_a_planted_corpus(tmp_path, monkeypatch):
     assert r["position"][c].tolist() == pytest.approx(np.arange(8) / 8)
     assert r["position"][a].tolist() == pytest.approx([0, 1 / 3, 2 / 3]) and not r["truncated"][a].any()
     assert r["ttr"][a[1]] < min(r["ttr"][a[0]], r["ttr"][a[2]]) and np.isfinite(r["coherence"][a]).all()
-    assert r["length"].sum() == sum(data.load_split(d, "train")["doc_start"][-1:])
+    assert r["length"].sum() == sum(prepared.load_split(d, "train")["doc_start"][-1:])
     mid = b[1:-1]                                                 # the long paragraph's pieces
     assert len(mid) >= 4 and r["truncated"][mid].all() and not r["truncated"][[b[0], b[-1]]].any()
     assert r["first_window"][a].all() and r["first_window"][b].tolist() == [True] + [False] * (len(b) - 1)

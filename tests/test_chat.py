@@ -7,11 +7,11 @@ import os
 import numpy as np
 import pytest
 
-import data
 import prepare
 import train
 import trees
-from corpora import chat
+from treerope import fields, prepared
+from treerope.corpora import chat
 
 # two exchanges: Ann opens each; Bob answers the first with two messages, the second with one
 TALK = [("ann", "Hi"), ("bob", "Hey"), ("bob", "ok"), ("ann", "Bye"), ("bob", "Cya")]
@@ -21,7 +21,7 @@ def test_chat_coordinates_by_hand():
     doc = chat.chat_doc(TALK)
     assert doc.text == "Hi\nHey\nok\nBye\nCya"
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)   # one token per character
-    c = data.token_coords(doc, ids, np.ones(256, np.int64))
+    c = fields.token_coords(doc, ids, np.ones(256, np.int64))
     got = [(ch, *c["chat"][i].tolist()) for i, ch in enumerate(doc.text)]
     assert got == [   # (token, exchange, speaker, position in its turn); a newline ends its message's turn
         ("H", 0, 0, 0), ("i", 0, 0, 1), ("\n", 0, 0, 2),
@@ -42,7 +42,7 @@ def test_chat_coordinates_by_hand():
         part = TALK[:k]
         if len({s for s, _ in part}) < 2:
             continue
-        p = data.token_coords(chat.chat_doc(part), ids[:len("\n".join(t for _, t in part))],
+        p = fields.token_coords(chat.chat_doc(part), ids[:len("\n".join(t for _, t in part))],
                               np.ones(256, np.int64))
         assert (p["chat"] == c["chat"][:len(p["chat"])]).all() and \
             (p["path"] == c["path"][:len(p["path"])]).all()
@@ -60,7 +60,7 @@ def test_prepare_chat_default_source_and_a_step(tmp_path):
                         "--workers", "1", "--out", str(tmp_path)])
     meta = json.load(open(os.path.join(out, "meta.json")))
     assert not meta["synthetic"] and meta["documents"] + meta["skipped_total"] == 240
-    a = data.load_split(out, "train")
+    a = prepared.load_split(out, "train")
     g = np.asarray(a["chat"])
     assert g.shape[1] == 3 and set(np.unique(g[:, 1])) == {0, 1}
     record_start = np.zeros(len(g), bool)

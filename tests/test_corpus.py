@@ -8,13 +8,12 @@ import re
 
 import numpy as np
 
-import corpora
-import data
 import evaluate
 import prepare
 import train
 import trees
-from corpora.text import source_text
+from treerope import corpora, prepared
+from treerope.corpora.text import source_text
 
 
 def toy_doc(raw):
@@ -56,7 +55,7 @@ def test_a_new_corpus_is_one_entry_and_its_builder(monkeypatch, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     names = [f"doc{i}.txt" for i in range(200)]
-    for s in data.SPLITS:     # three documents in every split, whichever way the names hash
+    for s in prepared.SPLITS:     # three documents in every split, whichever way the names hash
         for name in [n for n in names if prepare.split_of(n) == s][:3 if s != "train" else 30]:
             (src / name).write_text("\n".join(" ".join(rng.choice(words, rng.integers(2, 7)))
                                               for _ in range(12)))

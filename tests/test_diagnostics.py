@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import analyze
-from hrope import compression
+from treerope.hrope import compression
 
 
 def cells(contrast, counts, var=0.25, docs=5, slope=-0.01):

@@ -12,23 +12,22 @@ import torch
 from conftest import stdlib_files
 
 import analyze
-import data
 import evaluate
-import figures
 import prepare
 import train
 import trees
-from corpora import python as pycorpus
-from data import corpus_stats
-from hrope import boundaries, compression, hubs
 from model import GPT, GPTConfig
+from treerope import batches, figures
+from treerope.corpora import python as pycorpus
+from treerope.hrope import boundaries, compression, hubs, paragraph_depth
+from treerope.prepared import corpus_stats
 
 
 def test_zero_structural_rates_make_shuffle_a_no_op(tiny_python):
     """seq_depth with its two learned depth rates (and offsets) at zero: depth turns no plane,
     so shuffling or removing it changes no score. With the paper's rates it does."""
     d = os.path.join(tiny_python, "python")
-    split = data.Split(d, "test", 64)
+    split = batches.Split(d, "test", 64)
     ids = np.arange(4)
     cfg = {"mb_tokens": 512, "device": "cpu"}
     torch.manual_seed(0)
@@ -218,7 +217,7 @@ def test_table3_cells_average_label_draws(tmp_path):
     tiny = ["--n_layer=1", "--n_embd=128", "--max_len=64", "--docs_per_step=4", "--val_docs=4",
             "--test_docs=4", "--milestones=1", "--mb_tokens=512", "--steps=2", "--n_head=2", "--compile=0",
             "--bf16=0"]
-    split = data.Split(prepared, "train", 64)
+    split = batches.Split(prepared, "train", 64)
     lens = split.len[evaluate.spread(split, 8)]
     L = corpus_stats(prepared)[1]["p1_period"]
     cells = {}
@@ -300,7 +299,7 @@ def test_rotation_off_classes_keys_by_the_true_coordinates(tiny_python, tmp_path
     changes no attention: every head's share on ancestors is the one with the rotation on, over the
     same queries (classed by the removed coordinates instead, no key would be an ancestor). With the
     paper's rates it changes."""
-    split = data.Split(os.path.join(tiny_python, "python"), "test", 64)
+    split = batches.Split(os.path.join(tiny_python, "python"), "test", 64)
     ids, cfg = np.arange(4), {"mb_tokens": 512, "device": "cpu"}
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=64,
@@ -374,13 +373,13 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
         "flat": True, "sent_axial": True, "hrope_axial": False, "rand_axial": True}
     assert out.count("holds exactly") == 3 and "| hrope_axial |" in out
     # Tables 5 and 9 from the two hrope_axial seeds (every baseline cell admitted at this size)
-    reg = compression.paragraph_regression(os.path.join(str(tmp_path / "out"), "code", "hrope_axial"),
+    reg = paragraph_depth.paragraph_regression(os.path.join(str(tmp_path / "out"), "code", "hrope_axial"),
                                            "train", gate=1)
     assert reg["runs"] == 2 and reg["paragraphs"] > 5 and reg["df"] == reg["paragraphs"] - 5
     # A.10, one window per document: the later windows' paragraphs are scored but left out
     assert reg["paragraphs"] < reg["paragraphs_every_window"] and reg["context"] == 128
-    assert all(np.isfinite(reg[k]["b"]) and reg[k]["se"] > 0 for k in compression.PREDICTORS)
-    md = compression.paragraph_markdown([reg, reg])
+    assert all(np.isfinite(reg[k]["b"]) and reg[k]["se"] > 0 for k in paragraph_depth.PREDICTORS)
+    md = paragraph_depth.paragraph_markdown([reg, reg])
     assert "| Embedding coherence |" in md and "STAND-IN" in reg["embedding"] and "| N documents |" in md
     # A.10's d-only pilot and the band decay over the 128-token window's 4 bands of 32
     assert (all(-1 <= reg["pilot"][k] <= 1 for k in ("r_d_only", "r_d_band"))
@@ -456,7 +455,7 @@ def test_paragraph_cells_by_hand():
     Δp1 = 0 pairs (query i, key j): (1,0) d1 b0, (2,0) d2 b1, (2,1) d1 b1, (4,3) d1 b2. Δp1 = 1
     pairs: (3,0) (3,1) (3,2) (4,0) (4,1) (4,2) with key paragraph 0, (5,3) (5,4) with key paragraph 1."""
     i, j = np.indices((6, 6))
-    base_sum, base_n, rows, sums, counts = compression.paragraph_cells(
+    base_sum, base_n, rows, sums, counts = paragraph_depth.paragraph_cells(
         (10.0 * i + j), np.array([0, 0, 0, 1, 1, 2]), d_max=4, band=2)
     assert base_n.shape == (5, 3) and base_n.sum() == 4
     assert {(d, b): base_sum[d, b] for d, b in zip(*np.nonzero(base_n))} == {
@@ -465,7 +464,7 @@ def test_paragraph_cells_by_hand():
     assert got == {(0, 3, 1): (30, 1), (0, 2, 1): (31, 1), (0, 1, 1): (32, 1), (0, 4, 2): (40, 1),
                    (0, 3, 2): (41, 1), (0, 2, 2): (42, 1), (1, 2, 2): (53, 1), (1, 1, 2): (54, 1)}
     # d_max caps both: at d_max = 2 the pairs at d 3 and 4 are gone
-    _, base_n, rows, _, _ = compression.paragraph_cells((10.0 * i + j), np.array([0, 0, 0, 1, 1, 2]),
+    _, base_n, rows, _, _ = paragraph_depth.paragraph_cells((10.0 * i + j), np.array([0, 0, 0, 1, 1, 2]),
                                                         d_max=2, band=2)
     assert base_n.shape == (3, 3) and rows[:, 1].max() == 2 and len(rows) == 5
 
@@ -738,7 +737,7 @@ def test_layer1_copies_share_one_batch_shape(tmp_path):
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=meta["tokenizer"]["vocab"], n_layer=1, n_embd=128, n_head=2,
                           max_len=128, rotary="hrope_axial", corpus=corpus)).eval()
-    split = data.Split(d, "train", 128)
+    split = batches.Split(d, "train", 128)
     cfg, shapes = {"device": "cpu", "mb_tokens": 300}, []
     model.register_forward_pre_hook(lambda m, a: shapes[-1].append(tuple(a[0].shape)) if shapes else None)
 

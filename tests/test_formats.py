@@ -8,14 +8,13 @@ import shutil
 import numpy as np
 import pytest
 
-import data
 import evaluate
 import prepare
 import sample
-import tokenizer
 import train
 import trees
-from corpora import formats
+from treerope import fields, tokenizer
+from treerope.corpora import formats
 
 FORMATS = {   # corpus: (whole-document builder, scanner for any prefix, canonical form of the input)
     "json": (formats.json_doc, formats.json_coords, lambda raw: json.loads(raw.decode("utf-8-sig"))),
@@ -199,7 +198,7 @@ def test_online_coordinates_equal_prepare_token_by_token(corpus, tiny):
         except trees.Skip:
             continue
         ids = enc.encode_ordinary(doc.text)
-        full = data.token_coords(doc, np.asarray(ids), tok_len)
+        full = fields.token_coords(doc, np.asarray(ids), tok_len)
         for i in range(min(len(ids), 120)):
             step = sample.online_coords(corpus, ids[:i + 1], enc, tok_len)
             for k in step:
@@ -217,7 +216,7 @@ def test_a_character_cut_by_a_token_reads_as_content():
     assert len(ids) == 10
     assert sample.online_text(ids[:7], enc) == '{"k":"x'
     step = sample.online_coords("json", ids[:7], enc, tok_len)
-    full = data.token_coords(formats.json_doc('{"k":"é"}'.encode()), np.asarray(ids), tok_len)
+    full = fields.token_coords(formats.json_doc('{"k":"é"}'.encode()), np.asarray(ids), tok_len)
     assert step["depth"] == full["depth"][6] == 3 and np.array_equal(step["path"], full["path"][6])
 
 

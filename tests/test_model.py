@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-import data
 import rotary
 import train
-from hrope import hubs, packing
 from model import GPT, GPTConfig
+from treerope import batches
+from treerope.hrope import hubs
 
 B, T, CUT = 2, 12, 5
 CORPUS = {"p_max": [8, 8, 8], "p1_density": 0.2, "p1_period": 3}
@@ -70,10 +70,10 @@ def test_step_loss_is_the_mean_over_predicted_tokens(tiny_python, tmp_path):
                       "--mb_tokens=512", "--val_docs=2", "--test_docs=2"])
     logged = json.loads(open(os.path.join(run, "log.jsonl")).readline())["train_loss"]
     cfg = json.load(open(os.path.join(run, "config.json")))
-    split = data.Split(os.path.join(tiny_python, "python"), "train", 256)
+    split = batches.Split(os.path.join(tiny_python, "python"), "train", 256)
     rec = train.step_records(len(split), 6, 0, 5)   # seed 5: lengths 79 and 238 share a micro-batch
     lengths = split.len[rec]
-    assert len(set(lengths.tolist())) > 1 and len(data.pack(lengths, 512)) > 1   # the case that matters
+    assert len(set(lengths.tolist())) > 1 and len(batches.pack(lengths, 512)) > 1   # the case that matters
     torch.manual_seed(5)
     m = GPT(GPTConfig(**cfg["model"]))                      # the same initial weights as step 0
     total = 0.0
@@ -95,8 +95,8 @@ def test_a_packed_step_scores_every_record_as_if_alone(tiny_python, tmp_path):
                       "--pack=1", "--mb_tokens=512", "--val_docs=2", "--test_docs=2"])
     logged = json.loads(open(os.path.join(run, "log.jsonl")).readline())["train_loss"]
     cfg = json.load(open(os.path.join(run, "config.json")))
-    split = data.Split(os.path.join(tiny_python, "python"), "train", 256)
-    blocks = packing.step_blocks(split.len, 256, 3, 5)[0](0)
+    split = batches.Split(os.path.join(tiny_python, "python"), "train", 256)
+    blocks = batches.step_blocks(split.len, 256, 3, 5)[0](0)
     assert len(blocks) == 3 and max(len(b) for b in blocks) > 1              # the case that matters
     assert all(split.len[b].sum() <= 256 for b in blocks)
     torch.manual_seed(5)

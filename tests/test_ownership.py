@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-import data
+from treerope import files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = "<html><body><h1>Title {i}</h1><p>Some text of page {i}, long enough to be a page.</p></body></html>"
@@ -26,7 +26,7 @@ def script(*args):
 
 def test_a_second_prepare_into_a_folder_being_written_is_refused(tmp_path):
     src, out = pages(tmp_path), str(tmp_path / "data")
-    with data.owned(os.path.join(out, "web"), "the prepared data"):     # a first writer, alive
+    with files.owned(os.path.join(out, "web"), "the prepared data"):     # a first writer, alive
         second = script("prepare.py", "web", "--src", src, "--out", out, "--vocab", "300", "--workers", "1")
     assert second.returncode == 1 and not os.path.exists(os.path.join(out, "web"))
     assert second.stderr.strip().count("\n") == 0
@@ -48,7 +48,7 @@ def test_a_second_train_on_a_run_being_written_is_refused_and_up_to_date_checks_
     run = os.path.join(str(tmp_path / "out"), "web", "seq_depth", "seed0")
     flags = ["train.py", "--config", "seq_depth", "--data", out, "--out", str(tmp_path / "out"), "--steps=1",
              "--val_docs=2", "--test_docs=2", "--compile=0", "--bf16=0"]
-    with data.owned(run, "the run"):
+    with files.owned(run, "the run"):
         second = script(*flags)
     assert second.returncode == 1 and "the run" in second.stderr and "being written" in second.stderr
     assert not os.path.exists(os.path.join(run, "final.json"))

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from conftest import stdlib_files
 
-import data
 import prepare
 import trees
-from corpora import paragraphs
-from hrope import candidates, controls
+from treerope import fields, prepared
+from treerope.corpora import paragraphs
+from treerope.hrope import candidates
 
 RST = sorted(glob.glob("/usr/share/doc/python3*/html/_sources/library/*.rst.txt"))
 
@@ -19,7 +19,7 @@ RST = sorted(glob.glob("/usr/share/doc/python3*/html/_sources/library/*.rst.txt"
 def per_byte(doc):
     """token_coords with one token per byte (ASCII text): p per character."""
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)
-    return data.token_coords(doc, ids, np.ones(256, np.int64))
+    return fields.token_coords(doc, ids, np.ones(256, np.int64))
 
 
 def test_three_paragraphs_hand_worked():
@@ -140,7 +140,7 @@ def test_no_lookahead_on_real_documents():
 def test_paragraph_stats_by_hand():
     r1 = {"p": np.array([[0, 0, 0], [0, 0, 1], [1, 0, 0], [1, 1, 0], [1, 1, 1], [2, 0, 0]])}
     r2 = {"p": np.array([[0, 0, 0], [0, 0, 1]])}
-    s = controls.paragraph_stats([r1, r2])
+    s = paragraphs.paragraph_stats([r1, r2])
     assert s["p_max"] == [2, 1, 1]
     assert s["p1_density"] == pytest.approx(2 / 6)      # 2 boundaries over 6 token transitions
     assert s["paragraphs"] == 4 and s["p1_period"] == 2  # 8 tokens / 4 paragraphs
@@ -157,7 +157,7 @@ def test_prepare_code_and_wikitext(tmp_path):
                       "--workers", "1"])
     meta = json.load(open(os.path.join(d, "meta.json")))
     assert meta["skipped"] == {"fewer than 2 blocks": 1} and meta["p1_cap"] >= 1
-    a = data.load_split(d, "train")
+    a = prepared.load_split(d, "train")
     starts = a["doc_start"][:-1]
     first = np.r_[True, a["record_doc"][1:] != a["record_doc"][:-1]]
     # p1 counted in the file
@@ -186,7 +186,7 @@ def test_records_start_a_paragraph():
     whole = prepare.records(coords, 7, "split", boundary, p1_cap=0)[0]["p"]
     assert whole[:, 0].tolist() == [0] * 7 and whole[:, 1:].tolist() == p[:, 1:].tolist()
     capped = prepare.records(coords, 3, "split", boundary, p1_cap=0)
-    assert controls.paragraph_stats(capped)["paragraphs"] == 3
+    assert paragraphs.paragraph_stats(capped)["paragraphs"] == 3
 
 
 def test_p1_cap_and_m1_on_a_long_tailed_corpus(tmp_path):
@@ -207,7 +207,7 @@ def test_p1_cap_and_m1_on_a_long_tailed_corpus(tmp_path):
         d = prepare.main([corpus, "--src", str(src), "--out", str(tmp_path / "data"), "--vocab", "300",
                           "--max_len", "64", "--workers", "1"])
         meta = json.load(open(os.path.join(d, "meta.json")))
-        a = data.load_split(d, "train")
+        a = prepared.load_split(d, "train")
         long_doc = np.flatnonzero(np.bincount(a["record_doc"]) > 1)        # the only file cut into records
         starts = a["doc_start"][:-1][np.isin(a["record_doc"], long_doc)]
         if corpus == "code":

@@ -12,9 +12,9 @@ import os
 import numpy as np
 import pytest
 
-import data
 import prepare
-from paper_settings import preparation, refusal
+from treerope import writer
+from treerope.settings import preparation, refusal
 
 HOSTILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile")
 WORDS = ("alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega river stone cloud "
@@ -154,7 +154,7 @@ def test_the_split_writer_fills_late_fields_and_widens_late_values(tmp_path):
     def rec(n, doc, **extra):
         return {"tokens": np.arange(n, dtype=np.int64), "pos": np.arange(n, dtype=np.int32), "doc": doc,
                 "path": np.zeros((n, 22), np.int64), "node": np.zeros(n, np.int64), **extra}
-    w = data.SplitWriter(str(tmp_path), "train")
+    w = writer.SplitWriter(str(tmp_path), "train")
     w.add([rec(2, 0)])
     w.add([rec(3, 1)])
     w.add([rec(1, 2, source=np.array([1], np.int32))])

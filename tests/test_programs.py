@@ -10,12 +10,11 @@ import numpy as np
 import pytest
 from conftest import stdlib_files
 
-import configs
 import prepare
-import tokenizer
 import trees
-from corpora import python as pycorpus
-from corpora.text import source_text
+from treerope import tokenizer, writer
+from treerope.corpora import python as pycorpus
+from treerope.corpora.text import source_text
 
 MODULE = '''"""doc"""
 import os
@@ -67,13 +66,12 @@ def test_one_modules_programs_share_its_split():
 
 def test_meta_reports_the_reference_token_share_python(tmp_path):
     """meta.json's reference_token_share: tokens reference rotation moves over all tokens (appendix
-    §4's 20.6% on Python), the same count configs.reference_stats makes from the arrays on disk."""
+    §4's 20.6% on Python), the same count writer.reference_stats makes from the arrays on disk."""
     import json
     import os
 
     from conftest import stdlib_files
 
-    import configs
     src = tmp_path / "src"
     src.mkdir()
     for p in stdlib_files()[:30]:
@@ -81,7 +79,7 @@ def test_meta_reports_the_reference_token_share_python(tmp_path):
     out = prepare.main(["python", "--src", str(src), "--out", str(tmp_path / "data"), "--vocab", "300",
                         "--workers", "1"])
     share = json.load(open(os.path.join(out, "meta.json")))["reference_token_share"]
-    counts = configs.reference_stats(out)
+    counts = writer.reference_stats(out)
     assert 0 < share < 1 and share == counts["affected"] / counts["tokens"]
 
 
@@ -194,7 +192,7 @@ def test_compact_density_and_ranks_on_real_programs():
 
 def test_programs_meta_reports_density_rank_and_reference_share(tmp_path):
     """meta.json of a programs corpus: nodes_per_token, sibling_rank_p99 and reference_token_share
-    (configs.reference_stats' count); --stream old is the older, sparser stream and says so."""
+    (writer.reference_stats' count); --stream old is the older, sparser stream and says so."""
     src = tmp_path / "src"
     src.mkdir()
     for p in stdlib_files()[100:112]:
@@ -204,7 +202,7 @@ def test_programs_meta_reports_density_rank_and_reference_share(tmp_path):
         out = prepare.main(["programs", "--src", str(src), "--out", str(tmp_path / stream), "--vocab", "300",
                             "--workers", "1", "--stream", stream])
         meta[stream] = json.load(open(os.path.join(out, "meta.json")))
-        counts = configs.reference_stats(out)
+        counts = writer.reference_stats(out)
         assert meta[stream]["reference_token_share"] == counts["affected"] / counts["tokens"]
         assert meta[stream]["settings"]["stream"] == stream and "sibling_rank_p99" in meta[stream]
     assert meta["compact"]["nodes_per_token"] > meta["old"]["nodes_per_token"]

@@ -9,7 +9,7 @@ import pytest
 
 import prepare
 import train
-from settings import MODELS
+from treerope.settings import MODELS
 
 PAGES = sorted(glob.glob("/usr/share/doc/python3-doc/html/library/*.html"))[:24]
 

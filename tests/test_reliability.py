@@ -21,14 +21,13 @@ import torch
 from openpyxl.utils import get_column_letter
 
 import analyze
-import data
 import evaluate
 import prepare
-import tokenizer
 import train
 import trees
-from corpora import paragraphs, warc, web
-from corpora import python as pycorpus
+from treerope import batches, files, prepared, runs, tokenizer
+from treerope.corpora import paragraphs, warc, web
+from treerope.corpora import python as pycorpus
 
 HOSTILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile")
 
@@ -63,7 +62,7 @@ def test_web_and_sheets_in_one_corpus(tmp_path):
     meta = json.load(open(os.path.join(d, "meta.json")))
     assert meta["documents"] == EXPECTED["web"][0] + EXPECTED["sheets"][0]
     assert meta["skipped"] == {**EXPECTED["web"][1], **EXPECTED["sheets"][1]}
-    a = data.load_split(d, "train")
+    a = prepared.load_split(d, "train")
     src = np.asarray(a["source"])
     assert set(src.tolist()) == {0, 1} and (a["ref_path"][src == 0] == -1).all()
     cell = (src == 1) & (a["path"][:, 0] >= 0)           # workbook tokens with a node (not a tab or newline)
@@ -295,7 +294,7 @@ def test_resume_refuses_changed_settings_unless_started_over(tiny_python, tmp_pa
     # a checkpoint from before a setting existed ran under that setting's default: --pack off
     ck = torch.load(os.path.join(run, "ckpt.pt"), weights_only=False)
     del ck["run"]["pack"]
-    data.save_checkpoint(ck, os.path.join(run, "ckpt.pt"))
+    runs.save_checkpoint(ck, os.path.join(run, "ckpt.pt"))
     with pytest.raises(SystemExit, match=r"\(pack: False there, True now\)"):
         train.main(tiny_args(tiny_python, str(tmp_path), "--pack=1"))
     for args, key in ((tiny_args(tiny_python, str(tmp_path), steps=3), "(steps: 2 there, 3 now)"),
@@ -326,13 +325,13 @@ def test_analyze_names_a_damaged_log(tiny_python, tmp_path):
 
 def test_replacing_keeps_the_old_file_when_a_write_fails(tmp_path):
     path = str(tmp_path / "final.json")
-    data.write_json({"ok": 1}, path)
+    files.write_json({"ok": 1}, path)
     with pytest.raises(TypeError):
-        data.write_json({"bad": object()}, path)           # fails half-way through json.dump
+        files.write_json({"bad": object()}, path)           # fails half-way through json.dump
     assert json.load(open(path)) == {"ok": 1}
     assert os.listdir(tmp_path) == ["final.json"]             # no temporary left behind
     import numpy as np
-    with data.replacing(str(tmp_path / "a.npz")) as tmp:
+    with files.replacing(str(tmp_path / "a.npz")) as tmp:
         np.savez(tmp, x=np.arange(3))                         # np.savez keeps a name ending in .npz
     assert np.load(tmp_path / "a.npz")["x"].tolist() == [0, 1, 2]
 
@@ -427,13 +426,13 @@ def test_checkpoint_checksum_covers_every_tensor_and_value():
     """The checksum changes when any one tensor byte or logged value changes, and not on a re-save."""
     state = {"model": {"w": torch.arange(6, dtype=torch.float32)},
              "opt": {"state": {0: {"step": torch.tensor(3.)}}}, "step": 2, "log": [{"val_loss": 1.5}]}
-    base = data.checksum(state)
-    assert data.checksum({**state, "checksum": "x"}) == base
+    base = runs.checksum(state)
+    assert runs.checksum({**state, "checksum": "x"}) == base
     w = state["model"]["w"].clone()
     w.view(torch.uint8)[5] ^= 1                                         # one bit of one weight
-    assert data.checksum({**state, "model": {"w": w}}) != base
-    assert data.checksum({**state, "opt": {"state": {0: {"step": torch.tensor(4.)}}}}) != base
-    assert data.checksum({**state, "log": [{"val_loss": 1.25}]}) != base
+    assert runs.checksum({**state, "model": {"w": w}}) != base
+    assert runs.checksum({**state, "opt": {"state": {0: {"step": torch.tensor(4.)}}}}) != base
+    assert runs.checksum({**state, "log": [{"val_loss": 1.25}]}) != base
 
 
 DAMAGED = {   # file in data/json -> (damage, the scripts that read it)
@@ -503,7 +502,7 @@ def test_evaluate_refuses_data_prepared_again_with_another_max_len(json_run, tmp
     prepare.main(["json", "--src", json_run["src"], "--out", data_root, "--vocab", "300", "--max_len", "32",
                   "--workers", "1"])
     now = os.path.join(data_root, "json")                             # the same tokeniser: not what differs
-    assert tokenizer.fingerprint(now) == json.load(open(os.path.join(run, "config.json")))["run"]["tokenizer"]
+    assert prepared.fingerprint(now) == json.load(open(os.path.join(run, "config.json")))["run"]["tokenizer"]
     one_line(lambda: evaluate.main([run, "--data", data_root]), "max_len: 64 there, 32 now")
     assert not os.path.exists(os.path.join(run, "eval_test.json"))
     one_line(lambda: train.main(args), "data max_len: 64 there, 32 now", "--resume=0")
@@ -522,10 +521,10 @@ def test_evaluate_refuses_a_paragraph_mode_before_scoring(json_run, tmp_path):
 def test_the_context_note_counts_what_is_never_read():
     """Records of 10, 40 and 100 tokens against a context of 32: 2 of 3 longer (67%), and
     1 − (10 + 32 + 32) / 150 = 51% of the tokens never read."""
-    note = data.context_note(np.array([10, 40, 100]), 32, "scored test", "are scored", "json")
+    note = batches.context_note(np.array([10, 40, 100]), 32, "scored test", "are scored", "json")
     assert "67% of the scored test records are longer than the context (32)" in note
     assert "only their first 32 tokens are scored, 51% of the split's tokens never" in note
-    assert data.context_note(np.array([10, 32]), 32, "training", "train", "json") is None
+    assert batches.context_note(np.array([10, 32]), 32, "training", "train", "json") is None
 
 
 # analyze.py pairs only runs that trained alike (item 4) and evaluations of the same records (item 5)
@@ -643,7 +642,7 @@ def test_sample_refuses_what_it_cannot_do_and_says_how_far_a_run_trained(json_ru
     one_line(lambda: sample.sample(model, "xml", {}, enc, tokenizer.token_lengths(enc), "<a></a></c>", 2, 1.0,
                                    None, torch.Generator()), "cannot begin a xml document")
     ck = torch.load(os.path.join(run, "ckpt.pt"), weights_only=False)
-    data.save_checkpoint({**ck, "step": 1}, os.path.join(run, "ckpt.pt"))   # as if stopped at step 1 of 2
+    runs.save_checkpoint({**ck, "step": 1}, os.path.join(run, "ckpt.pt"))   # as if stopped at step 1 of 2
     os.remove(os.path.join(run, "final.json"))
     capsys.readouterr()
     sample.main([run, "--data", data_root, "--num_samples", "1", "--max_new_tokens", "2"])
@@ -712,8 +711,8 @@ def test_programs_names_are_unique_and_unreadable_modules_are_counted(tmp_path):
     for reason in ("syntax error", "binary (NUL bytes)", "not utf-8",
                    "unreadable (No such file or directory)", "a type stub (.pyi), not a module"):
         assert meta["skipped"].get(reason) == 1, meta["skipped"]
-    held = sum(len(np.unique(np.load(os.path.join(d, f"{s}_record_doc.npy")))) for s in data.SPLITS)
-    assert meta["documents"] == held == sum(meta["splits"][s]["documents"] for s in data.SPLITS)
+    held = sum(len(np.unique(np.load(os.path.join(d, f"{s}_record_doc.npy")))) for s in prepared.SPLITS)
+    assert meta["documents"] == held == sum(meta["splits"][s]["documents"] for s in prepared.SPLITS)
     assert meta["documents"] >= 2                                    # both programs named auto
     md = tmp_path / "md"
     md.mkdir()
@@ -741,7 +740,7 @@ def test_a_non_finite_score_is_an_error_and_nothing_is_written(json_run, tmp_pat
     data_root, _, run = copied(json_run, tmp_path)
     ck = torch.load(os.path.join(run, "ckpt.pt"), weights_only=False)
     ck["model"]["wte.weight"].fill_(float("nan"))                  # in place: lm_head shares it
-    data.save_checkpoint(ck, os.path.join(run, "ckpt.pt"))
+    runs.save_checkpoint(ck, os.path.join(run, "ckpt.pt"))
     one_line(lambda: evaluate.main([run, "--data", data_root]), "nats/token", "nothing was written")
     assert not [f for f in os.listdir(run) if f.startswith("eval_")]
 
@@ -753,7 +752,7 @@ def test_a_run_records_what_analyze_pairs_on(json_run):
     cfg = json.load(open(os.path.join(run, "config.json")))["run"]
     meta = json.load(open(os.path.join(json_run["data"], "json", "meta.json")))
     assert cfg["data_identity"]["max_len"] == 64 and cfg["data_identity"]["tokenizer"] == cfg["tokenizer"]
-    assert cfg["data_identity"]["records"] == {s: meta["splits"][s]["records"] for s in data.SPLITS}
+    assert cfg["data_identity"]["records"] == {s: meta["splits"][s]["records"] for s in prepared.SPLITS}
     (entry,) = [json.loads(line) for line in open(os.path.join(run, "log.jsonl"))]
     assert (entry["bf16"], entry["compile"]) == (False, False)
 

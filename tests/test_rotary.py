@@ -4,12 +4,12 @@ import os
 import pytest
 import torch
 
-import data
 import rotary
 from rotary import FAST, Rotary
+from treerope import batches
 
 try:   # the fused kernel; conftest.py runs it in triton's interpreter on CPU
-    import rotary_triton
+    import rotary as rotary_triton
 except ImportError:
     rotary_triton = None
 
@@ -201,7 +201,7 @@ def test_label_on_depth_is_withheld_with_depth():
     assert rotary.coordinate(one_token(depth=4, label=2), "depth_label").item() == 50
     assert rotary.coordinate(one_token(depth=-1, label=2), "depth_label").item() == -1
     assert rotary.coordinate(one_token(depth=0), "depth_label").item() == 0
-    assert "depth_label" in data.DEPTH_READERS
+    assert "depth_label" in batches.DEPTH_READERS
 
 
 def test_directed_offset_constants_and_levels():

@@ -10,15 +10,14 @@ import pytest
 import torch
 from conftest import stdlib_files
 
-import corpora
-import lr_sweep
 import prepare
-import settings
-import source_order
+import prepare as source_order
 import train
 from model import GPT, GPTConfig
-from paper_settings import SETTINGS, preparation, refusal, setting_line
-from settings import MODELS as PRESETS
+from treerope import corpora, settings
+from treerope import runs as lr_sweep
+from treerope.settings import MODELS as PRESETS
+from treerope.settings import SETTINGS, preparation, refusal, setting_line
 
 # name: (context, (layers, width, heads), non-embedding parameters in millions (None: not given),
 #        peak lr, length, reporting rule), from the depth-perception appendix unless marked.

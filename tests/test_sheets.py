@@ -13,11 +13,10 @@ import pytest
 from openpyxl.formula.tokenizer import Tokenizer
 from openpyxl.workbook.defined_name import DefinedName
 
-import configs
-import data
 import prepare
 import trees
-from corpora import sheets
+from treerope import fields, prepared, writer
+from treerope.corpora import sheets
 
 
 def xlsx(wb):
@@ -48,8 +47,8 @@ def node_of(doc, s, nth=0):
 
 
 def write_split(out_dir, split, recs):
-    """One split's records as {split}_{field}.npy, as prepare.py writes them (data.SplitWriter)."""
-    w = data.SplitWriter(out_dir, split)
+    """One split's records as {split}_{field}.npy, as prepare.py writes them (writer.SplitWriter)."""
+    w = writer.SplitWriter(out_dir, split)
     w.add(recs)
     w.close()
 
@@ -109,7 +108,7 @@ def wide_book(columns):
 def test_copied_from_above_counts_only_across_256_tokens(columns, copied):
     doc = sheets.sheet_doc(wide_book(columns))
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)     # one token per byte
-    c = data.token_coords(doc, ids, np.ones(256, np.int64))
+    c = fields.token_coords(doc, ids, np.ones(256, np.int64))
     second_row = len(doc.text) // 2
     flagged = (c["kind"][second_row:] & trees.KIND_COPIED) > 0
     assert flagged.any() == copied
@@ -286,13 +285,13 @@ def test_prepare_sheets_synthetic(tmp_path, capsys):
     assert "SYNTHETIC" in capsys.readouterr().out
     meta = json.load(open(os.path.join(d, "meta.json")))
     assert meta["synthetic"] and meta["documents"] == 10 and meta["references"] > 0
-    a = data.load_split(d, "train")
+    a = prepared.load_split(d, "train")
     is_ref = (a["kind"] & trees.KIND_CELL_REF) > 0
     assert (a["ref_path"][is_ref, 0] >= 0).mean() > 0.9              # references carry their target
     assert (a["ref_path"][~is_ref, 0] < 0).all()
     assert (a["depth"][a["path"][:, 0] >= 0] >= 3).all()             # cell tokens sit under sheet/row/col
     # a reference merged into a token of its neighbour is lost
-    refs = configs.reference_stats(d)
+    refs = writer.reference_stats(d)
     assert 0 < refs["references"] <= meta["references"] and 0 < refs["other_level1"] < refs["references"]
 
 
@@ -331,9 +330,9 @@ def test_reference_statistics_on_a_planted_workbook(tmp_path, capsys):
     doc = sheets.sheet_doc(xlsx(wb))
     assert doc.text == "1\t=A1+2\t=C1\n=SUM(A1:B1)\n\n=A!A1*2\t=A1\n"
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)
-    rec = {**data.token_coords(doc, ids, np.ones(256, np.int64)), "tokens": ids, "doc": 0}
+    rec = {**fields.token_coords(doc, ids, np.ones(256, np.int64)), "tokens": ids, "doc": 0}
     write_split(str(tmp_path), "train", [rec])
-    assert configs.reference_stats(str(tmp_path)) == {"tokens": 37, "reference_tokens": 15, "affected": 13,
+    assert writer.reference_stats(str(tmp_path)) == {"tokens": 37, "reference_tokens": 15, "affected": 13,
                                                    "references": 5, "other_level1": 1, "shorter": 5,
                                                    "lost_shorter": 6, "lost": 6}
     analyze.main(["--references", str(tmp_path)])
@@ -341,5 +340,5 @@ def test_reference_statistics_on_a_planted_workbook(tmp_path, capsys):
     # two records cut between the two B1 tokens of A2's range: the reference counts once in each
     rec2 = [{k: v[s:e] for k, v in rec.items() if k != "doc"} | {"doc": 0} for s, e in ((0, 20), (20, 37))]
     write_split(str(tmp_path), "train", rec2)
-    assert configs.reference_stats(str(tmp_path))["references"] == \
-        configs.reference_stats(str(tmp_path), chunk=1)["references"] == 6
+    assert writer.reference_stats(str(tmp_path))["references"] == \
+        writer.reference_stats(str(tmp_path), chunk=1)["references"] == 6

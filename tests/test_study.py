@@ -176,8 +176,9 @@ def test_the_batched_forward_is_each_runs_model(tiny_python):
     split, the directed offset's overlay — gives each run's own model.GPT loss, token by token."""
     import numpy as np
 
-    from data import Split, coords_for, corpus_stats
     from model import GPT, GPTConfig
+    from treerope.batches import Split, coords_for
+    from treerope.prepared import corpus_stats
     data_dir = os.path.join(tiny_python, "python")
     meta, corpus = corpus_stats(data_dir)
     split = Split(data_dir, "val", 256)

@@ -7,7 +7,7 @@ saved ranks loading back into tiktoken. Run: pytest tests/test_tokenizer.py
 import pytest
 from conftest import stdlib_files
 
-import tokenizer
+from treerope import tokenizer
 
 TEXTS = [open(p, encoding="utf-8").read() for p in stdlib_files()[:60]]
 SAMPLE = "def f(x):\n    return 'héllo wörld, 日本語 ✓' + x  # naïve café\n"

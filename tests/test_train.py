@@ -8,14 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-import corpora
-import data
-import machine
 import prepare
-import tokenizer
 import train
-from hrope import packing
 from model import GPT, GPTConfig
+from treerope import batches, corpora, machine, runs, tokenizer
+from treerope.prepared import load_split
 
 TINY = ["--preset=cpu", "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4",
         "--val_docs=8", "--test_docs=8", "--compile=0", "--bf16=0", "--milestones=4", "--mb_tokens=128"]
@@ -32,7 +29,7 @@ def test_prepared_data_on_disk(tiny_python):
     d = os.path.join(tiny_python, "python")
     meta = json.load(open(os.path.join(d, "meta.json")))
     assert meta["documents"] > 30 and not meta["synthetic"]
-    a = data.load_split(d, "train")
+    a = load_split(d, "train")
     n = len(a["tokens"])
     assert a["path"].shape == (n, 22) and a["ref_path"].shape == (n, 22)
     assert a["doc_start"][-1] == n and (np.diff(a["doc_start"]) <= 256).all()
@@ -74,7 +71,7 @@ def test_batches_identical_across_configurations_and_packing():
     assert (a == train.step_records(1000, 16, 7, seed=0)).all()
     assert not (a == train.step_records(1000, 16, 7, seed=1)).all()
     lengths = np.array([5, 300, 40, 41, 1000, 7, 99, 100])
-    groups = data.pack(lengths, 1024)
+    groups = batches.pack(lengths, 1024)
     assert sorted(i for g in groups for i in g) == list(range(8))      # whole step covered
     for g in groups:
         assert max(lengths[g]) * len(g) <= 1024                         # within the budget
@@ -84,10 +81,10 @@ def test_blocks_fill_by_hand():
     """fill_blocks: lengths 5 3 4 2 6 in a block of 8 with 2 open blocks: 5 opens block 0 (room 3),
     3 fills it, 4 opens block 1 (room 4), 2 goes to block 1 (block 0 is full), 6 fits neither: block 2.
     Lengths 6 5 2: with two open blocks the 2 goes back into block 0; with one (next-fit), into block 1."""
-    assert packing.fill_blocks(range(5), [5, 3, 4, 2, 6], 8, 2) == [[0, 1], [2, 3], [4]]
-    assert packing.fill_blocks(range(3), [6, 5, 2], 8, 2) == [[0, 2], [1]]
-    assert packing.fill_blocks(range(3), [6, 5, 2], 8, 1) == [[0], [1, 2]]
-    at, per_pass = packing.step_blocks(np.array([300, 700, 200, 900, 100, 1000, 24] * 30), 1024, 4, seed=3)
+    assert batches.fill_blocks(range(5), [5, 3, 4, 2, 6], 8, 2) == [[0, 1], [2, 3], [4]]
+    assert batches.fill_blocks(range(3), [6, 5, 2], 8, 2) == [[0, 2], [1]]
+    assert batches.fill_blocks(range(3), [6, 5, 2], 8, 1) == [[0], [1, 2]]
+    at, per_pass = batches.step_blocks(np.array([300, 700, 200, 900, 100, 1000, 24] * 30), 1024, 4, seed=3)
     seen = [r for step in range(per_pass) for b in at(step) for r in b]
     assert len(seen) == len(set(seen))                                # a record once per pass
     assert all(len(at(s)) == 4 for s in range(per_pass + 3))          # and on into the next pass
@@ -156,7 +153,7 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(tiny_python, tmp_path)
     # plant 1,000 s of wall time before the kill: the resumed run's wall time must include it
     ck = torch.load(os.path.join(killed, "ckpt.pt"), weights_only=False)
     ck["log"][-1]["elapsed"] = 1000.0
-    data.save_checkpoint(ck, os.path.join(killed, "ckpt.pt"))     # a planted edit, with its checksum
+    runs.save_checkpoint(ck, os.path.join(killed, "ckpt.pt"))     # a planted edit, with its checksum
     resumed = train.main(args(str(tmp_path / "killed")))
     log_r = [json.loads(line) for line in open(os.path.join(resumed, "log.jsonl"))]
     assert [x["step"] for x in log_r] == [4, 8]
@@ -231,7 +228,7 @@ def test_a_run_resumes_under_another_precision(tiny_python, tmp_path):
     ck = os.path.join(out, "python", "seq_only", "seed0", "ckpt.pt")
     state = torch.load(ck, weights_only=False)
     state["step"], state["log"] = 2, state["log"][:1]             # as if stopped at the first milestone
-    data.save_checkpoint(state, ck)
+    runs.save_checkpoint(state, ck)
     d = run(tiny_python, out, steps=4, extra=["--milestones=2", "--bf16=1"])
     log = [json.loads(line) for line in open(os.path.join(d, "log.jsonl"))]
     assert [(e["step"], e["bf16"]) for e in log] == [(2, False), (4, True)]
@@ -300,7 +297,7 @@ def test_cuda_presets_follow_the_paper_per_corpus(monkeypatch, tmp_path):
     """Appendix §4: the 4.7M model at context 1,024 (Python), 2,048 (web pages), 4,096
     (spreadsheets); the larger web run 10 layers, d=512, 4 heads at 4,096. The corpus's entry in
     prepare.CORPORA says which, through the prepared data's meta.json."""
-    from settings import MODELS as PRESETS
+    from treerope.settings import MODELS as PRESETS
     data = prepared(tmp_path, "python", "web", "sheets")
     assert train.parse(["--corpus", "web", "--device", "cpu", *data])[0]["preset"] == "cpu"  # CPU stays small
     as_if_cuda(monkeypatch)
@@ -402,7 +399,8 @@ def test_depth_dropout_hides_depth_on_the_records_the_generator_picks():
     assert 0.27 < picked.float().mean() < 0.33
     for name in ("seq_depth", "seq_depth_rank", "seq_only", "seq_tree", "rand_axial"):
         m = GPT(GPTConfig(vocab_size=300, n_layer=1, n_embd=128, n_head=1, rotary=name))
-        C, C0 = (data.coords_for(m, dict(b), corpus, torch.Generator().manual_seed(7), p) for p in (0.3, 0.0))
+        C, C0 = (batches.coords_for(m, dict(b), corpus, torch.Generator().manual_seed(7), p)
+                 for p in (0.3, 0.0))
         reads_depth = "depth" in name
         assert torch.equal((C != C0).flatten(1).any(1),
                            picked if reads_depth else torch.zeros_like(picked)), name
@@ -415,7 +413,7 @@ def test_depth_dropout_in_training_not_in_evaluation(tiny_python, tmp_path, monk
     """A seq_depth run with --depth_dropout=0.3: every training micro-batch loses depth on the
     records its step's generator picks (about 30% over the run), no evaluation batch on any."""
     lost = {True: [], False: []}                                  # model.training -> per record
-    coords_for = data.coords_for
+    coords_for = batches.coords_for
 
     def spy(model, b, corpus, generator=None, depth_dropout=0.0):
         had = (b["depth"] >= 1).any(1)

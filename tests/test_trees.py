@@ -5,11 +5,10 @@ import numpy as np
 import pytest
 from conftest import stdlib_files
 
-import configs
-import data
 import trees
-from corpora import python as pycorpus
-from corpora import warc, web
+from treerope import fields, writer
+from treerope.corpora import python as pycorpus
+from treerope.corpora import warc, web
 
 
 def nodes_of(doc):
@@ -151,7 +150,7 @@ def test_serialisation_edge_cases_by_hand():
 def test_code_pattern_keeps_sigils_with_their_identifier():
     import re
 
-    import tokenizer
+    from treerope import tokenizer
     assert re.findall(tokenizer.CODE_PAT, "FunctionDef f =:x0 .attr @key 'abc' x12 =Add") == [
         "FunctionDef", " f", " =:x0", " .attr", " @key", " 'abc", "'", " x12", " =Add"]
     # the compact stream's words: ^def, ^^async def, $class, !alias, !!alias with asname, |from ..level
@@ -168,7 +167,7 @@ def test_label_and_statement_grid_by_hand():
     assert doc.label.tolist() == [0, 1, 2, 3, 4, 5, 6, 4, 7, 8, 4, 7]
     assert doc.stmt.tolist() == [0, 0, 0, 3, 3, 5, 5, 5, 5, 9, 9, 9]
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)   # one token per character
-    c = data.token_coords(doc, ids, np.ones(256, np.int64))
+    c = fields.token_coords(doc, ids, np.ones(256, np.int64))
     at = {w: doc.text.index(w) for w in ("FunctionDef", " If", " Return", " Add", " Assign", " =2")}
     assert [c["grid"][at[w]].tolist() for w in at] == [[0, 0], [1, 0], [2, 0], [2, 7], [3, 0], [3, 10]]
     assert c["label"][at[" Add"]] == 6 and c["label"][at[" =2"]] == 7
@@ -358,7 +357,7 @@ def test_python_reference_statistics_by_hand(tmp_path):
     doc = pycorpus.python_doc("def f(a):\n    b = a\n    return b + a\n")
     assert doc.text == "FunctionDef f arguments =:x0 Assign x1 =x0 Return Add x1 x0"
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)
-    c = data.token_coords(doc, ids, np.ones(256, np.int64))
-    assert configs.reference_counts(c["path"], c["ref_path"], [0]) == {
+    c = fields.token_coords(doc, ids, np.ones(256, np.int64))
+    assert writer.reference_counts(c["path"], c["ref_path"], [0]) == {
         "tokens": 59, "reference_tokens": 10, "affected": 10, "references": 3, "other_level1": 0,
         "shorter": 2, "lost_shorter": 2, "lost": 2}

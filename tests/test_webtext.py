@@ -8,11 +8,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import data
 import prepare
 import train
 import trees
-from corpora import paragraphs
+from treerope import fields, prepared
+from treerope.corpora import paragraphs
 
 PAGE = """<html><head><title>Title text</title><script>var s = "Script text. Not kept.";</script>
 <style>p {{ color: red }}</style></head><body>
@@ -39,7 +39,7 @@ def test_main_text_paragraphs_and_sentences(open_, close):
     doc = paragraphs.webtext_doc(html)
     assert doc.text == "\n\n".join(MAIN)
     ids = np.frombuffer(doc.text.encode(), np.uint8).astype(np.int64)
-    p = data.token_coords(doc, ids, np.ones(256, np.int64))["p"]     # one token per byte
+    p = fields.token_coords(doc, ids, np.ones(256, np.int64))["p"]     # one token per byte
     def at(s):
         return doc.text.index(s)
     assert p[at("First")].tolist() == [0, 0, 0] and p[at("The second")].tolist() == [0, 1, 0]
@@ -145,7 +145,7 @@ def test_prepare_webtext_end_to_end(tmp_path):
                                "no main text": 1}
     assert meta["documents"] == 6 and sum(s["documents"] for s in meta["splits"].values()) == 6
     assert meta["p1_cap"] is None and meta["p_max"][0] == 11 and 0 < meta["p1_density"] < 1
-    a = data.load_split(d, "train")
+    a = prepared.load_split(d, "train")
     starts = a["doc_start"][:-1]
     assert (a["p"][starts, 1:] == 0).all() and (a["p"][starts, 0] > 0).any()   # records mid-page keep p1
     # hRoPE trains on it with paper 004's recipe, its p1 spectrum calibrated on this M_1

@@ -1,9 +1,143 @@
-"""Paper 004 Table 11's batches: records packed into blocks of the context's length (train.py
---pack), a record never split, each attending only inside itself (model.py's `blocked`).
+"""Batches: a prepared split's records as padded micro-batches of tensors (Split), grouped by length
+(pack) or, as paper 004 Table 11 batches them, packed into blocks of the context's length (train.py
+--pack: fill_blocks, step_blocks, a record never split, each attending only inside itself, model.py's
+`blocked`); and the coordinate matrix a position configuration reads from a batch (coords_for).
 """
+import os
+import sys
+
 import numpy as np
+import torch
+
+from treerope.prepared import FIELDS, load_split, rebuild
 
 
+class Split:
+    """Records of one split, memory-mapped; hands out padded micro-batches as tensors."""
+
+    def __init__(self, data_dir, split, max_len, vocab=None):
+        self.a = load_split(data_dir, split)
+        for k in ("doc_start", "tokens"):
+            if k not in self.a:
+                sys.exit(f"error: {os.path.join(data_dir, f'{split}_{k}.npy')} is missing; "
+                         f"{rebuild(data_dir)}")
+        top = int(np.max(self.a["tokens"], initial=0)) if vocab is not None else -1
+        if top >= (vocab or 0):                                # the embedding would fail mid-run
+            sys.exit(f"error: {data_dir}/{split}_tokens.npy holds token id {top:,}, past the model's "
+                     f"{vocab:,} entries: the data is damaged or not this run's; {rebuild(data_dir)}")
+        s = self.a["doc_start"]
+        self.start = np.asarray(s[:-1])
+        self.len = np.minimum(np.diff(s), max_len)
+        keep = self.len >= 2                               # a record needs a next token
+        self.start, self.len = self.start[keep], self.len[keep]
+
+    def __len__(self):
+        return len(self.len)
+
+    def batch(self, rows, device, T=None):
+        """Tensors for one micro-batch: a row per entry of `rows`, each a record or a list of records
+        packed into one row (train.py --pack), padded to T (default: the longest row). Targets are
+        next tokens inside each record (padding and a record's last token carry none); a packed batch
+        adds `segment`, the record a token is in (-1: padding), from which the model confines
+        attention to each record. The rows are gathered on the device, the split moved there once."""
+        rows = [np.atleast_1d(np.asarray(r, np.int64)) for r in rows]
+        at, seg = self.positions(rows, T or max(int(self.len[r].sum()) for r in rows))
+        b = self.gather(torch.from_numpy(at).to(device), torch.from_numpy(seg).to(device))
+        segment = b.pop("seg")
+        if any(len(r) > 1 for r in rows):
+            b["segment"] = segment
+        return b
+
+    def positions(self, rows, T):
+        """(R, T) flat positions of each row's records laid end to end (-1: padding), and (R, T) the
+        index of a token's record in its row (-1: padding)."""
+        at, seg = np.full((len(rows), T), -1, np.int64), np.full((len(rows), T), -1, np.int64)
+        for j, row in enumerate(rows):
+            o = 0
+            for k, r in enumerate(np.atleast_1d(row)):
+                n = int(self.len[r])
+                at[j, o:o + n], seg[j, o:o + n] = np.arange(self.start[r], self.start[r] + n), k
+                o += n
+        return at, seg
+
+    def gather(self, at, seg):
+        """The batch at positions `at` (..., T) on the device (`seg` as positions gives it), every
+        field as on disk (-1, kind 0, where padding); `seg` stays in the dict for the caller."""
+        if getattr(self, "device", None) != at.device:   # the split moves to the device once
+            self.device = at.device
+            self.flat = {f: torch.from_numpy(np.array(self.a[f], np.int32 if f == "tokens" else None))
+                         .to(at.device) for f in ("tokens", *FIELDS) if f in self.a}
+        valid = at >= 0
+        has_next = valid & (torch.cat([seg[..., 1:], torch.full_like(seg[..., :1], -1)], -1) == seg)
+        p = at.clamp(min=0)
+        tokens = self.flat["tokens"]
+        b = {"tokens": torch.where(valid, tokens[p].long(), 0),
+             "targets": torch.where(has_next, tokens[(p + 1).clamp(max=len(tokens) - 1)].long(), -1),
+             "seg": seg}
+        for f in FIELDS:
+            if f in self.flat:
+                v = self.flat[f][p].long()
+                b[f] = torch.where(valid.view(valid.shape + (1,) * (v.dim() - valid.dim())), v,
+                                   0 if f == "kind" else -1)
+        return b
+
+
+def context_note(whole, context, what, verb, corpus):
+    """The note where records (their whole lengths) are longer than the model's context: only
+    their first `context` tokens are read (None where none is)."""
+    long = whole > context
+    if not long.any():
+        return None
+    unseen = 1 - np.minimum(whole, context).sum() / whole.sum()
+    return (f"note: {long.mean():.0%} of the {what} records are longer than the context ({context:,}): "
+            f"only their first {context:,} tokens {verb}, {unseen:.0%} of the split's tokens never "
+            f"(prepare.py {corpus} --max_len {context})")
+
+
+def record_docs(split, ids):
+    """The document each record came from (records of one document share it); the record
+    itself where the data predates that field."""
+    if "record_doc" in split.a:
+        kept = np.diff(np.asarray(split.a["doc_start"])) >= 2            # as Split keeps them
+        return np.asarray(split.a["record_doc"])[kept][ids]
+    return np.asarray(ids)
+
+
+def pack(lengths, budget):
+    """Group records (sorted by length) into micro-batches of at most `budget` padded tokens.
+    Returns lists of positions into `lengths`; no record is split."""
+    order = np.argsort(lengths, kind="stable")
+    groups, cur, longest = [], [], 0
+    for i in order:
+        L = int(lengths[i])
+        if cur and max(longest, L) * (len(cur) + 1) > budget:
+            groups.append(cur)
+            cur, longest = [], 0
+        cur.append(int(i))
+        longest = max(longest, L)
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+# computed from batch["depth"]: what depth dropout hides
+DEPTH_READERS = {"depth", "rank", "owndepth", "shared1", "depth_label"}
+
+
+def coords_for(model, b, corpus, generator=None, depth_dropout=0.0):
+    """The coordinate matrix for a micro-batch, with the hRoPE control inputs and depth dropout."""
+    if "p1_density" in corpus:
+        b["p1_density"] = corpus["p1_density"]
+        b["p1_period"] = corpus["p1_period"]
+    # depth withheld on a random fraction of rows (records; with --pack, blocks); a configuration
+    # that reads no depth draws nothing
+    if depth_dropout > 0 and "depth" in b and DEPTH_READERS & set(model.rotary.names):
+        drop = torch.rand(b["depth"].shape[0], generator=generator, device=b["depth"].device) < depth_dropout
+        b["depth"] = torch.where(drop[:, None], torch.full_like(b["depth"], -1), b["depth"])
+    return model.rotary.coords(b, generator)
+
+
+# ---------------------------------------------------------- paper 004's packed blocks ----
 def fill_blocks(order, lengths, block, open_blocks):
     """Records, in the order given, laid into blocks of at most `block` tokens (paper 004 Table 11's
     "batch 16" of "block size 1024", packed: our reading): each record goes into the first of the

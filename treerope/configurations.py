@@ -1,17 +1,18 @@
-"""The depth-perception appendix's rarer position configurations, with the coordinates they read:
-reference rotation and the directed offset (§5), two corpora in one model (§2, the precursor),
-and the label written on the depth planes; and the reference statistics (analyze.py --references).
-Importing this module registers them into rotary's tables (rotary.py imports it the first time one
-of these names is asked for).
-"""
-import os
-from collections import defaultdict
+"""The rarer position configurations, with the coordinates they read, registered into rotary.py's
+tables by importing this module (train.py, evaluate.py, sample.py and study.py import it; rotary.py
+never does). The depth-perception appendix's: reference rotation and the directed offset (§5), two
+corpora in one model (§2, the precursor) and the label written on the depth planes. Paper 004's:
+hRoPE's fixed spectra (§3.1) and the p1 controls (§3.3, §4.3), calibrated on the corpus statistics
+meta.json holds (App. C). Every configuration, rotary.py's own included:
 
-import numpy as np
+    python -m treerope.configurations
+"""
+import math
+
 import torch
 
-from data import SPLITS, load_split
-from rotary import CONFIGS, COORDINATES, EXTRA, LEVELS, pair, seq, tree
+import rotary
+from rotary import CONFIGS, COORDINATES, EXTRA, LEVELS, Group, field, pair, seq, tree, unrotated
 
 
 # ------------------------------------------------------------------------------ references ----
@@ -98,40 +99,60 @@ directed("ref_directed", range(1, 4))                 # one constant per plane (
 directed("ref_directed_one", range(1, 4), shared=True)   # the literal one angle on all six
 
 
-# ----------------------------------------------------------------- reference statistics ----
-def reference_counts(path, ref_path, starts):
-    """Reference counts over per-token fields (appendix §5): path and ref_path (tokens, 22), -1 absent,
-    and the indices where records start. A reference is a run of tokens of one node (one path, one
-    target) inside a record; a token is affected where reference rotation changes a level (one both
-    have that differs: configs._refpath); whole-path overwrite gives a use its target's path length."""
-    path, ref = np.asarray(path), np.asarray(ref_path)
-    is_ref = (ref >= 0).any(1)
-    new = np.ones(len(path), bool)
-    new[1:] = (path[1:] != path[:-1]).any(1) | (ref[1:] != ref[:-1]).any(1)
-    new[starts] = True
-    first = np.flatnonzero(new & is_ref)
-    P, R = path[first], ref[first]
-    lost = (P >= 0).sum(1) - (R >= 0).sum(1)
-    return {"tokens": len(path), "reference_tokens": int(is_ref.sum()),
-            "affected": int(((ref >= 0) & (path >= 0) & (ref != path)).any(1).sum()),
-            "references": len(first), "other_level1": int(((R[:, 0] >= 0) & (R[:, 0] != P[:, 0])).sum()),
-            "shorter": int((lost > 0).sum()), "lost_shorter": int(lost[lost > 0].sum()),
-            "lost": int(lost.sum())}
+# ------------------------------------------------------------------------------ paper 004 ----
+def spectrum(coord, n, top):
+    """A fixed spectrum over n planes whose slowest plane turns half a circle over `top`, the largest
+    value the coordinate takes: base_g = (S*M_g/2pi)^(D_g/(D_g-1)) (App. C), rates base^(-i/D_g).
+    Our reading: S = 2 and D_g = the group's plane count (App. C names neither value)."""
+    if n == 1:
+        return Group((coord,), (math.pi / max(top, 1),), False, False, f"{coord} 1")
+    base = max(2 * top / (2 * math.pi), 1.0 + 1e-6) ** (n / (n - 1))
+    return Group((coord,) * n, tuple(base ** (-i / n) for i in range(n)), False, False, f"{coord} {n}")
 
 
-def reference_stats(data_dir, chunk=4096):
-    """reference_counts summed over a prepared corpus's splits, `chunk` records at a time."""
-    total = defaultdict(int)
-    for split in SPLITS:
-        if not os.path.exists(os.path.join(data_dir, f"{split}_ref_path.npy")):
-            continue
-        a = load_split(data_dir, split)
-        starts, n = a["doc_start"], len(a["doc_start"]) - 1      # record k: starts[k]:starts[k + 1]
-        for lo in range(0, n, chunk):
-            hi = min(lo + chunk, n)
-            s, e = starts[lo], starts[hi]
-            for k, v in reference_counts(a["path"][s:e], a["ref_path"][s:e], starts[lo:hi] - s).items():
-                total[k] += v
-    if not total:
-        raise SystemExit(f"error: {data_dir} holds no reference targets (prepare.py python or sheets)")
-    return total
+def _hrope(which):
+    """hRoPE (§3.1): P/4 planes for p1 (paragraph), P/4 for p2 (sentence, or line in code), P/2 for
+    p3 (token inside its sentence), each a fixed spectrum calibrated from the corpus maxima M_g.
+    Our reading: the P/4, P/4, P/2 allocation (the paper gives no plane counts). sent_axial leaves
+    the p1 planes unrotated; rand/period replace p1 by a density-matched random label / floor(t/L)."""
+    def make(P, corpus):
+        top = (corpus or {}).get("p_max", [64, 64, 1024])
+        n1, n2 = P // 4, P // 4
+        n3 = P - n1 - n2
+        p1 = (unrotated(n1) if which == "sent"
+              else spectrum(which + "_p1" if which in ("rand", "period") else "p1", n1, top[0]))
+        return [p1, spectrum("p2", n2, top[1]), spectrum("p3", n3, top[2])]
+    return make
+
+
+def _period_p1(b, g):
+    """Mechanical grid floor(t/L), L = mean paragraph length."""
+    return torch.div(b["pos"], b["p1_period"], rounding_mode="floor")
+
+
+def _rand_p1(b, g):
+    """Density-matched random paragraph label, fresh each call."""
+    pos = b["pos"]
+    starts = torch.rand(pos.shape, generator=g, device=pos.device) < b["p1_density"]
+    starts = starts & (pos > 0)
+    return torch.cumsum(starts.long(), -1) * (pos >= 0)
+
+
+def _p1(read):
+    """A p1 channel: a substituted p1 (evaluate.py, b['p1_sub']) replaces whatever it reads."""
+    return lambda b, g: b["p1_sub"] if "p1_sub" in b else read(b, g)
+
+
+COORDINATES.update({"p1": _p1(field("p", 1)), "p2": field("p", 2), "p3": field("p", 3),
+                    "period_p1": _p1(_period_p1), "rand_p1": _p1(_rand_p1)})
+CONFIGS.update({   # fixed spectra, no learned parameters
+    "flat": lambda P, c: [seq(P)],
+    "sent_axial": _hrope("sent"),
+    "hrope_axial": _hrope("real"),
+    "rand_axial": _hrope("rand"),
+    "period_axial": _hrope("period"),
+})
+
+
+if __name__ == "__main__":
+    rotary.main()

@@ -1,17 +1,73 @@
-"""The per-token fields web pages never have, and how a record restarts them: sheets' copies and
-references, Python's symbols and statement grid, hRoPE's p (the paragraph corpora), chat's grid,
-web_sheets' source. data.token_coords adds them where a Doc has them and prepare.records restarts
-them in each record; the quickstart's web pages load none of this.
+"""A Doc becomes per-token fields (prepared.FIELDS): each token takes the node of its first byte that
+has one, and with it the node's path, depth and index inside it; then the fields web pages never
+have (sheets' copies and references, Python's symbols and statement grid, hRoPE's p, chat's grid,
+web_sheets' source) and how a record restarts them (prepare.records). Numpy only.
 """
 import numpy as np
 
 import trees
-from data import index_in_group
 from trees import LEVELS
 
+# Doc fields web pages never have: fields_beyond_web below makes their per-token fields
+BEYOND_WEB = ("copied_from", "ref", "ref_path", "symbol", "stmt", "char_p", "char_chat")
 
-def beyond_web(doc, kind, node, char, byte_char, end, path_n):
-    """{field: per-token array} for the fields above that `doc` has; `kind` (data.token_coords') comes
+
+def token_coords(doc, ids, tok_len, node_coords=None):
+    """Per-token coordinates of one Doc (`node_coords`: doc.node_coords() where the caller has it).
+    A token belongs to the node of its first byte that has a node (for web text: its first non-space
+    byte; sheets: separators belong to no node)."""
+    node, char, byte_char, end = _token_nodes(doc, ids, tok_len)
+    n = len(ids)
+    depth_n, path_n = node_coords or doc.node_coords()
+    out = {"pos": np.arange(n, dtype=np.int32)}
+    out["path"] = np.where(node[:, None] >= 0, path_n[node], -1)
+    out["depth"] = np.where(node >= 0, depth_n[node], 0).astype(np.int32)
+    # within-node index: how many earlier tokens the same node has (node -1: absent)
+    out["within"] = np.where(node >= 0, index_in_group(node), -1).astype(np.int32)
+    out["kind"] = doc.char_kind[char] if doc.char_kind is not None else np.zeros(n, np.uint8)
+    if doc.label is not None:
+        out["label"] = np.where(node >= 0, doc.label[node], -1).astype(np.int32)
+    if doc.source >= 0 or any(getattr(doc, f) is not None for f in BEYOND_WEB):
+        # sheets, Python, the paragraph corpora, chat
+        out.update(fields_beyond_web(doc, out["kind"], node, char, byte_char, end, path_n))
+    out["node"] = node
+    return out
+
+
+def _token_nodes(doc, ids, tok_len):
+    """(node, char, byte_char, end): per token its node (-1: none), the character that decides
+    it and the byte after it; byte_char: the character of each byte of the text."""
+    b = doc.text.encode("utf-8")
+    if len(b) == len(doc.text):
+        byte_char = np.arange(len(b))
+    else:                                          # map bytes to characters
+        byte_char = np.cumsum((np.frombuffer(b, np.uint8) & 0xC0) != 0x80) - 1
+    byte_node = doc.char_node[byte_char]
+    lens = tok_len[ids]
+    end = np.cumsum(lens)
+    start = end - lens
+    idx = np.where(byte_node >= 0, np.arange(len(b)), len(b))
+    nxt = np.minimum.accumulate(idx[::-1])[::-1]
+    first = nxt[start]
+    has = first < end
+    at = np.minimum(np.where(has, first, start), len(b) - 1)
+    return np.where(has, byte_node[at], -1), byte_char[at], byte_char, end
+
+
+def index_in_group(keys):
+    """Per entry of keys (n,), how many earlier entries have the same key."""
+    n = len(keys)
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    starts = np.r_[0, np.flatnonzero(sk[1:] != sk[:-1]) + 1]
+    out = np.empty(n, np.int64)
+    out[order] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    return out
+
+
+# ------------------------------------------------------------------- beyond web pages ----
+def fields_beyond_web(doc, kind, node, char, byte_char, end, path_n):
+    """{field: per-token array} for the fields above that `doc` has; `kind` (token_coords') comes
     back with its near copies cleared where the Doc records copies."""
     out = {}
     if doc.copied_from is not None:   # "copied from the cell above" counts only across >= 256 tokens

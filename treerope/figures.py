@@ -4,15 +4,12 @@ from evaluate.py's and compression.py's outputs). `python analyze.py ... --figur
 """
 import csv
 import hashlib
-import math
 import os
 from collections import defaultdict
 
 import numpy as np
 
-from data import replacing
-from hrope import compression
-from hrope.compression import ci
+from treerope.files import replacing
 
 
 def pyplot():
@@ -186,94 +183,6 @@ def figure_demo(runs, out_dir):
                 ["config", "d_eff_change_across_boundary", "max_abs_map_change"],
                 [[k, d["d_eff_change_across_boundary"], float(np.abs(diff[k]).max())]
                  for k, d in demos.items()])
-
-
-def figure_response(paths, out_dir, draws, gate=2000):
-    """Paper 004 Fig. 2: each model's U(Δp1) at the reference gate (points), the fitted degree-2
-    curve over the range it was fitted on, and U* at its vertex with the document-cluster
-    bootstrap 95% CI (seed 0: the table's draws), or "no interior minimum" in the legend. The
-    numbers go to fig2_response.csv (the points and the curve) and fig2_depth.csv (U*, its CI)."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    points, depths = [], []
-    for i, path in enumerate(paths):
-        acc = compression.load_acc(path)
-        U, tot = compression.response(*(acc[k].sum(0) for k in ("sum", "sumsq", "count")), gate)
-        f = compression.fit(U, tot)
-        x, u = compression.well(U, tot)
-        k = np.arange(len(U))
-        ok = (k >= 1) & ~np.isnan(U)
-        name = compression.run_label(path)
-        if not ok.any():
-            legend = f"{name}: no cell passes n ≥ {gate:,}"
-        elif math.isnan(u):
-            legend = f"{name}: no interior minimum"
-        else:
-            boot = compression.bootstrap_depth(acc, draws=draws, gate=gate)[0]
-            missing = int(np.isnan(boot).sum())
-            lo, hi = ci(boot) if missing <= draws / 2 else (float("nan"), float("nan"))
-            band = (f"[{lo:+.3f}, {hi:+.3f}]" if not math.isnan(lo)
-                    else f"CI not identifiable ({missing}/{draws} draws)")
-            legend = f"{name}: U* = {u:+.3f} {band} at Δp1* = {x:.2f}"
-            ax.plot([x], [u], "*", ms=12, color=f"C{i}")
-            # a percentile CI need not hold u: a bar, not ± errors
-            ax.vlines(x, lo, hi, color=f"C{i}", lw=2.5, alpha=0.6)
-            depths.append((name, x, u, lo, hi, missing, draws))
-        ax.plot(k[ok], U[ok], "o", color=f"C{i}", label=legend)
-        if f is not None:
-            grid = np.linspace(f[1], f[2], 200)
-            ax.plot(grid, np.polyval(f[0], grid), "-", color=f"C{i}", lw=1)
-        points += [(name, int(j), U[j], tot[j],
-                    np.polyval(f[0], j) if f is not None and f[1] <= j <= f[2] else "") for j in k[ok]]
-    ax.axhline(0, color="grey", lw=0.8)
-    ax.set_xlabel("paragraph displacement Δp1")
-    ax.set_ylabel("U(Δp1)  (< 0: compression)")
-    ax.set_title(f"compression response, exact-distance estimator, n ≥ {gate:,} (paper 004 Fig. 2)",
-                 fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    save_figure(fig, os.path.join(out_dir, "fig2_response.png"))
-    plt.close(fig)
-    write_table(os.path.join(out_dir, "fig2_response.csv"),
-                ["model", "delta_p1", "U", "pair_weight", "fitted_deg2"], points)
-    write_table(os.path.join(out_dir, "fig2_depth.csv"),
-                ["model", "delta_p1_star", "U_star", "ci_lo", "ci_hi", "draws_without_minimum", "draws"],
-                depths)
-
-
-def figure_cells(paths, out_dir, gate=200):
-    """Paper 004 App. A.6's (d, Δp1) heatmaps, one row per model (seeds pooled): pair count, mean
-    log Ā, and the cell contrast with the same-d Δp1 = 0 cell where both pass `gate` (the lowest
-    gate, where the spurious band would show). Numbers: figA6_cells.csv, cells holding pairs."""
-    plt = pyplot()
-    fig, axes = plt.subplots(len(paths), 3, figsize=(11, 3.6 * len(paths)), squeeze=False)
-    table = []
-    for row, path in zip(axes, paths):
-        acc = compression.load_acc(path)
-        n, mean, _, contrast, keep = compression.cell_contrast(
-            *(acc[k].sum(0) for k in ("sum", "sumsq", "count")), gate)
-        K = int(np.flatnonzero(n.sum(0)).max(initial=0)) + 1          # Δp1 columns holding pairs
-        lim = np.nanmax(np.abs(np.where(keep, contrast, np.nan)[:, 1:K]), initial=0) or 1.0
-        name = compression.run_label(path)
-        for ax, (title, m, cmap, kw) in zip(row, (
-                ("pairs (log10)", np.log10(np.where(n > 0, n, np.nan)), "viridis", {}),
-                ("mean log Ā", np.where(n > 0, mean, np.nan), "viridis", {}),
-                (f"contrast with Δp1 = 0, n ≥ {gate:,}", np.where(keep, contrast, np.nan), "coolwarm",
-                 {"vmin": -lim, "vmax": lim}))):
-            im = ax.imshow(m[:, :K], aspect="auto", origin="lower", interpolation="nearest", cmap=cmap,
-                           extent=(-0.5, K - 0.5, 0.5, len(m) + 0.5), **kw)          # row i is d = i + 1
-            ax.set_title(f"{name}: {title}", fontsize=8)
-            ax.set_xlabel("Δp1")
-            ax.set_ylabel("token distance d")
-            fig.colorbar(im, ax=ax)
-        d, k = np.nonzero(n)
-        table += [(name, di + 1, ki, int(n[di, ki]), mean[di, ki], contrast[di, ki] if keep[di, ki] else "")
-                  for di, ki in zip(d, k)]
-    fig.tight_layout()
-    save_figure(fig, os.path.join(out_dir, "figA6_cells.png"))
-    plt.close(fig)
-    write_table(os.path.join(out_dir, "figA6_cells.csv"),
-                ["model", "d", "delta_p1", "pairs", "mean_log_attention", f"contrast_gate{gate}"], table)
 
 
 def save_figure(fig, path):

@@ -1,11 +1,17 @@
 """The machine a run lands on: the precision it gets (fp32 eager on CPU, bf16 + torch.compile on CUDA,
-each by measurement) and the provenance a run records (commit, libraries, device).
+each by measurement), the provenance a run records (commit, libraries, device), and data parallel
+under torchrun as nanoGPT runs it: one process per device, gloo on CPU and nccl on CUDA, the model
+under DDP; train.train_step deals each step's micro-batches round-robin to the processes.
+
+    torchrun --nproc_per_node=2 train.py --corpus python
 """
 import ctypes
 import os
 import subprocess
 
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 
 def precision(device):
@@ -36,7 +42,7 @@ def keep_freed_memory():
 def provenance(device):
     """What made this run: the git commit (and whether the tree had uncommitted changes), library
     versions and the device, so a number can be traced to its code."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     def git(*a):
         return subprocess.run(["git", "-C", here, *a], capture_output=True, text=True).stdout.strip()
     try:
@@ -52,3 +58,25 @@ def provenance(device):
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     return {"commit": commit, "dirty": dirty, "torch": torch.__version__, "triton": triton_version,
             "device": name}
+
+
+# ----------------------------------------------------------------------- data parallel ----
+def start(cfg):
+    """(rank, world) of this process, its process group joined and, on CUDA, its device set."""
+    dist.init_process_group("nccl" if cfg["device"] == "cuda" else "gloo")
+    if cfg["device"] == "cuda":
+        cfg["device"] = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+        torch.cuda.set_device(cfg["device"])
+    return dist.get_rank(), dist.get_world_size()
+
+
+def wrapped(fwd, cfg):
+    """fwd under DDP: each process's gradients averaged over the processes at a sync."""
+    return DDP(fwd, device_ids=[torch.cuda.current_device()] if cfg["device"].startswith("cuda") else None)
+
+
+def summed(step_loss, device):
+    """A step's loss summed over the processes: every process sees the whole (the NaN stop must agree)."""
+    t = torch.tensor([step_loss], device=device)
+    dist.all_reduce(t)
+    return t.item()

@@ -1,13 +1,76 @@
-"""A run continued from its checkpoint: train.py's resume, and study.py's check of a finished run.
-What a run recorded is compared with what it is asked now; only the settings that do not change
-what is computed may differ. train.py imports it only where a run's checkpoint exists.
+"""A run's life beyond one pass of train.py: its checkpoint (written atomically with a checksum,
+verified when read), a run continued from it (train.py's resume, study.py's check of a finished run:
+only the settings that do not change what is computed may differ) and a setting's learning-rate
+sweep (depth-perception appendix §4 "Learning rates"), as `python train.py --setting python
+--lr_sweep=1` runs it: every swept configuration at every rate, each a train.py run of its own.
 """
+import hashlib
+import json
+import math
 import os
+import pickle
 import sys
+import zipfile
 
-from data import identity_differs, load_checkpoint
-from settings import DEFAULTS
+import numpy as np
+import torch
 
+from treerope.files import replacing, write_json
+from treerope.prepared import identity_differs
+from treerope.settings import DEFAULTS, SETTINGS
+
+
+# --------------------------------------------------------------------------- checkpoints ----
+def _digest(obj, h):
+    """Feed every tensor's bytes and every other value's repr, in order, to the hash h."""
+    if torch.is_tensor(obj):
+        h.update(f"{obj.dtype}{tuple(obj.shape)}".encode())
+        h.update(obj.detach().reshape(-1).contiguous().view(torch.uint8).cpu().numpy().tobytes())
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            h.update(repr(k).encode())
+            _digest(v, h)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _digest(v, h)
+    else:
+        h.update(repr(obj).encode())
+
+
+def checksum(state):
+    """SHA-256 of a checkpoint's contents (weights, optimizer, step, log, settings)."""
+    h = hashlib.sha256()
+    _digest({k: v for k, v in state.items() if k != "checksum"}, h)
+    return h.hexdigest()
+
+
+def save_checkpoint(state, path):
+    """ckpt.pt, replaced atomically, carrying the checksum load_checkpoint verifies."""
+    with replacing(path) as tmp:
+        try:
+            torch.save({**state, "checksum": checksum(state)}, tmp)
+        except RuntimeError:                     # torch reports a failed write (a full disk) as this
+            raise OSError("the write failed: is the disk full, or a file size limit set?") from None
+
+
+def load_checkpoint(path, device):
+    """A checkpoint, verified against its checksum: a damaged file is one line, never weights."""
+    fix = "it is damaged: train the run again (train.py ... --resume=0), or restore the file"
+    if not os.path.exists(path):
+        sys.exit(f"error: no checkpoint at {path}; train it first (python train.py ...)")
+    try:
+        ck = torch.load(path, map_location=device, weights_only=False)
+    except (RuntimeError, EOFError, OSError, ValueError, KeyError, pickle.UnpicklingError,
+            zipfile.BadZipFile) as e:
+        sys.exit(f"error: cannot load {path} ({type(e).__name__}); {fix}")
+    if not isinstance(ck, dict) or not {"model", "run", "config"} <= set(ck):
+        sys.exit(f"error: {path} is not a train.py checkpoint; {fix}")
+    if "checksum" in ck and checksum(ck) != ck["checksum"]:   # none: written before checksums were kept
+        sys.exit(f"error: {path} does not match its checksum; {fix}")
+    return ck
+
+
+# ------------------------------------------------------------------------ resuming ----
 # Settings a run may change when it resumes: they do not change what is computed. Precision is a
 # property of the machine, so a run resumed elsewhere takes that machine's (each milestone records it).
 RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out", "mb_tokens")
@@ -39,3 +102,53 @@ def resume(cfg, mcfg, model, opt, out_dir):
     model.load_state_dict(ck["model"])
     opt.load_state_dict(ck["opt"])
     return ck["step"], ck["log"]
+
+
+# ---------------------------------------------------------------------- lr sweeps ----
+def pick_lr(losses):
+    """The sweep's rate: the lowest mean final validation loss over the swept configurations (our
+    reading of "All four were best at 0.0012"; with one configuration, its best).
+    losses: {(config, lr): loss}."""
+    rates = sorted({r for _, r in losses})
+    mean = {r: np.mean([v for (_, q), v in losses.items() if q == r]) for r in rates}
+    return min(rates, key=lambda r: mean[r])
+
+
+def lr_sweep(cfg, argv, main):
+    """Appendix §4 "Learning rates": the setting's swept configurations at each of its rates, each a
+    run of the sweep's steps (--steps overrides) with its own schedule, one after another under
+    <out>/lr_sweep; a finished run is read back, a diverged one (non-finite loss) counts as infinite.
+    Prints the final validation losses and the rate picked; writes lr_sweep.json; returns the rate.
+    `main` is train.py's: each run is one of it."""
+    sweep = SETTINGS[cfg["setting"]]["sweep"]
+    steps = cfg["steps"] if "steps" in cfg["given"] else sweep["steps"]
+    out = os.path.join(cfg["out"], "lr_sweep")
+    losses = {}
+    for config in sweep["configs"]:
+        for lr in sweep["rates"]:
+            run = [f"--config={config}", f"--lr={lr}", f"--steps={steps}", f"--name={config}_lr{lr:g}",
+                   f"--out={out}"]
+            final = os.path.join(out, cfg["corpus"], f"{config}_lr{lr:g}", f"seed{cfg['seed']}", "final.json")
+            if not os.path.exists(final):
+                try:
+                    main([*argv, "--lr_sweep=0", *run])
+                except SystemExit as e:
+                    if e.code != 2:                 # 2: stopped on a non-finite loss
+                        raise
+            losses[config, lr] = math.inf
+            if os.path.exists(final):
+                with open(final) as f:
+                    losses[config, lr] = json.load(f)["val_loss"]
+    best = pick_lr(losses)
+    print(f"\nlr sweep, setting {cfg['setting']}: {len(sweep['rates'])} rates x {steps} steps, "
+          f"seed {cfg['seed']}; final validation loss (inf: diverged)\n| config | "
+          + " | ".join(f"{r:g}" for r in sweep["rates"]) + " |")
+    for config in sweep["configs"]:
+        print(f"| {config} | " + " | ".join(f"{losses[config, r]:.4f}" for r in sweep["rates"]) + " |")
+    print(f"picked lr {best:g}: the lowest mean final validation loss over {len(sweep['configs'])} "
+          "configuration(s) "
+          f"(the setting's lr: {SETTINGS[cfg['setting']]['lr']:g})")
+    write_json({"setting": cfg["setting"], "steps": steps, "seed": cfg["seed"], "picked": best,
+                "losses": [{"config": c, "lr": r, "val_loss": v} for (c, r), v in losses.items()]},
+               os.path.join(out, cfg["corpus"], "lr_sweep.json"))
+    return best

@@ -9,8 +9,10 @@ may start. One module per family, each ending in its table of entries, one line 
     chat.py        chat                      real conversations
     text.py, warc.py                         readers: text files as Python reads source; web archives
 
-`corpus(name)` imports only the module that holds `name`: `prepare.py web` reads no workbook code.
+`corpus(name)` imports only the module that holds `name` (settings.CORPORA names it): `prepare.py web`
+reads no workbook code.
 """
+import glob
 import importlib
 import multiprocessing
 import os
@@ -19,13 +21,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
-import tokenizer
 import trees
-
-# a new corpus: name -> its module
-MODULES = {"python": ".python", "programs": ".python", "web": ".web", "sheets": ".sheets",
-           "web_sheets": ".sheets", "prose": ".paragraphs", "code": ".paragraphs", "webtext": ".paragraphs",
-           "chat": ".chat", "json": ".formats", "xml": ".formats", "markdown": ".formats"}
+from treerope import tokenizer
+from treerope.settings import CORPORA
 
 
 @dataclass(frozen=True)
@@ -54,7 +52,7 @@ class Corpus:
 
 def corpus(name):
     """The entry of corpus `name`, from the one module that holds it."""
-    return importlib.import_module(MODULES[name], "corpora").CORPORA[name]
+    return importlib.import_module(CORPORA[name], "treerope.corpora").CORPORA[name]
 
 
 def build(item, builder):
@@ -116,7 +114,6 @@ def find_files(dirs, exts, near=None):
 
 def first_place(patterns, exts):
     """[the first folder matching one of `patterns` (in order) that holds such files], or None."""
-    import glob
     for pattern in patterns:
         hits = sorted({os.path.realpath(p) for p in glob.glob(pattern) if os.path.isdir(p)})
         if hits and find_files(hits[:1], exts):

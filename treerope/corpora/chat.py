@@ -22,7 +22,7 @@ import sys
 import numpy as np
 
 import trees
-from corpora import Corpus, build
+from treerope.corpora import Corpus, build
 
 
 def default_source():

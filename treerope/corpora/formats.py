@@ -11,10 +11,9 @@ import sysconfig
 
 import numpy as np
 
-from corpora import Corpus, build, find_files
-from corpora.paragraphs import paragraph_starts
-from corpora.text import source_text
-from hrope.controls import paragraph_summary, paragraph_tally
+from treerope.corpora import Corpus, build, find_files
+from treerope.corpora.paragraphs import paragraph_starts, paragraph_summary, paragraph_tally
+from treerope.corpora.text import source_text
 from trees import (
     LEVELS,
     MAX_DOC_CHARS,

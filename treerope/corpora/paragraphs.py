@@ -16,10 +16,9 @@ import zlib
 
 import numpy as np
 
-from corpora import Corpus, build, find_files, first_place, python, web
-from corpora.text import source_text
-from corpora.web import WEB_BLOCKS, WEB_SKIP, html_root
-from hrope.controls import paragraph_summary, paragraph_tally
+from treerope.corpora import Corpus, build, find_files, first_place, python, web
+from treerope.corpora.text import source_text
+from treerope.corpora.web import WEB_BLOCKS, WEB_SKIP, html_root
 from trees import MAX_FILE_BYTES, MAX_TEXT_CHARS, Doc, Skip, check_size, too_large
 
 # ------------------------- hRoPE paragraph corpora (paragraph-boundaries paper §3.1, §3.4, App. C.1) ----
@@ -376,6 +375,31 @@ def drop_near_duplicates(texts):
 def paragraph_starts(c, doc):
     """Where a record may start: a new paragraph or block."""
     return np.r_[True, c["p"][1:, 0] != c["p"][:-1, 0]]
+
+
+# ------------------------------------------------------------ hRoPE's corpus statistics ----
+def paragraph_stats(recs):
+    """What hRoPE's base calibration and controls need (App. C): the largest p1, p2, p3 (M_g; p1 in
+    its document, clipped: the per-file distribution C.1 calibrates on), the paragraph-boundary
+    density per token (rand_axial) and the mean paragraph length in tokens L (period_axial: p1 =
+    floor(t / L)). Density and L count the true paragraphs, clipped or not. Our reading: M_1 is the
+    largest training p1 after the corpus's p1_cap (code: C.1's 95th percentile; prose, webtext: none)."""
+    return paragraph_summary(paragraph_tally(recs))
+
+
+def paragraph_tally(recs):
+    """paragraph_stats' maxima and sums over some records: prepare.py merges its chunks' tallies."""
+    # a paragraph starts where p2 and p3 are both 0: every record start, and inside a record
+    # wherever p1 moves on or would move on above the cap
+    return {"p_max": np.max([r["p"].max(0) for r in recs], 0),
+            "paragraphs": sum(int(((r["p"][:, 1] == 0) & (r["p"][:, 2] == 0)).sum()) for r in recs),
+            "records": len(recs), "tokens": sum(len(r["p"]) for r in recs)}
+
+
+def paragraph_summary(t):
+    starts = t["paragraphs"] - t["records"]
+    return {"p_max": [int(v) for v in t["p_max"]], "p1_density": starts / max(t["tokens"] - t["records"], 1),
+            "p1_period": max(1, round(t["tokens"] / t["paragraphs"])), "paragraphs": t["paragraphs"]}
 
 
 HROPE = dict(preset="paper_hrope", recipe="hrope", record_tally=paragraph_tally,

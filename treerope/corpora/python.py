@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
-import tokenizer
-from corpora import Corpus, build, find_files, worker_pool
-from corpora.text import source_text
+from treerope import tokenizer
+from treerope.corpora import Corpus, build, find_files, worker_pool
+from treerope.corpora.text import source_text
 from trees import (
     KIND_AFTER_CLOSE,
     KIND_AFTER_LEAF,

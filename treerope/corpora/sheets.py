@@ -19,7 +19,7 @@ import numpy as np
 import openpyxl
 from openpyxl.workbook.defined_name import DefinedName
 
-from corpora import Corpus, build, find_files, web
+from treerope.corpora import Corpus, build, find_files, web
 from trees import (
     KIND_CELL_REF,
     KIND_COPIED,

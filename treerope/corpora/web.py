@@ -14,7 +14,8 @@ import sys
 
 import numpy as np
 
-from corpora import Corpus, build, find_files, first_place
+from treerope.corpora import Corpus, build, find_files, first_place
+from treerope.corpora.warc import warc_items
 from trees import (
     KIND_NEW_BLOCK,
     LEVELS,
@@ -157,8 +158,7 @@ def web_sources(args):
                  "or pass your own pages: python prepare.py web --src DIR  (.html/.htm/.warc/.warc.gz)")
     items = []
     for name, path in find_files(dirs, (".html", ".htm", ".warc", ".warc.gz")):
-        if path.endswith((".warc", ".warc.gz")):   # a web archive: corpora/warc.py reads it
-            from corpora.warc import warc_items
+        if path.endswith((".warc", ".warc.gz")):   # a web archive: warc.py reads it
             items += warc_items(name, path)
         else:
             items.append((name, path))

@@ -16,10 +16,12 @@ import warnings
 import numpy as np
 import torch
 
-import tokenizer
-from corpora import paragraphs
-from data import coords_for, pack, read_json, record_docs, replacing, token_coords
-from hrope.compression import MIN_CLUSTERS
+from treerope import tokenizer
+from treerope.batches import coords_for, pack, record_docs
+from treerope.corpora import paragraphs
+from treerope.fields import token_coords
+from treerope.files import read_json, replacing
+from treerope.hrope.compression import MIN_CLUSTERS
 
 
 # ---------------------------------------------------------------------------- interventions ----

@@ -42,7 +42,8 @@ import numpy as np
 from scipy import optimize, sparse
 from scipy.sparse.linalg import svds
 
-from data import load_split
+from treerope import tokenizer
+from treerope.prepared import load_split
 
 D_MAX = 15          # displacements fitted (paragraphs)
 CUTOFFS = (256, 512, 1024, 2048)   # Table 14's cut-offs (a reading, docstring), then the full vocabulary
@@ -64,7 +65,6 @@ def segment(a, true_paragraphs=False):
 
 def texts(data_dir, tokens, first):
     """Each paragraph's text, decoded from its tokens (for a sentence-embedding model)."""
-    import tokenizer
     enc = tokenizer.load(data_dir)
     return [enc.decode(tokens[s:e].tolist()) for s, e in zip(first, np.r_[first[1:], len(tokens)])]
 

@@ -25,8 +25,9 @@ import os
 import numpy as np
 import torch
 
-from data import load_split, record_docs, replacing, write_json
-from hrope.compression import (
+from treerope.batches import record_docs
+from treerope.files import replacing, write_json
+from treerope.hrope.compression import (
     D_MAX,
     MIN_CLUSTERS,
     bootstrap_depth,
@@ -35,6 +36,7 @@ from hrope.compression import (
     depth_cells,
     document_cells,
 )
+from treerope.prepared import load_split
 
 HUB_SHARE, MASS_SWEEP = 0.05, (25, 50, 75)
 

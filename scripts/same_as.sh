@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Byte identity with another commit: prepares six corpora from small fixed sources and trains
+# train.py (seq_depth, seq_only, 20 steps) and study.py (4 runs x 5 steps) on this working tree and
+# on BASE (exported with git archive into a temporary folder), then compares every prepared array's
+# md5 and every loss, exactly. About 5 min on 2 cores. Exit 0 when everything is the same.
+#
+#     bash scripts/same_as.sh dda814a
+set -euo pipefail
+export TQDM_DISABLE=1   # no progress bars in the log
+BASE=${1:?usage: bash scripts/same_as.sh BASE}
+cd "$(dirname "$0")/.."
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+mkdir -p "$TMP/base" "$TMP/src/html" "$TMP/src/py" "$TMP/src/rst"
+git archive "$BASE" | tar -x -C "$TMP/base"
+DOC=/usr/share/doc/python3-doc/html
+STDLIB=$(python -c "import sysconfig; print(sysconfig.get_paths()['stdlib'])")
+# the same small sources for both sides: 30 pages, 30 reST sources, 30 modules, in sorted order
+find "$DOC/library" -maxdepth 1 -name '*.html' | sort | head -30 | xargs cp -t "$TMP/src/html"
+find "$DOC/_sources/library" -maxdepth 1 -name '*.rst.txt' | sort | head -30 | xargs cp -t "$TMP/src/rst"
+find "$STDLIB" -maxdepth 1 -name '*.py' | sort | head -30 | xargs cp -t "$TMP/src/py"
+
+side() {   # side FOLDER NAME: prepare, train and study in FOLDER; md5s and losses into $TMP/NAME.txt
+  local d="$TMP/$2"
+  (
+    cd "$1"
+    S="$TMP/src"
+    for c in "web --src $S/html" "python --src $S/py" "programs --src $S/py" "sheets --workbooks 30" \
+             "prose --src $S/rst" "code --src $S/py"; do
+      # shellcheck disable=SC2086
+      python prepare.py $c --out "$d/data" --vocab 512 --workers 1 > /dev/null
+    done
+    for config in seq_depth seq_only; do
+      python train.py --corpus web --data "$d/data" --out "$d/out" --config "$config" --steps 20 > /dev/null
+    done
+    python study.py web "seq_only seq_depth" "0 1" --data "$d/data" --out "$d/study" --steps 5 > /dev/null
+  )
+  (cd "$d" && find data -name '*.npy' | sort | xargs md5sum
+   python - "$d" <<'PY'
+import glob, json, os, sys
+os.chdir(sys.argv[1])
+for path in sorted(glob.glob("out/**/*.jsonl", recursive=True) + glob.glob("study/**/*.jsonl", recursive=True)
+                   + glob.glob("out/**/final.json", recursive=True) + glob.glob("study/**/final.json", recursive=True)):
+    for line in open(path).read().splitlines() if path.endswith(".jsonl") else [open(path).read()]:
+        e = json.loads(line)
+        print(path, {k: v for k, v in sorted(e.items()) if "loss" in k or k == "step"})
+PY
+  ) > "$TMP/$2.txt"
+}
+side "$TMP/base" base
+side "$PWD" here
+echo "$BASE: $(grep -c '\.npy' "$TMP/base.txt") arrays, $(grep -vc '\.npy' "$TMP/base.txt") loss records"
+if diff "$TMP/base.txt" "$TMP/here.txt"; then
+  echo "identical: every array's md5 and every loss, $BASE and this tree ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', dirty'))"
+else
+  echo "DIFFERENT (above: < $BASE, > this tree)"; exit 1
+fi
