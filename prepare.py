@@ -19,6 +19,7 @@ import errno
 import functools
 import glob
 import hashlib
+import importlib
 import json
 import os
 import resource
@@ -31,7 +32,7 @@ from tqdm import tqdm
 
 import trees
 from treerope import tokenizer
-from treerope.corpora import corpus, worker_pool
+from treerope.corpora import worker_pool
 from treerope.fields import restart, token_coords
 from treerope.files import owned
 from treerope.prepared import SPLITS
@@ -129,6 +130,11 @@ def percentile_of_counts(counts, q):
 
 
 # ------------------------------------------------------------------------------ splits ----
+def corpus(name):
+    """The entry of corpus `name`, from the one module of treerope/corpora/ that holds it."""
+    return importlib.import_module(CORPORA[name], "treerope.corpora").CORPORA[name]
+
+
 def split_of(name):
     """Deterministic split by document name: 90% train, 5% val, 5% test."""
     name = name.split("::")[0]                     # a small program goes where its module goes

@@ -7,20 +7,21 @@ import torch
 from scipy import stats
 
 import analyze
+from treerope import statistics
 from treerope.hrope import boundaries, compression, paragraph_depth
 
 
 def test_sign_test_and_perplexity_match_the_paper():
-    assert analyze.sign_test(5, 5) == pytest.approx(0.0625)
-    assert analyze.sign_test(10, 10) == pytest.approx(0.00195, rel=1e-2)
-    assert analyze.sign_test(20, 20) == pytest.approx(1.9e-6, rel=1e-2)
-    assert analyze.ppl_reduction(-0.01) == pytest.approx(0.995, abs=1e-3)
+    assert statistics.sign_test(5, 5) == pytest.approx(0.0625)
+    assert statistics.sign_test(10, 10) == pytest.approx(0.00195, rel=1e-2)
+    assert statistics.sign_test(20, 20) == pytest.approx(1.9e-6, rel=1e-2)
+    assert statistics.ppl_reduction(-0.01) == pytest.approx(0.995, abs=1e-3)
 
 
 def test_sign_test_drops_ties():
     """Six seeds: three better, two tied, one worse. Ties carry no sign: 3 wins of 4, two-sided
     p = 2 (C(4,3) + C(4,4)) / 16 = 0.625 (counting ties as losses would give 1.0 for 3 of 6)."""
-    r = analyze.paired([-0.03, -0.02, -0.01, 0.0, 0.0, 0.01])
+    r = statistics.paired([-0.03, -0.02, -0.01, 0.0, 0.0, 0.01])
     assert r["won"] == 3 and r["n"] == 6
     assert r["sign_p"] == pytest.approx(0.625)
 
@@ -30,7 +31,7 @@ def test_paired_t_by_hand():
     mean = -0.01
     sd = math.sqrt(((0.0) ** 2 + 0.01 ** 2 + 0.015 ** 2 + 0.005 ** 2) / 3)   # = 0.0108012
     se = sd / 2
-    r = analyze.paired(d)
+    r = statistics.paired(d)
     assert r["delta"] == pytest.approx(mean) and r["se"] == pytest.approx(se)
     assert r["t"] == pytest.approx(-1.8516, abs=1e-3)                      # mean / se
     assert r["p"] == pytest.approx(0.1611, abs=1e-3)                      # t(3) two-sided
@@ -43,7 +44,7 @@ def test_paired_t_by_hand():
 
 
 def test_bh_known_vector():
-    q = analyze.bh([0.01, 0.04, 0.03, 0.20])
+    q = statistics.bh([0.01, 0.04, 0.03, 0.20])
     # sorted p: .01 .03 .04 .20 -> .04, .04(min(.03*4/2,.04*4/3)), .0533, .20
     assert q.tolist() == pytest.approx([0.04, 0.05333, 0.05333, 0.20], abs=1e-4)
 
@@ -150,18 +151,18 @@ def test_kinds_interventions_attention_tables_and_figures(tmp_path, capsys):
                 "same_column_above": {"mean_over_heads": share + 0.001 * seed},
                 "same_row_by_column_offset": {"offsets": offsets, "mean_over_heads": hist},
                 "rows_above_by_column_offset": {"offsets": offsets, "mean_over_heads": hist}}))
-    runs = analyze.load_runs(str(tmp_path / "sheets"))
-    kinds = {r["kind"]: r for r in analyze.compare_kinds(runs, "seq_only")}
+    runs = statistics.load_runs(str(tmp_path / "sheets"))
+    kinds = {r["kind"]: r for r in statistics.compare_kinds(runs, "seq_only")}
     assert kinds["row_end"]["delta"] == pytest.approx(-0.02) and kinds["row_end"]["won"] == 3
     assert kinds["all"]["ppl_reduction"] == pytest.approx(100 * (1 - math.exp(-0.005)))
-    inter = [r for r in analyze.interventions(runs) if r["config"] == "seq_grid" and r["kind"] == "all"]
+    inter = [r for r in statistics.interventions(runs) if r["config"] == "seq_grid" and r["kind"] == "all"]
     assert inter[0]["ppl_ratio"] == pytest.approx(math.exp(0.5)) and inter[0]["hurt"] == 3
     # seq_grid shuffled (all: 0.995 + 0.01 seed + 0.5) against seq_only as it is (1.0 + 0.01 seed):
     # +0.495, 0/3 won
-    (row,) = analyze.compare_intervened(runs, "seq_only")
+    (row,) = statistics.compare_intervened(runs, "seq_only")
     assert ((row["config"], row["n"], row["won"]) == ("seq_grid, shuffle", 3, 0)
             and row["delta"] == pytest.approx(0.495))
-    att = analyze.compare_attention(runs, "seq_only")
+    att = statistics.compare_attention(runs, "seq_only")
     assert att[0]["points"] == pytest.approx(5.0) and att[0]["higher"] == 3
     analyze.main([str(tmp_path / "sheets"), "--figures", str(tmp_path / "figs")])
     out = capsys.readouterr().out
@@ -245,7 +246,7 @@ def test_table12_by_hand(tmp_path, capsys):
                 "model": {"n_layer": 4, "n_embd": 128, "n_head": 2, "max_len": 256}}))
             (d / "log.jsonl").write_text(json.dumps({"step": 10, "val_loss": v}) + "\n")
             (d / "final.json").write_text(json.dumps({"step": 10, "val_loss": v, "test_loss": v}))
-    [t] = analyze.table12(analyze.load_runs(str(tmp_path / "code")))
+    [t] = statistics.table12(statistics.load_runs(str(tmp_path / "code")))
     assert t["stats"]["flat"][:2] == pytest.approx((2.40, 0.02))
     assert t["stats"]["rand_axial"][:2] == pytest.approx((2.51, 0.01))
     rand, flat = t["pairs"]
@@ -555,17 +556,17 @@ def test_seed_spreads_head_shifts_and_rotation_off_by_hand(tmp_path, capsys):
             if seed < 2 and name == "seq_grid":
                 (d / "attention_test_rotation_off.json").write_text(json.dumps({"same_column_above": {
                     "mean_over_heads": (.20, .25)[seed], "per_layer_head": [[0.0] * 2] * 2}}))
-    runs = analyze.load_runs(str(tmp_path / "sheets"))
-    (s,) = analyze.seed_spread(runs, "seq_only")
+    runs = statistics.load_runs(str(tmp_path / "sheets"))
+    (s,) = statistics.seed_spread(runs, "seq_only")
     assert (s["n"], s["sd_base"], s["sd_config"], s["sd_paired"], s["sd_unpaired"]) == pytest.approx(
         (3, 0.02, math.sqrt(0.0003), 0.01, math.sqrt(0.0007)))
-    (h,) = analyze.head_shifts(runs, "seq_only")
+    (h,) = statistics.head_shifts(runs, "seq_only")
     assert (h["n"], h["heads"], h["mean"], h["largest_lo"], h["largest_hi"]) == pytest.approx(
         (2, 4, 2.75, 15, 25))
     assert (h["rise"], h["rise_at"], h["fall"], h["fall_at"]) == (pytest.approx(25), "seed 0 L0H0",
                                                                   pytest.approx(-18), "seed 0 L1H1")
     assert (h["top_base"], h["top"]) == pytest.approx((45, 42.5))
-    (o,) = analyze.rotation_off(runs, "seq_only")
+    (o,) = statistics.rotation_off(runs, "seq_only")
     assert (o["base"], o["on"], o["off"], o["points"], o["fell"], o["n"]) == pytest.approx(
         (22.5, 25.25, 22.5, -2.75, 1, 2))
     analyze.main([str(tmp_path / "sheets")])
@@ -587,7 +588,7 @@ def test_noise_floor_by_hand(tmp_path, capsys):
     first = tmp_path / "web" / "seq_depth" / "seed0"
     reps = [write_run(tmp_path, "web", f"seq_depth_rep{k}", 0, 3.000 + 0.002 * k, "seq_depth",
                       name=f"seq_depth_rep{k}", given=["config", "name"], device="cuda:1") for k in (1, 2)]
-    r = analyze.noise_floor([str(first)] + [str(d) for d in reps], "seq_only")
+    r = statistics.noise_floor([str(first)] + [str(d) for d in reps], "seq_only")
     assert (r["replicates"], r["seeds"], r["paired_seeds"]) == (3, 3, 3)
     assert (r["sd"], r["range"], r["sd_seeds"], r["delta"]) == pytest.approx((0.002, 0.004, 0.01, -0.02))
     assert (r["of_seeds"], r["of_effect"]) == pytest.approx((0.2, 0.1))
@@ -598,7 +599,7 @@ def test_noise_floor_by_hand(tmp_path, capsys):
              write_run(tmp_path, "web", "seq_depth_dropout", 0, 3.0, "seq_depth", depth_dropout=0.3)]
     for d in other:
         with pytest.raises(SystemExit, match="seed|depth_dropout"):
-            analyze.noise_floor([str(first), str(d)], "seq_only")
+            statistics.noise_floor([str(first), str(d)], "seq_only")
 
 
 def test_a_best_milestone_run_is_compared_at_the_value_it_reports(tmp_path, capsys):
@@ -617,13 +618,13 @@ def test_a_best_milestone_run_is_compared_at_the_value_it_reports(tmp_path, caps
             (d / "final.json").write_text(json.dumps({
                 "val_loss": vals[-1], "test_loss": vals[-1], "report": rule,
                 "reported": {"val_loss": vals[best], "step": 10 * (best + 1)}}))
-    runs = analyze.load_runs(str(tmp_path / "web"))
-    (r,) = analyze.compare(runs, "seq_only", "val")
-    assert r["step"] == analyze.BEST and r["delta"] == pytest.approx(-0.2)
-    (s,) = analyze.seed_spread(runs, "seq_only")
+    runs = statistics.load_runs(str(tmp_path / "web"))
+    (r,) = statistics.compare(runs, "seq_only", "val")
+    assert r["step"] == statistics.BEST and r["delta"] == pytest.approx(-0.2)
+    (s,) = statistics.seed_spread(runs, "seq_only")
     assert s["sd_paired"] == pytest.approx(0.0)
     analyze.main([str(tmp_path / "web")])
-    assert f"val Δ vs seq_only at {analyze.BEST}" in capsys.readouterr().out
+    assert f"val Δ vs seq_only at {statistics.BEST}" in capsys.readouterr().out
 
 
 def test_packed_runs_are_another_setting(tmp_path):
@@ -632,11 +633,11 @@ def test_packed_runs_are_another_setting(tmp_path):
     for seed in (0, 1):
         write_run(tmp_path, "code", "flat", seed, 3.0)
         write_run(tmp_path, "code", "hrope_axial", seed, 2.9, pack=True)
-    runs = analyze.load_runs(str(tmp_path / "code"))
-    assert len(runs) == 2 and analyze.compare(runs, "flat", "val") == []
+    runs = statistics.load_runs(str(tmp_path / "code"))
+    assert len(runs) == 2 and statistics.compare(runs, "flat", "val") == []
     write_run(tmp_path, "code", "flat_packed", 0, 3.1, "flat", name="flat_packed", pack=True)
-    (packed,) = [s for s in analyze.load_runs(str(tmp_path / "code")) if s.packed]
-    assert sorted(analyze.load_runs(str(tmp_path / "code"))[packed]) == ["flat_packed", "hrope_axial"]
+    (packed,) = [s for s in statistics.load_runs(str(tmp_path / "code")) if s.packed]
+    assert sorted(statistics.load_runs(str(tmp_path / "code"))[packed]) == ["flat_packed", "hrope_axial"]
 
 
 def test_too_few_documents_are_not_identifiable_never_an_interval(tmp_path):

@@ -1,5 +1,5 @@
 """README "Add a corpus": a corpus is one entry in a module's CORPORA plus its builder, named in
-corpora.MODULES. A toy corpus (this module's CORPORA) registered at runtime is prepared, trained
+treerope/settings.CORPORA. A toy corpus (this module's CORPORA) registered at runtime is prepared, trained
 a step and evaluated, no other file touched.
 Run: python -m pytest -q tests/test_corpus.py"""
 import json
@@ -12,7 +12,7 @@ import evaluate
 import prepare
 import train
 import trees
-from treerope import corpora, prepared
+from treerope import corpora, prepared, settings
 from treerope.corpora.text import source_text
 
 
@@ -59,7 +59,7 @@ def test_a_new_corpus_is_one_entry_and_its_builder(monkeypatch, tmp_path):
         for name in [n for n in names if prepare.split_of(n) == s][:3 if s != "train" else 30]:
             (src / name).write_text("\n".join(" ".join(rng.choice(words, rng.integers(2, 7)))
                                               for _ in range(12)))
-    monkeypatch.setitem(corpora.MODULES, "toy", __name__)
+    monkeypatch.setitem(settings.CORPORA, "toy", __name__)
     out = str(tmp_path / "data")
     prepare.main(["toy", "--src", str(src), "--out", out, "--vocab", "300", "--max_len", "64",
                   "--workers", "1"])

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import analyze
+from treerope import statistics
 from treerope.hrope import compression
 
 
@@ -170,13 +171,13 @@ def test_table2_non_overlap_by_hand(tmp_path, capsys):
             "const0": [2.70, 2.71, 2.72]}
     prose = {"real": [5.41, 5.42, 5.43], "period": [5.40, 5.41, 5.42], "rand": [5.50, 5.51, 5.52],
              "const0": [5.70, 5.71, 5.72]}
-    v = np.array([code[c] for c in analyze.SUBSTITUTES])
-    checks = analyze.substitution_overlap(v)
+    v = np.array([code[c] for c in statistics.SUBSTITUTES])
+    checks = statistics.substitution_overlap(v)
     assert [c["disjoint"] for c in checks] == [True, False, True]
     assert [c["mean"] for c in checks] == pytest.approx([0.26 / 3, 0.28 / 3, 0.42 / 3])
-    assert analyze.substitution_order(v) == (3, 3)
+    assert statistics.substitution_order(v) == (3, 3)
     v[2, 0] = 2.44       # rand below period in seed 0: the order fails there
-    assert analyze.substitution_order(v) == (2, 3)
+    assert statistics.substitution_order(v) == (2, 3)
     plant_substitutions(tmp_path, "code", code)
     plant_substitutions(tmp_path, "prose", prose)
     analyze.main([str(tmp_path)])

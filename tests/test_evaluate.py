@@ -17,7 +17,7 @@ import prepare
 import train
 import trees
 from model import GPT, GPTConfig
-from treerope import batches, figures
+from treerope import batches, figures, statistics
 from treerope.corpora import python as pycorpus
 from treerope.hrope import boundaries, compression, hubs, paragraph_depth
 from treerope.prepared import corpus_stats
@@ -366,7 +366,7 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     assert rows["hrope_axial"]["delta_C"] != 0.0 and rows["hrope_axial"]["boundaries"] > 0
     analyze.main(["--boundary", str(tmp_path / "out"), "--split", "train", "--draws", "200"])
     out = capsys.readouterr().out
-    figures.figure_demo(analyze.load_runs(str(tmp_path / "out")), str(tmp_path))
+    figures.figure_demo(statistics.load_runs(str(tmp_path / "out")), str(tmp_path))
     rows = open(tmp_path / "fig3_demo.csv").read().splitlines()[1:]
     assert (tmp_path / "fig3_demo.png").exists() and len(rows) == 4
     assert {r.split(",")[0]: float(r.split(",")[2]) == 0.0 for r in rows} == {

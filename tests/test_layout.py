@@ -1,39 +1,312 @@
-"""The shape of the repository: entry-point scripts import libraries, never each other.
-Run: python -m pytest -q tests/test_layout.py"""
+"""The shape of the repository, read statically from the source (AST), so that no budget can be met by
+hiding an import: every import at the top of its file, no circles, train.py's import closure small
+and printed as the README's reading list, prepare.py's closure free of torch, at most 10 scripts at
+the top, no file over 650 lines. The checks take any source tree; the planting tests show each fails.
+Run: python -m pytest -q tests/test_layout.py      python tests/test_layout.py   # the reading list"""
 import ast
 import glob
+import io
 import os
-
-import pytest
+import re
+import shutil
+import subprocess
+import sys
+import tokenize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = {"prepare", "train", "evaluate", "analyze", "sample"}
+SCRIPTS = {"prepare", "train", "evaluate", "analyze", "sample", "study", "bench"}
+TOP = {"model", "rotary", "trees", *SCRIPTS}
+# the one kind of import a function may hold: an optional third-party package
+OPTIONAL = {"triton", "matplotlib", "rustbpe", "sentence_transformers", "lxml", "openpyxl",
+            "chitchat_dataset"}
+MAX_FILES, MAX_LINES, MAX_FILE_LINES = 12, 1800, 650
 
 
-def imports(path):
-    """Every module a file imports, at its top or inside a function."""
-    out = set()
-    for node in ast.walk(ast.parse(open(path).read())):
-        if isinstance(node, ast.Import):
-            out |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            out.add(node.module.split(".")[0])
+def code_lines(path):
+    """Lines holding code: not blank, not a comment, not a docstring."""
+    src = open(path).read()
+    doc = set()
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                    and isinstance(first.value.value, str):
+                doc |= set(range(first.lineno, first.end_lineno + 1))
+    code = set()
+    skip = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+            tokenize.ENDMARKER)
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type not in skip:
+            code |= set(range(tok.start[0], tok.end[0] + 1))
+    return len(code - doc)
+
+
+def modules(root):
+    """{module name: path} of the project's source: the top-level files and the packages (folders
+    with an __init__.py) beneath, tests/ aside."""
+    out = {}
+    for d, subdirs, files in os.walk(root):
+        rel = os.path.relpath(d, root)
+        subdirs[:] = sorted(s for s in subdirs
+                            if s != "tests" and os.path.exists(os.path.join(d, s, "__init__.py")))
+        parts = [] if rel == "." else rel.split(os.sep)
+        for f in files:
+            if f.endswith(".py"):
+                out[".".join(parts + ([] if f == "__init__.py" else [f[:-3]]))] = os.path.join(d, f)
     return out
 
 
+def imports(root):
+    """{module: [(imported project module, line, where)]}, every import counted wherever it stands;
+    where: "top", "function" (inside a function) or "importlib" (a registry's lookup by name: every
+    module of the package it names). Importing a.b.c runs a/__init__.py and a/b/__init__.py too."""
+    mods = modules(root)
+    out = {}
+    for mod, path in mods.items():
+        pkg = mod if path.endswith("__init__.py") else mod.rpartition(".")[0]
+        tree = ast.parse(open(path).read())
+        inner = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 for n in ast.walk(f)}
+        found = []
+
+        def add(name, node):
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):
+                if ".".join(parts[:i]) in mods:
+                    where = "function" if id(node) in inner else "top"
+                    found.append((".".join(parts[:i]), node.lineno, where))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    add(a.name, node)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = pkg.split(".")[:len(pkg.split(".")) - node.level + 1] if pkg else []
+                    base = ".".join(up + ([base] if base else []))
+                add(base, node)
+                for a in node.names:
+                    add(f"{base}.{a.name}" if base else a.name, node)
+            elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith("import_module"):
+                named = [a.value for a in node.args[1:2] if isinstance(a, ast.Constant)]
+                package = named[0] if named else pkg
+                found += [(m, node.lineno, "importlib") for m in mods if m.rpartition(".")[0] == package]
+        out[mod] = [f for f in found if f[0] != mod]
+    return out
+
+
+def third_party(path):
+    """{top-level name: "top" or "function"} of every non-project import in one file."""
+    tree = ast.parse(open(path).read())
+    inner = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for n in ast.walk(f)}
+    out = {}
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+        for n in names:
+            out.setdefault(n.split(".")[0], "function" if id(node) in inner else "top")
+    return out
+
+
+def closure(root, start):
+    """[(module, path, code lines)] of everything `start` imports, directly or not, in reading order."""
+    mods, graph = modules(root), imports(root)
+    seen, todo = [], [start]
+    while todo:
+        m = todo.pop(0)
+        if m not in seen:
+            seen.append(m)
+            todo += [t for t, _, _ in graph[m]]
+    return [(m, os.path.relpath(mods[m], root), code_lines(mods[m])) for m in seen]
+
+
+def inside_functions(root):
+    """Project modules imported inside a function, and third-party ones that are not optional."""
+    bad = [f"{m}:{line} imports {t}" for m, found in imports(root).items() for t, line, where in found
+           if where == "function"]
+    for mod, path in modules(root).items():
+        bad += [f"{mod} imports {n} inside a function" for n, where in third_party(path).items()
+                if where == "function" and n not in OPTIONAL and n not in modules(root)]
+    return bad
+
+
+def circles(root):
+    """Import cycles between files, and between folders (a top-level file is its own node, a package
+    or sub-package one node): [the cycle's nodes]."""
+    graph = imports(root)
+    files = {m: {t for t, _, _ in found} for m, found in graph.items()}
+
+    def folder(m):
+        path = modules(root)[m]
+        return m if os.path.dirname(path) == root else os.path.relpath(os.path.dirname(path), root)
+    folders = {}
+    for m, targets in files.items():
+        folders.setdefault(folder(m), set()).update(folder(t) for t in targets if folder(t) != folder(m))
+    return cycles(files) + cycles(folders)
+
+
+def cycles(graph):
+    """One cycle per strongly connected component of more than one node (Tarjan's algorithm)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def reading_list(root=ROOT):
+    """train.py's closure as the README prints it: train -> model -> rotary -> trees, then the package."""
+    first = ("train", "model", "rotary", "trees")
+    files = sorted(closure(root, "train"), key=lambda f: first.index(f[0]) if f[0] in first else len(first))
+    lines = [f"{p:30} {n:5}" for _, p, n in files]
+    return "\n".join(lines + [f"{'total: ' + str(len(files)) + ' files':30} {sum(n for *_, n in files):5}"])
+
+
+# ------------------------------------------------------------------------------ the checks ----
+def test_no_project_import_inside_a_function():
+    """Every import at the top of its file: inside a function only an optional third-party package."""
+    assert inside_functions(ROOT) == []
+
+
+def test_no_import_circles():
+    """No cycle between files (lazy imports counted), nor between folders: the scripts and model,
+    rotary, trees at the top; treerope/, treerope/corpora/, treerope/hrope/ one node each."""
+    assert circles(ROOT) == []
+
+
+def test_the_reading_list_is_at_most_12_files_and_1800_code_lines():
+    """train.py's static import closure, every import counted wherever it stands (a registry's
+    importlib targets too), docstrings and comments not counted: the README prints it."""
+    files = closure(ROOT, "train")
+    print("\n" + reading_list())
+    assert len(files) <= MAX_FILES and sum(n for *_, n in files) <= MAX_LINES
+    assert not any(m.startswith(("treerope.corpora", "treerope.hrope")) for m, _, _ in files)
+
+
+def test_the_readme_prints_the_reading_list():
+    """README's reading list is train.py's closure as it is now: each file and its code lines."""
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    assert reading_list() in readme, "paste `python tests/test_layout.py` into README.md"
+
+
+def test_prepare_reads_no_torch():
+    """prepare.py's static closure imports no torch anywhere (its seam is a module boundary: the
+    prepared-data format and its writer apart from torch batches), and runs without it."""
+    torch_users = [p for _, p, _ in closure(ROOT, "prepare")
+                   if "torch" in third_party(os.path.join(ROOT, p))]
+    assert torch_users == []
+    code = ("import sys, prepare, treerope.corpora.web, treerope.corpora.python, treerope.corpora.sheets; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    import rotary
+    import trees
+    assert trees.LEVELS == rotary.LEVELS == 22
+
+
+def test_at_most_ten_scripts_at_the_top():
+    """The top level: the card's scripts and the entry points a user runs; the rest in folders."""
+    top = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "*.py"))}
+    assert top <= TOP and len(top) <= 10
+
+
+def test_no_file_over_650_lines():
+    long = [f"{os.path.relpath(p, ROOT)} ({sum(1 for _ in open(p))})" for p in modules(ROOT).values()
+            if sum(1 for _ in open(p)) > MAX_FILE_LINES]
+    assert long == []
+
+
+def test_one_importlib_call_and_no_hidden_loading():
+    """The one importlib call is the corpus registry's lookup by name; no runpy, exec or importlib.util."""
+    calls = []
+    for mod, path in modules(ROOT).items():
+        for node in ast.walk(ast.parse(open(path).read())):
+            name = ast.unparse(node.func) if isinstance(node, ast.Call) else ""
+            if re.search(r"import_module|runpy|^exec$|^eval$|__import__|find_spec|spec_from", name):
+                calls.append(f"{mod}: {name}")
+    assert calls == ["treerope.corpora: importlib.import_module"]
+
+
 def test_no_file_imports_an_entry_point_script():
-    """evaluate.py once imported Split from train.py, and train.py its file helpers (with openpyxl,
-    rustbpe and tiktoken) from prepare.py: the shared layer is data.py now. Libraries (data, model,
-    rotary, trees, tokenizer, candidates, boundaries, ...) may keep a small __main__ of their own."""
-    files = sorted(glob.glob(os.path.join(ROOT, "*.py")))
-    names = {os.path.basename(p)[:-3] for p in files}
-    assert {"prepare", "train", "evaluate", "analyze", "data"} <= names
-    # the benchmark drives train.py's loop as it runs; the study runner trains each run as train.py does
-    found = {os.path.basename(p)[:-3]: imports(p) & SCRIPTS for p in files
-             if os.path.basename(p) not in ("bench.py", "study.py")}
+    """Libraries never import a script; among scripts only study.py and bench.py import train.py (the
+    study trains each run as train.py does, the benchmark drives its loop)."""
+    found = {m: {t for t, _, _ in f} & SCRIPTS for m, f in imports(ROOT).items() if m not in ("study", "bench")}
     assert {k: v for k, v in found.items() if v} == {}
 
 
+# --------------------------------------------------------- the checks fail where they should ----
+def planted(tmp_path):
+    """A copy of the project's source to plant a defect in."""
+    for p in modules(ROOT).values():
+        dst = tmp_path / os.path.relpath(p, ROOT)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(p, dst)
+    return tmp_path
+
+
+def test_a_planted_lazy_import_is_caught_and_counted(tmp_path):
+    """An import of the project tucked into a function fails the first check, and still counts in
+    the closure: hiding it saves nothing."""
+    root = planted(tmp_path)
+    assert inside_functions(str(root)) == []
+    before = closure(str(root), "train")
+    with open(root / "train.py", "a") as f:
+        f.write("\n\ndef later():\n    from treerope.hrope import hubs\n    return hubs\n")
+    line = len(open(root / "train.py").read().splitlines()) - 1
+    assert inside_functions(str(root)) == [f"train:{line} imports treerope.hrope",
+                                           f"train:{line} imports treerope.hrope.hubs"]
+    after = [m for m, _, _ in closure(str(root), "train")]
+    assert {"treerope.hrope", "treerope.hrope.hubs"} <= set(after) and len(after) > len(before)
+
+
+def test_planted_circles_are_caught(tmp_path):
+    """A lazy circle between two files (trees.py importing train.py inside a function) and a circle
+    between folders (treerope/files.py importing from treerope/hrope/, which imports treerope/files.py)."""
+    root = planted(tmp_path)
+    assert circles(str(root)) == []
+    with open(root / "trees.py", "a") as f:
+        f.write("\n\ndef back():\n    import train\n    return train\n")
+    assert any({"train", "trees"} <= set(c) for c in circles(str(root)))
+    shutil.copy(os.path.join(ROOT, "trees.py"), root / "trees.py")
+    with open(root / "treerope" / "files.py", "a") as f:
+        f.write("\nfrom treerope.hrope import MIN_CLUSTERS  # noqa\n")
+    assert ["treerope", "treerope/hrope"] in circles(str(root))
+
+
+def test_a_registry_target_counts_in_the_closure(tmp_path):
+    """A module loaded by importlib.import_module is read statically: every module of the package
+    the call names counts, so a registry cannot hide its entries."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("import importlib\n\ndef get(n):\n"
+                                                  "    return importlib.import_module('.' + n, 'pkg')\n")
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+    (tmp_path / "main.py").write_text("import pkg\n")
+    assert [m for m, _, _ in closure(str(tmp_path), "main")] == ["main", "pkg", "pkg.a"]
+
+
+# ------------------------------------------------------------------- what the code promises ----
 LIFT = """
 import json, sys, torch
 sys.path.insert(0, sys.argv[1])
@@ -54,16 +327,10 @@ print(json.dumps({"logits": logits.detach().flatten().tolist(), "project": proje
 """
 
 
-def project_modules():
-    names = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "*.py"))}
-    return names | {d for d in ("corpora", "hrope") if os.path.isdir(os.path.join(ROOT, d))}
-
-
 def lifted(where):
     import json
-    import subprocess
-    import sys
-    code = LIFT.replace("{PROJECT}", repr(project_modules()))
+    project = {m.split(".")[0] for m in modules(ROOT)}
+    code = LIFT.replace("{PROJECT}", repr(project))
     out = subprocess.run([sys.executable, "-I", "-c", code, where], capture_output=True, text=True, cwd=where)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
@@ -74,7 +341,6 @@ def test_model_and_rotary_lift_out_alone(tmp_path):
     into an empty folder build seq_depth, run forward, backward and an optimiser step on a
     hand-made pos/depth batch, and give the in-repo model's logits; the repository's run loads
     rotary and nothing heavy (no corpora, no tokeniser, no workbook or HTML reader)."""
-    import shutil
     for f in ("model.py", "rotary.py"):
         shutil.copy(os.path.join(ROOT, f), tmp_path / f)
     alone, home = lifted(str(tmp_path)), lifted(ROOT)
@@ -86,9 +352,7 @@ def test_model_and_rotary_lift_out_alone(tmp_path):
 def test_no_function_over_sixty_lines():
     """Readable as a tutorial: every function outside tests/ fits on a screen."""
     long = []
-    for path in glob.glob(os.path.join(ROOT, "**", "*.py"), recursive=True):
-        if os.path.relpath(path, ROOT).split(os.sep)[0] == "tests":
-            continue
+    for path in modules(ROOT).values():
         for node in ast.walk(ast.parse(open(path).read())):
             lines = getattr(node, "end_lineno", 0) - getattr(node, "lineno", 0) + 1
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and lines > 60:
@@ -96,39 +360,17 @@ def test_no_function_over_sixty_lines():
     assert long == []
 
 
-def test_rotary_lists_every_configuration():
-    """`python rotary.py` lists the core registry and the ones registered from configs.py and hrope/."""
-    import subprocess
-    import sys
-    out = subprocess.run([sys.executable, "rotary.py"], capture_output=True, text=True, cwd=ROOT).stdout
-    names = {line.split()[0] for line in out.splitlines()[1:-1]}
-    assert {"seq_depth", "two_corpus_shared", "ref_directed", "hrope_axial", "rand_axial"} <= names
+def test_one_command_lists_every_configuration():
+    """`python -m treerope.configurations` lists rotary.py's registry and the rarer configurations
+    (references, two corpora, hRoPE and its controls); `python rotary.py` lists its own."""
+    def listed(*cmd):
+        out = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, cwd=ROOT,
+                             check=True).stdout
+        return {line.split()[0] for line in out.splitlines()[1:-1]}
+    every, own = listed("-m", "treerope.configurations"), listed("rotary.py")
+    assert {"seq_depth", "two_corpus_shared", "ref_directed", "hrope_axial", "rand_axial"} <= every
+    assert "seq_depth" in own and not {"ref_directed", "hrope_axial"} & own and own < every
 
 
-@pytest.mark.slow   # prepares python3-doc's pages and trains: about 30 s
-@pytest.mark.skipif(not os.path.isdir("/usr/share/doc/python3-doc/html"), reason="needs python3-doc")
-def test_the_quickstart_loads_at_most_2000_lines_of_code():
-    """A tutorial read in a sitting: `prepare.py web` + `train.py --config seq_depth` load at most
-    2,000 code lines of the project (docstrings and comments not counted), and no paper-004 room."""
-    import bench
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        files = bench.quickstart_lines()
-    finally:
-        os.chdir(cwd)
-    assert sum(code for _, code in files.values()) <= 2000, files
-    assert not any(p.startswith(("hrope", "configs", "corpora/sheets", "corpora/python")) for p in files)
-
-
-def test_prepare_starts_without_torch():
-    """prepare.py needs no model: importing it with the tree corpora's readers (web, python, sheets)
-    leaves torch unloaded, and the path levels trees.py cuts at are the levels rotary.py encodes."""
-    import subprocess
-    import sys
-    code = "import sys, prepare, corpora.web, corpora.python, corpora.sheets; print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
-    import rotary
-    import trees
-    assert trees.LEVELS == rotary.LEVELS == 22
+if __name__ == "__main__":
+    print(reading_list())

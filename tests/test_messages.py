@@ -46,8 +46,8 @@ def test_an_unfinished_run_is_scored_only_when_asked_and_a_stale_score_is_left_o
     import json
     import os
 
-    import analyze
     import evaluate
+    from treerope import statistics
     run = train.main(["--config", "seq_only", "--data", web, "--out", str(tmp_path), "--steps=2",
                       "--val_docs=2", "--test_docs=2", "--compile=0", "--bf16=0"])
     final = json.load(open(os.path.join(run, "final.json")))
@@ -58,7 +58,7 @@ def test_an_unfinished_run_is_scored_only_when_asked_and_a_stale_score_is_left_o
     assert result["checkpoint_step"] == 2 and result["unfinished"]
     json.dump({**final, "step": 4}, open(os.path.join(run, "final.json"), "w"))   # resumed, finished later
     capsys.readouterr()
-    runs = analyze.load_runs(os.path.dirname(os.path.dirname(run)))
+    runs = statistics.load_runs(os.path.dirname(os.path.dirname(run)))
     assert "left out" in capsys.readouterr().out
     assert all("eval" not in r for configs in runs.values() for seeds in configs.values()
                for r in seeds.values())

@@ -13,6 +13,7 @@ from conftest import stdlib_files
 import prepare
 import trees
 from treerope import tokenizer, writer
+from treerope.corpora import programs
 from treerope.corpora import python as pycorpus
 from treerope.corpora.text import source_text
 
@@ -40,21 +41,21 @@ class K:
 
 
 def test_old_stream_programs_are_top_level_functions_and_classes_with_all_imports():
-    progs = dict(pycorpus.python_programs(MODULE, stream="old"))
+    progs = dict(programs.python_programs(MODULE, stream="old"))
     assert sorted(progs) == ["K", "kept"]          # short: 2 lines; long: 61 lines; X is no program
     assert progs["kept"] == \
         "import os\nfrom a.b import c as d\n@decorated\ndef kept(y):\n    z = y + 1\n    return z\n"
     assert progs["K"].endswith("class K:\n    def m(self):\n        return os.sep\n")
     for text in progs.values():                    # every program is itself a Python file the corpus reads
         pycorpus.python_doc(text, stream="old")
-    compact = dict(pycorpus.python_programs(MODULE))
+    compact = dict(programs.python_programs(MODULE))
     assert compact["kept"] == "@decorated\ndef kept(y):\n    z = y + 1\n    return z\n"   # uses no import
     assert compact["K"].startswith("import os\nclass K:")
 
 
 def test_a_module_that_does_not_parse_gives_no_program():
     with pytest.raises(trees.Skip, match="syntax error"):        # counted, as the python corpus counts it
-        pycorpus.python_programs("def f(:\n    pass\n")
+        programs.python_programs("def f(:\n    pass\n")
 
 
 def test_one_modules_programs_share_its_split():
@@ -88,11 +89,11 @@ def test_a_program_gets_only_the_imports_it_uses():
     we can see; __future__ is the compiler's and stays)."""
     module = ("from __future__ import annotations\nimport os, sys\nfrom a.b import c as d, e\n"
               "from f import *\nimport json.decoder\n\ndef g(p):\n    q = d(p)\n    return q\n")
-    assert dict(pycorpus.python_programs(module)) == {
+    assert dict(programs.python_programs(module)) == {
         "g": "from __future__ import annotations\nfrom a.b import c as d\n"
              "def g(p):\n    q = d(p)\n    return q\n"}
     uses_dotted = module.replace("d(p)", "json.decoder.x(p)")
-    assert dict(pycorpus.python_programs(uses_dotted))["g"].startswith(
+    assert dict(programs.python_programs(uses_dotted))["g"].startswith(
         "from __future__ import annotations\nimport json.decoder\ndef g")
 
 
@@ -139,11 +140,11 @@ def test_small_programs_only():
     """Compact: a program with a node of more than 20 children (the fast plane wraps) or a string
     over 80 characters is not small; 20 children and 80 characters are."""
     def kept(body):
-        return bool(pycorpus.python_programs(f"def f():\n    {body}\n    return 1\n"))
+        return bool(programs.python_programs(f"def f():\n    {body}\n    return 1\n"))
     assert kept("x = [" + "1, " * 20 + "]") and not kept("x = [" + "1, " * 21 + "]")
     assert kept("x = '" + "a" * 80 + "'") and not kept("x = '" + "a" * 81 + "'")
     assert kept('"""' + "a docstring is dropped, so it may be long " * 4 + '"""')
-    assert pycorpus.python_programs("def f():\n    x = 1\n    return '" + "a" * 81 + "'\n", stream="old")
+    assert programs.python_programs("def f():\n    x = 1\n    return '" + "a" * 81 + "'\n", stream="old")
 
 
 def real_programs(stream, every=60):
@@ -152,7 +153,7 @@ def real_programs(stream, every=60):
             src = source_text(open(p, "rb").read())
         except trees.Skip:
             continue
-        yield from (prog for _, prog in pycorpus.python_programs(src, stream=stream))
+        yield from (prog for _, prog in programs.python_programs(src, stream=stream))
 
 
 def test_compact_programs_round_trip_on_real_files():
@@ -186,7 +187,7 @@ def test_compact_density_and_ranks_on_real_programs():
         density[stream] = sum(len(d.parent) for d in docs) / sum(len(pat.findall(d.text)) for d in docs)
         ranks = np.concatenate([d.rank[d.parent >= 0] for d in docs])
         if stream == "compact":
-            assert np.percentile(ranks, 99) <= 10 and ranks.max() < pycorpus.MAX_CHILDREN
+            assert np.percentile(ranks, 99) <= 10 and ranks.max() < programs.MAX_CHILDREN
     assert density["compact"] >= 0.82 and density["old"] < 0.65, density
 
 

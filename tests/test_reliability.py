@@ -25,7 +25,7 @@ import evaluate
 import prepare
 import train
 import trees
-from treerope import batches, files, prepared, runs, tokenizer
+from treerope import batches, files, prepared, runs, statistics, tokenizer
 from treerope.corpora import paragraphs, warc, web
 from treerope.corpora import python as pycorpus
 
@@ -557,9 +557,9 @@ def test_analyze_pairs_only_runs_trained_alike(differ, shown, tmp_path, capsys):
         planted(tmp_path, "seq_only", seed, 3.0)
         planted(tmp_path, "seq_depth", seed, 2.9, **differ)
         planted(tmp_path, "seq_tree", seed, 2.95)                       # trained alike: still paired
-    runs = analyze.load_runs(str(tmp_path / "web"))
+    runs = statistics.load_runs(str(tmp_path / "web"))
     assert len(runs) == 2 and shown in capsys.readouterr().out
-    rows = analyze.compare(runs, "seq_only", "val")
+    rows = statistics.compare(runs, "seq_only", "val")
     assert [(r["config"], r["n"], round(r["delta"], 6)) for r in rows] == [("seq_tree", 2, -0.05)]
 
 
@@ -568,9 +568,9 @@ def test_precision_changed_on_resume_is_part_of_what_a_run_trained_with(tmp_path
     for seed in (0, 1):
         planted(tmp_path, "seq_only", seed, 3.0)
         planted(tmp_path, "seq_depth", seed, 2.9, bf16=True, log_extra={"bf16": False} if seed else None)
-    runs = analyze.load_runs(str(tmp_path / "web"))
+    runs = statistics.load_runs(str(tmp_path / "web"))
     assert "[[false, false], [true, false]]" in capsys.readouterr().out
-    assert analyze.compare(runs, "seq_only", "val") == [] and len(runs) == 3
+    assert statistics.compare(runs, "seq_only", "val") == [] and len(runs) == 3
 
 
 def test_a_named_variant_and_a_configurations_exception_still_pair(tmp_path):
@@ -586,8 +586,8 @@ def test_a_named_variant_and_a_configurations_exception_still_pair(tmp_path):
         planted(tmp_path, "seq_tree", seed, 2.95, lr=1.5e-4, setting="web_large")
         planted(tmp_path, "seq_tree_depth", seed, 2.85, depth_dropout=0.3, given=["depth_dropout"],
                 setting="web_large")
-    runs = analyze.load_runs(str(tmp_path / "web"))
-    rows = analyze.compare(runs, "seq_only", "val")
+    runs = statistics.load_runs(str(tmp_path / "web"))
+    rows = statistics.compare(runs, "seq_only", "val")
     assert sorted((r["config"], round(r["delta"], 6)) for r in rows) == [("no_position", 0.2),
                                                                           ("seq_depth_dropout", -0.1)]
     # a run that may vary a value joins every group it agrees with outside it: both tables
@@ -606,11 +606,11 @@ def test_analyze_compares_evaluations_only_over_the_same_records(tmp_path, capsy
     for seed, ids in ((0, "a"), (1, "b")):
         planted(tmp_path, "seq_only", seed, 3.0, evaluation=ev(3.0, "a"))
         planted(tmp_path, "seq_depth", seed, 2.9, evaluation=ev(2.99 + 0.51 * seed, ids))
-    runs = analyze.load_runs(str(tmp_path / "web"))
-    (row,) = analyze.compare_kinds(runs, "seq_only")
+    runs = statistics.load_runs(str(tmp_path / "web"))
+    (row,) = statistics.compare_kinds(runs, "seq_only")
     assert row["n"] == 1 and row["delta"] == pytest.approx(-0.01)
     assert "evaluated on other records at seed(s) 1" in capsys.readouterr().out
-    (row,) = analyze.compare_intervened(runs, "seq_only")
+    (row,) = statistics.compare_intervened(runs, "seq_only")
     assert row["n"] == 1 and row["delta"] == pytest.approx(0.49)
 
 
@@ -618,11 +618,11 @@ def test_table2_holds_no_order_where_the_losses_tie():
     """Item 12: four losses agreeing to 1e-5 (all print 5.3958) printed "1/1 seeds" in order and
     "non-overlapping: yes"; closer than TIE (5e-5) they are tied. Steps of 0.001 are an order."""
     tied = np.array([[5.39581], [5.39582], [5.39583], [5.39584]])
-    assert analyze.substitution_order(tied) == (0, 1)
-    assert not any(c["disjoint"] for c in analyze.substitution_overlap(tied))
+    assert statistics.substitution_order(tied) == (0, 1)
+    assert not any(c["disjoint"] for c in statistics.substitution_overlap(tied))
     apart = np.array([[5.395, 5.396], [5.397, 5.398], [5.399, 5.400], [5.401, 5.402]])
-    assert analyze.substitution_order(apart) == (2, 2)
-    assert all(c["disjoint"] for c in analyze.substitution_overlap(apart[:, :1]))
+    assert statistics.substitution_order(apart) == (2, 2)
+    assert all(c["disjoint"] for c in statistics.substitution_overlap(apart[:, :1]))
 
 
 def test_sample_refuses_what_it_cannot_do_and_says_how_far_a_run_trained(json_run, tmp_path, capsys):

@@ -5,13 +5,12 @@ import pytest
 import torch
 
 import rotary
+import treerope.configurations  # noqa: F401  (the rarer configurations: hRoPE, references)
 from rotary import FAST, Rotary
 from treerope import batches
 
-try:   # the fused kernel; conftest.py runs it in triton's interpreter on CPU
-    import rotary as rotary_triton
-except ImportError:
-    rotary_triton = None
+# the fused kernel, rotary.py's Triton section; conftest.py runs it in triton's interpreter on CPU
+NO_TRITON = rotary.tl.constexpr is None
 
 
 def batch(B=2, T=7, seed=0):
@@ -50,7 +49,6 @@ def test_hrope_spectra_by_hand():
     """App. C: base_g = (S M_g / 2 pi)^(D_g / (D_g - 1)), S = 2, rates base^(-i / D_g). A 64-wide
     head has 32 planes: 8 for p1, 8 for p2, 16 for p3. By hand for M = (10, 40, 200): bases
     3.755656, 18.312786, 83.972832; the slowest plane of each group turns exactly pi over M."""
-    rotary.load_extensions()   # paper 004's configurations register from hrope/controls.py
     groups = rotary.CONFIGS["hrope_axial"](32, {"p_max": [10, 40, 200]})
     assert [g.coord[0] for g in groups] == ["p1", "p2", "p3"] and [len(g.rates) for g in groups] == [8, 8, 16]
     for g, base, M in zip(groups, (3.755656, 18.312786, 83.972832), (10, 40, 200)):
@@ -281,7 +279,7 @@ def _reference_and_triton(name, dtype, head_dim=128, H=2, T=5, layer=0, n_layer=
                 ang = ang + torch.where(present & (C[..., isref] >= 0)[..., None, None], overlay, 0.0)
             a, bb = rotary.rotate(q, k, ang.repeat_interleave(H // ang.shape[2], 2))
         else:
-            a, bb = rotary_triton.rotate_triton(q, k, C, col, rate, offset, overlay, isref)
+            a, bb = rotary.rotate_triton(q, k, C, col, rate, offset, overlay, isref)
         ((a.float() * w).sum() + (bb.float() * w).pow(2).sum()).backward()
         res.append([a.detach().float(), bb.detach().float()] +
                    [t.grad.float().clone() if t.grad is not None else torch.zeros_like(t, dtype=torch.float32)
@@ -297,7 +295,7 @@ FAMILIES = [("seq_tree_depth", 128, 2, 5, 0, 1), ("all_signals", 128, 1, 3, 0, 1
             ("sent_axial", 64, 1, 4, 0, 1), ("seq_grid", 128, 1, 4, 0, 1), ("ststst", 128, 1, 4, 1, 6)]
 
 
-@pytest.mark.skipif(rotary_triton is None, reason="triton not installed")
+@pytest.mark.skipif(NO_TRITON, reason="triton not installed")
 @pytest.mark.parametrize("name,head_dim,H,T,layer,n_layer", FAMILIES
                          + ([("seq_tree_depth", 128, 2, 1024, 0, 1), ("hrope_axial", 64, 8, 1024, 0, 1)]
                             if DEV == "cuda" else []))
@@ -313,7 +311,7 @@ def test_triton_matches_reference_fp32(name, head_dim, H, T, layer, n_layer):
         assert ref[6].abs().sum() > 0                    # the overlay really is exercised
 
 
-@pytest.mark.skipif(rotary_triton is None, reason="triton not installed")
+@pytest.mark.skipif(NO_TRITON, reason="triton not installed")
 def test_triton_matches_reference_bf16():
     """bf16 tolerance from rounding noise: the kernel must be no further from the fp32
     reference than the bf16 reference itself is (flash-attention's test convention)."""
@@ -358,13 +356,13 @@ def _runs_reference_and_triton(dtype, names=("seq_depth", "ref_directed"), H=2, 
         if fn == "ref":
             a, b = rotary.rotate(q, k, rotary.angles_runs(C, col, rate, offset, overlay, marker))
         else:
-            a, b = rotary_triton.rotate_runs_triton(q, k, C, col, rate, offset, overlay, marker)
+            a, b = rotary.rotate_runs_triton(q, k, C, col, rate, offset, overlay, marker)
         ((a.transpose(2, 3).float() * w).sum() + (b.transpose(2, 3).float() * w).pow(2).sum()).backward()
         res.append([a.detach().float(), b.detach().float()] + [t.grad.float().clone() for t in params])
     return res
 
 
-@pytest.mark.skipif(rotary_triton is None, reason="triton not installed")
+@pytest.mark.skipif(NO_TRITON, reason="triton not installed")
 def test_triton_runs_match_reference_fp32():
     """Two runs in one launch, seq_depth (reads t, depth) and configs.py's ref_directed (t, the tree,
     the reference's path and its overlay marker), each from its own batch: outputs and q, k, rate,
@@ -380,7 +378,7 @@ def test_triton_runs_match_reference_fp32():
     assert ref[4][0, :, 16:18].abs().min() > 0       # run 0's depth planes learn: its own columns are read
 
 
-@pytest.mark.skipif(rotary_triton is None, reason="triton not installed")
+@pytest.mark.skipif(NO_TRITON, reason="triton not installed")
 def test_triton_runs_match_reference_bf16():
     """bf16 tolerance from rounding noise: the kernel is no further from the fp32 reference than the
     bf16 reference itself is, for outputs and every gradient (flash-attention's test convention)."""
@@ -390,15 +388,15 @@ def test_triton_runs_match_reference_bf16():
         assert (t - e).abs().max() <= 2 * (r - e).abs().max() + 1e-3 * max(1.0, e.abs().max())
 
 
-@pytest.mark.skipif(rotary_triton is None, reason="triton not installed")
+@pytest.mark.skipif(NO_TRITON, reason="triton not installed")
 def test_triton_runs_refuse_tables_that_do_not_fit():
     _, _, C, tables = _study(("seq_depth", "seq_only"), 2, 3)
     q = torch.randn(2, 2, 3, 2, 64, device=DEV)                  # 32 planes; the tables have 64
     with pytest.raises(ValueError, match="do not fit"):
-        rotary_triton.rotate_runs_triton(q, q, C, *tables)
+        rotary.rotate_runs_triton(q, q, C, *tables)
 
 
-@pytest.mark.skipif(rotary_triton is None, reason="triton not installed")
+@pytest.mark.skipif(NO_TRITON, reason="triton not installed")
 def test_triton_compiled_study_step_has_no_graph_break():
     """torch.compile(fullgraph=True) of a step that builds two runs' tables from their parameters
     (run_table) and rotates with the kernel: one graph, forward and backward (the custom ops' fake
@@ -411,7 +409,7 @@ def test_triton_compiled_study_step_has_no_graph_break():
         runs = [rotary.run_table(r, 0, 2, shared) for r in rots]
         tables = [torch.stack([t[i] for t in runs]) for i in range(4)]
         marker = torch.tensor([t[4] for t in runs], device=DEV)
-        a, b = rotary_triton.rotate_runs_triton(q, k, C, *tables, marker)
+        a, b = rotary.rotate_runs_triton(q, k, C, *tables, marker)
         return (a * b).sum()
     grads = []
     for fn in (step, torch.compile(step, fullgraph=True, backend="aot_eager")):
@@ -439,7 +437,7 @@ def test_triton_compiled_model_has_no_graph_break():
 
 
 @pytest.mark.slow   # compiles with inductor on CPU: ~25 s cold, 7 s with a warm compile cache
-@pytest.mark.skipif(rotary_triton is None, reason="triton not installed")
+@pytest.mark.skipif(NO_TRITON, reason="triton not installed")
 def test_triton_bench_smoke_on_cpu():
     """`bench.py rotation` on CPU: every variant of a study's rotation (2 runs, 64 tokens) runs forward
     and backward, kernels alone and end to end, and the kernel's outputs are the readable ones."""

@@ -11,11 +11,9 @@ import torch
 from conftest import stdlib_files
 
 import prepare
-import prepare as source_order
 import train
 from model import GPT, GPTConfig
-from treerope import corpora, settings
-from treerope import runs as lr_sweep
+from treerope import runs, settings
 from treerope.settings import MODELS as PRESETS
 from treerope.settings import SETTINGS, preparation, refusal, setting_line
 
@@ -58,7 +56,7 @@ def meta_for(root, name, record=True):
     recorded = {**preparation(name), **({"setting": name} if record else {})}
     with open(os.path.join(root, s["corpus"], "meta.json"), "w") as f:
         json.dump({"settings": {**recorded, "corpus": s["corpus"],
-                                "defaults": corpora.corpus(s["corpus"]).defaults()}}, f)
+                                "defaults": prepare.corpus(s["corpus"]).defaults()}}, f)
     return ["--data", str(root), "--device", "cpu"]
 
 
@@ -198,7 +196,7 @@ def test_train_refuses_data_prepared_for_another_setting(tmp_path):
 
 def test_contiguous_split_is_three_ranges(cpu_python, tmp_path):
     names = [f"m{i:03d}" for i in range(100)]
-    split = source_order.contiguous_split(names)
+    split = prepare.contiguous_split(names)
     assert [split[n] for n in names] == ["train"] * 90 + ["val"] * 5 + ["test"] * 5
     # prepare.py --setting python: the programs in source order, train first, then val, then test
     prepare.main(["--setting", "python", "--src", cpu_python[0], "--out", str(tmp_path),
@@ -212,7 +210,7 @@ def test_contiguous_split_is_three_ranges(cpu_python, tmp_path):
     # three packages of 40 modules, in path order: ranges of an order that takes each package in turn,
     # so validation and test hold all three (in path order both would be package c alone)
     names = [f"0/{p}/m{i:03d}.py::f" for p in "abc" for i in range(40)]
-    split = source_order.contiguous_split(names)
+    split = prepare.contiguous_split(names)
     for s in ("val", "test"):
         assert {n.split("/")[1] for n in names if split[n] == s} == {"a", "b", "c"}
     assert sum(split[n] == "train" for n in names) == 108 and split["0/a/m000.py::f"] == "train"
@@ -251,7 +249,7 @@ def test_a_diverged_best_milestone_run_is_reported(cpu_python, tmp_path, monkeyp
 def test_pick_lr_takes_the_lowest_mean_over_configurations():
     # a prefers 1e-3, b 2e-3
     losses = {("a", 1e-3): 1.0, ("a", 2e-3): 2.0, ("b", 1e-3): 3.0, ("b", 2e-3): 1.5}
-    assert lr_sweep.pick_lr(losses) == 2e-3
+    assert runs.pick_lr(losses) == 2e-3
 
 
 def test_lr_sweep_runs_every_rate_and_picks(cpu_python, tmp_path, monkeypatch, capsys):
@@ -262,7 +260,7 @@ def test_lr_sweep_runs_every_rate_and_picks(cpu_python, tmp_path, monkeypatch, c
     monkeypatch.setitem(SETTINGS, "cpu_python", {**SETTINGS["cpu_python"], "sweep": sweep})
     argv = ["--setting", "cpu_python", "--lr_sweep=1", "--data", data, "--out", str(tmp_path), *SMALL[1:]]
     assert train.main(argv) == 3e-3
-    record = json.load(open(os.path.join(tmp_path, "lr_sweep", "python", "lr_sweep.json")))
+    record = json.load(open(os.path.join(tmp_path, "lr_sweep", "python", "runs.json")))
     assert record["steps"] == 3 and record["picked"] == 3e-3
     losses = {r["lr"]: r["val_loss"] for r in record["losses"]}
     assert losses[1e30] == float("inf") and losses[3e-3] < losses[1e-6]

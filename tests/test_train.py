@@ -11,7 +11,7 @@ import torch
 import prepare
 import train
 from model import GPT, GPTConfig
-from treerope import batches, corpora, machine, runs, tokenizer
+from treerope import batches, machine, runs, tokenizer
 from treerope.prepared import load_split
 
 TINY = ["--preset=cpu", "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4",
@@ -289,7 +289,7 @@ def prepared(root, *names):
     for c in names:
         os.makedirs(os.path.join(root, c), exist_ok=True)
         with open(os.path.join(root, c, "meta.json"), "w") as f:
-            json.dump({"settings": {"defaults": corpora.corpus(c).defaults()}}, f)
+            json.dump({"settings": {"defaults": prepare.corpus(c).defaults()}}, f)
     return ["--data", str(root)]
 
 

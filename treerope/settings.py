@@ -16,7 +16,7 @@ import ast
 import sys
 
 # The corpora by name, each with its module in treerope/corpora/ (prepare.py reads only that one)
-CORPORA = {"python": ".python", "programs": ".python", "web": ".web", "sheets": ".sheets",
+CORPORA = {"python": ".python", "programs": ".programs", "web": ".web", "sheets": ".sheets",
            "web_sheets": ".sheets", "prose": ".paragraphs", "code": ".paragraphs", "webtext": ".paragraphs",
            "chat": ".chat", "json": ".formats", "xml": ".formats", "markdown": ".formats"}
 

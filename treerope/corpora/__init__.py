@@ -1,7 +1,8 @@
 """Corpora: where documents come from, how each becomes a tree (`trees.Doc`) and where a record
 may start. One module per family, each ending in its table of entries, one line a corpus:
 
-    python.py      python, programs          the Python serialisation (appendix §4 "Python")
+    python.py      python                    the Python serialisation (appendix §4 "Python")
+    programs.py    programs                  small programs cut from modules, in that serialisation
     web.py         web                       the DOM's visible text (appendix §4 "Web text")
     sheets.py      sheets, web_sheets        workbooks and formula trees, the SYNTHETIC generator
     paragraphs.py  prose, code, webtext      paper 004's paragraph corpora (App. C.1)
@@ -9,11 +10,10 @@ may start. One module per family, each ending in its table of entries, one line 
     chat.py        chat                      real conversations
     text.py, warc.py                         readers: text files as Python reads source; web archives
 
-`corpus(name)` imports only the module that holds `name` (settings.CORPORA names it): `prepare.py web`
-reads no workbook code.
+prepare.corpus(name) imports only the module that holds `name` (settings.CORPORA names it):
+`prepare.py web` reads no workbook code. Here: the Corpus entry and what the modules share.
 """
 import glob
-import importlib
 import multiprocessing
 import os
 import signal
@@ -23,7 +23,6 @@ from typing import Callable
 
 import trees
 from treerope import tokenizer
-from treerope.settings import CORPORA
 
 
 @dataclass(frozen=True)
@@ -48,11 +47,6 @@ class Corpus:
     def defaults(self):
         """What prepare.py writes into meta.json for train.py and evaluate.py to read back."""
         return {"preset": self.preset, "recipe": self.recipe, "attention": list(self.attention)}
-
-
-def corpus(name):
-    """The entry of corpus `name`, from the one module that holds it."""
-    return importlib.import_module(CORPORA[name], "treerope.corpora").CORPORA[name]
 
 
 def build(item, builder):

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from treerope.figures import pyplot, save_figure, write_table
+from treerope.statistics import ci, resample_weights
 
 # ------------------------------------------------------------------------------------ cells ----
 D_MAX, K_MAX = 1024, 32        # compression-depth cells: token distance d <= 1,024, Δp1 <= 32
@@ -152,13 +153,6 @@ def compression_depth(acc, gate=2000, weights="pairs", degree=2):
 MIN_CLUSTERS = 5
 
 
-def resample_weights(rng, draws, n):
-    """(draws, n) multiplicities of n clusters resampled with replacement, one row per draw."""
-    W = np.zeros((draws, n))
-    np.add.at(W, (np.arange(draws)[:, None], rng.integers(0, n, size=(draws, n))), 1.0)
-    return W
-
-
 def bootstrap_depth(acc_a, acc_b=None, draws=2000, gate=2000, seed=0, chunk=100):
     """Paired document-cluster bootstrap (App. A.3): each draw resamples documents with
     replacement and applies the same draw to both models. Returns U* draws for A (and B, and
@@ -182,13 +176,6 @@ def bootstrap_depth(acc_a, acc_b=None, draws=2000, gate=2000, seed=0, chunk=100)
     if acc_b:
         res.append(res[0] - res[1])
     return res
-
-
-def ci(x, level=0.95):
-    x = x[~np.isnan(x)]
-    if not len(x):
-        return float("nan"), float("nan")
-    return tuple(np.percentile(x, [50 * (1 - level), 50 * (1 + level)]))
 
 
 def binned_response(S, N, bins):
