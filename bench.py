@@ -229,7 +229,7 @@ def study(corpus="web", sizes=(1, 4, 8), steps=30, jobs=2, options=()):
             with tempfile.TemporaryDirectory() as out:
                 env = {**os.environ, "OUT": out, **({"OMP_NUM_THREADS": "1"} if path == "separate" else {})}
                 cmd = [sys.executable, "study.py", *args, "--out", out] if path == "study" else \
-                    ["bash", "sweep.sh", *args]
+                    ["bash", "scripts/sweep.sh", *args]
                 t0 = time.perf_counter()
                 done = subprocess.run(cmd, env=env, capture_output=True, text=True)
                 if done.returncode:

@@ -2,16 +2,17 @@
 # The CPU reproduction study (RESULTS.md): every run, evaluation and table from prepared data.
 #   python prepare.py python && python prepare.py web
 #   for c in code prose sheets; do python prepare.py $c --max_len 256; done
-#   bash reproduce_cpu.sh            # all stages;  bash reproduce_cpu.sh train  # one stage
+#   bash scripts/reproduce_cpu.sh            # all stages;  bash scripts/reproduce_cpu.sh train  # one stage
 # Records are cut at 256 tokens, the context these runs train (settings.PREPARE), and web blocks are
 # joined by a space. RESULTS.md's python and web rows measured on records cut at 1,024 (web: blocks
 # joined by a newline) trained on their first 256 tokens; `prepare.py python --max_len 1024` and
 # `prepare.py web --max_len 1024 --blocks newline` come closest (web's <pre> text is kept as written).
 # A finished run (final.json present) is not re-run, so an interrupted study resumes where it stopped.
-# The runs are settings.py's CPU settings (cpu_python, cpu_web, cpu_programs, cpu_sheets, cpu_prose,
+# The runs are treerope/settings.py's CPU settings (cpu_python, cpu_web, cpu_programs, cpu_sheets, cpu_prose,
 # cpu_code; `python train.py --setting cpu_web --config seq_depth` is a run of `ten`), except where
 # a stage changes them: the first study's hRoPE runs (tree recipe, 120 steps), ten_long, ten_vocab.
 set -euo pipefail
+cd "$(dirname "$0")/.."   # the repository: data/, out/ and the scripts resolve from there
 SEEDS="0 1 2"
 STEPS=200          # x 16 records of <= 256 tokens: ~0.8 M tokens per run
 HSTEPS=120         # hRoPE runs (code, prose): 4 layers, d=128, 2 heads of 64, context 256
@@ -79,18 +80,18 @@ fi
 
 # The ten-seed study (ten paired seeds), its own output root. Seeds are the outer loop, so a study stopped
 # early still pairs every configuration at the seeds it reached; finished runs are skipped.
-#   bash reproduce_cpu.sh ten      # train + evaluate + analyze;  ten_train / ten_eval / ten_analyze; ten_long, ten_vocab
-#   bash reproduce_cpu.sh ten_hrope   # prose and code under the hRoPE recipe; ten_hrope_train / _eval / _analyze
-#   SEEDS10="0 1 2" bash reproduce_cpu.sh ten_hrope_train   # some seeds only
+#   bash scripts/reproduce_cpu.sh ten      # train + evaluate + analyze;  ten_train / ten_eval / ten_analyze; ten_long, ten_vocab
+#   bash scripts/reproduce_cpu.sh ten_hrope   # prose and code under the hRoPE recipe; ten_hrope_train / _eval / _analyze
+#   SEEDS10="0 1 2" bash scripts/reproduce_cpu.sh ten_hrope_train   # some seeds only
 # Two runs side by side with one thread each are slower than one after the other with two threads
 # (web seq_depth, 60 steps, twice: 64.5 s against 50.9 s), so runs go one at a time.
 OUT10=${OUT10:-out10}
 SEEDS10=${SEEDS10:-0 1 2 3 4 5 6 7 8 9}
 if [ "$stage" = ten ] || [ "$stage" = ten_train ]; then
   for s in $SEEDS10; do
-    OUT=$OUT10 bash sweep.sh web "seq_only seq_depth" "$s" 1 --steps $STEPS --milestones 10
-    OUT=$OUT10 bash sweep.sh web seq_depth "$s" 1 --steps $STEPS --milestones 10 --depth_dropout=0.3 --name=seq_depth_dropout
-    OUT=$OUT10 bash sweep.sh python "seq_only seq_depth tree_only tree_within" "$s" 1 --steps $STEPS --milestones 10
+    OUT=$OUT10 bash scripts/sweep.sh web "seq_only seq_depth" "$s" 1 --steps $STEPS --milestones 10
+    OUT=$OUT10 bash scripts/sweep.sh web seq_depth "$s" 1 --steps $STEPS --milestones 10 --depth_dropout=0.3 --name=seq_depth_dropout
+    OUT=$OUT10 bash scripts/sweep.sh python "seq_only seq_depth tree_only tree_within" "$s" 1 --steps $STEPS --milestones 10
   done
 fi
 if [ "$stage" = ten ] || [ "$stage" = ten_eval ]; then
@@ -106,13 +107,13 @@ fi
 # inside a node; ten_long trains seq_only and tree_only 4x longer at seeds 0-2; ten_vocab trains them
 # on the paper's 32,768-entry BPE, which gives more nodes per token (0.58 instead of 0.45).
 if [ "$stage" = ten_long ]; then
-  OUT=${OUT10}_long bash sweep.sh python "seq_only tree_only" "0 1 2" 1 --steps $((4 * STEPS)) --milestones 10
+  OUT=${OUT10}_long bash scripts/sweep.sh python "seq_only tree_only" "0 1 2" 1 --steps $((4 * STEPS)) --milestones 10
   for d in ${OUT10}_long/python/*/seed*; do ev $d --max_docs 256; done
   python analyze.py ${OUT10}_long/python --finished > ${OUT10}_long/python/analysis.md
 fi
 if [ "$stage" = ten_vocab ]; then
   [ -f data_v32k/python/meta.json ] || python prepare.py python --vocab 32768 --out data_v32k
-  OUT=${OUT10}_v32k bash sweep.sh python "seq_only tree_only" "0 1 2" 1 --steps $STEPS --milestones 10 --data data_v32k
+  OUT=${OUT10}_v32k bash scripts/sweep.sh python "seq_only tree_only" "0 1 2" 1 --steps $STEPS --milestones 10 --data data_v32k
   for d in ${OUT10}_v32k/python/*/seed*; do ev $d --data data_v32k --max_docs 256; done
   python analyze.py ${OUT10}_v32k/python --finished > ${OUT10}_v32k/python/analysis.md
 fi
@@ -120,12 +121,12 @@ fi
 # Python as small programs (the appendix's corpus is programs, not modules) and the formats beyond
 # the papers (JSON, XML, Markdown), ten seeds each, seeds the outer loop:
 #   python prepare.py programs --max_len 256; for c in json xml markdown; do python prepare.py $c --max_len 256; done
-#   bash reproduce_cpu.sh beyond      # train + evaluate + analyze;  SEEDS10="0 1 2" for some seeds
+#   bash scripts/reproduce_cpu.sh beyond      # train + evaluate + analyze;  SEEDS10="0 1 2" for some seeds
 if [ "$stage" = beyond ]; then
   for s in $SEEDS10; do
-    OUT=$OUT10 bash sweep.sh programs "seq_only tree_only tree_within seq_depth" "$s" 1 --steps $STEPS --milestones 10
-    for c in json xml; do OUT=$OUT10 bash sweep.sh $c "seq_only seq_depth" "$s" 1 --steps $STEPS --milestones 10; done
-    OUT=$OUT10 bash sweep.sh markdown "flat hrope_axial" "$s" 1 --steps $STEPS --preset cpu_hrope --milestones 10
+    OUT=$OUT10 bash scripts/sweep.sh programs "seq_only tree_only tree_within seq_depth" "$s" 1 --steps $STEPS --milestones 10
+    for c in json xml; do OUT=$OUT10 bash scripts/sweep.sh $c "seq_only seq_depth" "$s" 1 --steps $STEPS --milestones 10; done
+    OUT=$OUT10 bash scripts/sweep.sh markdown "flat hrope_axial" "$s" 1 --steps $STEPS --preset cpu_hrope --milestones 10
     for c in programs json xml markdown; do
       for d in $OUT10/$c/*/seed$s; do ev $d --max_docs 256; done
     done
@@ -138,14 +139,14 @@ fi
 # corpus, seq_only / seq_depth / seq_grid at five seeds, each scored per corpus on the test split.
 if [ "$stage" = programs_v32k ]; then
   [ -f data_v32k/programs/meta.json ] || python prepare.py programs --vocab 32768 --max_len 256 --out data_v32k
-  OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OUT=${OUT10}_v32k bash sweep.sh programs "seq_only tree_only" "0 1 2" \
+  OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OUT=${OUT10}_v32k bash scripts/sweep.sh programs "seq_only tree_only" "0 1 2" \
     "${JOBS:-2}" --steps $STEPS --milestones 10 --data data_v32k
   for d in ${OUT10}_v32k/programs/*/seed*; do ev $d --data data_v32k --max_docs 256; done
   python analyze.py ${OUT10}_v32k/programs --finished > ${OUT10}_v32k/programs/analysis.md
 fi
 if [ "$stage" = two_corpus ]; then
   [ -f data/web_sheets/meta.json ] || python prepare.py web_sheets
-  OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OUT=$OUT10 bash sweep.sh web_sheets \
+  OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OUT=$OUT10 bash scripts/sweep.sh web_sheets \
     "seq_only seq_depth seq_grid two_corpus_shared two_corpus_own" "${SEEDS5:-0 1 2 3 4}" "${JOBS:-2}" \
     --steps $STEPS --milestones 10
   for d in $OUT10/web_sheets/*/seed*; do ev $d --max_docs 256; done
@@ -157,7 +158,7 @@ fi
 # Paper 004 Table 1 under our Layer I reading (REFERENCE.md; hrope/boundaries.py), on code at seeds 0-2:
 # hrope_axial and flat (flat: H0(1) exact); the other variants' Δ are 0 by construction (tests).
 if [ "$stage" = table1 ]; then
-  OUT=$OUT10 bash sweep.sh code "hrope_axial flat" "0 1 2" 1 --steps 200 --preset cpu_hrope --milestones 10
+  OUT=$OUT10 bash scripts/sweep.sh code "hrope_axial flat" "0 1 2" 1 --steps 200 --preset cpu_hrope --milestones 10
   for s in 0 1 2; do for k in hrope_axial flat; do ev $OUT10/code/$k/seed$s --max_docs 128 --boundary --demo; done; done
   python analyze.py --boundary $OUT10/code > $OUT10/code/boundary.md
 fi
@@ -166,13 +167,13 @@ fi
 # sites and anchors, p1 counted in its document, Table 3 by the labels read, Table 13 by documents
 # with one hub choice pooled over the seeds). flat: Table 1's H0(1) check; rand_axial: Table 3's
 # control. Two runs at a time, one thread each (JOBS=1 for one).
-#   CORPORA22=code bash reproduce_cpu.sh tables22   # one corpus at a time
+#   CORPORA22=code bash scripts/reproduce_cpu.sh tables22   # one corpus at a time
 #   all three: ~30 min a corpus on 2 cores (code 32 min; prose + webtext 58 min)
 #   prepare: for c in code prose webtext; do python prepare.py $c --max_len 256; done
 if [ "$stage" = tables22 ]; then
   CORPORA22=${CORPORA22:-code prose webtext}
   for c in $CORPORA22; do
-    OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OUT=$OUT10 bash sweep.sh $c "hrope_axial flat rand_axial" "0 1 2" "${JOBS:-2}" --steps 200 --preset cpu_hrope --milestones 10
+    OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OUT=$OUT10 bash scripts/sweep.sh $c "hrope_axial flat rand_axial" "0 1 2" "${JOBS:-2}" --steps 200 --preset cpu_hrope --milestones 10
   done
   for c in $CORPORA22; do for s in 0 1 2; do hub_pass1 $OUT10/$c/hrope_axial/seed$s; done; done
   for c in $CORPORA22; do
@@ -194,7 +195,7 @@ fi
 if [ "$stage" = layer2_1024 ]; then
   O=$OUT10/ctx1024 C1024=${CORPORA1024:-prose code}
   for c in $C1024; do   # the corpora side by side, one thread each (8 min 20 s a run on 2 cores)
-    OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OUT=$O bash sweep.sh $c "hrope_axial rand_axial flat" "0 1 2" 1 \
+    OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OUT=$O bash scripts/sweep.sh $c "hrope_axial rand_axial flat" "0 1 2" 1 \
       --setting cpu_${c}_1024 --data data_1024 &
   done
   wait
@@ -217,10 +218,10 @@ fi
 HRSTEPS=200
 if [ "$stage" = ten_hrope ] || [ "$stage" = ten_hrope_train ]; then
   for s in $SEEDS10; do
-    OUT=$OUT10 bash sweep.sh prose "flat hrope_axial rand_axial" "$s" 1 --steps $HRSTEPS --preset cpu_hrope --milestones 10
+    OUT=$OUT10 bash scripts/sweep.sh prose "flat hrope_axial rand_axial" "$s" 1 --steps $HRSTEPS --preset cpu_hrope --milestones 10
     if [ "$s" -lt 3 ]; then
-      OUT=$OUT10 bash sweep.sh prose "sent_axial period_axial" "$s" 1 --steps $HRSTEPS --preset cpu_hrope --milestones 10
-      OUT=$OUT10 bash sweep.sh code "flat sent_axial hrope_axial rand_axial period_axial" "$s" 1 --steps $HRSTEPS \
+      OUT=$OUT10 bash scripts/sweep.sh prose "sent_axial period_axial" "$s" 1 --steps $HRSTEPS --preset cpu_hrope --milestones 10
+      OUT=$OUT10 bash scripts/sweep.sh code "flat sent_axial hrope_axial rand_axial period_axial" "$s" 1 --steps $HRSTEPS \
         --preset cpu_hrope --milestones 10
     fi
   done

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The GPU machine's calls, each sized to one (REPRODUCE.md "One paper table per GPU call"):
-#   bash reproduce_gpu.sh speed_check   the fused rotation and a study on the device (tests), then
+#   bash scripts/reproduce_gpu.sh speed_check   the fused rotation and a study on the device (tests), then
 #        `bench.py rotation` at 256k tokens: kernels alone and end to end against a copy (issue goals:
 #        Triton >= 50% of the copy, faster than compile end to end); about 3 minutes
-#   bash reproduce_gpu.sh study_bench   M = 1, 4, 16 runs of the Python setting's model (6 layers, d 256,
+#   bash scripts/reproduce_gpu.sh study_bench   M = 1, 4, 16 runs of the Python setting's model (6 layers, d 256,
 #        2 heads, context 1,024, 64 records a step) as one study beside M processes: aggregate tokens/s
 #        and MFU at true record lengths (issue goal: >= 20% at M >= 16); about 7 minutes
-#   bash reproduce_gpu.sh studies       the CPU-scale studies on the GPU (below)
+#   bash scripts/reproduce_gpu.sh studies       the CPU-scale studies on the GPU (below)
 # Add --dry to speed_check or study_bench (and to the table stages below): the same code on CPU at toy size.
 set -uo pipefail
-cd "$(dirname "$0")"
+cd "$(dirname "$0")/.."   # the repository
 
 # ------------------------------------------------------------ one paper table per GPU call ----
 # Each stage fits one call (about 6 minutes with prepare, so a rerun fits the 15-minute window): it
@@ -17,10 +17,10 @@ cd "$(dirname "$0")"
 # (and length) it will train and why, trains them as one batched study (study.py), scores the test
 # split, and prints the paired table last. What comes back is under $OUT, three files:
 # STAGE.log, STAGE_table.md and STAGE_runs.tar.gz (every run's JSON and logs, no checkpoints).
-#   bash reproduce_gpu.sh python_table          the appendix's Python setting (every program found)
-#   bash reproduce_gpu.sh web_table             web pages from the carried $PAGES (pages.tar.gz)
-#   bash reproduce_gpu.sh sheets_table          spreadsheets: SYNTHETIC workbooks unless $SHEETS_SRC
-#   bash reproduce_gpu.sh hrope_table CORPUS [GROUP]   paper 004 Table 11 on code, prose or webtext:
+#   bash scripts/reproduce_gpu.sh python_table          the appendix's Python setting (every program found)
+#   bash scripts/reproduce_gpu.sh web_table             web pages from the carried $PAGES (pages.tar.gz)
+#   bash scripts/reproduce_gpu.sh sheets_table          spreadsheets: SYNTHETIC workbooks unless $SHEETS_SRC
+#   bash scripts/reproduce_gpu.sh hrope_table CORPUS [GROUP]   paper 004 Table 11 on code, prose or webtext:
 #        flat + one group of configurations a call (GROUP 1 hrope_axial, 2 sent_axial, 3 rand_axial
 #        period_axial); a warm machine keeps the flat runs of an earlier call
 # Add --dry to any of them: the same code on CPU at toy size (tests/test_reproduce_gpu.py); only the
@@ -86,7 +86,7 @@ study() {   # CORPUS SETTING "CONFIGS" [train.py options]: time, fit, train, sco
     "$((BUDGET - $(date +%s) + T0))" "$SEEDS_MAX" "$STEPS_MAX" "${LENGTH:-0}" "$configs" \
     "$(sed -n 's/.*--milestones \([0-9]*\).*/\1/p' <<< "$RECORDS")" <<'PY'
 import glob, json, sys
-from paper_settings import SETTINGS
+from treerope.settings import SETTINGS
 probe, meta, setting, wall, left, seeds_max, steps_max, length, configs, given_milestones = sys.argv[1:]
 log = [json.loads(x) for x in open(glob.glob(f"{probe}/*/seed0/log.jsonl")[0])]
 cfg = json.load(open(glob.glob(f"{probe}/*/seed0/config.json")[0]))["run"]
@@ -222,7 +222,7 @@ fi
 # The CPU-scale studies of reproduce_cpu.sh (ten seeds: programs, JSON, XML, Markdown; the
 # spreadsheet rows at three), all at once on one GPU: every run keeps the CPU scale's settings
 # (model, steps, batch, recipe) and fp32, so only the device differs; many small runs share the card.
-#   bash reproduce_gpu.sh studies        (prepared data under data/; outputs under $OUT10, default out10)
+#   bash scripts/reproduce_gpu.sh studies        (prepared data under data/; outputs under $OUT10, default out10)
 if [ "${1:-}" = studies ]; then
   export OMP_NUM_THREADS=1 OUT=${OUT10:-out10} PYTHONUNBUFFERED=1
   SEEDS=${SEEDS10:-0 1 2 3 4 5 6 7 8 9} J=${JOBS:-4}
@@ -230,11 +230,11 @@ if [ "${1:-}" = studies ]; then
        --bf16 0 --compile 0 --milestones 10 --recipe tree"
   # shellcheck disable=SC2086
   {
-    bash sweep.sh programs "seq_only tree_only tree_within seq_depth" "$SEEDS" $((2 * J)) $CPU &
-    bash sweep.sh json "seq_only seq_depth" "$SEEDS" "$J" $CPU &
-    bash sweep.sh xml "seq_only seq_depth" "$SEEDS" "$J" $CPU &
-    bash sweep.sh markdown "flat hrope_axial" "$SEEDS" "$J" ${CPU/--preset cpu/--preset cpu_hrope} &
-    bash sweep.sh sheets "seq_only seq_grid seq_tree" "0 1 2" "$J" ${CPU/--steps 200/--steps 120} &
+    bash scripts/sweep.sh programs "seq_only tree_only tree_within seq_depth" "$SEEDS" $((2 * J)) $CPU &
+    bash scripts/sweep.sh json "seq_only seq_depth" "$SEEDS" "$J" $CPU &
+    bash scripts/sweep.sh xml "seq_only seq_depth" "$SEEDS" "$J" $CPU &
+    bash scripts/sweep.sh markdown "flat hrope_axial" "$SEEDS" "$J" ${CPU/--preset cpu/--preset cpu_hrope} &
+    bash scripts/sweep.sh sheets "seq_only seq_grid seq_tree" "0 1 2" "$J" ${CPU/--steps 200/--steps 120} &
     wait
   }
   for d in "$OUT"/{programs,json,xml,markdown}/*/seed* "$OUT"/sheets/*/seed*; do
@@ -245,7 +245,7 @@ if [ "${1:-}" = studies ]; then
   exit
 fi
 # Paper 004 at the CPU scale (reproduce_cpu.sh ten_hrope, seeds 0-2) on code, prose and webtext:
-# five models each, then every table's evaluation.   bash reproduce_gpu.sh hrope
+# five models each, then every table's evaluation.   bash scripts/reproduce_gpu.sh hrope
 if [ "${1:-}" = hrope ]; then
   export OMP_NUM_THREADS=1 OUT=${OUT10:-out10} PYTHONUNBUFFERED=1
   J=${JOBS:-4}
@@ -253,7 +253,7 @@ if [ "${1:-}" = hrope ]; then
        --bf16 0 --compile 0 --milestones 10 --recipe hrope_cpu"
   for c in code prose webtext; do
     # shellcheck disable=SC2086
-    bash sweep.sh $c "flat sent_axial hrope_axial rand_axial period_axial" "0 1 2" "$J" $CPU &
+    bash scripts/sweep.sh $c "flat sent_axial hrope_axial rand_axial period_axial" "0 1 2" "$J" $CPU &
   done
   wait
   # Table 13's hubs are chosen on every seed's contributions pooled: that pass first (hrope/compression.py)
@@ -280,6 +280,6 @@ if [ "${1:-}" = hrope ]; then
   python analyze.py --paragraphs "$OUT"/{prose,code,webtext}/hrope_axial > "$OUT/paragraphs.md"
   exit
 fi
-echo "usage: bash reproduce_gpu.sh speed_check | study_bench | python_table | web_table | sheets_table |" \
+echo "usage: bash scripts/reproduce_gpu.sh speed_check | study_bench | python_table | web_table | sheets_table |" \
   "hrope_table CORPUS [GROUP] [--dry] | studies | hrope" >&2
 exit 2

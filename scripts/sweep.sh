@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # Many small runs at once: every (configuration, seed) of a corpus without a final.json yet,
 # JOBS training processes at a time. The paper's regime is dozens of 4.7M-parameter runs, which
-# leave a large GPU mostly idle, so several processes share it (reproduce_gpu.sh measures how
+# leave a large GPU mostly idle, so several processes share it (scripts/reproduce_gpu.sh measures how
 # many pay). Stop it at any point: a rerun skips finished runs and resumes the others from their
 # last checkpoint.
-#   bash sweep.sh CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]
-#   bash sweep.sh python "seq_only seq_depth tree_only" "$(seq 0 9)" 8 --steps 5000
-#   OMP_NUM_THREADS=1 bash sweep.sh json "seq_only seq_depth" "$(seq 0 9)" 2 --steps 200   # 2 CPU cores:
+#   bash scripts/sweep.sh CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]
+#   bash scripts/sweep.sh python "seq_only seq_depth tree_only" "$(seq 0 9)" 8 --steps 5000
+#   OMP_NUM_THREADS=1 bash scripts/sweep.sh json "seq_only seq_depth" "$(seq 0 9)" 2 --steps 200   # 2 CPU cores:
 #     two 1-thread runs at once train 1.28x the tokens/s of one 2-thread run (small models)
 # Runs go under $OUT (default out); each run's output is in its folder as train.log. The sweep
 # exits non-zero if any run failed, after the others have finished.
 set -euo pipefail
 # OUT and --data resolve from the folder it is run in, as train.py's own do: no cd into the repository
-ROOT=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)   # the repository
 export ROOT
 if [ $# -lt 3 ]; then
-  echo 'usage: bash sweep.sh CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]' >&2
+  echo 'usage: bash scripts/sweep.sh CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]' >&2
   exit 2
 fi
 export CORPUS=$1 OUT=${OUT:-out} TRAIN_ARGS="${*:5}"

@@ -123,22 +123,23 @@ def closure(root, start):
 
 def inside_functions(root):
     """Project modules imported inside a function, and third-party ones that are not optional."""
-    bad = [f"{m}:{line} imports {t}" for m, found in imports(root).items() for t, line, where in found
-           if where == "function"]
-    for mod, path in modules(root).items():
+    mods = modules(root)
+    bad = sorted({f"{m}:{line} imports {t}" for m, found in imports(root).items() for t, line, where in found
+                  if where == "function"})
+    for mod, path in mods.items():
         bad += [f"{mod} imports {n} inside a function" for n, where in third_party(path).items()
-                if where == "function" and n not in OPTIONAL and n not in modules(root)]
+                if where == "function" and n not in OPTIONAL and n not in mods]
     return bad
 
 
 def circles(root):
     """Import cycles between files, and between folders (a top-level file is its own node, a package
     or sub-package one node): [the cycle's nodes]."""
-    graph = imports(root)
+    mods, graph = modules(root), imports(root)
     files = {m: {t for t, _, _ in found} for m, found in graph.items()}
 
     def folder(m):
-        path = modules(root)[m]
+        path = mods[m]
         return m if os.path.dirname(path) == root else os.path.relpath(os.path.dirname(path), root)
     folders = {}
     for m, targets in files.items():
@@ -180,8 +181,8 @@ def reading_list(root=ROOT):
     """train.py's closure as the README prints it: train -> model -> rotary -> trees, then the package."""
     first = ("train", "model", "rotary", "trees")
     files = sorted(closure(root, "train"), key=lambda f: first.index(f[0]) if f[0] in first else len(first))
-    lines = [f"{p:30} {n:5}" for _, p, n in files]
-    return "\n".join(lines + [f"{'total: ' + str(len(files)) + ' files':30} {sum(n for *_, n in files):5}"])
+    lines = [f"{p:27}{n:5}" for _, p, n in files]
+    return "\n".join(lines + [f"{f'{len(files)} files':27}{sum(n for *_, n in files):5}"])
 
 
 # ------------------------------------------------------------------------------ the checks ----
@@ -239,20 +240,22 @@ def test_no_file_over_650_lines():
 
 
 def test_one_importlib_call_and_no_hidden_loading():
-    """The one importlib call is the corpus registry's lookup by name; no runpy, exec or importlib.util."""
+    """The one importlib call is the corpus registry's lookup by name (prepare.corpus); no runpy, exec or
+    importlib.util."""
     calls = []
     for mod, path in modules(ROOT).items():
         for node in ast.walk(ast.parse(open(path).read())):
             name = ast.unparse(node.func) if isinstance(node, ast.Call) else ""
             if re.search(r"import_module|runpy|^exec$|^eval$|__import__|find_spec|spec_from", name):
                 calls.append(f"{mod}: {name}")
-    assert calls == ["treerope.corpora: importlib.import_module"]
+    assert calls == ["prepare: importlib.import_module"]
 
 
 def test_no_file_imports_an_entry_point_script():
     """Libraries never import a script; among scripts only study.py and bench.py import train.py (the
     study trains each run as train.py does, the benchmark drives its loop)."""
-    found = {m: {t for t, _, _ in f} & SCRIPTS for m, f in imports(ROOT).items() if m not in ("study", "bench")}
+    found = {m: {t for t, _, _ in f} & SCRIPTS for m, f in imports(ROOT).items()
+             if m not in ("study", "bench")}
     assert {k: v for k, v in found.items() if v} == {}
 
 
@@ -275,8 +278,8 @@ def test_a_planted_lazy_import_is_caught_and_counted(tmp_path):
     with open(root / "train.py", "a") as f:
         f.write("\n\ndef later():\n    from treerope.hrope import hubs\n    return hubs\n")
     line = len(open(root / "train.py").read().splitlines()) - 1
-    assert inside_functions(str(root)) == [f"train:{line} imports treerope.hrope",
-                                           f"train:{line} imports treerope.hrope.hubs"]
+    assert inside_functions(str(root)) == [f"train:{line} imports {m}"
+                                           for m in ("treerope", "treerope.hrope", "treerope.hrope.hubs")]
     after = [m for m, _, _ in closure(str(root), "train")]
     assert {"treerope.hrope", "treerope.hrope.hubs"} <= set(after) and len(after) > len(before)
 
@@ -292,7 +295,7 @@ def test_planted_circles_are_caught(tmp_path):
     shutil.copy(os.path.join(ROOT, "trees.py"), root / "trees.py")
     with open(root / "treerope" / "files.py", "a") as f:
         f.write("\nfrom treerope.hrope import MIN_CLUSTERS  # noqa\n")
-    assert ["treerope", "treerope/hrope"] in circles(str(root))
+    assert any({"treerope", "treerope/hrope"} <= set(c) for c in circles(str(root)))
 
 
 def test_a_registry_target_counts_in_the_closure(tmp_path):

@@ -130,8 +130,8 @@ def test_prepare_says_what_the_splits_hold_and_a_short_bpe(tmp_path, capsys):
 
 
 def test_scripts_refuse_what_they_cannot_run():
-    for cmd, said in ((["bash", "reproduce_cpu.sh", "tne"], "unknown stage 'tne'"),
-                      (["bash", "sweep.sh"], "usage: bash sweep.sh CORPUS")):
+    for cmd, said in ((["bash", "scripts/reproduce_cpu.sh", "tne"], "unknown stage 'tne'"),
+                      (["bash", "scripts/sweep.sh"], "usage: bash scripts/sweep.sh CORPUS")):
         out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=60)
         assert out.returncode == 2 and said in out.stderr and out.stderr.count("\n") == 1
 
@@ -142,7 +142,7 @@ def test_a_second_sweep_leaves_a_run_in_training_alone(tmp_path):
     run.mkdir(parents=True)
     (run / "train.log").write_text("step 41 of the other sweep\n")
     (tmp_path / "web" / "seq_only" / "seed0.lock").write_text(str(os.getpid()))
-    out = subprocess.run(["bash", "sweep.sh", "web", "seq_only", "0"], capture_output=True, text=True,
+    out = subprocess.run(["bash", "scripts/sweep.sh", "web", "seq_only", "0"], capture_output=True, text=True,
                          cwd=ROOT, timeout=60, env={**os.environ, "OUT": str(tmp_path)})
     assert out.returncode == 0 and f"skipped: {run} (being trained by process {os.getpid()})" in out.stdout
     assert (run / "train.log").read_text() == "step 41 of the other sweep\n"
@@ -159,7 +159,7 @@ def test_two_sweeps_at_once_train_a_run_once_and_out_is_the_callers(tmp_path):
     (run / "train.log").write_text("step 41 of the other sweep\n")
     with open(run / ".sweep.lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        out = subprocess.run(["bash", os.path.join(ROOT, "sweep.sh"), "web", "seq_only", "0"],
+        out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "sweep.sh"), "web", "seq_only", "0"],
                              capture_output=True, text=True, cwd=tmp_path, timeout=60,
                              env={**os.environ, "OUT": "rel"})
     assert out.returncode == 0

@@ -30,8 +30,8 @@ def test_a_stage_dry_runs_to_its_table_and_three_files(args, tmp_path):
         pytest.skip("needs python3-doc's pages")
     out = tmp_path / "out"
     env = {**os.environ, "OUT": str(out), "WORK": str(tmp_path / "work"), "OMP_NUM_THREADS": "1"}
-    run = subprocess.run(["bash", "reproduce_gpu.sh", *args, "--dry"], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=900)
+    run = subprocess.run(["bash", "scripts/reproduce_gpu.sh", *args, "--dry"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert sorted(os.listdir(out)) == [f"{name}.log", f"{name}_runs.tar.gz", f"{name}_table.md"]
     table = (out / f"{name}_table.md").read_text()
@@ -57,7 +57,7 @@ def test_the_speed_stages_dry_run_to_their_files(tmp_path):
                                ("study_bench", ["study_bench.log", "study_bench.txt"], "path separate")):
         out = tmp_path / stage
         env = {**os.environ, "OUT": str(out), "WORK": str(tmp_path / f"work_{stage}"), "OMP_NUM_THREADS": "1"}
-        run = subprocess.run(["bash", "reproduce_gpu.sh", stage, "--dry"], cwd=ROOT, env=env,
+        run = subprocess.run(["bash", "scripts/reproduce_gpu.sh", stage, "--dry"], cwd=ROOT, env=env,
                              capture_output=True, text=True, timeout=900)
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         assert sorted(os.listdir(out)) == files and said in run.stdout, run.stdout[-3000:]

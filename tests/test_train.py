@@ -248,8 +248,8 @@ def test_sweep_runs_what_is_pending_and_resumes(tiny_python, tmp_path):
     only that run (from its checkpoint, so its log is unchanged)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "OUT": str(tmp_path)}
-    cmd = ["bash", os.path.join(root, "sweep.sh"), "python", "seq_only seq_depth", "0", "2", "--data",
-           tiny_python, "--steps=2", *TINY[:10], "--milestones=1", "--mb_tokens=128"]
+    cmd = ["bash", os.path.join(root, "scripts", "sweep.sh"), "python", "seq_only seq_depth", "0", "2",
+           "--data", tiny_python, "--steps=2", *TINY[:10], "--milestones=1", "--mb_tokens=128"]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "failed" not in r.stdout, r.stdout + r.stderr
     runs = [os.path.join(str(tmp_path), "python", k, "seed0") for k in ("seq_only", "seq_depth")]

@@ -14,7 +14,6 @@ machine (REFERENCE.md says what was searched).
     python prepare.py chat --conversations 200          # its first 200 conversations
 """
 import functools
-import importlib.util
 import json
 import os
 import sys
@@ -27,9 +26,12 @@ from treerope.corpora import Corpus, build
 
 def default_source():
     """dataset.json of the installed chitchat_dataset package, or None."""
-    spec = importlib.util.find_spec("chitchat_dataset")
-    path = spec and spec.origin and os.path.join(os.path.dirname(spec.origin), "dataset.json")
-    return path if path and os.path.exists(path) else None
+    try:
+        import chitchat_dataset  # optional: the one real multi-speaker corpus found offline
+    except ImportError:
+        return None
+    path = os.path.join(os.path.dirname(chitchat_dataset.__file__), "dataset.json")
+    return path if os.path.exists(path) else None
 
 
 def conversations(path):
