@@ -185,7 +185,7 @@ def _extra(name, coord, offsets):
     return ov
 
 
-def build(name, head_dim, n_layer, corpus=None):
+def lay_out(name, head_dim, n_layer, corpus=None):
     """Resolve a configuration: (list of Layouts, layer -> layout index, rates, offsets)."""
     if not known(name):
         raise KeyError(f"unknown configuration {name!r}; known: {', '.join(CONFIGS)}, "
@@ -222,7 +222,7 @@ class Rotary(nn.Module):
     def __init__(self, config, head_dim, n_layer, corpus=None):
         super().__init__()
         self.config = config
-        self.layouts, self.layer_layout, rates, offsets = build(config, head_dim, n_layer, corpus)
+        self.layouts, self.layer_layout, rates, offsets = lay_out(config, head_dim, n_layer, corpus)
         # rotary parameters: fixed initial values (never random), excluded from weight decay
         self.rates = nn.Parameter(torch.tensor(rates, dtype=torch.float32))
         self.offsets = nn.Parameter(torch.tensor(offsets, dtype=torch.float32))

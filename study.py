@@ -161,7 +161,7 @@ def plan_runs(corpus, configs, seeds, options):
                      f"differs from {runs[0].cfg['config']}: {', '.join(differ)}")
     for i, run in enumerate(runs):   # every run's model built (and refused) before any folder is written
         with contextlib.redirect_stdout(io.StringIO()) if i else contextlib.nullcontext():
-            run.model, run.opt, run.autocast = train.build(run)
+            run.model, run.opt, run.autocast = train.setup(run)
     return runs
 
 

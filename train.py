@@ -371,7 +371,7 @@ def main(argv=None):
 def trained(run, rank, world):
     """Build or restore the model, train it, and write the final scores."""
     cfg = run.cfg
-    model, opt, autocast = build(run)
+    model, opt, autocast = setup(run)
     start, log = restore(run, model, opt, world)
     fwd = torch.compile(model) if cfg["compile"] else model
     if world > 1:
@@ -439,7 +439,7 @@ def milestone_steps(steps, n):
     return {math.ceil(k * steps / n) for k in range(1, n + 1)}
 
 
-def build(run):
+def setup(run):
     """The model at its seed's initial weights, its optimizer and the autocast context."""
     cfg = run.cfg
     model = build_model(cfg, run.mcfg, run.val.batch(run.val_ids[:1], "cpu"), run.corpus, run.data_dir)

@@ -16,12 +16,12 @@ git archive "$BASE" | tar -x -C "$TMP/base"
 DOC=/usr/share/doc/python3-doc/html
 STDLIB=$(python -c "import sysconfig; print(sysconfig.get_paths()['stdlib'])")
 # the same small sources for both sides: 30 pages, 30 reST sources, 30 modules, in sorted order
-find "$DOC/library" -maxdepth 1 -name '*.html' | sort | head -30 | xargs cp -t "$TMP/src/html"
-find "$DOC/_sources/library" -maxdepth 1 -name '*.rst.txt' | sort | head -30 | xargs cp -t "$TMP/src/rst"
-find "$STDLIB" -maxdepth 1 -name '*.py' | sort | head -30 | xargs cp -t "$TMP/src/py"
+find "$DOC/library" -maxdepth 1 -name '*.html' | sort | sed -n 1,30p | xargs cp -t "$TMP/src/html"
+find "$DOC/_sources/library" -maxdepth 1 -name '*.rst.txt' | sort | sed -n 1,30p | xargs cp -t "$TMP/src/rst"
+find "$STDLIB" -maxdepth 1 -name '*.py' | sort | sed -n 1,30p | xargs cp -t "$TMP/src/py"
 
 side() {   # side FOLDER NAME: prepare, train and study in FOLDER; md5s and losses into $TMP/NAME.txt
-  local d="$TMP/$2"
+  local d="$TMP/runs_$2"
   (
     cd "$1"
     S="$TMP/src"
