@@ -533,7 +533,7 @@ def describe(args, settings, docs, skipped, t, enc, split, seconds, t0):
         "splits": counts,
         **packages, "tokens": t["tokens"], "nodes": t["nodes"],
         "nodes_per_token": t["nodes"] / max(t["tokens"], 1),
-        # a node owns a token when that token's first byte with a node is the node's (data.token_coords);
+        # a node owns a token when that token's first byte with a node is the node's (fields.token_coords);
         # a node whose text lies inside another's token owns none. The paper's 0.86 may count every node.
         "nodes_owning_tokens": t["nodes_owning_tokens"],
         "nodes_owning_tokens_per_token": t["nodes_owning_tokens"] / max(t["tokens"], 1),

@@ -7,7 +7,7 @@ Each plane reads one integer coordinate c of its token and turns by
     angle = c * rate + present * offset        (appendix §5 "The angles")
 
 where present = 1 when the token has that coordinate and 0 where it is absent (-1, the one
-absent value here), in which case the angle is 0. 0 is a value, not absence: data.py's depth 0
+absent value here), in which case the angle is 0. 0 is a value, not absence: the prepared data's depth 0
 (a token in no node) is present and turns its depth planes by 0 x rate, i.e. not at all (a `pair`
 has no offset); depth dropout writes -1. A configuration is a list of plane groups filling the
 planes in order; planes left over are unrotated (content channels). Learned rates and offsets
@@ -243,7 +243,7 @@ class Rotary(nn.Module):
 
     def coords(self, batch, generator=None):
         """(B, T, K) int32 matrix of the coordinates this configuration reads (-1 absent), column j
-        being `self.names[j]` (sorted by name), from `batch`'s on-disk fields (data.FIELDS)."""
+        being `self.names[j]` (sorted by name), from `batch`'s on-disk fields (the prepared data's FIELDS)."""
         if not self.names:
             return batch["pos"].new_zeros(*batch["pos"].shape, 0).int()
         return torch.stack([coordinate(batch, n, generator) for n in self.names], -1).int()

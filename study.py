@@ -227,7 +227,7 @@ def tables(runs, names, n_head, n_layer):
 
 
 def coordinates(runs, b, names, corpus, gens, depth_dropout):
-    """The study's shared coordinates (M, B, T, K): each run's own (data.coords_for, its generator)
+    """The study's shared coordinates (M, B, T, K): each run's own (batches.coords_for, its generator)
     in the columns of `names`. Depth dropout hides depth per record (row and index in the row)."""
     M, B, T = b["tokens"].shape
     C = torch.full((M, B, T, max(len(names), 1)), -1, dtype=torch.int32, device=b["tokens"].device)
@@ -242,7 +242,7 @@ def coordinates(runs, b, names, corpus, gens, depth_dropout):
 
 class Study:
     """The runs, their splits, and the batched step and evaluation. Each run's rows are its records
-    laid into rows of the context, first fit (hrope.packing.fill_blocks; --pack's blocks as they
+    laid into rows of the context, first fit (batches.fill_blocks; --pack's blocks as they
     are), a record never split and attending only inside itself; a micro-batch is `rows` rows of
     every run, so every micro-batch has one shape (the compiler's, and CUDA graphs')."""
 

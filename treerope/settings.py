@@ -125,7 +125,7 @@ SETTINGS = {
     # --- paper 004 Table 11: "held fixed across all model variants ... and corpora" ---
     **{f"hrope_{c}": dict(
         PAPER, corpus=c, preset="paper_hrope", recipe="hrope", lr=3e-4, steps=5000, docs_per_step=16,
-        pack=True,   # 16 blocks of 1,024 tokens per step, records packed into them (hrope.packing)
+        pack=True,   # 16 blocks of 1,024 tokens per step, records packed into them (batches.step_blocks)
         prepare=dict(vocab=4096, max_len=1024, long="split"),   # "Block size (context length) 1024"
         source=f"paper 004 Table 11, {name}: 8 layers, 8 heads, d_model 512, batch 16, 5000 steps, lr 3e-4")
        for c, name in (("prose", "WikiText-2"), ("code", "Code"), ("webtext", "OpenWebText"))},

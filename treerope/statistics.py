@@ -517,7 +517,7 @@ def seed_spread(runs, baseline):
 
 
 # What replicates may differ in: the name, the flags given, and what train.py may change on resuming
-# (resuming.RESUMABLE: none of it changes what is computed).
+# (runs.RESUMABLE: none of it changes what is computed).
 REPLICATE_FREE = ("name", "given", "resume", "device", "compile", "bf16", "precision", "data", "out")
 
 

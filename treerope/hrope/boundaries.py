@@ -133,7 +133,7 @@ def write_boundary(score, split, ids, cap, path, mb_tokens):
         tp = torch.as_tensor(p)
         todo = ([(0, 0)] + [(-1, int(s)) for s in merge_sites(tp, cap)]
                 + [(+1, int(s)) for s in split_sites(tp, cap)])
-        per_batch = max(1, mb_tokens // int(split.len[r]))   # copies in a micro-batch (data.pack)
+        per_batch = max(1, mb_tokens // int(split.len[r]))   # copies in a micro-batch (batches.pack)
         todo += [(0, 0)] * (-len(todo) % per_batch)          # every micro-batch full: one shape
         observed = {0: {}, -1: {}, +1: {}}
 
