@@ -141,7 +141,8 @@ def bare_loop(data_dir, steps, seed=0, lr=1.2e-3):
     and lr schedule as train.py, training steps only. Returns (tokens, seconds)."""
     docs_per_step, mb_tokens = SCALES["cpu"]["docs_per_step"], SCALES["cpu"]["mb_tokens"]
     meta, corpus = corpus_stats(data_dir)
-    cfg = GPTConfig(**MODELS["cpu"], vocab_size=meta["tokenizer"]["vocab"], rotary="seq_depth", corpus=corpus)
+    cfg = GPTConfig(**MODELS["cpu"], vocab_size=meta["tokenizer"]["vocab"], configuration="seq_depth",
+                    corpus=corpus)
     train = Split(data_dir, "train", cfg.max_len)
     torch.manual_seed(seed)
     model = GPT(cfg)

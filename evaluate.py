@@ -214,7 +214,7 @@ def attention_stats(shares, context):
 # --------------------------------------------------------------------------------- scoring ----
 def load(run_dir, device="cpu"):
     ck = load_checkpoint(os.path.join(run_dir, "ckpt.pt"), device)
-    model = GPT(GPTConfig(**ck["config"])).to(device)
+    model = GPT(GPTConfig.saved(ck["config"])).to(device)
     model.load_state_dict(ck["model"])
     return model.eval(), {**ck["run"], "checkpoint_step": ck.get("step")}
 

@@ -18,9 +18,17 @@ class GPTConfig:
     n_embd: int = 128
     n_head: int = 1
     max_len: int = 256
-    rotary: str = "seq_only"
+    configuration: str = "seq_only"            # the rotary configuration
     corpus: dict = field(default_factory=dict)   # corpus statistics hRoPE calibrates from
     dropout: float = 0.0                          # the hRoPE recipe: 0.1 (settings.RECIPES)
+
+    @classmethod
+    def saved(cls, values):
+        """The config a config.json or checkpoint recorded (written before the rename: `rotary`)."""
+        values = dict(values)
+        if "rotary" in values:
+            values["configuration"] = values.pop("rotary")
+        return cls(**values)
 
 
 class Attention(nn.Module):
@@ -89,7 +97,7 @@ class GPT(nn.Module):
                 nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * cfg.n_layer))
         # Built last and drawing no random numbers: every configuration at one seed has
         # identical weights outside the rotary parameters (appendix §5).
-        self.rotary = Rotary(cfg.rotary, cfg.n_embd // cfg.n_head, cfg.n_layer, cfg.corpus)
+        self.rotary = Rotary(cfg.configuration, cfg.n_embd // cfg.n_head, cfg.n_layer, cfg.corpus)
         self.rotary.check_heads(cfg.n_head)
 
     @staticmethod

@@ -83,7 +83,7 @@ def online_coords(corpus, ids, enc, tok_len):
 
 def load(run_dir, device, data=None):
     cfg = read_json(os.path.join(run_dir, "config.json"), "train the run again (train.py ... --resume=0)")
-    run, mcfg = cfg["run"], GPTConfig(**cfg["model"])
+    run, mcfg = cfg["run"], GPTConfig.saved(cfg["model"])
     model = GPT(mcfg)
     if run["corpus"] not in ONLINE and not set(model.rotary.names) <= {"t"}:   # it reads a tree
         sys.exit(f"error: sample.py cannot serve {run['config']} on the {run['corpus']} corpus: its text "

@@ -152,8 +152,8 @@ def plan_runs(corpus, configs, seeds, options):
         sys.exit(f"error: two runs would share {twice} (a seed given twice, or --name with several "
                  "configurations: a named variant is one configuration)")
     for run in runs[1:]:
-        size = {k: v for k, v in vars(run.mcfg).items() if k not in ("rotary", "corpus")}
-        first = {k: v for k, v in vars(runs[0].mcfg).items() if k not in ("rotary", "corpus")}
+        size = {k: v for k, v in vars(run.mcfg).items() if k not in ("configuration", "corpus")}
+        first = {k: v for k, v in vars(runs[0].mcfg).items() if k not in ("configuration", "corpus")}
         differ = [f"{k} {first[k]} vs {size[k]}" for k in size if size[k] != first[k]]
         differ += [f"{k} {runs[0].cfg[k]} vs {run.cfg[k]}" for k in AGREE if run.cfg[k] != runs[0].cfg[k]]
         if differ:

@@ -405,7 +405,7 @@ def plan(cfg, model_over, origin, master):
     cfg["data_identity"] = identity(run.data_dir, run.meta)    # evaluate.py, sample.py, a resume check it
     cfg["tokenizer"] = cfg["data_identity"]["tokenizer"]
     run.mcfg = GPTConfig(**{**MODELS[cfg["preset"]], "vocab_size": run.meta["tokenizer"]["vocab"],
-                            "rotary": cfg["config"], "corpus": run.corpus, "dropout": cfg["dropout"],
+                            "configuration": cfg["config"], "corpus": run.corpus, "dropout": cfg["dropout"],
                             **model_over})
     run.out_dir = os.path.join(cfg["out"], cfg["corpus"], cfg["name"] or cfg["config"], f"seed{cfg['seed']}")
     prepared = run.meta["settings"]["max_len"]

@@ -32,7 +32,7 @@ def test_zero_structural_rates_make_shuffle_a_no_op(tiny_python):
     cfg = {"mb_tokens": 512, "device": "cpu"}
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=64,
-                          rotary="seq_depth")).eval()
+                          configuration="seq_depth")).eval()
     base = evaluate.score(model, split, ids, cfg, {})
     moved = evaluate.score(model, split, ids, cfg, {}, change=evaluate.shuffle, seed=1)
     assert not all(np.allclose(base[r], moved[r]) for r in base)      # the test can fail
@@ -303,7 +303,7 @@ def test_rotation_off_classes_keys_by_the_true_coordinates(tiny_python, tmp_path
     ids, cfg = np.arange(4), {"mb_tokens": 512, "device": "cpu"}
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=64,
-                          rotary="seq_depth")).eval()
+                          configuration="seq_depth")).eval()
 
     def on_off():
         collect, _, summary = evaluate.attention_stats(("ancestor",), 64)
@@ -355,7 +355,7 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     meta, corpus = corpus_stats(os.path.join(str(data), "code"))   # rand_axial reads random labels: the
     torch.manual_seed(0)                                          # same ones in both conditions, every time
     rand = GPT(GPTConfig(vocab_size=meta["tokenizer"]["vocab"], n_layer=1, n_embd=128, n_head=2, max_len=128,
-                         rotary="rand_axial", corpus=corpus))
+                         configuration="rand_axial", corpus=corpus))
     demos = [boundaries.demo(rand.eval(), os.path.join(str(data), "code"), corpus) for _ in range(2)]
     assert demos[0] == demos[1] and demos[0]["d_eff_change_across_boundary"] == 0.0
     pooled = boundaries.boundary_pool(str(tmp_path / "out"), "train")
@@ -736,7 +736,7 @@ def test_layer1_copies_share_one_batch_shape(tmp_path):
     meta, corpus = corpus_stats(d)
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=meta["tokenizer"]["vocab"], n_layer=1, n_embd=128, n_head=2,
-                          max_len=128, rotary="hrope_axial", corpus=corpus)).eval()
+                          max_len=128, configuration="hrope_axial", corpus=corpus)).eval()
     split = batches.Split(d, "train", 128)
     cfg, shapes = {"device": "cpu", "mb_tokens": 300}, []
     model.register_forward_pre_hook(lambda m, a: shapes[-1].append(tuple(a[0].shape)) if shapes else None)

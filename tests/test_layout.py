@@ -315,7 +315,7 @@ import json, sys, torch
 sys.path.insert(0, sys.argv[1])
 from model import GPT, GPTConfig
 torch.manual_seed(0)
-model = GPT(GPTConfig(vocab_size=64, n_layer=2, n_embd=64, n_head=1, max_len=16, rotary="seq_depth"))
+model = GPT(GPTConfig(vocab_size=64, n_layer=2, n_embd=64, n_head=1, max_len=16, configuration="seq_depth"))
 pos = torch.arange(16).expand(2, 16)
 depth = torch.tensor([[1, 2, 3, 3, 2, 1, 2, 3] * 2, [1, 1, 2, 2, 3, 3, 4, 4] * 2])
 idx = torch.arange(32).view(2, 16) % 64

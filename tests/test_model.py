@@ -42,7 +42,7 @@ def fields(seed):
 @pytest.mark.parametrize("name", sorted(rotary.CONFIGS))
 def test_a_later_token_never_changes_an_earlier_logit(name):
     torch.manual_seed(0)
-    m = GPT(GPTConfig(vocab_size=64, n_layer=6, n_embd=256, n_head=2, max_len=T, rotary=name,
+    m = GPT(GPTConfig(vocab_size=64, n_layer=6, n_embd=256, n_head=2, max_len=T, configuration=name,
                       corpus=CORPUS)).eval()
     a, b = fields(1), fields(2)
     for k in a:                                 # b: the same prefix, everything after CUT different
@@ -75,7 +75,7 @@ def test_step_loss_is_the_mean_over_predicted_tokens(tiny_python, tmp_path):
     lengths = split.len[rec]
     assert len(set(lengths.tolist())) > 1 and len(batches.pack(lengths, 512)) > 1   # the case that matters
     torch.manual_seed(5)
-    m = GPT(GPTConfig(**cfg["model"]))                      # the same initial weights as step 0
+    m = GPT(GPTConfig.saved(cfg["model"]))                      # the same initial weights as step 0
     total = 0.0
     for r in rec:                                           # one record at a time: no padding at all
         b = split.batch(np.array([r]), "cpu")
@@ -100,7 +100,7 @@ def test_a_packed_step_scores_every_record_as_if_alone(tiny_python, tmp_path):
     assert len(blocks) == 3 and max(len(b) for b in blocks) > 1              # the case that matters
     assert all(split.len[b].sum() <= 256 for b in blocks)
     torch.manual_seed(5)
-    m = GPT(GPTConfig(**cfg["model"]))
+    m = GPT(GPTConfig.saved(cfg["model"]))
     total, n = 0.0, 0
     for r in (r for b in blocks for r in b):
         b = split.batch(np.array([r]), "cpu")
@@ -121,7 +121,7 @@ def test_blocked_pairs_get_exactly_zero_attention_and_none_changes_nothing():
     blocked pair receives exactly zero attention on both paths; an all-False mask and no mask give
     identical outputs; a token's attention to itself is never blocked."""
     torch.manual_seed(0)
-    m = GPT(GPTConfig(vocab_size=64, n_layer=2, n_embd=128, n_head=2, max_len=T, rotary="hrope_axial",
+    m = GPT(GPTConfig(vocab_size=64, n_layer=2, n_embd=128, n_head=2, max_len=T, configuration="hrope_axial",
                       corpus=CORPUS)).eval()
     f = fields(3)
     p = torch.zeros(B, T, 3, dtype=torch.long)
@@ -152,7 +152,8 @@ def test_nll_is_the_softmax_loss_of_the_full_logits_where_a_target_exists():
     position's full logits at its target (a gather misaligned with its scatter fails), and 0 at
     padding and at a record's last token."""
     torch.manual_seed(0)
-    m = GPT(GPTConfig(vocab_size=64, n_layer=2, n_embd=64, n_head=1, max_len=T, rotary="seq_depth")).eval()
+    m = GPT(GPTConfig(vocab_size=64, n_layer=2, n_embd=64, n_head=1, max_len=T,
+                      configuration="seq_depth")).eval()
     f = fields(3)
     C = m.rotary.coords({"pos": torch.arange(T).expand(B, T), **f})
     targets = f["tokens"].roll(-1, 1)
@@ -165,3 +166,13 @@ def test_nll_is_the_softmax_loss_of_the_full_logits_where_a_target_exists():
     keep = targets >= 0
     assert torch.allclose(nll[keep], by_hand[keep], atol=1e-5)
     assert (nll[~keep] == 0).all() and keep.sum() == 2 * T - (T - 7) - 1
+
+
+def test_a_config_saved_before_the_rename_still_loads():
+    """config.json and ckpt.pt written before GPTConfig.rotary became GPTConfig.configuration (the
+    model's `rotary` is its Rotary module) name the configuration `rotary`: both spellings load."""
+    old = {"vocab_size": 64, "n_layer": 1, "n_embd": 64, "n_head": 1, "max_len": 8, "rotary": "seq_depth",
+           "corpus": {}, "dropout": 0.0}
+    new = {**{k: v for k, v in old.items() if k != "rotary"}, "configuration": "seq_depth"}
+    assert GPTConfig.saved(old) == GPTConfig.saved(new) == GPTConfig(**new)
+    assert GPT(GPTConfig.saved(old)).rotary.config == "seq_depth"

@@ -261,7 +261,7 @@ def tiny_args(data, out, *extra, config="seq_only", steps=2):
     (["--preset", "huge"], "unknown --preset 'huge'"),
     (["--n_layer=six"], "--n_layer=six must be int"),
     (["--n_head=1.5"], "--n_head=1.5 must be int"),
-    (["--rotary=seq_tree"], "--rotary cannot be overridden"),
+    (["--configuration=seq_tree"], "--rotary cannot be overridden"),
     (["--vocab_size=100"], "--vocab_size cannot be overridden"),
     (["--dropout_p=0.1"], "unknown option --dropout_p"),
     (["--steps=0"], "--steps must be at least 1"),

@@ -427,7 +427,7 @@ def test_triton_compiled_model_has_no_graph_break():
     backward in one graph, and its rotary parameters get gradients through the custom ops."""
     from model import GPT, GPTConfig
     torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=64, max_len=7, rotary="ref_directed", n_layer=2, n_embd=256, n_head=2)
+    cfg = GPTConfig(vocab_size=64, max_len=7, configuration="ref_directed", n_layer=2, n_embd=256, n_head=2)
     m = GPT(cfg).to(DEV)
     C = m.rotary.coords({k: v.to(DEV) for k, v in batch().items()})
     tokens = torch.randint(0, 64, (2, 7), device=DEV)
@@ -501,7 +501,7 @@ def train_step(name, **size):
     """One forward and backward of a small GPT under configuration `name`: (model, per-token NLL)."""
     from model import GPT, GPTConfig
     torch.manual_seed(0)
-    m = GPT(GPTConfig(vocab_size=64, max_len=7, rotary=name,
+    m = GPT(GPTConfig(vocab_size=64, max_len=7, configuration=name,
                       corpus={"p_max": [8, 8, 8], "p1_density": 0.2, "p1_period": 3}, **size))
     b = batch()
     b.update(p1_density=0.2, p1_period=3)

@@ -187,7 +187,7 @@ def test_the_batched_forward_is_each_runs_model(tiny_python):
     for i, name in enumerate(names):
         torch.manual_seed(i)
         models.append(GPT(GPTConfig(vocab_size=meta["tokenizer"]["vocab"], n_layer=2, n_embd=256, n_head=2,
-                                    max_len=256, rotary=name, corpus=corpus)))
+                                    max_len=256, configuration=name, corpus=corpus)))
         with torch.no_grad():   # trained-looking rates and offsets, unequal across planes
             for p in models[-1].rotary.parameters():
                 p.add_(torch.rand(p.shape, generator=torch.Generator().manual_seed(i)) * 0.3)

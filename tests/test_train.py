@@ -59,7 +59,7 @@ def test_identical_init_across_configurations():
     states = []
     for name in ("seq_only", "seq_depth", "seq_tree_depth", "no_position"):
         torch.manual_seed(3)
-        m = GPT(GPTConfig(vocab_size=300, n_layer=2, n_embd=128, n_head=1, rotary=name))
+        m = GPT(GPTConfig(vocab_size=300, n_layer=2, n_embd=128, n_head=1, configuration=name))
         states.append({k: v for k, v in m.state_dict().items() if not k.startswith("rotary")})
     for s in states[1:]:
         assert s.keys() == states[0].keys()
@@ -119,7 +119,7 @@ def test_lr_schedule_is_a_cosine_between_warmup_and_end():
 
 
 def test_weight_decay_groups():
-    m = GPT(GPTConfig(vocab_size=300, n_layer=1, n_embd=128, n_head=1, rotary="seq_tree"))
+    m = GPT(GPTConfig(vocab_size=300, n_layer=1, n_embd=128, n_head=1, configuration="seq_tree"))
     decay, no_decay = train.param_groups(m, 0.1)
     def ids(g):
         return {id(p) for p in g["params"]}
@@ -369,7 +369,7 @@ def test_early_stopping_counts_evaluations_without_improvement():
 
 def test_dropout_in_training_only(tiny_python):
     torch.manual_seed(0)
-    m = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=16, rotary="seq_only",
+    m = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=16, configuration="seq_only",
                       dropout=0.1))
     x = torch.randint(0, 512, (2, 16))
     C = m.rotary.coords({"pos": torch.arange(16).expand(2, 16)})
@@ -381,7 +381,7 @@ def test_dropout_in_training_only(tiny_python):
         a, b = m(x, C, return_attn=path)[0], m(x, C, return_attn=path)[0]
         assert torch.equal(a, b)
     m0 = GPT(GPTConfig(vocab_size=512, n_layer=2, n_embd=128, n_head=1, max_len=16,
-                       rotary="seq_only")).train()
+                       configuration="seq_only")).train()
     assert torch.equal(m0(x, C)[0], m0(x, C)[0])                  # the tree recipe has none
 
 
@@ -398,7 +398,7 @@ def test_depth_dropout_hides_depth_on_the_records_the_generator_picks():
     picked = torch.rand(B, generator=torch.Generator().manual_seed(7)) < 0.3   # one draw per record
     assert 0.27 < picked.float().mean() < 0.33
     for name in ("seq_depth", "seq_depth_rank", "seq_only", "seq_tree", "rand_axial"):
-        m = GPT(GPTConfig(vocab_size=300, n_layer=1, n_embd=128, n_head=1, rotary=name))
+        m = GPT(GPTConfig(vocab_size=300, n_layer=1, n_embd=128, n_head=1, configuration=name))
         C, C0 = (batches.coords_for(m, dict(b), corpus, torch.Generator().manual_seed(7), p)
                  for p in (0.3, 0.0))
         reads_depth = "depth" in name

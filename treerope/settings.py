@@ -202,9 +202,9 @@ def model_overrides(extra, fields):
         if not e.startswith("--") or "=" not in e:
             sys.exit(f"error: unrecognised argument {e!r}; use --key=value")
         k, v = e[2:].split("=", 1)
-        if k in ("rotary", "corpus", "vocab_size"):   # set by --config and by the prepared data
+        if k in ("configuration", "rotary", "corpus", "vocab_size"):   # --config, the prepared data
             sys.exit(f"error: --{k} cannot be overridden; it comes from "
-                     f"{'--config' if k == 'rotary' else 'the prepared data'}")
+                     f"{'--config' if k in ('configuration', 'rotary') else 'the prepared data'}")
         if k not in fields:
             sys.exit(f"error: unknown option --{k}")
         over[k] = typed(k, v, fields[k].default)

@@ -126,7 +126,7 @@ def training(c, log):
     data's identity and the recipe among them), the model, and bf16 and compile over its life."""
     r = c["run"]
     key = {k: v for k, v in r.items() if k not in PAIR_FREE}
-    key["model"] = {k: v for k, v in c["model"].items() if k not in ("rotary", "dropout")}
+    key["model"] = {k: v for k, v in c["model"].items() if k not in ("rotary", "configuration", "dropout")}
     key["precision"] = sorted({(bool(e.get("bf16")), bool(e.get("compile", r.get("compile")))) for e in log}
                               | {(bool(r.get("bf16")), bool(r.get("compile")))})
     return key
