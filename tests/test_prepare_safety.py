@@ -162,7 +162,7 @@ def test_a_full_disk_is_one_line_and_keeps_the_prepared_folder(tmp_path):
     assert snapshot(tmp_path / "data") == before                            # as it was, no staging left
 
 
-SLOW = """import sys, time, prepare, corpora.web as w
+SLOW = """import sys, time, prepare, treerope.corpora.web as w
 import dataclasses
 build = w.CORPORA["web"].build
 def slow(item, **kw):

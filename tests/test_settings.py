@@ -260,7 +260,7 @@ def test_lr_sweep_runs_every_rate_and_picks(cpu_python, tmp_path, monkeypatch, c
     monkeypatch.setitem(SETTINGS, "cpu_python", {**SETTINGS["cpu_python"], "sweep": sweep})
     argv = ["--setting", "cpu_python", "--lr_sweep=1", "--data", data, "--out", str(tmp_path), *SMALL[1:]]
     assert train.main(argv) == 3e-3
-    record = json.load(open(os.path.join(tmp_path, "lr_sweep", "python", "runs.json")))
+    record = json.load(open(os.path.join(tmp_path, "lr_sweep", "python", "lr_sweep.json")))
     assert record["steps"] == 3 and record["picked"] == 3e-3
     losses = {r["lr"]: r["val_loss"] for r in record["losses"]}
     assert losses[1e30] == float("inf") and losses[3e-3] < losses[1e-6]
