@@ -37,9 +37,11 @@ def losses(out, config, seed):
 
 
 def assert_matches(got, want):
+    """rel 5e-5: the losses were recorded on an AMD EPYC; train.py itself on an Intel Xeon (AVX-512)
+    rounds 1.3e-5 away at step 2 of the shared-row test, while a swapped table moves them 1e-3."""
     assert len(got) == len(want)
     for (t, v), (t0, v0) in zip(got, want):
-        assert t == pytest.approx(t0, rel=1e-5) and v == pytest.approx(v0, rel=1e-5)
+        assert t == pytest.approx(t0, rel=5e-5) and v == pytest.approx(v0, rel=5e-5)
 
 
 def test_a_study_trains_each_run_as_train_py_did(tiny_python, tmp_path):
@@ -51,7 +53,7 @@ def test_a_study_trains_each_run_as_train_py_did(tiny_python, tmp_path):
         run = os.path.join(out, "python", config, f"seed{seed}")
         assert {"config.json", "log.jsonl", "ckpt.pt", "final.json"} <= set(os.listdir(run))
         final = json.load(open(os.path.join(run, "final.json")))
-        assert final["val_loss"] == pytest.approx(want[-1][1], rel=1e-5) and final["test_records"] == 8
+        assert final["val_loss"] == pytest.approx(want[-1][1], rel=5e-5) and final["test_records"] == 8
     # finished runs are skipped, as sweep.sh skips them
     again = study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL])
     assert again == []
