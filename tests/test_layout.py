@@ -181,8 +181,8 @@ def reading_list(root=ROOT):
     """train.py's closure as the README prints it: train -> model -> rotary -> trees, then the package."""
     first = ("train", "model", "rotary", "trees")
     files = sorted(closure(root, "train"), key=lambda f: first.index(f[0]) if f[0] in first else len(first))
-    lines = [f"{p:27}{n:5}" for _, p, n in files]
-    return "\n".join(lines + [f"{f'{len(files)} files':27}{sum(n for *_, n in files):5}"])
+    lines = [f"{p:26}{n:5}" for _, p, n in files]
+    return "\n".join(lines + [f"{f'{len(files)} files':26}{sum(n for *_, n in files):5}"])
 
 
 # ------------------------------------------------------------------------------ the checks ----
