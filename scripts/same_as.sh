@@ -2,7 +2,9 @@
 # Byte identity with another commit: prepares six corpora from small fixed sources and trains
 # train.py (seq_depth, seq_only, 20 steps) and study.py (4 runs x 5 steps) on this working tree and
 # on BASE (exported with git archive into a temporary folder), then compares every prepared array's
-# md5 and every loss, exactly. About 5 min on 2 cores. Exit 0 when everything is the same.
+# md5 and every loss, exactly; last, both trees evaluate BASE's seq_depth checkpoint (its ckpt.pt and
+# config.json load here) and their per-kind scores must agree. About 10 min on 2 quiet cores.
+# Exit 0 when everything is the same.
 #
 #     bash scripts/same_as.sh dda814a
 set -euo pipefail
@@ -49,7 +51,15 @@ PY
 }
 side "$TMP/base" base
 side "$PWD" here
-echo "$BASE: $(grep -c '\.npy' "$TMP/base.txt") arrays, $(grep -vc '\.npy' "$TMP/base.txt") loss records"
+for tree in "$TMP/base" "$PWD"; do   # BASE's checkpoint and config.json, scored by each tree
+  (cd "$tree" && python -c "import evaluate, json, sys; r = evaluate.main([sys.argv[1], '--max_docs', '8']);
+print('evaluate', sys.argv[1][len(sys.argv[2]):], json.dumps(r['kinds'], sort_keys=True))" \
+    "$TMP/runs_base/out/web/seq_depth/seed0" "$TMP" | tail -1) >> "$TMP/eval_$(basename "$tree").txt"
+done
+tail -1 "$TMP/eval_base.txt" >> "$TMP/base.txt"
+tail -1 "$TMP/eval_$(basename "$PWD").txt" >> "$TMP/here.txt"
+echo "$BASE: $(grep -c '\.npy' "$TMP/base.txt") arrays, $(grep -c 'loss' "$TMP/base.txt") loss records, \
+$(grep -c '^evaluate' "$TMP/base.txt") evaluation of its checkpoint by each tree"
 if diff "$TMP/base.txt" "$TMP/here.txt"; then
   echo "identical: every array's md5 and every loss, $BASE and this tree ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', dirty'))"
 else
