@@ -58,7 +58,7 @@ from data import (
     writable,
     write_json,
 )
-from machine import keep_freed_memory, precision, provenance
+from machine import keep_freed_memory, memory, precision, provenance, training_memory
 from model import GPT, GPTConfig
 from settings import CPU_RECIPES, DEFAULTS, MODELS, RECIPES, SCALES
 
@@ -156,6 +156,9 @@ def check(cfg, model_over, setting):
     if name is not None and (not name.strip() or "/" in name or os.sep in name or ".." in name):
         sys.exit(f"error: --name {name!r} must be a plain folder name (no '/', no '..'): the run is "
                  "written to <out>/<corpus>/<name>/seed<k>")
+    if name is not None and name != cfg["config"] and rotary.known(name):   # tables would read it as one
+        sys.exit(f"error: --name {name} is a configuration's name, and this run trains {cfg['config']}; "
+                 "name a variant after what it changes (e.g. --name seq_depth_hot)")
     if cfg["passes"] is not None and cfg["passes"] <= 0:
         sys.exit("error: --passes must be positive")
     if cfg["report"] not in ("final", "best_milestone"):
@@ -334,7 +337,8 @@ def reported(log, rule):
 def finish(out_dir, log, steps, val_loss, test_loss, val_records, test_records, elapsed, report,
            diverged=None):
     """final.json, written last: the run is done (a run without it is resumed by sweep.sh). `reported`
-    is the validation loss under the run's reporting rule; diverged_at: the step whose loss was not finite."""
+    is the validation loss under the run's reporting rule; diverged_at: the step whose loss was not finite;
+    elapsed: training seconds alone (log.jsonl's)."""
     value, step = reported(log, report)
     final = {"step": log[-1]["step"] if log else steps,
              "stopped_early": bool(log) and log[-1]["step"] < steps,
@@ -384,13 +388,13 @@ def trained(run, rank, world):
         fwd = wrapped(fwd, cfg)
     if run.master:
         record_run(cfg, run.mcfg, model, run.meta, run.out_dir)
-    t0 = time.time()
+    run.elapsed = 0.0
     log, diverged = train_loop(run, model, fwd, opt, autocast, start, log, rank, world)
     if run.master:
         evaluate_ = functools.partial(evaluate, model, cfg=cfg, corpus=run.corpus, autocast=autocast)
         val_loss = log[-1]["val_loss"] if log else evaluate_(run.val, run.val_ids)
         finish(run.out_dir, log, run.steps, val_loss, evaluate_(run.test, run.test_ids), len(run.val_ids),
-               len(run.test_ids), round(run.elapsed_before + time.time() - t0, 1), cfg["report"], diverged)
+               len(run.test_ids), round(run.elapsed_before + run.elapsed, 1), cfg["report"], diverged)
 
 
 def plan(cfg, model_over, origin, master):
@@ -415,6 +419,8 @@ def plan(cfg, model_over, origin, master):
                             **model_over})
     run.out_dir = os.path.join(cfg["out"], cfg["corpus"], cfg["name"] or cfg["config"], f"seed{cfg['seed']}")
     prepared = run.meta["settings"]["max_len"]
+    T = run.mcfg.max_len if cfg["compile"] or cfg["pack"] else min(run.mcfg.max_len, prepared)
+    check_shape(cfg, run.mcfg, T, masked=cfg["pack"])
     if prepared < run.mcfg.max_len and master:   # the model could read longer records
         print(f"note: {run.data_dir} holds records of at most {prepared:,} tokens; "
               f"the {cfg['preset']} context is {run.mcfg.max_len:,} "
@@ -439,6 +445,30 @@ def plan(cfg, model_over, origin, master):
     run.steps = cfg["steps"]
     run.milestones = milestone_steps(run.steps, cfg["milestones"])
     return run
+
+
+def check_shape(cfg, mcfg, T, runs=1, masked=False):
+    """Exit with one line, before anything is written, on a model that cannot be built (a head of odd
+    width, more planes than a head has) or whose step would not fit in the device's memory
+    (machine.training_memory's estimate, micro-batches of T tokens a row): the bytes it needs."""
+    E, H = mcfg.n_embd, mcfg.n_head
+    if E % H or E // H % 2:   # the rotation turns pairs of a head's dimensions
+        sys.exit(f"error: n_embd {E} over n_head {H} makes heads {E / H:g} wide; a head must have an even "
+                 "width (n_embd a multiple of 2 x n_head)")
+    try:
+        with torch.device("meta"):   # the model's shapes, no weights made
+            GPT(mcfg)
+    except (ValueError, KeyError) as e:   # e.g. more planes than the head has
+        sys.exit(f"error: --config {cfg['config']}: {e.args[0]}")
+    rows = max(1, cfg["mb_tokens"] // T)
+    need = training_memory(mcfg.n_layer, E, H, mcfg.vocab_size, rows, T, runs, masked)
+    have = memory(cfg["device"])
+    if have and need > have:
+        sys.exit(f"error: {runs} run{'s' * (runs > 1)} of {mcfg.n_layer}L d{E} at a context of {T:,} need "
+                 f"about {need / 2**30:.1f} GiB a step (machine.training_memory), more than the "
+                 f"{have / 2**30:.1f} GiB of {cfg['device']}; lower --max_len or --mb_tokens, or train fewer "
+                 "runs")
+    return need
 
 
 def milestone_steps(steps, n):
@@ -477,13 +507,16 @@ def restore(run, model, opt, world):
         if run.master:
             print(f"resuming {out_dir} from step {start}")
     run.tokens_before = log[-1]["tokens"] if log else 0
-    run.elapsed_before = log[-1]["elapsed"] if log else 0.0   # wall time counts the whole run, not this part
+    # training time (and validation time) count the whole run, not this part
+    run.elapsed_before = log[-1]["elapsed"] if log else 0.0
+    run.val_before = log[-1].get("val_elapsed", 0.0) if log else 0.0
+    run.val_seconds = 0.0   # this part's validation
     return start, log
 
 
 def train_loop(run, model, fwd, opt, autocast, start, log, rank, world):
     """Steps from `start` to the end (or an early stop, or a non-finite loss): (log, diverged step)."""
-    cfg, t0, tokens_seen = run.cfg, time.time(), 0
+    cfg, t0, tokens_seen, aside = run.cfg, time.time(), 0, 0.0   # aside: validation and checkpoint writes
     bar = tqdm(range(start, run.steps), initial=start, total=run.steps, disable=not run.master,
                desc=cfg["config"])
     for step in bar:
@@ -501,13 +534,17 @@ def train_loop(run, model, fwd, opt, autocast, start, log, rank, world):
         opt.step()
         opt.zero_grad(set_to_none=True)
         tokens_seen += n_tok
-        dt = time.time() - t0
+        dt = run.elapsed = time.time() - t0 - aside                  # training time alone
         bar.set_postfix(loss=f"{step_loss:.3f}", tok_s=f"{tokens_seen / max(dt, 1e-9):.0f}")
         if step + 1 in run.milestones:
-            if not math.isfinite(val := evaluate(model, run.val, run.val_ids, cfg, run.corpus, autocast)):
-                # the weights went non-finite on a finite step: not checkpointed
+            t1 = time.time()
+            val = evaluate(model, run.val, run.val_ids, cfg, run.corpus, autocast)
+            run.val_seconds += time.time() - t1
+            if not math.isfinite(val):   # the weights went non-finite on a finite step: not checkpointed
                 return log, diverged(run, step + 1, f"validation loss is {val}", log)
-            if milestone(run, model, opt, log, step, step_loss, val, lr, tokens_seen, dt):
+            stop = milestone(run, model, opt, log, step, step_loss, val, lr, tokens_seen, dt)
+            aside += time.time() - t1
+            if stop:
                 break
     return log, None
 
@@ -526,9 +563,12 @@ def diverged(run, step, what, log):
 def milestone(run, model, opt, log, step, step_loss, val_loss, lr, tokens_seen, dt):
     """Log the fixed validation records' loss and checkpoint; True when the run stops early."""
     cfg = run.cfg
+    # elapsed: training seconds alone (validation, test scoring and checkpoint writes aside); val_elapsed:
+    # the validation's, both over the whole run (run.val_seconds: this part's, to this milestone's)
     entry = {"step": step + 1, "tokens": run.tokens_before + tokens_seen, "train_loss": step_loss,
-             "val_loss": val_loss, "lr": lr,
-             "elapsed": round(run.elapsed_before + dt, 2), "bf16": cfg["bf16"], "compile": cfg["compile"]}
+             "val_loss": val_loss, "lr": lr, "elapsed": round(run.elapsed_before + dt, 2),
+             "val_elapsed": round(run.val_before + run.val_seconds, 2), "bf16": cfg["bf16"],
+             "compile": cfg["compile"]}
     if cfg["device"].startswith("cuda"):
         entry["mfu"] = model.flops_per_token(run.mcfg.max_len) * tokens_seen / dt / 989e12
     log.append(entry)
