@@ -254,6 +254,11 @@ def parse(argv):
             ap.error(f"--setting {setting} prepares the {own['corpus']} corpus, not {args.corpus}")
     args.corpus = args.corpus or own.get("corpus") or ap.error("name a corpus or a --setting")
     given = {k: getattr(args, k) for k in PREPARE if getattr(args, k) is not None}
+    options = corpus(args.corpus).options
+    for k in given:   # another corpus's option would be accepted and ignored
+        if k not in ("vocab", "max_len", "long", "split") and k not in options:
+            ap.error(f"--{k} does not apply to the {args.corpus} corpus (its own options: "
+                     f"{', '.join('--' + o for o in options) or 'none'})")
     shape = {**PREPARE, **own.get("prepare", {})}
     departs = [f"--{k} {v}" for k, v in given.items() if v != shape[k]]
     for k, v in {**shape, **given}.items():

@@ -4,7 +4,9 @@
     python study.py web "seq_only seq_depth" "0 1 2 3" --steps 300
     python study.py python "seq_only tree_only seq_depth" "$(seq 0 9)" --setting python
 
-sweep.sh's arguments (JOBS is accepted and ignored), so `bash sweep.sh` becomes `python study.py`.
+sweep.sh's arguments (JOBS is accepted and ignored), so `bash sweep.sh` becomes `python study.py`;
+--seed, --config and --corpus are refused (SEEDS, CONFIGS and CORPUS give them); --check plans the
+study and checks its finished runs, training nothing (sweep.sh's check).
 Both papers work with dozens of small runs (the appendix: 4.7M parameters, 5-20 seeds a
 configuration), and one small run leaves a GPU idle: here the runs share every kernel, their
 weights stacked along a leading run dimension. Each run stays the run train.py would train (its
@@ -12,9 +14,14 @@ losses to float rounding, tests/test_study.py): its seed's initial weights (trai
 own batches in train.py's order (train.step_records), its own rotary table, clipping at 1.0, lr, early
 stop and non-finite stop, its own milestones on the same validation records, and random draws from
 generators of its own (with dropout or depth dropout not train.py's draws: REFERENCE.md "A study").
-Every run's folder ends as train.py writes it (config.json, log.jsonl, ckpt.pt, final.json), so
-evaluate.py, analyze.py and sweep.sh read them unchanged; a rerun skips finished runs and resumes
-the others from their last milestone. The study exits non-zero naming any run that diverged.
+The early-stop rule is train.py's, but its outcome is not covered by "to float rounding": where two
+validation losses tie within rounding, a study's run can stop at another milestone than train.py's
+(and from there differ by more; tests/test_study.py). Every run's folder ends as train.py writes it
+(config.json, log.jsonl, ckpt.pt, final.json; log.jsonl's `elapsed` the study's training seconds alone,
+`val_elapsed` its validation's), so evaluate.py, analyze.py and sweep.sh read them unchanged. A rerun
+skips a finished run only where it was trained as asked now and analyze.py will pair it (its precision
+too), and resumes the others from their last milestone; every run is checked (values, model, memory,
+checkpoint) before anything is written. The study exits non-zero naming any run that diverged.
 
 Batching (RESULTS "Speed" measures it): each run's records are laid into rows of the context, a
 record attending only inside itself, in micro-batches of a fixed number of rows, so every micro-batch
@@ -170,7 +177,7 @@ def finished_alike(run):
     pair it with the study's runs: the same values (resuming.trained_otherwise) and the same precision
     over its whole life (bf16 and compile, which a resume may change but a pairing may not)."""
     fix = "pass --resume=0 to train it again, or choose another --out"
-    done = read_config(run.out_dir, fix)
+    done = read_config(run.out_dir, fix, whole=True)
     differ = trained_otherwise(done["run"], done["model"], run.cfg, run.mcfg)
     if differ:
         sys.exit(f"error: {run.out_dir} finished with other settings ({', '.join(differ)}); {fix}")
