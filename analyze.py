@@ -213,8 +213,8 @@ def short(v):
 def group_by_training(entries):
     """{setting: {name: {seed: run}}} from (named setting, training key, (varied keys, shown keys), name,
     seed, run): a run joins every group of its named setting whose key it agrees with outside the keys
-    either may vary (runs that vary nothing found the groups), or founds its own, its name there followed
-    by the shown keys it differs in (a variant's values); groups of one named setting get one note line
+    either may vary (runs that vary nothing found the groups), or founds its own, its row naming the
+    shown keys it differs in (a variant's values); groups of one named setting get one note line
     naming what differs, and a tag with their own values."""
     groups = []
     for s, key, (free, shown), name, seed, run in sorted(entries, key=lambda e: len(e[2][0])):
@@ -226,11 +226,13 @@ def group_by_training(entries):
         for g in joins:   # a variant's row names the values it differs in from the runs it pairs with
             differs = ", ".join(f"{k} {short(key.get(k))}" for k in sorted(shown - g["free"])
                                 if key.get(k) != g["key"].get(k))
-            label = f"{name} ({differs})" if differs else name   # seeds of one label are alike
+            label = name   # seeds of one label are alike: one of another value is tabled apart
+            if any(r["differs"] != differs for r in g["runs"][name].values()):
+                label = f"{name} ({differs or 'as trained'})"
             if seed in g["runs"][label]:   # a run copied, or renamed beside itself: it would be counted twice
                 sys.exit(f"error: {g['runs'][label][seed]['dir']} and {run['dir']} are both {label} seed "
                          f"{seed}, trained alike (a copied run folder?); remove one")
-            g["runs"][label][seed] = run
+            g["runs"][label][seed] = {**run, "differs": differs}
     runs = {}
     for s in {g["s"] for g in groups}:
         same = [g for g in groups if g["s"] == s]
@@ -330,6 +332,7 @@ def compare(runs, baseline, metric="val"):
             if not deltas:
                 continue
             rows.append({"setting": setting, "config": name, "baseline": baseline, "step": step,
+                         "differs": next(iter(seeds.values())).get("differs", ""),   # a variant's values
                          "base_loss": float(np.mean([base[s]["log"][max(base[s]["log"])]["val_loss"]
                                                      for s in common])),
                          **paired(deltas)})
@@ -718,10 +721,15 @@ KEY_KINDS = ("after_close", "after_leaf", "new_block", "row_end", "copied_above"
 COLUMNS = ["config", "n", "delta", "se", "t", "p", "ci_lo", "ci_hi", "won", "sign_p", "q", "ppl_reduction"]
 
 
+def named(r):
+    """A row's configuration, with the values a named variant differs in from its baseline."""
+    return r["config"] + (f" ({r['differs']})" if r.get("differs") else "")
+
+
 def markdown(rows, title):
     return _md(title, "| configuration | Δ nats/token | SE | t | p | 95% CI | won | sign p | q | "
                "ppl reduction % |", rows,
-               lambda r: f"| {r['config']} | {r['delta']:+.4f} | {r['se']:.4f} | {r['t']:.2f} | "
+               lambda r: f"| {named(r)} | {r['delta']:+.4f} | {r['se']:.4f} | {r['t']:.2f} | "
                          f"{r['p']:.3g} | [{r['ci_lo']:+.4f}, {r['ci_hi']:+.4f}] | {r['won']}/{r['n']} | "
                          f"{r['sign_p']:.3g} | {r['q']:.3g} | {r['ppl_reduction']:+.2f} |")
 
@@ -735,10 +743,10 @@ def write_csv_rows(rows, path):
 
 def write_csv(rows, path):
     with replacing(path) as tmp, open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["setting", "step", "baseline", "base_loss"] + COLUMNS)
+        w = csv.DictWriter(f, fieldnames=["setting", "step", "baseline", "base_loss", "differs"] + COLUMNS)
         w.writeheader()
         for r in rows:   # the setting as words, not a tuple's repr
-            w.writerow({**{k: r[k] for k in w.fieldnames}, "setting": setting_name(r["setting"])})
+            w.writerow({**{k: r.get(k, "") for k in w.fieldnames}, "setting": setting_name(r["setting"])})
 
 
 def references_markdown(data_dir, r):

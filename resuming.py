@@ -34,8 +34,8 @@ def trained_otherwise(run, model, cfg, mcfg, there="there", now="now"):
 def checked_checkpoint(run_dir, device):
     """A run's checkpoint and config.json (read_config), refused in one line where the checkpoint is
     not the run the folder describes (another configuration, seed, model shape, values or data)."""
-    c = read_config(run_dir, "train the run again (train.py ... --resume=0)", whole=True)
     ck = load_checkpoint(os.path.join(run_dir, "ckpt.pt"), device)
+    c = read_config(run_dir, "train the run again (train.py ... --resume=0)", whole=True)
     differ = trained_otherwise(ck["run"], ck["config"], c["run"], c["model"], "in ckpt.pt", "in config.json")
     if differ:   # a copied checkpoint would be scored (and tabulated) as this run
         sys.exit(f"error: {run_dir}/ckpt.pt is not the run its config.json describes ({', '.join(differ)}); "
