@@ -402,25 +402,30 @@ def finished(study):
 REFUSED = ("seed", "config", "corpus")   # given by CORPUS, CONFIGS and SEEDS
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if "-h" in argv or "--help" in argv:
-        print(__doc__)
-        return []
+def arguments(argv):
+    """(corpus, configurations, seeds, train.py options, --check) from the command line; an option
+    the arguments give (REFUSED) is refused in one line."""
     if len(argv) < 3:
         sys.exit('usage: python study.py CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]')
     corpus, configs, seeds = argv[0], argv[1].split(), argv[2].split()
     options = argv[4:] if len(argv) > 3 and argv[3].isdigit() else argv[3:]   # JOBS: sweep.sh's, ignored
     if not configs or not seeds or not all(s.isdigit() for s in seeds):
         sys.exit("error: CONFIGS and SEEDS are space-separated lists, SEEDS of whole numbers ≥ 0")
-    check_only = "--check" in options
-    options = [o for o in options if o != "--check"]
     for o in options:   # argparse would let CORPUS, CONFIGS and SEEDS override these (or an abbreviation)
         k = o[2:].split("=")[0] if o.startswith("--") else ""
         flag = [d for d in train.DEFAULTS if d.startswith(k)] if k and k not in train.DEFAULTS else [k]
         if len(flag) == 1 and flag[0] in REFUSED:
             sys.exit(f"error: study.py takes --{flag[0]} from its arguments (CORPUS, CONFIGS, SEEDS); "
                      f"drop {o}")
+    return corpus, configs, seeds, [o for o in options if o != "--check"], "--check" in options
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return []
+    corpus, configs, seeds, options, check_only = arguments(argv)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         sys.exit("error: a study runs on one device; use train.py under torchrun for data parallel")
     machine.keep_freed_memory()
@@ -449,7 +454,7 @@ def main(argv=None):
         trained(study)
         finished(study)
     failed = [r for r in runs if r.failed]
-    if failed:
+    if failed:   # what a rerun does with each: from its last checkpoint, or from the start
         kept = [r.out_dir for r in failed if r.log]
         lost = [r.out_dir for r in failed if not r.log]
         said = ([f"a rerun retries from the last checkpoint: {', '.join(kept)}"] if kept else []) + \

@@ -44,8 +44,16 @@ export -f one
 
 # a finished run is kept only under study.py's rule (trained as asked now, and of the precision analyze.py
 # pairs); any other is refused in one line before anything trains (study.py --check trains nothing)
-# shellcheck disable=SC2086
-python "$ROOT/study.py" "$CORPUS" "$configs" "$seeds" --check --out "$OUT" $TRAIN_ARGS | { grep '^done:' || true; }
+finished=0
+for s in $seeds; do
+  for k in $configs; do
+    if [ -f "$OUT/$CORPUS/${NAME:-$k}/seed$s/final.json" ]; then finished=1; fi
+  done
+done
+if [ $finished = 1 ]; then
+  # shellcheck disable=SC2086
+  python "$ROOT/study.py" "$CORPUS" "$configs" "$seeds" --check --out "$OUT" $TRAIN_ARGS | { grep '^done:' || true; }
+fi
 
 for s in $seeds; do   # seeds outer: a sweep stopped early still pairs every configuration at the seeds it reached
   for k in $configs; do

@@ -420,7 +420,7 @@ def plan(cfg, model_over, origin, master):
     run.out_dir = os.path.join(cfg["out"], cfg["corpus"], cfg["name"] or cfg["config"], f"seed{cfg['seed']}")
     prepared = run.meta["settings"]["max_len"]
     T = run.mcfg.max_len if cfg["compile"] or cfg["pack"] else min(run.mcfg.max_len, prepared)
-    check_shape(cfg, run.mcfg, T, masked=cfg["pack"])
+    check_shape(cfg, run.mcfg, T, masked=cfg["pack"] or cfg["compile"])   # rows of records laid together
     if prepared < run.mcfg.max_len and master:   # the model could read longer records
         print(f"note: {run.data_dir} holds records of at most {prepared:,} tokens; "
               f"the {cfg['preset']} context is {run.mcfg.max_len:,} "
@@ -452,8 +452,10 @@ def check_shape(cfg, mcfg, T, runs=1, masked=False):
     width, more planes than a head has) or whose step would not fit in the device's memory
     (machine.training_memory's estimate, micro-batches of T tokens a row): the bytes it needs."""
     E, H = mcfg.n_embd, mcfg.n_head
-    if E % H or E // H % 2:   # the rotation turns pairs of a head's dimensions
-        sys.exit(f"error: n_embd {E} over n_head {H} makes heads {E / H:g} wide; a head must have an even "
+    if E % H:
+        sys.exit(f"error: n_embd {E} is not a multiple of n_head {H}")
+    if E // H % 2:   # the rotation turns pairs of a head's dimensions
+        sys.exit(f"error: n_embd {E} over n_head {H} makes heads {E // H} wide; a head must have an even "
                  "width (n_embd a multiple of 2 x n_head)")
     try:
         with torch.device("meta"):   # the model's shapes, no weights made
