@@ -254,11 +254,7 @@ def parse(argv):
             ap.error(f"--setting {setting} prepares the {own['corpus']} corpus, not {args.corpus}")
     args.corpus = args.corpus or own.get("corpus") or ap.error("name a corpus or a --setting")
     given = {k: getattr(args, k) for k in PREPARE if getattr(args, k) is not None}
-    options = corpus(args.corpus).options
-    for k in given:   # another corpus's option would be accepted and ignored
-        if k not in ("vocab", "max_len", "long", "split") and k not in options:
-            ap.error(f"--{k} does not apply to the {args.corpus} corpus (its own options: "
-                     f"{', '.join('--' + o for o in options) or 'none'})")
+    refuse_foreign(ap, args.corpus, given)
     shape = {**PREPARE, **own.get("prepare", {})}
     departs = [f"--{k} {v}" for k, v in given.items() if v != shape[k]]
     for k, v in {**shape, **given}.items():
@@ -276,6 +272,16 @@ def parse(argv):
     if args.vocab > 65536 * 4:
         ap.error(f"--vocab {args.vocab} is larger than this tokeniser supports (262,144)")
     return args, setting
+
+
+def refuse_foreign(ap, name, given):
+    """A data flag given that the corpus does not read (--max_programs for python): refused, never
+    accepted and ignored."""
+    options = corpus(name).options
+    for k in given:
+        if k not in ("vocab", "max_len", "long", "split") and k not in options:
+            ap.error(f"--{k} does not apply to the {name} corpus (its own options: "
+                     f"{', '.join('--' + o for o in options) or 'none'})")
 
 
 def data_settings(args, entry, items, dirs, setting):
