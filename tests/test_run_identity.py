@@ -124,24 +124,26 @@ def test_3_a_variant_at_another_lr_says_so_in_its_row(tmp_path, capsys):
 
 # ---------------------------------------------------------------------------- misleading ----
 def test_4_elapsed_is_training_time_alone_in_train_and_study(tiny_python, tmp_path, monkeypatch):
-    """Each validation is made to take 2 s: `elapsed` (log.jsonl and final.json) leaves it out in train.py
-    and in a study alike, and `val_elapsed` counts it, milestone after milestone."""
-    slow_train, slow_study = train.evaluate, study.Study.evaluate
-    def sleepy(f):
+    """Each validation is made to take 1,000 s (the clock moved on as it starts): `elapsed` (log.jsonl and
+    final.json) leaves it out in train.py and in a study alike, and `val_elapsed` counts it, milestone
+    after milestone."""
+    moved, clock = [0.0], time.time
+    monkeypatch.setattr(time, "time", lambda: clock() + moved[0])
+    def slow(f):
         def g(*a, **k):
-            time.sleep(2.0)
+            moved[0] += 1000.0
             return f(*a, **k)
         return g
-    monkeypatch.setattr(train, "evaluate", sleepy(slow_train))
-    monkeypatch.setattr(study.Study, "evaluate", sleepy(slow_study))
+    monkeypatch.setattr(train, "evaluate", slow(train.evaluate))
+    monkeypatch.setattr(study.Study, "evaluate", slow(study.Study.evaluate))
     two = args(tiny_python, tmp_path, "--milestones=2")
     runs = [train.main(["--corpus", "python", "--config", "seq_only", *two]),
             *study.main(["python", "seq_depth", "0", *two])]
     for run in runs:
         log = [json.loads(line) for line in open(os.path.join(run, "log.jsonl"))]
         assert [e["step"] for e in log] == [1, 2]
-        assert log[1]["elapsed"] < 2.0 and log[1]["val_elapsed"] >= 4.0 > log[0]["val_elapsed"] >= 2.0, log
-        assert json.load(open(os.path.join(run, "final.json")))["elapsed"] < 2.0
+        assert log[1]["elapsed"] < 1000 and log[1]["val_elapsed"] >= 2000 > log[0]["val_elapsed"] >= 1000, log
+        assert json.load(open(os.path.join(run, "final.json")))["elapsed"] < 1000
 
 
 def test_5_a_studys_early_stop_can_differ_where_losses_tie(tmp_path):
