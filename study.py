@@ -396,7 +396,7 @@ def finished(study):
     for r, test in zip(ok, tests):
         val = r.log[-1]["val_loss"] if r.log else study.evaluate([r], study.val, r.val_ids)[0]
         train.finish(r.out_dir, r.log, r.steps, val, test, len(r.val_ids), len(r.test_ids),
-                     round(r.elapsed_before + r.elapsed, 1), r.cfg["report"], r.diverged_at)
+                     round(r.elapsed_before + r.elapsed, 2), r.cfg["report"], r.diverged_at)
 
 
 REFUSED = ("seed", "config", "corpus")   # given by CORPUS, CONFIGS and SEEDS

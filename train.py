@@ -394,7 +394,7 @@ def trained(run, rank, world):
         evaluate_ = functools.partial(evaluate, model, cfg=cfg, corpus=run.corpus, autocast=autocast)
         val_loss = log[-1]["val_loss"] if log else evaluate_(run.val, run.val_ids)
         finish(run.out_dir, log, run.steps, val_loss, evaluate_(run.test, run.test_ids), len(run.val_ids),
-               len(run.test_ids), round(run.elapsed_before + run.elapsed, 1), cfg["report"], diverged)
+               len(run.test_ids), round(run.elapsed_before + run.elapsed, 2), cfg["report"], diverged)
 
 
 def plan(cfg, model_over, origin, master):
