@@ -52,26 +52,3 @@ def provenance(device):
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     return {"commit": commit, "dirty": dirty, "torch": torch.__version__, "triton": triton_version,
             "device": name}
-
-
-def training_memory(n_layer, n_embd, n_head, vocab, rows, T, runs=1, masked=False):
-    """Bytes a training step needs at its peak, estimated: `runs` models (weights, gradients, AdamW's
-    two moments, fp32), and one micro-batch of `rows` rows of T tokens held for the backward pass (per
-    layer about 16 activations of the width, the logits thrice in fp32); `masked` rows (records laid
-    into shared rows) add the T x T masks and, per head, scores and probabilities. train.py and
-    study.py refuse a run above the device's memory with it, and a study's first line prints it (the
-    GPU stages' too); it is an estimate of this code's big tensors, not a measurement."""
-    params = vocab * n_embd + n_layer * 12 * n_embd * n_embd
-    tokens = runs * rows * T
-    attention = runs * rows * T * T * (3 + 8 * n_head) if masked else 0
-    return 16 * params * runs + 4 * tokens * (16 * n_layer * n_embd + 3 * vocab) + attention
-
-
-def memory(device):
-    """The device's memory in bytes: the GPU's, or the machine's on a CPU (None where unknown)."""
-    if device.startswith("cuda"):
-        return torch.cuda.get_device_properties(torch.device(device)).total_memory
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None

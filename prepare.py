@@ -248,13 +248,13 @@ def parse(argv):
     setting, own = args.setting, {}
     if setting:   # paper_settings.py: read only when a setting is named
         from paper_settings import SETTINGS
-        own = SETTINGS.get(setting) or ap.error(f"unknown --setting {setting!r}; known: "
-                                                f"{', '.join(SETTINGS)}")
+        own = SETTINGS.get(setting) or ap.error(f"unknown --setting {setting}; known: {', '.join(SETTINGS)}")
         if args.corpus not in (None, own["corpus"]):
             ap.error(f"--setting {setting} prepares the {own['corpus']} corpus, not {args.corpus}")
     args.corpus = args.corpus or own.get("corpus") or ap.error("name a corpus or a --setting")
     given = {k: getattr(args, k) for k in PREPARE if getattr(args, k) is not None}
-    refuse_foreign(ap, args.corpus, given)
+    for k in set(given) - {"vocab", "max_len", "long", "split"} - set(corpus(args.corpus).options):
+        ap.error(f"--{k} does not apply to the {args.corpus} corpus (its own: {corpus(args.corpus).options})")
     shape = {**PREPARE, **own.get("prepare", {})}
     departs = [f"--{k} {v}" for k, v in given.items() if v != shape[k]]
     for k, v in {**shape, **given}.items():
@@ -272,16 +272,6 @@ def parse(argv):
     if args.vocab > 65536 * 4:
         ap.error(f"--vocab {args.vocab} is larger than this tokeniser supports (262,144)")
     return args, setting
-
-
-def refuse_foreign(ap, name, given):
-    """A data flag given that the corpus does not read (--max_programs for python): refused, never
-    accepted and ignored."""
-    options = corpus(name).options
-    for k in given:
-        if k not in ("vocab", "max_len", "long", "split") and k not in options:
-            ap.error(f"--{k} does not apply to the {name} corpus (its own options: "
-                     f"{', '.join('--' + o for o in options) or 'none'})")
 
 
 def data_settings(args, entry, items, dirs, setting):

@@ -133,6 +133,44 @@ def forward(W, tables, idx, C, targets, segment, n_head, drop):
     return nll.view(M, B, T)
 
 
+def training_memory(n_layer, n_embd, n_head, vocab, rows, T, runs=1, masked=False):
+    """Bytes a study's training step needs at its peak, estimated: `runs` models (weights, gradients,
+    AdamW's two moments, fp32), and one micro-batch of `rows` rows of T tokens held for the backward
+    pass (per layer about 16 activations of the width, the logits thrice in fp32); `masked` rows
+    (records laid into shared rows) add the T x T masks and, per head, scores and probabilities. The
+    study refuses a step above the device's memory with it and its first line prints it (the GPU
+    stages' too); an estimate of forward()'s big tensors, not a measurement."""
+    params = vocab * n_embd + n_layer * 12 * n_embd * n_embd
+    tokens = runs * rows * T
+    attention = runs * rows * T * T * (3 + 8 * n_head) if masked else 0
+    return 16 * params * runs + 4 * tokens * (16 * n_layer * n_embd + 3 * vocab) + attention
+
+
+def memory(device):
+    """The device's memory in bytes: the GPU's, or the machine's on a CPU (None where unknown)."""
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_properties(torch.device(device)).total_memory
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def fits(runs):
+    """The bytes a step of the study needs (training_memory), refused in one line, before anything is
+    written, above the device's memory (a context of 100,000 tokens, too many runs)."""
+    cfg, m = runs[0].cfg, runs[0].mcfg
+    need = training_memory(m.n_layer, m.n_embd, m.n_head, m.vocab_size, max(1, cfg["mb_tokens"] // m.max_len),
+                           m.max_len, len(runs), masked=True)
+    have = memory(cfg["device"])
+    if have and need > have:
+        sys.exit(f"error: {len(runs)} run{'s' * (len(runs) > 1)} of {m.n_layer}L d{m.n_embd} at a context of "
+                 f"{m.max_len:,} need about {need / 2**30:.1f} GiB a step (study.training_memory), more than "
+                 f"the {have / 2**30:.1f} GiB of {cfg['device']}; lower --max_len or --mb_tokens, or train "
+                 "fewer runs")
+    return need
+
+
 # --------------------------------------------------------------------------- the runs ----
 AGREE = ("device", "bf16", "compile", "docs_per_step", "mb_tokens", "val_docs", "test_docs", "pack", "data")
 
@@ -435,7 +473,7 @@ def main(argv=None):
     if not runs:
         print("every run is finished")
         return []
-    need = train.check_shape(runs[0].cfg, runs[0].mcfg, runs[0].mcfg.max_len, len(runs), masked=True)
+    need = fits(runs)
     if runs[0].cfg["resume"]:   # every checkpoint checked before anything is written
         for r in runs:
             restored(r)
@@ -449,7 +487,7 @@ def main(argv=None):
                 train.record_run(r.cfg, r.mcfg, r.model, r.meta, r.out_dir)
         named = ", ".join(f"{r.cfg['config']}/{r.cfg['seed']}" for r in runs)
         print(f"study: {len(runs)} run{'s' * (len(runs) > 1)} ({named}) as one batched model, about "
-              f"{need / 2**30:.1f} GiB a step (machine.training_memory)")
+              f"{need / 2**30:.1f} GiB a step (study.training_memory)")
         study = Study(runs)
         trained(study)
         finished(study)

@@ -58,7 +58,7 @@ from data import (
     writable,
     write_json,
 )
-from machine import keep_freed_memory, memory, precision, provenance, training_memory
+from machine import keep_freed_memory, precision, provenance
 from model import GPT, GPTConfig
 from settings import CPU_RECIPES, DEFAULTS, MODELS, RECIPES, SCALES
 
@@ -153,12 +153,10 @@ def check(cfg, model_over, setting):
         sys.exit("error: --depth_dropout and --min_lr must lie in [0, 1], --dropout in [0, 1), "
                  "--lr be positive and finite, --seed at least 0")
     name = cfg["name"]
-    if name is not None and (not name.strip() or "/" in name or os.sep in name or ".." in name):
-        sys.exit(f"error: --name {name!r} must be a plain folder name (no '/', no '..'): the run is "
-                 "written to <out>/<corpus>/<name>/seed<k>")
-    if name is not None and name != cfg["config"] and rotary.known(name):   # tables would read it as one
-        sys.exit(f"error: --name {name} is a configuration's name, and this run trains {cfg['config']}; "
-                 "name a variant after what it changes (e.g. --name seq_depth_hot)")
+    if name is not None and (not name.strip() or "/" in name or os.sep in name or ".." in name
+                             or name != cfg["config"] and rotary.known(name)):   # tables would read it as one
+        sys.exit(f"error: --name {name!r} must be a plain folder name (no '/', no '..'), and not another "
+                 "configuration's: the run is written to <out>/<corpus>/<name>/seed<k>")
     if cfg["passes"] is not None and cfg["passes"] <= 0:
         sys.exit("error: --passes must be positive")
     if cfg["report"] not in ("final", "best_milestone"):
@@ -328,9 +326,8 @@ def reported(log, rule):
     run, which diverged and is reported at its best milestone, labelled as such" (rule best_milestone)."""
     if not log:
         return None, None
-    def finite(e):
-        return e["val_loss"] if math.isfinite(e["val_loss"]) else math.inf
-    e = min(log, key=finite) if rule == "best_milestone" else log[-1]
+    e = min(log, key=lambda e: e["val_loss"] if math.isfinite(e["val_loss"]) else math.inf) \
+        if rule == "best_milestone" else log[-1]
     return e["val_loss"], e["step"]
 
 
@@ -388,7 +385,6 @@ def trained(run, rank, world):
         fwd = wrapped(fwd, cfg)
     if run.master:
         record_run(cfg, run.mcfg, model, run.meta, run.out_dir)
-    run.elapsed = 0.0
     log, diverged = train_loop(run, model, fwd, opt, autocast, start, log, rank, world)
     if run.master:
         evaluate_ = functools.partial(evaluate, model, cfg=cfg, corpus=run.corpus, autocast=autocast)
@@ -410,8 +406,7 @@ def plan(cfg, model_over, origin, master):
     run = SimpleNamespace(cfg=cfg, master=master, data_dir=os.path.join(cfg["data"], cfg["corpus"]))
     run.meta, run.corpus = corpus_stats(run.data_dir)
     if run.meta["settings"].get("format") != trees.FORMAT:   # an older stream or record rule
-        sys.exit(f"error: {run.data_dir} was written by an older prepare.py; "
-                 f"rerun prepare.py {cfg['corpus']}")
+        sys.exit(f"error: {run.data_dir} is from an older prepare.py; rerun prepare.py {cfg['corpus']}")
     cfg["data_identity"] = identity(run.data_dir, run.meta)    # evaluate.py, sample.py, a resume check it
     cfg["tokenizer"] = cfg["data_identity"]["tokenizer"]
     run.mcfg = GPTConfig(**{**MODELS[cfg["preset"]], "vocab_size": run.meta["tokenizer"]["vocab"],
@@ -419,12 +414,11 @@ def plan(cfg, model_over, origin, master):
                             **model_over})
     run.out_dir = os.path.join(cfg["out"], cfg["corpus"], cfg["name"] or cfg["config"], f"seed{cfg['seed']}")
     prepared = run.meta["settings"]["max_len"]
-    T = run.mcfg.max_len if cfg["compile"] or cfg["pack"] else min(run.mcfg.max_len, prepared)
-    check_shape(cfg, run.mcfg, T, masked=cfg["pack"] or cfg["compile"])   # rows of records laid together
+    if run.mcfg.n_embd % run.mcfg.n_head == 0 and run.mcfg.n_embd // run.mcfg.n_head % 2:   # turned in pairs
+        sys.exit(f"error: n_embd {run.mcfg.n_embd} over n_head {run.mcfg.n_head} makes heads of odd width")
     if prepared < run.mcfg.max_len and master:   # the model could read longer records
-        print(f"note: {run.data_dir} holds records of at most {prepared:,} tokens; "
-              f"the {cfg['preset']} context is {run.mcfg.max_len:,} "
-              f"(prepare.py {cfg['corpus']} --max_len {run.mcfg.max_len})")
+        print(f"note: {run.data_dir} holds records of at most {prepared:,} tokens; the {cfg['preset']} "
+              f"context is {run.mcfg.max_len:,} (prepare.py {cfg['corpus']} --max_len {run.mcfg.max_len})")
     run.train, run.val, run.test = load_splits(run.data_dir, run.mcfg)
     note = context_note(np.diff(run.train.a["doc_start"]), run.mcfg.max_len, "training", "train",
                         cfg["corpus"])
@@ -445,32 +439,6 @@ def plan(cfg, model_over, origin, master):
     run.steps = cfg["steps"]
     run.milestones = milestone_steps(run.steps, cfg["milestones"])
     return run
-
-
-def check_shape(cfg, mcfg, T, runs=1, masked=False):
-    """Exit with one line, before anything is written, on a model that cannot be built (a head of odd
-    width, more planes than a head has) or whose step would not fit in the device's memory
-    (machine.training_memory's estimate, micro-batches of T tokens a row): the bytes it needs."""
-    E, H = mcfg.n_embd, mcfg.n_head
-    if E % H:
-        sys.exit(f"error: n_embd {E} is not a multiple of n_head {H}")
-    if E // H % 2:   # the rotation turns pairs of a head's dimensions
-        sys.exit(f"error: n_embd {E} over n_head {H} makes heads {E // H} wide; a head must have an even "
-                 "width (n_embd a multiple of 2 x n_head)")
-    try:
-        with torch.device("meta"):   # the model's shapes, no weights made
-            GPT(mcfg)
-    except (ValueError, KeyError) as e:   # e.g. more planes than the head has
-        sys.exit(f"error: --config {cfg['config']}: {e.args[0]}")
-    rows = max(1, cfg["mb_tokens"] // T)
-    need = training_memory(mcfg.n_layer, E, H, mcfg.vocab_size, rows, T, runs, masked)
-    have = memory(cfg["device"])
-    if have and need > have:
-        sys.exit(f"error: {runs} run{'s' * (runs > 1)} of {mcfg.n_layer}L d{E} at a context of {T:,} need "
-                 f"about {need / 2**30:.1f} GiB a step (machine.training_memory), more than the "
-                 f"{have / 2**30:.1f} GiB of {cfg['device']}; lower --max_len or --mb_tokens, or train fewer "
-                 "runs")
-    return need
 
 
 def milestone_steps(steps, n):
@@ -508,11 +476,9 @@ def restore(run, model, opt, world):
         start, log = resume(cfg, run.mcfg, model, opt, out_dir)
         if run.master:
             print(f"resuming {out_dir} from step {start}")
-    run.tokens_before = log[-1]["tokens"] if log else 0
-    # training time (and validation time) count the whole run, not this part
-    run.elapsed_before = log[-1]["elapsed"] if log else 0.0
-    run.val_before = log[-1].get("val_elapsed", 0.0) if log else 0.0
-    run.val_seconds = 0.0   # this part's validation
+    last = log[-1] if log else {}   # tokens, training and validation time count the whole run, not this part
+    run.tokens_before, run.elapsed_before = last.get("tokens", 0), last.get("elapsed", 0.0)
+    run.val_seconds, run.elapsed = last.get("val_elapsed", 0.0), 0.0
     return start, log
 
 
@@ -540,14 +506,13 @@ def train_loop(run, model, fwd, opt, autocast, start, log, rank, world):
         bar.set_postfix(loss=f"{step_loss:.3f}", tok_s=f"{tokens_seen / max(dt, 1e-9):.0f}")
         if step + 1 in run.milestones:
             t1 = time.time()
-            val = evaluate(model, run.val, run.val_ids, cfg, run.corpus, autocast)
-            run.val_seconds += time.time() - t1
-            if not math.isfinite(val):   # the weights went non-finite on a finite step: not checkpointed
+            if not math.isfinite(val := evaluate(model, run.val, run.val_ids, cfg, run.corpus, autocast)):
+                # the weights went non-finite on a finite step: not checkpointed
                 return log, diverged(run, step + 1, f"validation loss is {val}", log)
-            stop = milestone(run, model, opt, log, step, step_loss, val, lr, tokens_seen, dt)
-            aside += time.time() - t1
-            if stop:
+            run.val_seconds += time.time() - t1
+            if milestone(run, model, opt, log, step, step_loss, val, lr, tokens_seen, dt):
                 break
+            aside += time.time() - t1
     return log, None
 
 
@@ -566,11 +531,10 @@ def milestone(run, model, opt, log, step, step_loss, val_loss, lr, tokens_seen, 
     """Log the fixed validation records' loss and checkpoint; True when the run stops early."""
     cfg = run.cfg
     # elapsed: training seconds alone (validation, test scoring and checkpoint writes aside); val_elapsed:
-    # the validation's, both over the whole run (run.val_seconds: this part's, to this milestone's)
+    # the validation's, this milestone's included; both over the whole run
     entry = {"step": step + 1, "tokens": run.tokens_before + tokens_seen, "train_loss": step_loss,
              "val_loss": val_loss, "lr": lr, "elapsed": round(run.elapsed_before + dt, 2),
-             "val_elapsed": round(run.val_before + run.val_seconds, 2), "bf16": cfg["bf16"],
-             "compile": cfg["compile"]}
+             "val_elapsed": round(run.val_seconds, 2), "bf16": cfg["bf16"], "compile": cfg["compile"]}
     if cfg["device"].startswith("cuda"):
         entry["mfu"] = model.flops_per_token(run.mcfg.max_len) * tokens_seen / dt / 989e12
     log.append(entry)
@@ -579,8 +543,7 @@ def milestone(run, model, opt, log, step, step_loss, val_loss, lr, tokens_seen, 
                                 "log": log, "config": vars(run.mcfg), "run": cfg})
     if stalled([e["val_loss"] for e in log], cfg["patience"]):   # every rank sees the same losses
         if run.master:
-            print(f"early stop at step {step + 1}: "
-                  f"no better validation loss in {cfg['patience']} evaluations")
+            print(f"early stop at step {step + 1}: no better validation loss in {cfg['patience']} milestones")
         return True
     return False
 

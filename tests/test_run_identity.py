@@ -14,7 +14,6 @@ import pytest
 
 import analyze
 import evaluate
-import machine
 import prepare
 import sample
 import study
@@ -77,7 +76,8 @@ def test_1_a_name_is_never_taken_for_a_configuration(tiny_python, tmp_path, caps
     analyze leaves such a folder out, and a run named as its own configuration at another lr is no
     variant: it is tabled apart, never a seed of seq_depth; a copied run folder is refused."""
     one_line(lambda: train.main(["--corpus", "python", "--config", "seq_tree", "--name", "seq_depth",
-                                 *args(tiny_python, tmp_path)]), "--name seq_depth", "seq_tree")
+                                 *args(tiny_python, tmp_path)]),
+             "--name 'seq_depth'", "another configuration's")
     assert not os.path.exists(tmp_path / "python")
     for seed in (0, 1):
         planted(tmp_path, "seq_only", seed, 3.0)
@@ -234,8 +234,8 @@ def test_10_every_option_is_used_or_refused(tiny_python, tmp_path, capsys):
 def test_11_an_odd_head_width_is_one_line_before_anything_is_written(tiny_python, tmp_path):
     """`--n_layer=1 --n_embd=63` was a RuntimeError after config.json was written."""
     odd = args(tiny_python, tmp_path, "--n_embd=63")
-    one_line(lambda: train.main(["--corpus", "python", "--config", "seq_only", *odd]), "63", "even width")
-    one_line(lambda: study.main(["python", "seq_only seq_depth", "0", *odd]), "63", "even width")
+    one_line(lambda: train.main(["--corpus", "python", "--config", "seq_only", *odd]), "63", "odd width")
+    one_line(lambda: study.main(["python", "seq_only seq_depth", "0", *odd]), "63", "odd width")
     assert not os.path.exists(tmp_path / "python")
 
 
@@ -257,14 +257,14 @@ def test_12_an_edited_config_json_is_one_line_naming_the_key(edit, named, runs, 
 
 def test_13_a_model_that_cannot_fit_is_refused_with_the_estimate(tiny_python, tmp_path, monkeypatch):
     """`study.py ... --max_len=100000` was killed by the kernel: rows of 100,000 tokens need T x T masks
-    and scores. It is refused in one line with machine.training_memory's estimate, nothing written."""
-    monkeypatch.setattr(train, "memory", lambda device: 24 * 2**30)   # the trial's 24 GB machine
+    and scores. It is refused in one line with study.training_memory's estimate, nothing written."""
+    monkeypatch.setattr(study, "memory", lambda device: 24 * 2**30)   # the trial's 24 GB machine
     msg = one_line(lambda: study.main(["python", "seq_only seq_depth", "0",
                                        *args(tiny_python, tmp_path, "--max_len=100000")]),
-                   "GiB a step (machine.training_memory)", "24.0 GiB")
+                   "GiB a step (study.training_memory)", "24.0 GiB")
     assert float(re.search(r"about ([\d.]+) GiB", msg).group(1)) > 100
     assert not os.path.exists(tmp_path / "python")
     # the estimate by hand: 1 layer, d 2, 1 head, vocab 4, a row of 2 tokens: 56 parameters x 16 bytes,
     # 2 tokens x 4 bytes x (16 x 2 + 3 x 4), and masked 4 pairs x (3 + 8) bytes
-    assert machine.training_memory(1, 2, 1, 4, 1, 2) == 896 + 352
-    assert machine.training_memory(1, 2, 1, 4, 1, 2, masked=True) == 896 + 352 + 44
+    assert study.training_memory(1, 2, 1, 4, 1, 2) == 896 + 352
+    assert study.training_memory(1, 2, 1, 4, 1, 2, masked=True) == 896 + 352 + 44
