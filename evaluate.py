@@ -49,7 +49,6 @@ from data import (
     context_note,
     coords_for,
     corpus_stats,
-    load_checkpoint,
     pack,
     record_docs,
     replacing,
@@ -60,6 +59,7 @@ from hrope import boundaries, compression, hubs
 from hrope.boundaries import fake_merge, fake_split
 from hrope.compression import D_MAX, depth_cells
 from model import GPT, GPTConfig
+from resuming import checked_checkpoint
 from rotary import coordinate
 
 
@@ -223,7 +223,9 @@ def attention_stats(shares, context):
 
 # --------------------------------------------------------------------------------- scoring ----
 def load(run_dir, device="cpu"):
-    ck = load_checkpoint(os.path.join(run_dir, "ckpt.pt"), device)
+    """The run's model and values: its checkpoint, refused where it is not the run its config.json
+    describes (resuming.checked_checkpoint)."""
+    ck, _ = checked_checkpoint(run_dir, device)
     model = GPT(GPTConfig(**ck["config"])).to(device)
     model.load_state_dict(ck["model"])
     return model.eval(), {**ck["run"], "checkpoint_step": ck.get("step")}

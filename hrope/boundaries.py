@@ -18,8 +18,9 @@ import torch
 
 import tokenizer
 from corpora import paragraphs
-from data import coords_for, pack, read_json, record_docs, replacing, token_coords
+from data import coords_for, pack, record_docs, replacing, token_coords
 from hrope.compression import MIN_CLUSTERS
+from resuming import read_config
 
 
 # ---------------------------------------------------------------------------- interventions ----
@@ -167,7 +168,7 @@ def boundary_pool(root, split="test"):
     real boundaries of every seed kept (App. A.2: three seeds pooled per corpus)."""
     out = {}
     for path in sorted(glob.glob(os.path.join(root, "**", f"boundary_{split}.npz"), recursive=True)):
-        r = read_json(os.path.join(os.path.dirname(path), "config.json"), "delete that run's folder")["run"]
+        r = read_config(os.path.dirname(path), "delete that run's folder")["run"]
         z = np.load(path)
         out.setdefault(r.get("name") or r["config"], []).append(z)
     pooled = {}

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 from scipy import stats
 
-from data import read_json, replacing
+from data import replacing
+from resuming import read_config
 
 # ------------------------------------------------------------------------------------ cells ----
 D_MAX, K_MAX = 1024, 32        # compression-depth cells: token distance d <= 1,024, Δp1 <= 32
@@ -558,7 +559,7 @@ def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
     if not paths:
         raise SystemExit(f"error: no seed*/paragraph_{split}.npz under {config_dir}; "
                          "run evaluate.py RUN --paragraphs first")
-    cfg = read_json(os.path.join(os.path.dirname(paths[0]), "config.json"), "delete that run's folder")["run"]
+    cfg = read_config(os.path.dirname(paths[0]), "delete that run's folder")["run"]
     depth, cells = paragraph_depth(paths, gate)
     context = int(np.load(paths[0])["max_len"])
     pred = candidates.paragraph_predictors(os.path.join(cfg["data"], cfg["corpus"]), split, context, embedder)

@@ -7,6 +7,7 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 
 import data
 import evaluate
@@ -238,6 +239,11 @@ def test_sample_py_end_to_end(tiny, tmp_path, capsys):
     cfg = json.load(open(os.path.join(run, "config.json")))
     cfg["run"]["corpus"] = "python"
     json.dump(cfg, open(os.path.join(run, "config.json"), "w"))
+    with pytest.raises(SystemExit, match="corpus: json in ckpt.pt, python in config.json"):
+        sample.load(run, "cpu")                   # config.json alone edited: not the checkpoint's run
+    ck = torch.load(os.path.join(run, "ckpt.pt"), weights_only=False)
+    ck["run"]["corpus"] = "python"
+    data.save_checkpoint(ck, os.path.join(run, "ckpt.pt"))
     with pytest.raises(SystemExit, match="cannot serve"):
         sample.load(run, "cpu")
 
