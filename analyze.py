@@ -178,10 +178,15 @@ KEY_KINDS = ("after_close", "after_leaf", "new_block", "row_end", "copied_above"
 COLUMNS = ["config", "n", "delta", "se", "t", "p", "ci_lo", "ci_hi", "won", "sign_p", "q", "ppl_reduction"]
 
 
+def named(r):
+    """A row's configuration, with the values a named variant differs in from its baseline."""
+    return r["config"] + (f" ({r['differs']})" if r.get("differs") else "")
+
+
 def markdown(rows, title):
     return _md(title, "| configuration | Δ nats/token | SE | t | p | 95% CI | won | sign p | q | "
                "ppl reduction % |", rows,
-               lambda r: f"| {r['config']} | {r['delta']:+.4f} | {r['se']:.4f} | {r['t']:.2f} | "
+               lambda r: f"| {named(r)} | {r['delta']:+.4f} | {r['se']:.4f} | {r['t']:.2f} | "
                          f"{r['p']:.3g} | [{r['ci_lo']:+.4f}, {r['ci_hi']:+.4f}] | {r['won']}/{r['n']} | "
                          f"{r['sign_p']:.3g} | {r['q']:.3g} | {r['ppl_reduction']:+.2f} |")
 
@@ -195,10 +200,10 @@ def write_csv_rows(rows, path):
 
 def write_csv(rows, path):
     with replacing(path) as tmp, open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["setting", "step", "baseline", "base_loss"] + COLUMNS)
+        w = csv.DictWriter(f, fieldnames=["setting", "step", "baseline", "base_loss", "differs"] + COLUMNS)
         w.writeheader()
         for r in rows:   # the setting as words, not a tuple's repr
-            w.writerow({**{k: r[k] for k in w.fieldnames}, "setting": setting_name(r["setting"])})
+            w.writerow({**{k: r.get(k, "") for k in w.fieldnames}, "setting": setting_name(r["setting"])})
 
 
 def references_markdown(data_dir, r):

@@ -240,6 +240,7 @@ def study(corpus="web", sizes=(1, 4, 8), steps=30, jobs=2, options=()):
                 logs = [[json.loads(x) for x in open(os.path.join(r, "log.jsonl"))] for r in runs]
                 flops = sum(record_flops(json.load(open(os.path.join(r, "config.json")))) for r in runs)
             tokens = sum(log[-1]["tokens"] for log in logs)
+            # elapsed: training time alone on both paths (validation is val_elapsed, beside it)
             loop = max(log[-1]["elapsed"] for log in logs) if path == "study" else \
                 sum(log[-1]["elapsed"] for log in logs) / min(jobs, len(logs))   # jobs side by side
             rows.append({"M": M, "path": path, "runs": len(logs), "tokens/s loop": tokens / loop,

@@ -50,7 +50,7 @@ from treerope.hrope import boundaries, compression, hubs, paragraph_depth
 from treerope.hrope.boundaries import fake_merge, fake_split
 from treerope.hrope.compression import D_MAX, depth_cells
 from treerope.prepared import STRUCTURAL, check_identity, check_tokenizer, corpus_stats
-from treerope.runs import load_checkpoint
+from treerope.runs import checked_checkpoint
 
 
 # -------------------------------------------------------------------------- interventions ----
@@ -213,7 +213,9 @@ def attention_stats(shares, context):
 
 # --------------------------------------------------------------------------------- scoring ----
 def load(run_dir, device="cpu"):
-    ck = load_checkpoint(os.path.join(run_dir, "ckpt.pt"), device)
+    """The run's model and values: its checkpoint, refused where it is not the run its config.json
+    describes (runs.checked_checkpoint)."""
+    ck, _ = checked_checkpoint(run_dir, device)
     model = GPT(GPTConfig.saved(ck["config"])).to(device)
     model.load_state_dict(ck["model"])
     return model.eval(), {**ck["run"], "checkpoint_step": ck.get("step")}

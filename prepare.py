@@ -286,12 +286,13 @@ def parse(argv):
     args = ap.parse_args(argv)
     setting, own = args.setting, {}
     if setting:   # a paper's setting (settings.SETTINGS)
-        own = SETTINGS.get(setting) or ap.error(f"unknown --setting {setting!r}; known: "
-                                                f"{', '.join(SETTINGS)}")
+        own = SETTINGS.get(setting) or ap.error(f"unknown --setting {setting}; known: {', '.join(SETTINGS)}")
         if args.corpus not in (None, own["corpus"]):
             ap.error(f"--setting {setting} prepares the {own['corpus']} corpus, not {args.corpus}")
     args.corpus = args.corpus or own.get("corpus") or ap.error("name a corpus or a --setting")
     given = {k: getattr(args, k) for k in PREPARE if getattr(args, k) is not None}
+    for k in set(given) - {"vocab", "max_len", "long", "split"} - set(corpus(args.corpus).options):
+        ap.error(f"--{k} does not apply to the {args.corpus} corpus (its own: {corpus(args.corpus).options})")
     shape = {**PREPARE, **own.get("prepare", {})}
     departs = [f"--{k} {v}" for k, v in given.items() if v != shape[k]]
     for k, v in {**shape, **given}.items():

@@ -34,9 +34,8 @@ from treerope import tokenizer
 from treerope.batches import coords_for
 from treerope.corpora import formats
 from treerope.fields import token_coords
-from treerope.files import read_json
 from treerope.prepared import check_identity, check_tokenizer, corpus_stats
-from treerope.runs import load_checkpoint
+from treerope.runs import checked_checkpoint
 
 ONLINE = {"json": formats.json_coords, "xml": formats.xml_coords, "markdown": formats.markdown_coords}
 PROMPT = {"json": "{", "xml": "<", "markdown": "# "}   # how the corpus's documents begin
@@ -82,14 +81,13 @@ def online_coords(corpus, ids, enc, tok_len):
 
 
 def load(run_dir, device, data=None):
-    cfg = read_json(os.path.join(run_dir, "config.json"), "train the run again (train.py ... --resume=0)")
-    run, mcfg = cfg["run"], GPTConfig.saved(cfg["model"])
+    ck, cfg = checked_checkpoint(run_dir, device)   # the checkpoint is the run its config.json describes
+    run, mcfg = cfg["run"], GPTConfig(**cfg["model"])
     model = GPT(mcfg)
     if run["corpus"] not in ONLINE and not set(model.rotary.names) <= {"t"}:   # it reads a tree
         sys.exit(f"error: sample.py cannot serve {run['config']} on the {run['corpus']} corpus: its text "
                  f"does not determine its tree (served: {', '.join(ONLINE)}, or a configuration that reads "
                  "the position alone; the docstring says why)")
-    ck = load_checkpoint(os.path.join(run_dir, "ckpt.pt"), device)
     model.load_state_dict(ck["model"])
     run = {**run, "checkpoint_step": ck["step"],
            "finished": os.path.exists(os.path.join(run_dir, "final.json"))}

@@ -5,7 +5,9 @@
     python study.py python "seq_only tree_only seq_depth" "$(seq 0 9)" --setting python
 
 scripts/sweep.sh's arguments (JOBS is accepted and ignored), so `bash scripts/sweep.sh` becomes
-`python study.py`.
+`python study.py`;
+--seed, --config and --corpus are refused (SEEDS, CONFIGS and CORPUS give them); --check plans the
+study and checks its finished runs, training nothing (sweep.sh's check).
 Both papers work with dozens of small runs (the appendix: 4.7M parameters, 5-20 seeds a
 configuration), and one small run leaves a GPU idle: here the runs share every kernel, their
 weights stacked along a leading run dimension. Each run stays the run train.py would train (its
@@ -13,9 +15,14 @@ losses to float rounding, tests/test_study.py): its seed's initial weights (trai
 own batches in train.py's order (train.step_records), its own rotary table, clipping at 1.0, lr, early
 stop and non-finite stop, its own milestones on the same validation records, and random draws from
 generators of its own (with dropout or depth dropout not train.py's draws: REFERENCE.md "A study").
-Every run's folder ends as train.py writes it (config.json, log.jsonl, ckpt.pt, final.json), so
-evaluate.py, analyze.py and sweep.sh read them unchanged; a rerun skips finished runs and resumes
-the others from their last milestone. The study exits non-zero naming any run that diverged.
+The early-stop rule is train.py's, but its outcome is not covered by "to float rounding": where two
+validation losses tie within rounding, a study's run can stop at another milestone than train.py's
+(and from there differ by more; tests/test_study.py). Every run's folder ends as train.py writes it
+(config.json, log.jsonl, ckpt.pt, final.json; log.jsonl's `elapsed` the study's training seconds alone,
+`val_elapsed` its validation's), so evaluate.py, analyze.py and sweep.sh read them unchanged. A rerun
+skips a finished run only where it was trained as asked now and analyze.py will pair it (its precision
+too), and resumes the others from their last milestone; every run is checked (values, model, memory,
+checkpoint) before anything is written. The study exits non-zero naming any run that diverged.
 
 Batching (RESULTS "Speed" measures it): each run's records are laid into rows of the context, a
 record attending only inside itself, in micro-batches of a fixed number of rows, so every micro-batch
@@ -23,6 +30,7 @@ has one shape; the rows are gathered on the device from the split moved there on
 """
 import contextlib
 import io
+import json
 import math
 import os
 import sys
@@ -36,8 +44,8 @@ import rotary
 import train
 from treerope import machine
 from treerope.batches import DEPTH_READERS, coords_for, fill_blocks
-from treerope.files import owned, read_json
-from treerope.runs import trained_otherwise
+from treerope.files import owned
+from treerope.runs import read_config, trained_otherwise
 
 
 # ------------------------------------------------------------------------ the batched GPT ----
@@ -126,6 +134,44 @@ def forward(W, tables, idx, C, targets, segment, n_head, drop):
     return nll.view(M, B, T)
 
 
+def training_memory(n_layer, n_embd, n_head, vocab, rows, T, runs=1, masked=False):
+    """Bytes a study's training step needs at its peak, estimated: `runs` models (weights, gradients,
+    AdamW's two moments, fp32), and one micro-batch of `rows` rows of T tokens held for the backward
+    pass (per layer about 16 activations of the width, the logits thrice in fp32); `masked` rows
+    (records laid into shared rows) add the T x T masks and, per head, scores and probabilities. The
+    study refuses a step above the device's memory with it and its first line prints it (the GPU
+    stages' too); an estimate of forward()'s big tensors, not a measurement."""
+    params = vocab * n_embd + n_layer * 12 * n_embd * n_embd
+    tokens = runs * rows * T
+    attention = runs * rows * T * T * (3 + 8 * n_head) if masked else 0
+    return 16 * params * runs + 4 * tokens * (16 * n_layer * n_embd + 3 * vocab) + attention
+
+
+def memory(device):
+    """The device's memory in bytes: the GPU's, or the machine's on a CPU (None where unknown)."""
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_properties(torch.device(device)).total_memory
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def fits(runs):
+    """The bytes a step of the study needs (training_memory), refused in one line, before anything is
+    written, above the device's memory (a context of 100,000 tokens, too many runs)."""
+    cfg, m = runs[0].cfg, runs[0].mcfg
+    need = training_memory(m.n_layer, m.n_embd, m.n_head, m.vocab_size, max(1, cfg["mb_tokens"] // m.max_len),
+                           m.max_len, len(runs), masked=True)
+    have = memory(cfg["device"])
+    if have and need > have:
+        sys.exit(f"error: {len(runs)} run{'s' * (len(runs) > 1)} of {m.n_layer}L d{m.n_embd} at a context of "
+                 f"{m.max_len:,} need about {need / 2**30:.1f} GiB a step (study.training_memory), more than "
+                 f"the {have / 2**30:.1f} GiB of {cfg['device']}; lower --max_len or --mb_tokens, or train "
+                 "fewer runs")
+    return need
+
+
 # --------------------------------------------------------------------------- the runs ----
 AGREE = ("device", "bf16", "compile", "docs_per_step", "mb_tokens", "val_docs", "test_docs", "pack", "data")
 
@@ -166,21 +212,34 @@ def plan_runs(corpus, configs, seeds, options):
 
 
 def finished_alike(run):
-    """A finished run is skipped (as sweep.sh skips it) only where it was trained as asked now."""
-    done = read_json(os.path.join(run.out_dir, "config.json"), "pass --resume=0 to train the run again")
+    """A finished run is skipped ("done") only where it was trained as asked now and analyze.py will
+    pair it with the study's runs: the same values (runs.trained_otherwise) and the same precision
+    over its whole life (bf16 and compile, which a resume may change but a pairing may not)."""
+    fix = "pass --resume=0 to train it again, or choose another --out"
+    done = read_config(run.out_dir, fix, whole=True)
     differ = trained_otherwise(done["run"], done["model"], run.cfg, run.mcfg)
     if differ:
-        sys.exit(f"error: {run.out_dir} finished with other settings ({', '.join(differ)}); pass "
-                 "--resume=0 to train it again, or choose another --out")
+        sys.exit(f"error: {run.out_dir} finished with other settings ({', '.join(differ)}); {fix}")
+    life = {(bool(done["run"].get("bf16")), bool(done["run"].get("compile")))}
+    try:
+        with open(os.path.join(run.out_dir, "log.jsonl")) as f:
+            log = [json.loads(line) for line in f if line.strip()]
+        life |= {(bool(e.get("bf16")), bool(e.get("compile"))) for e in log}
+    except (OSError, ValueError):
+        sys.exit(f"error: {run.out_dir}/log.jsonl is missing or damaged; {fix}")
+    now = (bool(run.cfg["bf16"]), bool(run.cfg["compile"]))
+    if life != {now}:   # analyze.training: runs of another precision are not paired
+        was = ", ".join(f"bf16={int(b)} compile={int(c)}" for b, c in sorted(life))
+        sys.exit(f"error: {run.out_dir} finished at {was}, and this study trains at bf16={int(now[0])} "
+                 f"compile={int(now[1])}: analyze.py would not pair it; {fix}, or pass its --bf16, --compile")
     print(f"done: {run.out_dir}")
 
 
-def start(run, quiet):
-    """The run's restored state (its checkpoint, if any) and its config.json."""
+def restored(run):
+    """The run's state: its checkpoint, if any, refused where it was trained otherwise (train.restore;
+    with --resume=0 its folder is removed instead)."""
     run.step, run.log = train.restore(run, run.model, run.opt, 1)
-    with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
-        train.record_run(run.cfg, run.mcfg, run.model, run.meta, run.out_dir)
-    run.tokens_seen, run.failed, run.diverged_at = 0, False, None
+    run.tokens_seen, run.failed, run.diverged_at, run.elapsed = 0, False, None, 0.0
     run.done = run.step >= run.steps or (bool(run.log) and train.stalled(
         [e["val_loss"] for e in run.log], run.cfg["patience"]))
 
@@ -333,11 +392,12 @@ def stop(run, step, what):
 
 def trained(study):
     """Step every unfinished run until each ends (its steps, an early stop, or a non-finite loss)."""
-    t0 = time.time()
+    t0, aside = time.time(), 0.0   # aside: validation and checkpoint writes, not training time
     while active := [r for r in study.runs if not r.done]:
         losses, n_tok = study.step(active)                    # the step's one synchronisation
-        at_milestone = []
+        at_milestone, now = [], time.time() - t0 - aside
         for r, loss, n in zip(active, losses, n_tok):
+            r.elapsed = now                                   # the study's training time, as train.py's
             if not math.isfinite(loss):
                 stop(r, r.step, f"loss is {loss}")
                 continue
@@ -352,17 +412,21 @@ def trained(study):
             elif r.step >= r.steps:
                 r.done = True
         if at_milestone:
-            for r, val in zip(at_milestone, study.evaluate(at_milestone, study.val, at_milestone[0].val_ids)):
+            t1 = time.time()
+            vals = study.evaluate(at_milestone, study.val, at_milestone[0].val_ids)
+            for r in active:   # each run waited through the validation: its val_elapsed counts it
+                r.val_seconds += time.time() - t1
+            for r, val in zip(at_milestone, vals):
                 if not math.isfinite(val):
                     stop(r, r.step, f"validation loss is {val}")
                     continue
                 lr = r.opt.param_groups[0]["lr"]
                 r.done = train.milestone(r, r.model, r.opt, r.log, r.step - 1, r.loss, val, lr, r.tokens_seen,
-                                         time.time() - t0) or r.step >= r.steps
-    return time.time() - t0
+                                         r.elapsed) or r.step >= r.steps
+            aside += time.time() - t1
 
 
-def finished(study, wall):
+def finished(study):
     """final.json for every run that did not fail, the test split scored for all of them at once."""
     ok = [r for r in study.runs if not r.failed]
     if not ok:
@@ -371,37 +435,70 @@ def finished(study, wall):
     for r, test in zip(ok, tests):
         val = r.log[-1]["val_loss"] if r.log else study.evaluate([r], study.val, r.val_ids)[0]
         train.finish(r.out_dir, r.log, r.steps, val, test, len(r.val_ids), len(r.test_ids),
-                     round(r.elapsed_before + wall, 1), r.cfg["report"], r.diverged_at)
+                     round(r.elapsed_before + r.elapsed, 2), r.cfg["report"], r.diverged_at)
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
+REFUSED = ("seed", "config", "corpus")   # given by CORPUS, CONFIGS and SEEDS
+
+
+def arguments(argv):
+    """(corpus, configurations, seeds, train.py options, --check) from the command line; an option
+    the arguments give (REFUSED) is refused in one line."""
     if len(argv) < 3:
         sys.exit('usage: python study.py CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]')
     corpus, configs, seeds = argv[0], argv[1].split(), argv[2].split()
     options = argv[4:] if len(argv) > 3 and argv[3].isdigit() else argv[3:]   # JOBS: sweep.sh's, ignored
     if not configs or not seeds or not all(s.isdigit() for s in seeds):
         sys.exit("error: CONFIGS and SEEDS are space-separated lists, SEEDS of whole numbers ≥ 0")
+    for o in options:   # argparse would let CORPUS, CONFIGS and SEEDS override these (or an abbreviation)
+        k = o[2:].split("=")[0] if o.startswith("--") else ""
+        flag = [d for d in train.DEFAULTS if d.startswith(k)] if k and k not in train.DEFAULTS else [k]
+        if len(flag) == 1 and flag[0] in REFUSED:
+            sys.exit(f"error: study.py takes --{flag[0]} from its arguments (CORPUS, CONFIGS, SEEDS); "
+                     f"drop {o}")
+    return corpus, configs, seeds, [o for o in options if o != "--check"], "--check" in options
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return []
+    corpus, configs, seeds, options, check_only = arguments(argv)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         sys.exit("error: a study runs on one device; use train.py under torchrun for data parallel")
     machine.keep_freed_memory()
     runs = plan_runs(corpus, configs, seeds, options)
+    if check_only:   # sweep.sh's check: the finished runs and the models, nothing trained or written
+        return []
     if not runs:
         print("every run is finished")
         return []
+    need = fits(runs)
+    if runs[0].cfg["resume"]:   # every checkpoint checked before anything is written
+        for r in runs:
+            restored(r)
     with contextlib.ExitStack() as locks:
         for r in runs:
             locks.enter_context(owned(r.out_dir, "the run"))
         for i, r in enumerate(runs):
-            start(r, quiet=i > 0)
+            if not r.cfg["resume"]:   # --resume=0: its folder removed, under its lock
+                restored(r)
+            with contextlib.redirect_stdout(io.StringIO()) if i else contextlib.nullcontext():
+                train.record_run(r.cfg, r.mcfg, r.model, r.meta, r.out_dir)
         named = ", ".join(f"{r.cfg['config']}/{r.cfg['seed']}" for r in runs)
-        print(f"study: {len(runs)} run{'s' * (len(runs) > 1)} ({named}) as one batched model")
+        print(f"study: {len(runs)} run{'s' * (len(runs) > 1)} ({named}) as one batched model, about "
+              f"{need / 2**30:.1f} GiB a step (study.training_memory)")
         study = Study(runs)
-        finished(study, trained(study))
-    failed = [r.out_dir for r in runs if r.failed]
-    if failed:
-        sys.exit("error: diverged (no final.json; rerun to retry from the last checkpoint): "
-                 + ", ".join(failed))
+        trained(study)
+        finished(study)
+    failed = [r for r in runs if r.failed]
+    if failed:   # what a rerun does with each: from its last checkpoint, or from the start
+        kept = [r.out_dir for r in failed if r.log]
+        lost = [r.out_dir for r in failed if not r.log]
+        said = ([f"a rerun retries from the last checkpoint: {', '.join(kept)}"] if kept else []) + \
+            ([f"no checkpoint kept, a rerun starts over (a lower --lr?): {', '.join(lost)}"] if lost else [])
+        sys.exit("error: diverged (no final.json): " + "; ".join(said))
     return [r.out_dir for r in runs]
 
 

@@ -153,9 +153,10 @@ def check(cfg, model_over, setting):
         sys.exit("error: --depth_dropout and --min_lr must lie in [0, 1], --dropout in [0, 1), "
                  "--lr be positive and finite, --seed at least 0")
     name = cfg["name"]
-    if name is not None and (not name.strip() or "/" in name or os.sep in name or ".." in name):
-        sys.exit(f"error: --name {name!r} must be a plain folder name (no '/', no '..'): the run is "
-                 "written to <out>/<corpus>/<name>/seed<k>")
+    if name is not None and (not name.strip() or "/" in name or os.sep in name or ".." in name
+                             or name != cfg["config"] and rotary.known(name)):   # tables would read it as one
+        sys.exit(f"error: --name {name!r} must be a plain folder name (no '/', no '..'), and not another "
+                 "configuration's: the run is written to <out>/<corpus>/<name>/seed<k>")
     if cfg["passes"] is not None and cfg["passes"] <= 0:
         sys.exit("error: --passes must be positive")
     if cfg["report"] not in ("final", "best_milestone"):
@@ -321,16 +322,16 @@ def reported(log, rule):
     run, which diverged and is reported at its best milestone, labelled as such" (rule best_milestone)."""
     if not log:
         return None, None
-    def finite(e):
-        return e["val_loss"] if math.isfinite(e["val_loss"]) else math.inf
-    e = min(log, key=finite) if rule == "best_milestone" else log[-1]
+    e = min(log, key=lambda e: e["val_loss"] if math.isfinite(e["val_loss"]) else math.inf) \
+        if rule == "best_milestone" else log[-1]
     return e["val_loss"], e["step"]
 
 
 def finish(out_dir, log, steps, val_loss, test_loss, val_records, test_records, elapsed, report,
            diverged=None):
     """final.json, written last: the run is done (a run without it is resumed by sweep.sh). `reported`
-    is the validation loss under the run's reporting rule; diverged_at: the step whose loss was not finite."""
+    is the validation loss under the run's reporting rule; diverged_at: the step whose loss was not finite;
+    elapsed: training seconds alone (log.jsonl's)."""
     value, step = reported(log, report)
     final = {"step": log[-1]["step"] if log else steps,
              "stopped_early": bool(log) and log[-1]["step"] < steps,
@@ -378,13 +379,12 @@ def trained(run, rank, world):
         fwd = wrapped(fwd, cfg)
     if run.master:
         record_run(cfg, run.mcfg, model, run.meta, run.out_dir)
-    t0 = time.time()
     log, diverged = train_loop(run, model, fwd, opt, autocast, start, log, rank, world)
     if run.master:
         evaluate_ = functools.partial(evaluate, model, cfg=cfg, corpus=run.corpus, autocast=autocast)
         val_loss = log[-1]["val_loss"] if log else evaluate_(run.val, run.val_ids)
         finish(run.out_dir, log, run.steps, val_loss, evaluate_(run.test, run.test_ids), len(run.val_ids),
-               len(run.test_ids), round(run.elapsed_before + time.time() - t0, 1), cfg["report"], diverged)
+               len(run.test_ids), round(run.elapsed_before + run.elapsed, 2), cfg["report"], diverged)
 
 
 def plan(cfg, model_over, origin, master):
@@ -400,8 +400,7 @@ def plan(cfg, model_over, origin, master):
     run = SimpleNamespace(cfg=cfg, master=master, data_dir=os.path.join(cfg["data"], cfg["corpus"]))
     run.meta, run.corpus = corpus_stats(run.data_dir)
     if run.meta["settings"].get("format") != trees.FORMAT:   # an older stream or record rule
-        sys.exit(f"error: {run.data_dir} was written by an older prepare.py; "
-                 f"rerun prepare.py {cfg['corpus']}")
+        sys.exit(f"error: {run.data_dir} is from an older prepare.py; rerun prepare.py {cfg['corpus']}")
     cfg["data_identity"] = identity(run.data_dir, run.meta)    # evaluate.py, sample.py, a resume check it
     cfg["tokenizer"] = cfg["data_identity"]["tokenizer"]
     run.mcfg = GPTConfig(**{**MODELS[cfg["preset"]], "vocab_size": run.meta["tokenizer"]["vocab"],
@@ -409,10 +408,11 @@ def plan(cfg, model_over, origin, master):
                             **model_over})
     run.out_dir = os.path.join(cfg["out"], cfg["corpus"], cfg["name"] or cfg["config"], f"seed{cfg['seed']}")
     prepared = run.meta["settings"]["max_len"]
+    if run.mcfg.n_embd % run.mcfg.n_head == 0 and run.mcfg.n_embd // run.mcfg.n_head % 2:   # turned in pairs
+        sys.exit(f"error: n_embd {run.mcfg.n_embd} over n_head {run.mcfg.n_head} makes heads of odd width")
     if prepared < run.mcfg.max_len and master:   # the model could read longer records
-        print(f"note: {run.data_dir} holds records of at most {prepared:,} tokens; "
-              f"the {cfg['preset']} context is {run.mcfg.max_len:,} "
-              f"(prepare.py {cfg['corpus']} --max_len {run.mcfg.max_len})")
+        print(f"note: {run.data_dir} holds records of at most {prepared:,} tokens; the {cfg['preset']} "
+              f"context is {run.mcfg.max_len:,} (prepare.py {cfg['corpus']} --max_len {run.mcfg.max_len})")
     run.train, run.val, run.test = load_splits(run.data_dir, run.mcfg)
     note = context_note(np.diff(run.train.a["doc_start"]), run.mcfg.max_len, "training", "train",
                         cfg["corpus"])
@@ -467,14 +467,15 @@ def restore(run, model, opt, world):
         start, log = resume(cfg, run.mcfg, model, opt, out_dir)
         if run.master:
             print(f"resuming {out_dir} from step {start}")
-    run.tokens_before = log[-1]["tokens"] if log else 0
-    run.elapsed_before = log[-1]["elapsed"] if log else 0.0   # wall time counts the whole run, not this part
+    last = log[-1] if log else {}   # tokens, training and validation time count the whole run, not this part
+    run.tokens_before, run.elapsed_before = last.get("tokens", 0), last.get("elapsed", 0.0)
+    run.val_seconds, run.elapsed = last.get("val_elapsed", 0.0), 0.0
     return start, log
 
 
 def train_loop(run, model, fwd, opt, autocast, start, log, rank, world):
     """Steps from `start` to the end (or an early stop, or a non-finite loss): (log, diverged step)."""
-    cfg, t0, tokens_seen = run.cfg, time.time(), 0
+    cfg, t0, tokens_seen, aside = run.cfg, time.time(), 0, 0.0   # aside: validation and checkpoint writes
     bar = tqdm(range(start, run.steps), initial=start, total=run.steps, disable=not run.master,
                desc=cfg["config"])
     for step in bar:
@@ -492,14 +493,17 @@ def train_loop(run, model, fwd, opt, autocast, start, log, rank, world):
         opt.step()
         opt.zero_grad(set_to_none=True)
         tokens_seen += n_tok
-        dt = time.time() - t0
+        dt = run.elapsed = time.time() - t0 - aside                  # training time alone
         bar.set_postfix(loss=f"{step_loss:.3f}", tok_s=f"{tokens_seen / max(dt, 1e-9):.0f}")
         if step + 1 in run.milestones:
+            t1 = time.time()
             if not math.isfinite(val := evaluate(model, run.val, run.val_ids, cfg, run.corpus, autocast)):
                 # the weights went non-finite on a finite step: not checkpointed
                 return log, diverged(run, step + 1, f"validation loss is {val}", log)
+            run.val_seconds += time.time() - t1
             if milestone(run, model, opt, log, step, step_loss, val, lr, tokens_seen, dt):
                 break
+            aside += time.time() - t1
     return log, None
 
 
@@ -517,9 +521,11 @@ def diverged(run, step, what, log):
 def milestone(run, model, opt, log, step, step_loss, val_loss, lr, tokens_seen, dt):
     """Log the fixed validation records' loss and checkpoint; True when the run stops early."""
     cfg = run.cfg
+    # elapsed: training seconds alone (validation, test scoring and checkpoint writes aside); val_elapsed:
+    # the validation's, this milestone's included; both over the whole run
     entry = {"step": step + 1, "tokens": run.tokens_before + tokens_seen, "train_loss": step_loss,
-             "val_loss": val_loss, "lr": lr,
-             "elapsed": round(run.elapsed_before + dt, 2), "bf16": cfg["bf16"], "compile": cfg["compile"]}
+             "val_loss": val_loss, "lr": lr, "elapsed": round(run.elapsed_before + dt, 2),
+             "val_elapsed": round(run.val_seconds, 2), "bf16": cfg["bf16"], "compile": cfg["compile"]}
     if cfg["device"].startswith("cuda"):
         entry["mfu"] = model.flops_per_token(run.mcfg.max_len) * tokens_seen / dt / 989e12
     log.append(entry)
@@ -528,8 +534,7 @@ def milestone(run, model, opt, log, step, step_loss, val_loss, lr, tokens_seen, 
                                 "log": log, "config": vars(run.mcfg), "run": cfg})
     if stalled([e["val_loss"] for e in log], cfg["patience"]):   # every rank sees the same losses
         if run.master:
-            print(f"early stop at step {step + 1}: "
-                  f"no better validation loss in {cfg['patience']} evaluations")
+            print(f"early stop at step {step + 1}: no better validation loss in {cfg['patience']} milestones")
         return True
     return False
 

@@ -91,8 +91,8 @@ probe, meta, setting, wall, left, seeds_max, steps_max, length, configs, given_m
 log = [json.loads(x) for x in open(glob.glob(f"{probe}/*/seed0/log.jsonl")[0])]
 cfg = json.load(open(glob.glob(f"{probe}/*/seed0/config.json")[0]))["run"]
 a, b = log[0], log[-1]
-step_s = (b["elapsed"] - a["elapsed"]) / max(b["step"] - a["step"], 1)   # a step of the runs together
-start = max(float(wall) - b["elapsed"], 0)                               # start-up: data, model, compile
+step_s = (b["elapsed"] - a["elapsed"]) / max(b["step"] - a["step"], 1)   # a step of the runs together (training alone)
+start = max(float(wall) - b["elapsed"] - b.get("val_elapsed", 0), 0)     # start-up: data, model, compile
 s = SETTINGS[setting]
 planned = s["steps"] or max(1, round(s["passes"] * max(json.load(open(meta))["splits"]["train"]["records"]
                                                        // cfg["docs_per_step"], 1)))
@@ -103,6 +103,9 @@ test = step_s * (cfg["test_docs"] or 8192) / cfg["docs_per_step"] / 3
 milestones = min(int(given_milestones or 0) or s["milestones"], want)   # the probe's own are 2
 per_seed = want * step_s + milestones * val + test
 budget = float(left) - start - 30           # 30 s: evaluate.py and the tables
+if budget < step_s + milestones * val + test:   # not one step and its scoring left
+    sys.exit(f"error: {budget:,.0f} s are left after the probe ({start:.0f} s of start-up, {step_s:.3f} s a step): "
+             "not one step fits; raise BUDGET")
 seeds = min(int(seeds_max), int(budget // per_seed))
 n = len(configs.split())
 whose = "the setting's" if not int(length) else \

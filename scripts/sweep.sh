@@ -2,8 +2,8 @@
 # Many small runs at once: every (configuration, seed) of a corpus without a final.json yet,
 # JOBS training processes at a time. The paper's regime is dozens of 4.7M-parameter runs, which
 # leave a large GPU mostly idle, so several processes share it (scripts/reproduce_gpu.sh measures how
-# many pay). Stop it at any point: a rerun skips finished runs and resumes the others from their
-# last checkpoint.
+# many pay). Stop it at any point: a rerun skips finished runs (study.py's rule: only those trained
+# as asked now; any other is refused) and resumes the others from their last checkpoint.
 #   bash scripts/sweep.sh CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]
 #   bash scripts/sweep.sh python "seq_only seq_depth tree_only" "$(seq 0 9)" 8 --steps 5000
 #   OMP_NUM_THREADS=1 bash scripts/sweep.sh json "seq_only seq_depth" "$(seq 0 9)" 2 --steps 200   # 2 CPU cores:
@@ -41,6 +41,19 @@ one() {  # config seed: one run, its output in its own folder; a failure is name
     || { echo "failed: $dir ($(tail -n 1 "$dir/train.log"))"; return 1; }
 }
 export -f one
+
+# a finished run is kept only under study.py's rule (trained as asked now, and of the precision analyze.py
+# pairs); any other is refused in one line before anything trains (study.py --check trains nothing)
+finished=0
+for s in $seeds; do
+  for k in $configs; do
+    if [ -f "$OUT/$CORPUS/${NAME:-$k}/seed$s/final.json" ]; then finished=1; fi
+  done
+done
+if [ $finished = 1 ]; then
+  # shellcheck disable=SC2086
+  python "$ROOT/study.py" "$CORPUS" "$configs" "$seeds" --check --out "$OUT" $TRAIN_ARGS | { grep '^done:' || true; }
+fi
 
 for s in $seeds; do   # seeds outer: a sweep stopped early still pairs every configuration at the seeds it reached
   for k in $configs; do

@@ -7,13 +7,14 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 
 import evaluate
 import prepare
 import sample
 import train
 import trees
-from treerope import fields, tokenizer
+from treerope import fields, runs, tokenizer
 from treerope.corpora import formats
 
 FORMATS = {   # corpus: (whole-document builder, scanner for any prefix, canonical form of the input)
@@ -237,6 +238,11 @@ def test_sample_py_end_to_end(tiny, tmp_path, capsys):
     cfg = json.load(open(os.path.join(run, "config.json")))
     cfg["run"]["corpus"] = "python"
     json.dump(cfg, open(os.path.join(run, "config.json"), "w"))
+    with pytest.raises(SystemExit, match="corpus: json in ckpt.pt, python in config.json"):
+        sample.load(run, "cpu")                   # config.json alone edited: not the checkpoint's run
+    ck = torch.load(os.path.join(run, "ckpt.pt"), weights_only=False)
+    ck["run"]["corpus"] = "python"
+    runs.save_checkpoint(ck, os.path.join(run, "ckpt.pt"))
     with pytest.raises(SystemExit, match="cannot serve"):
         sample.load(run, "cpu")
 

@@ -8,12 +8,15 @@ import glob
 import json
 import math
 import os
+import sys
 from collections import defaultdict, namedtuple
 
 import numpy as np
 from scipy import stats
 
+from rotary import known
 from treerope.files import read_json
+from treerope.runs import read_config
 from treerope.settings import SETTINGS
 
 
@@ -132,11 +135,19 @@ def training(c, log):
     return key
 
 
+def variant(r):
+    """Whether a run is a named variant of its configuration (train.py --name other than the config)."""
+    return bool(r.get("name")) and r["name"] != r["config"]
+
+
 def varied(r):
-    """The run values a run may change and still pair: those its setting's per_config gives its
-    configuration (web_large's lr for no_position), and the flags a named variant (--name) was given."""
-    per_config = SETTINGS.get(r.get("setting"), {}).get("per_config", {}).get(r["config"], {})
-    return set(per_config) | (set(r.get("given", ())) if r.get("name") else set())
+    """(the run values a run may change and still pair, those of them its row names where they differ):
+    those its setting's per_config gives its configuration (web_large's lr for no_position), and the
+    flags a named variant (--name) was given, named in its row; a run named as its configuration is no
+    variant: it pairs only where alike."""
+    per_config = set(SETTINGS.get(r.get("setting"), {}).get("per_config", {}).get(r["config"], {}))
+    given = set(r.get("given", ())) if variant(r) else set()
+    return per_config | given, given - per_config
 
 
 def setting_of(c):
@@ -164,19 +175,28 @@ def short(v):
 
 
 def group_by_training(entries):
-    """{setting: {name: {seed: run}}} from (named setting, training key, varied keys, name, seed, run):
-    a run joins every group of its named setting whose key it agrees with outside the keys either
-    may vary (runs that vary nothing found the groups), or founds its own; groups of one named setting
-    get one note line naming what differs, and a tag with their own values."""
+    """{setting: {name: {seed: run}}} from (named setting, training key, (varied keys, shown keys), name,
+    seed, run): a run joins every group of its named setting whose key it agrees with outside the keys
+    either may vary (runs that vary nothing found the groups), or founds its own, its row naming the
+    shown keys it differs in (a variant's values); groups of one named setting get one note line
+    naming what differs, and a tag with their own values."""
     groups = []
-    for s, key, free, name, seed, run in sorted(entries, key=lambda e: len(e[2])):
+    for s, key, (free, shown), name, seed, run in sorted(entries, key=lambda e: len(e[2][0])):
         joins = [g for g in groups if g["s"] == s and all(
             g["key"].get(k) == key.get(k) for k in (set(key) | set(g["key"])) - free - g["free"])]
         if not joins:
             joins = [{"s": s, "key": key, "free": free, "runs": defaultdict(dict)}]
             groups += joins
-        for g in joins:
-            g["runs"][name][seed] = run
+        for g in joins:   # a variant's row names the values it differs in from the runs it pairs with
+            differs = ", ".join(f"{k} {short(key.get(k))}" for k in sorted(shown - g["free"])
+                                if key.get(k) != g["key"].get(k))
+            label = name   # seeds of one label are alike: one of another value is tabled apart
+            if any(r["differs"] != differs for r in g["runs"][name].values()):
+                label = f"{name} ({differs or 'as trained'})"
+            if seed in g["runs"][label]:   # a run copied, or renamed beside itself: it would be counted twice
+                sys.exit(f"error: {g['runs'][label][seed]['dir']} and {run['dir']} are both {label} seed "
+                         f"{seed}, trained alike (a copied run folder?); remove one")
+            g["runs"][label][seed] = {**run, "differs": differs}
     runs = {}
     for s in {g["s"] for g in groups}:
         same = [g for g in groups if g["s"] == s]
@@ -199,7 +219,7 @@ def load_runs(root, finished=False):
     fix = "delete that run, or train it again (train.py ... --resume=0)"
     for cfg_path in glob.glob(os.path.join(root, "**", "config.json"), recursive=True):
         d = os.path.dirname(cfg_path)
-        c = read_json(cfg_path, fix)
+        c = read_config(d, fix)
         log_path = os.path.join(d, "log.jsonl")
         if not os.path.exists(log_path):
             continue
@@ -217,6 +237,10 @@ def load_runs(root, finished=False):
         if finished and final is None:
             continue
         r = c["run"]
+        if r.get("name") and r["name"] != r["config"] and known(r["name"]):   # train.py now refuses it
+            print(f"note: {d} is named {r['name']}, a configuration's name, but trained {r['config']}: "
+                  "left out (train it again under another --name)")
+            continue
         run = {"log": {e["step"]: e for e in log}, "final": final, "dir": d}
         for key, name in (("eval", "eval_test.json"), ("eval_val", "eval_val.json"),
                           ("attention", "attention_test.json"),
@@ -228,8 +252,8 @@ def load_runs(root, finished=False):
                 print(f"note: {d}'s {key} scored the checkpoint at step {run[key].get('checkpoint_step')}, "
                       f"not the final step: left out (rerun evaluate.py {d})")
                 del run[key]
-        entries.append((setting_of(c), training(c, log), varied(r), r.get("name") or r["config"],  # --name:
-                        r["seed"], run))                                                  # a config's variant
+        entries.append((setting_of(c), training(c, log), varied(r), r["name"] if variant(r) else r["config"],
+                        r["seed"], run))                                        # --name: a config's variant
     return group_by_training(entries)
 
 
@@ -272,6 +296,7 @@ def compare(runs, baseline, metric="val"):
             if not deltas:
                 continue
             rows.append({"setting": setting, "config": name, "baseline": baseline, "step": step,
+                         "differs": next(iter(seeds.values())).get("differs", ""),   # a variant's values
                          "base_loss": float(np.mean([base[s]["log"][max(base[s]["log"])]["val_loss"]
                                                      for s in common])),
                          **paired(deltas)})
@@ -531,7 +556,7 @@ def noise_floor(dirs, baseline):
     for d in dirs:
         if not os.path.exists(os.path.join(d, "final.json")):
             raise SystemExit(f"error: {d} has no final.json; a replicate is compared at its final step")
-        configs.append(read_json(os.path.join(d, "config.json"), "give the folders of finished runs"))
+        configs.append(read_config(d, "give the folders of finished runs"))
     def run(c):
         return {k: v for k, v in c["run"].items() if k not in REPLICATE_FREE}
     first = run(configs[0])

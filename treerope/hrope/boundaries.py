@@ -20,8 +20,9 @@ from treerope import tokenizer
 from treerope.batches import coords_for, pack, record_docs
 from treerope.corpora import paragraphs
 from treerope.fields import token_coords
-from treerope.files import read_json, replacing
+from treerope.files import replacing
 from treerope.hrope.compression import MIN_CLUSTERS
+from treerope.runs import read_config
 
 
 # ---------------------------------------------------------------------------- interventions ----
@@ -169,7 +170,7 @@ def boundary_pool(root, split="test"):
     real boundaries of every seed kept (App. A.2: three seeds pooled per corpus)."""
     out = {}
     for path in sorted(glob.glob(os.path.join(root, "**", f"boundary_{split}.npz"), recursive=True)):
-        r = read_json(os.path.join(os.path.dirname(path), "config.json"), "delete that run's folder")["run"]
+        r = read_config(os.path.dirname(path), "delete that run's folder")["run"]
         z = np.load(path)
         out.setdefault(r.get("name") or r["config"], []).append(z)
     pooled = {}

@@ -14,8 +14,9 @@ import os
 import numpy as np
 from scipy import stats
 
-from treerope.files import read_json, replacing
+from treerope.files import replacing
 from treerope.hrope import candidates
+from treerope.runs import read_config
 
 # Paper 004 §6.4 / App. A.10: a Δp1 = 1 pair is scored against same-paragraph pairs at its d and query
 # band b(i) = i // P_BAND (the width is our reading: the paper gives none); d <= 256 as in A.10.
@@ -161,7 +162,7 @@ def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
     if not paths:
         raise SystemExit(f"error: no seed*/paragraph_{split}.npz under {config_dir}; "
                          "run evaluate.py RUN --paragraphs first")
-    cfg = read_json(os.path.join(os.path.dirname(paths[0]), "config.json"), "delete that run's folder")["run"]
+    cfg = read_config(os.path.dirname(paths[0]), "delete that run's folder")["run"]
     depth, cells = paragraph_depth(paths, gate)
     context = int(np.load(paths[0])["max_len"])
     pred = candidates.paragraph_predictors(os.path.join(cfg["data"], cfg["corpus"]), split, context, embedder)

@@ -1,0 +1,271 @@
+"""A run is what its config.json says it is (issue 55): one test per item of the held-out trial, each
+with the folder the trial planted (renamed runs, copied checkpoints, variants at another lr, a bf16 run
+in a study, edited config.json files, a refused study). Run: python -m pytest -q tests/test_run_identity.py
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+import analyze
+import evaluate
+import prepare
+import sample
+import study
+import train
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = ["--steps=2", "--preset=cpu", "--n_layer=1", "--max_len=64", "--docs_per_step=2", "--val_docs=2",
+        "--test_docs=2", "--milestones=1", "--mb_tokens=128", "--compile=0", "--bf16=0"]
+
+
+def args(data, out, *extra):
+    return ["--data", data, "--out", str(out), *TINY, *extra]
+
+
+def one_line(call, *names):
+    """call() exits with one line naming each of `names`."""
+    with pytest.raises(SystemExit) as e:
+        call()
+    msg = e.value.code
+    assert isinstance(msg, str) and msg.startswith("error: ") and "\n" not in msg, msg
+    for name in names:
+        assert name in msg, msg
+    return msg
+
+
+def planted(root, config, seed, val, name=None, folder=None, **run):
+    """A finished run in root/web/<folder, name or config>/seed<k> at validation loss `val` (step 30)."""
+    d = root / "web" / (folder or name or config) / f"seed{seed}"
+    os.makedirs(d)
+    r = {"corpus": "web", "config": config, "name": name, "seed": seed, "steps": 30, "lr": 1.2e-3,
+         "bf16": False, "compile": False, **run}
+    (d / "config.json").write_text(json.dumps({"run": r, "model": {"n_layer": 2, "n_embd": 128, "n_head": 2,
+                                                                    "max_len": 256, "rotary": config}}))
+    (d / "log.jsonl").write_text(json.dumps({"step": 30, "val_loss": val, "bf16": False, "compile": False})
+                                 + "\n")
+    (d / "final.json").write_text(json.dumps({"step": 30, "val_loss": val, "test_loss": val}))
+    return d
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_python, tmp_path_factory):
+    """seq_only and seq_depth at seeds 0 and 1 (one study), and a d=64 seq_depth run (--name small)."""
+    out = tmp_path_factory.mktemp("identity")
+    study.main(["python", "seq_only seq_depth", "0 1", *args(tiny_python, out)])
+    train.main(["--corpus", "python", "--config", "seq_depth", "--name", "small", "--n_embd=64",
+                *args(tiny_python, out)])
+    return out / "python"
+
+
+def copy_run(runs, tmp_path, folder):
+    dst = tmp_path / "python" / folder
+    shutil.copytree(runs / folder, dst)
+    return dst
+
+
+# ---------------------------------------------------------------------------- wrong results ----
+def test_1_a_name_is_never_taken_for_a_configuration(tiny_python, tmp_path, capsys):
+    """`--config seq_tree --name seq_depth` was accepted, and a `--name seq_depth --lr 4e-3` run paired
+    with seq_depth at the default lr as its second seed. train.py refuses the first before any work;
+    analyze leaves such a folder out, and a run named as its own configuration at another lr is no
+    variant: it is tabled apart, never a seed of seq_depth; a copied run folder is refused."""
+    one_line(lambda: train.main(["--corpus", "python", "--config", "seq_tree", "--name", "seq_depth",
+                                 *args(tiny_python, tmp_path)]),
+             "--name 'seq_depth'", "another configuration's")
+    assert not os.path.exists(tmp_path / "python")
+    for seed in (0, 1):
+        planted(tmp_path, "seq_only", seed, 3.0)
+    planted(tmp_path, "seq_depth", 0, 2.9)
+    planted(tmp_path, "seq_depth", 1, 2.5, name="seq_depth", lr=4e-3, given=["lr", "name", "config", "seed"])
+    planted(tmp_path, "seq_tree", 1, 2.0, name="seq_depth", folder="renamed")
+    runs = analyze.load_runs(str(tmp_path / "web"))
+    out = capsys.readouterr().out
+    assert "named seq_depth, a configuration's name, but trained seq_tree: left out" in out
+    rows = analyze.compare(runs, "seq_only", "val")
+    assert [(r["config"], r["n"], round(r["delta"], 6)) for r in rows] == [("seq_depth", 1, -0.1)]
+    shutil.copytree(tmp_path / "web" / "seq_only" / "seed0", tmp_path / "web" / "seq_only_copy" / "seed0")
+    msg = one_line(lambda: analyze.load_runs(str(tmp_path / "web")), "seq_only seed 0", "seq_only_copy")
+    assert "remove one" in msg
+
+
+def test_2_evaluate_and_sample_refuse_a_checkpoint_of_another_run(runs, tmp_path):
+    """A checkpoint of another configuration, seed or model size copied into a run's folder was scored
+    as that run; evaluate.py and sample.py now refuse it in one line naming the difference, and nothing
+    is written."""
+    for src, differ in (("seq_only/seed0", "config: seq_only in ckpt.pt, seq_depth in config.json"),
+                        ("seq_depth/seed1", "seed: 1 in ckpt.pt, 0 in config.json"),
+                        ("small/seed0", "model.n_embd: 64 in ckpt.pt, 128 in config.json")):
+        run = copy_run(runs, tmp_path / src.replace("/", "_"), "seq_depth")
+        shutil.copy(runs / src / "ckpt.pt", run / "seed0" / "ckpt.pt")
+        one_line(lambda: evaluate.main([str(run / "seed0")]), differ)
+        one_line(lambda: sample.load(str(run / "seed0"), "cpu"), differ)
+        assert not os.path.exists(run / "seed0" / "eval_test.json")
+    evaluate.main([str(copy_run(runs, tmp_path / "own", "seq_depth") / "seed0"), "--interventions", "none"])
+
+
+def test_3_a_variant_at_another_lr_says_so_in_its_row(tmp_path, capsys):
+    """`--name seq_depth_hot --lr 4e-3` was a paired row with no word of the lr: it still pairs with
+    seq_only, and its row (table and CSV) names the value it differs in."""
+    for seed in (0, 1):
+        planted(tmp_path, "seq_only", seed, 3.0)
+        planted(tmp_path, "seq_depth", seed, 2.8, name="seq_depth_hot", lr=4e-3,
+                given=["config", "lr", "name", "seed"])
+    runs = analyze.load_runs(str(tmp_path / "web"))
+    [row] = analyze.compare(runs, "seq_only", "val")
+    assert (row["config"], row["n"], row["differs"]) == ("seq_depth_hot", 2, "lr 0.004")
+    assert "| seq_depth_hot (lr 0.004) | -0.2000 |" in analyze.markdown([row], "t")
+
+
+# ---------------------------------------------------------------------------- misleading ----
+def test_4_elapsed_is_training_time_alone_in_train_and_study(tiny_python, tmp_path, monkeypatch):
+    """Each validation is made to take 1,000 s (the clock moved on as it starts): `elapsed` (log.jsonl and
+    final.json) leaves it out in train.py and in a study alike, and `val_elapsed` counts it, milestone
+    after milestone."""
+    moved, clock = [0.0], time.time
+    monkeypatch.setattr(time, "time", lambda: clock() + moved[0])
+    def slow(f):
+        def g(*a, **k):
+            moved[0] += 1000.0
+            return f(*a, **k)
+        return g
+    monkeypatch.setattr(train, "evaluate", slow(train.evaluate))
+    monkeypatch.setattr(study.Study, "evaluate", slow(study.Study.evaluate))
+    two = args(tiny_python, tmp_path, "--milestones=2")
+    runs = [train.main(["--corpus", "python", "--config", "seq_only", *two]),
+            *study.main(["python", "seq_depth", "0", *two])]
+    for run in runs:
+        log = [json.loads(line) for line in open(os.path.join(run, "log.jsonl"))]
+        assert [e["step"] for e in log] == [1, 2]
+        assert log[1]["elapsed"] < 1000 and log[1]["val_elapsed"] >= 2000 > log[0]["val_elapsed"] >= 1000, log
+        assert json.load(open(os.path.join(run, "final.json")))["elapsed"] < 1000
+
+
+def test_5_a_studys_early_stop_can_differ_where_losses_tie(tmp_path):
+    """The patience rule is train.py's, but a rounding-level difference between a study's loss and
+    train.py's flips it (5.3773 against 5.3773 +- 1e-7): study.py's docstring and REFERENCE.md say so."""
+    assert train.stalled([5.3773, 5.3773 + 1e-7], 1) and not train.stalled([5.3773, 5.3773 - 1e-7], 1)
+    doc = " ".join(study.__doc__.split())
+    assert "can stop at another milestone than train.py's" in doc and "tie within rounding" in doc
+    ref = " ".join(open(os.path.join(ROOT, "REFERENCE.md")).read().split())
+    assert "a study's run can stop at another milestone than train.py's" in ref
+
+
+def test_6_a_bf16_run_is_not_done_in_an_fp32_study(tiny_python, tmp_path, capsys):
+    """A finished --bf16 1 run was printed `done:` and then left unpaired by analyze: the study refuses
+    it in one line, before anything is written."""
+    study.main(["python", "seq_only", "0", *args(tiny_python, tmp_path), "--bf16=1"])
+    capsys.readouterr()
+    one_line(lambda: study.main(["python", "seq_only seq_depth", "0", *args(tiny_python, tmp_path)]),
+             "seq_only/seed0 finished at bf16=1", "analyze.py would not pair it")
+    assert "done:" not in capsys.readouterr().out and not os.path.exists(tmp_path / "python" / "seq_depth")
+
+
+def test_7_sweep_follows_the_studys_finished_run_rule(tiny_python, tmp_path):
+    """sweep.sh over runs finished at 2 steps with --steps 3 exited 0 and kept them: it now refuses them
+    in one line, as study.py does; asked as they were trained, it keeps them and says so."""
+    study.main(["python", "seq_only", "0", *args(tiny_python, tmp_path)])
+    env = {**os.environ, "OUT": str(tmp_path)}
+    def sweep(*extra):
+        return subprocess.run(["bash", "scripts/sweep.sh", "python", "seq_only", "0", "1", "--data",
+                               tiny_python, *TINY, *extra], cwd=ROOT, env=env, capture_output=True, text=True,
+                               timeout=300)
+    refused = sweep("--steps=3")
+    assert refused.returncode != 0 and "steps: 2 there, 3 now" in refused.stderr, refused.stderr
+    kept = sweep()
+    assert kept.returncode == 0 and kept.stdout.startswith("done:"), kept.stdout + kept.stderr
+    assert json.load(open(tmp_path / "python" / "seq_only" / "seed0" / "final.json"))["step"] == 2
+
+
+def test_8_a_refused_study_leaves_no_folder(tiny_python, tmp_path):
+    """A study refused at resume (a partial seq_depth run at another lr) had already written config.json
+    folders for the runs before it; now every run is checked before anything is written."""
+    run = train.main(["--corpus", "python", "--config", "seq_depth", *args(tiny_python, tmp_path, "--steps=3",
+                                                                             "--milestones=3")])
+    os.remove(os.path.join(run, "final.json"))                       # stopped before its end
+    one_line(lambda: study.main(["python", "seq_only seq_tree seq_depth", "0",
+                                 *args(tiny_python, tmp_path, "--steps=3", "--milestones=3", "--lr=0.02")]),
+             "seq_depth/seed0 was trained with other settings", "lr: ")
+    assert sorted(os.listdir(tmp_path / "python")) == ["seq_depth"]
+
+
+def test_9_messages_agree_with_what_happened(tiny_python, tmp_path):
+    """At --lr 1e30 every run diverges before its first milestone, keeping no checkpoint: the closing
+    line no longer promises a retry from the last checkpoint."""
+    msg = one_line(lambda: study.main(["python", "seq_only seq_depth", "0",
+                                       *args(tiny_python, tmp_path, "--lr=1e30")]), "no checkpoint kept")
+    assert "last checkpoint" not in msg
+
+
+def test_10_every_option_is_used_or_refused(tiny_python, tmp_path, capsys):
+    """`study.py ... --seed 5` trained seed 0; `prepare.py python --max_programs 5 --src` prepared every
+    document; study.py --help exited 1; the GPU probe went on with -24 s left. Each is now refused in
+    one line, or (--help) the docstring printed with exit 0."""
+    for given in (["--seed", "5"], ["--seed=5"], ["--config", "seq_tree"]):
+        one_line(lambda: study.main(["python", "seq_only", "0", *args(tiny_python, tmp_path), *given]),
+                 "study.py takes --")
+    assert not os.path.exists(tmp_path / "python")
+    assert study.main(["--help"]) == [] and "python study.py CORPUS" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        prepare.main(["python", "--max_programs", "5", "--src", str(tmp_path), "--out", str(tmp_path / "d")])
+    assert "--max_programs does not apply to the python corpus" in capsys.readouterr().err
+    # reproduce_gpu.sh's probe arithmetic with 24 s overspent: an error, no seeds to train
+    script = open(os.path.join(ROOT, "scripts", "reproduce_gpu.sh")).read()
+    probe = re.search(r"<<'PY'\n(import glob, json, sys\nfrom treerope.settings.*?)\nPY\n", script,
+                      re.S).group(1)
+    runs = tmp_path / "probe" / "code" / "flat" / "seed0"
+    os.makedirs(runs)
+    (runs / "log.jsonl").write_text("".join(json.dumps({"step": s, "elapsed": 0.5 * s, "val_elapsed": 0.1})
+                                            + "\n" for s in (1, 2)))
+    (runs / "config.json").write_text(json.dumps({"run": {"docs_per_step": 1, "val_docs": 2,
+                                                          "test_docs": 2}}))
+    (tmp_path / "meta.json").write_text(json.dumps({"splits": {"train": {"records": 10}}}))
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "probe" / "code"),
+                           str(tmp_path / "meta.json"), "hrope_code", "30", "-24", "1", "1", "0", "flat", ""],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode != 0 and done.stdout == "" and "raise BUDGET" in done.stderr, done.stderr
+
+
+# ---------------------------------------------------------------------------- tracebacks ----
+def test_11_an_odd_head_width_is_one_line_before_anything_is_written(tiny_python, tmp_path):
+    """`--n_layer=1 --n_embd=63` was a RuntimeError after config.json was written."""
+    odd = args(tiny_python, tmp_path, "--n_embd=63")
+    one_line(lambda: train.main(["--corpus", "python", "--config", "seq_only", *odd]), "63", "odd width")
+    one_line(lambda: study.main(["python", "seq_only seq_depth", "0", *odd]), "63", "odd width")
+    assert not os.path.exists(tmp_path / "python")
+
+
+@pytest.mark.parametrize("edit,named", [
+    (lambda c: c.pop("run"), "no 'run' object"),
+    (lambda c: c["model"].pop("n_layer"), "model.n_layer is missing"),
+    (lambda c: c["run"].update(seed="1"), "run.seed is '1', not int"),
+], ids=["run", "n_layer", "seed"])
+def test_12_an_edited_config_json_is_one_line_naming_the_key(edit, named, runs, tmp_path):
+    """A hand-edited config.json that is still JSON was a KeyError or TypeError in analyze.py and
+    evaluate.py; each reader now names the key."""
+    run = copy_run(runs, tmp_path, "seq_depth") / "seed0"
+    c = json.load(open(run / "config.json"))
+    edit(c)
+    (run / "config.json").write_text(json.dumps(c))
+    one_line(lambda: analyze.load_runs(str(tmp_path / "python")), named, "config.json")
+    one_line(lambda: evaluate.main([str(run)]), named)
+
+
+def test_13_a_model_that_cannot_fit_is_refused_with_the_estimate(tiny_python, tmp_path, monkeypatch):
+    """`study.py ... --max_len=100000` was killed by the kernel: rows of 100,000 tokens need T x T masks
+    and scores. It is refused in one line with study.training_memory's estimate, nothing written."""
+    monkeypatch.setattr(study, "memory", lambda device: 24 * 2**30)   # the trial's 24 GB machine
+    msg = one_line(lambda: study.main(["python", "seq_only seq_depth", "0",
+                                       *args(tiny_python, tmp_path, "--max_len=100000")]),
+                   "GiB a step (study.training_memory)", "24.0 GiB")
+    assert float(re.search(r"about ([\d.]+) GiB", msg).group(1)) > 100
+    assert not os.path.exists(tmp_path / "python")
+    # the estimate by hand: 1 layer, d 2, 1 head, vocab 4, a row of 2 tokens: 56 parameters x 16 bytes,
+    # 2 tokens x 4 bytes x (16 x 2 + 3 x 4), and masked 4 pairs x (3 + 8) bytes
+    assert study.training_memory(1, 2, 1, 4, 1, 2) == 896 + 352
+    assert study.training_memory(1, 2, 1, 4, 1, 2, masked=True) == 896 + 352 + 44
