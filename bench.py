@@ -214,20 +214,23 @@ def training(data_dir="data/web", steps=300, reps=3):
     return {**medians, "milestone_share": statistics.median(shares)}
 
 
-def study(corpus="web", sizes=(1, 4, 8), steps=30, jobs=2, options=()):
+def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options=(), say=print):
     """Aggregate training throughput of M runs (seq_only and seq_depth over seeds 0, 1, ...) trained
     as one batched study (study.py, every thread torch has) beside the same runs as separate processes
-    (sweep.sh, `jobs` at a time, one thread each), in this one invocation. Per M and path: tokens/s
-    over the wall of the training loops (milestones in, setup and the final test score out: from each
-    run's log) and end to end (the whole command), and achieved FLOP/s with each record counted at its
-    true length (nanoGPT's 6N + 12 L H Q T with T the record's own length; MFU against 989 TFLOP/s
-    bf16 on CUDA)."""
+    (sweep.sh, `jobs` at a time, one thread each), in this one invocation, largest M first, each row
+    said (`say`) as it is measured. Steady state: the window from each run's first milestone (compile
+    and warm-up before it, reported apart) to its last, read from the log fields both paths write:
+    `tokens`, `flops` and `elapsed` (training time: validation and checkpoints left out). The study's
+    runs share one clock; the separate runs' concurrency is measured, not assumed: their windows' summed
+    length over the wall time any of them was open (each log entry's `time`). FLOPs are nanoGPT's count
+    at each record's length (model.flops; MFU against machine.PEAK_FLOPS on CUDA), hardware FLOPs
+    executed (padding, masked attention) beside them."""
     rows = []
     for M in sizes:
         configs = ["seq_only", "seq_depth"] if M > 1 else ["seq_only"]
         seeds = [str(s) for s in range(max(1, M // 2))]
-        args = [corpus, " ".join(configs), " ".join(seeds), str(jobs), f"--steps={steps}", "--milestones=1",
-                *options]
+        args = [corpus, " ".join(configs), " ".join(seeds), str(jobs), f"--steps={steps}",
+                f"--milestones={milestones}", *options]
         for path in ("study", "separate"):
             with tempfile.TemporaryDirectory() as out:
                 env = {**os.environ, "OUT": out, **({"OMP_NUM_THREADS": "1"} if path == "separate" else {})}
@@ -240,26 +243,39 @@ def study(corpus="web", sizes=(1, 4, 8), steps=30, jobs=2, options=()):
                 wall = time.perf_counter() - t0
                 runs = sorted(glob.glob(os.path.join(out, corpus, "*", "seed*")))
                 logs = [[json.loads(x) for x in open(os.path.join(r, "log.jsonl"))] for r in runs]
-                flops = sum(record_flops(json.load(open(os.path.join(r, "config.json")))) for r in runs)
-            tokens = sum(log[-1]["tokens"] for log in logs)
-            loop = max(log[-1]["elapsed"] for log in logs) if path == "study" else \
-                sum(log[-1]["elapsed"] for log in logs) / min(jobs, len(logs))   # jobs side by side
-            rows.append({"M": M, "path": path, "runs": len(logs), "tokens/s loop": tokens / loop,
-                         "tokens/s end to end": tokens / wall, "GFLOP/s loop": flops / loop / 1e9,
-                         "MFU loop": flops / loop / 989e12 if torch.cuda.is_available() else None})
+            row = {"M": M, "path": path, "runs": len(logs), **steady(logs, path == "study"),
+                   "tokens/s end to end": sum(log[-1]["tokens"] for log in logs) / wall}
+            graphs = [line for line in done.stdout.splitlines() if line.startswith("compiled:")]
+            if graphs:
+                row["graphs"] = graphs[-1].split()[1]
+            rows.append(row)
+            say(row)
     return rows
 
 
-def record_flops(config):
-    """One run's training FLOPs from its config.json, every record at its true length."""
-    import train
-    from data import Split
-    run, m = config["run"], config["model"]
-    split = Split(os.path.join(run["data"], run["corpus"]), "train", m["max_len"])
-    lens = np.concatenate([split.len[train.step_records(len(split), run["docs_per_step"], s, run["seed"])]
-                           for s in range(run["steps"])]).astype(np.float64)
-    attention = 12 * m["n_layer"] * m["n_embd"]          # 12 L H Q, per token per attended position
-    return float((lens * (6 * config["non_embedding_params"] + attention * lens)).sum())
+def steady(logs, one_clock):
+    """Rates over each run's steady window (first milestone to last) from its log: tokens/s, model
+    and executed FLOP/s (MFU and HFU on CUDA), and the warm-up before it (seconds of training time)."""
+    a, b = [log[0] for log in logs], [log[-1] for log in logs]
+    if any(x["step"] == y["step"] for x, y in zip(a, b)):
+        sys.exit("error: a steady window needs two milestones per run (--milestones ≥ 2)")
+    d = {k: sum(y[k] - x[k] for x, y in zip(a, b)) for k in ("tokens", "flops", "flops_executed")}
+    trained = [y["elapsed"] - x["elapsed"] for x, y in zip(a, b)]
+    if one_clock:            # the study's runs trained together: one window
+        seconds = max(trained)
+    else:                    # side by side: the training seconds over the runs' measured concurrency
+        opened = [(x["time"], y["time"]) for x, y in zip(a, b)]
+        union, end = 0.0, -math.inf
+        for s, e in sorted(opened):
+            union += max(0.0, e - max(s, end))
+            end = max(end, e)
+        seconds = sum(trained) / (sum(e - s for s, e in opened) / union)
+    out = {"tokens/s": d["tokens"] / seconds, "GFLOP/s": d["flops"] / seconds / 1e9,
+           "GFLOP/s executed": d["flops_executed"] / seconds / 1e9,
+           "warm-up s": max(x["elapsed"] for x in a)}
+    if torch.cuda.is_available():
+        out["MFU"], out["HFU"] = (d[k] / seconds / machine.PEAK_FLOPS for k in ("flops", "flops_executed"))
+    return out
 
 
 def code_lines(path):
@@ -308,15 +324,14 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["study"]:
         cuda, args = torch.cuda.is_available(), sys.argv[2:]
         cut = next((i for i, a in enumerate(args) if a.startswith("--")), len(args))   # then options
-        sizes = tuple(int(a) for a in args[:cut] if a.isdigit()) or ((1, 4, 16) if cuda else (1, 4, 8))
+        sizes = tuple(int(a) for a in args[:cut] if a.isdigit()) or ((16, 4, 1) if cuda else (8, 4, 1))
         words = [a for a in args[:cut] if not a.isdigit()]
-        rows = study(words[0] if words else "web", sizes, jobs=8 if cuda else 2,   # processes side by side
-                     options=args[cut:])
         where = torch.cuda.get_device_name() if cuda else "CPU"
         print(f"bench.py study on {where}, {torch.get_num_threads()} threads; precision and compile: "
-              f"{machine.precision('cuda' if cuda else 'cpu')}")
-        for r in rows:
-            print("  ".join(f"{k} {v:,.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()))
+              f"{machine.precision('cuda' if cuda else 'cpu')}", flush=True)
+        study(words[0] if words else "web", tuple(sorted(sizes, reverse=True)), jobs=8 if cuda else 2,
+              options=args[cut:], say=lambda r: print("  ".join(
+                  f"{k} {v:,.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()), flush=True))
     elif sys.argv[1:2] == ["lines"]:
         files = quickstart_lines()
         for p, (raw, code) in files.items():

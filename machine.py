@@ -52,3 +52,6 @@ def provenance(device):
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     return {"commit": commit, "dirty": dirty, "torch": torch.__version__, "triton": triton_version,
             "device": name}
+
+
+PEAK_FLOPS = 989e12   # H100/H200 SXM dense bf16 (nanoGPT's estimate_mfu uses the A100's 312e12)

@@ -279,7 +279,7 @@ class Study:
     def step(self, runs):
         """One training step of every run in `runs` (each at its own step): their losses (M,)."""
         cfg, dev = self.cfg, self.cfg["device"]
-        rows, n_tok = [], []
+        rows, n_tok, flops = [], [], []
         for r in runs:
             lr = train.lr_at(r.step, r.steps, r.cfg["lr"], r.cfg["min_lr"])
             for g in r.opt.param_groups:
@@ -287,8 +287,13 @@ class Study:
             own = r.blocks(r.step) if cfg["pack"] else fill_blocks(
                 train.step_records(len(r.train), cfg["docs_per_step"], r.step, r.cfg["seed"]),
                 r.train.len, self.T, cfg["docs_per_step"])
-            n_tok.append(int(sum((r.train.len[x] - 1).sum() for x in own)))
+            n = np.concatenate([np.atleast_1d(r.train.len[x]) for x in own]) - 1   # predicted tokens
+            n_tok.append(int(n.sum()))
             rows.append(own)
+        laid = -(-max(map(len, rows)) // self.rows) * self.rows   # each run's rows, padded, as executed
+        for r, own in zip(runs, rows):
+            n = np.concatenate([np.atleast_1d(r.train.len[x]) for x in own]) - 1
+            flops.append((r.model.flops(n), r.model.flops(np.full(laid, self.T))))
         gens = [torch.Generator(device=dev).manual_seed(r.cfg["seed"] * 1_000_003 + r.step) for r in runs]
         drop = Dropout(self.mcfg.dropout, [torch.Generator(device=dev).manual_seed(
             (r.cfg["seed"] * 1_000_003 + r.step) ^ 0x5EED) for r in runs] if self.mcfg.dropout else [])
@@ -299,7 +304,7 @@ class Study:
             loss = nll.sum((1, 2)) / n_tok_t                      # each run's token mean over its step
             loss.sum().backward()                                  # runs' gradients stay apart
             total += loss.detach()
-        return total.tolist(), n_tok
+        return total.tolist(), n_tok, flops
 
     @torch.no_grad()
     def evaluate(self, runs, split, ids):
@@ -332,11 +337,13 @@ def stop(run, step, what):
 
 def trained(study):
     """Step every unfinished run until each ends (its steps, an early stop, or a non-finite loss)."""
-    t0 = time.time()
+    t0, paused = time.time(), 0.0          # validation and checkpoints: not training time (train.py's)
+    for r in study.runs:
+        r.val_s, r.flops = 0.0, [0.0, 0.0]
     while active := [r for r in study.runs if not r.done]:
-        losses, n_tok = study.step(active)                    # the step's one synchronisation
+        losses, n_tok, flops = study.step(active)             # the step's one synchronisation
         at_milestone = []
-        for r, loss, n in zip(active, losses, n_tok):
+        for r, loss, n, f in zip(active, losses, n_tok, flops):
             if not math.isfinite(loss):
                 stop(r, r.step, f"loss is {loss}")
                 continue
@@ -344,6 +351,7 @@ def trained(study):
             r.opt.step()
             r.opt.zero_grad(set_to_none=True)
             r.tokens_seen += n
+            r.flops = [a + b for a, b in zip(r.flops, f)]
             r.step += 1
             r.loss = loss
             if r.step in r.milestones:
@@ -351,13 +359,19 @@ def trained(study):
             elif r.step >= r.steps:
                 r.done = True
         if at_milestone:
-            for r, val in zip(at_milestone, study.evaluate(at_milestone, study.val, at_milestone[0].val_ids)):
+            t1 = time.time()
+            dt = t1 - t0 - paused
+            vals = study.evaluate(at_milestone, study.val, at_milestone[0].val_ids)
+            for r in at_milestone:
+                r.val_s += time.time() - t1
+            for r, val in zip(at_milestone, vals):
                 if not math.isfinite(val):
                     stop(r, r.step, f"validation loss is {val}")
                     continue
                 lr = r.opt.param_groups[0]["lr"]
                 r.done = train.milestone(r, r.model, r.opt, r.log, r.step - 1, r.loss, val, lr, r.tokens_seen,
-                                         time.time() - t0) or r.step >= r.steps
+                                         dt) or r.step >= r.steps
+            paused += time.time() - t1
     return time.time() - t0
 
 
@@ -397,6 +411,9 @@ def main(argv=None):
         print(f"study: {len(runs)} run{'s' * (len(runs) > 1)} ({named}) as one batched model")
         study = Study(runs)
         finished(study, trained(study))
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]   # bench.py reads this line
+    print(f"compiled: {graphs} graph{'s' * (graphs != 1)}, {sum(torch._dynamo.utils.counters['graph_break'].values())} "
+          "graph breaks")
     failed = [r.out_dir for r in runs if r.failed]
     if failed:
         sys.exit("error: diverged (no final.json; rerun to retry from the last checkpoint): "
