@@ -411,9 +411,9 @@ def main(argv=None):
         print(f"study: {len(runs)} run{'s' * (len(runs) > 1)} ({named}) as one batched model")
         study = Study(runs)
         finished(study, trained(study))
-    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]   # bench.py reads this line
-    print(f"compiled: {graphs} graph{'s' * (graphs != 1)}, {sum(torch._dynamo.utils.counters['graph_break'].values())} "
-          "graph breaks")
+    counts = torch._dynamo.utils.counters   # bench.py reads this line
+    print(f"compiled: {counts['stats']['unique_graphs']} graphs, "
+          f"{sum(counts['graph_break'].values())} graph breaks")
     failed = [r.out_dir for r in runs if r.failed]
     if failed:
         sys.exit("error: diverged (no final.json; rerun to retry from the last checkpoint): "
