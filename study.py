@@ -58,39 +58,41 @@ def linear(x, w):
 
 
 class Dropout:
-    """Dropout whose masks come from each run's own generator: a run's draws do not depend on the
-    runs that share its study."""
+    """Dropout whose masks come from each run's own generator (a run's draws do not depend on the
+    runs that share its study), drawn by `draw` before the compiled step (a generator inside it
+    breaks the graph) and used in order by the forward."""
 
     def __init__(self, p, gens):
-        self.p, self.gens = p, gens
+        self.p, self.gens, self.keep = p, gens, []
 
-    def __call__(self, x):
-        if not self.gens:
-            return x
-        keep = torch.stack([torch.rand(x.shape[1:], generator=g, device=x.device) >= self.p
-                            for g in self.gens])
-        return x * keep / (1 - self.p)
+    def draw(self, shapes, device):
+        """Every site's keep mask (M, *shape), in the forward's order, each run's in turn."""
+        self.keep = [torch.stack([torch.rand(s, generator=g, device=device) >= self.p for g in self.gens])
+                     for s in shapes] if self.gens else []
+
+    def sites(self, B, T, E, H, n_layer):
+        """The forward's dropout sites' shapes: the embeddings, then per layer the attention
+        probabilities and the two residual branches."""
+        return [(B, T, E)] + [(B, H, T, T), (B, T, E), (B, T, E)] * n_layer
 
 
-def attention(q, k, v, segment, drop):
-    """Causal attention of (M, B, T, H, D) inputs, the runs folded into the batch; a packed row's
-    records attend only inside themselves (model.Attention's `blocked`)."""
+def dropped(x, keep, p):
+    return x if keep is None else x * keep / (1 - p)
+
+
+def attention(q, k, v, segment, keep, p):
+    """Causal attention of (M, B, T, H, D) inputs, the runs folded into the batch; a row's records
+    attend only inside themselves (model.Attention's `blocked`): one kind of mask always, so one graph."""
     M, B, T, H, D = q.shape
     q, k, v = (t.reshape(M * B, T, H, D).transpose(1, 2) for t in (q, k, v))
-    mask = None
-    if segment is not None:
-        s = segment.reshape(M * B, T)
-        future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
-        other = (s[:, :, None] != s[:, None, :]) & ~torch.eye(T, dtype=torch.bool, device=q.device)
-        mask = ~(future | other)[:, None]
-    if drop.gens:   # dropout on the probabilities, drawn per run: the explicit path
-        s = (q @ k.transpose(-2, -1)) / math.sqrt(D)
-        s = s.masked_fill(~mask if mask is not None else
-                          torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-        att = drop(s.float().softmax(-1).view(M, B, H, T, T)).view(M * B, H, T, T)
+    s = segment.reshape(M * B, T)
+    future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+    other = (s[:, :, None] != s[:, None, :]) & ~torch.eye(T, dtype=torch.bool, device=q.device)
+    mask = ~(future | other)[:, None]
+    if keep is not None:   # dropout on the probabilities, drawn per run: the explicit path
+        s = ((q @ k.transpose(-2, -1)) / math.sqrt(D)).masked_fill(~mask, float("-inf"))
+        att = dropped(s.float().softmax(-1).view(M, B, H, T, T), keep, p).view(M * B, H, T, T)
         y = att.to(v.dtype) @ v
-    elif mask is None:
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     else:
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     return y.transpose(1, 2).reshape(M, B, T, H * D)
@@ -111,15 +113,20 @@ def forward(W, tables, idx, C, targets, segment, n_head, drop):
     M, B, T = idx.shape
     wte = W["wte.weight"]
     V, E = wte.shape[1:]
-    x = drop(F.embedding(idx + V * torch.arange(M, device=idx.device).view(M, 1, 1), wte.flatten(0, 1)))
+    keep = iter(drop.keep or [None] * (1 + 3 * len(tables)))   # the masks drawn outside, in order
+    if segment is None:   # one record per row: each row its own segment (the same mask kind as packed)
+        segment = torch.zeros_like(idx)
+    x = dropped(F.embedding(idx + V * torch.arange(M, device=idx.device).view(M, 1, 1), wte.flatten(0, 1)),
+                next(keep), drop.p)
     for i, tab in enumerate(tables):
         p = f"blocks.{i}."
         q, k, v = linear(layer_norm(x, W[p + "ln_1.weight"]), W[p + "attn.c_attn.weight"]).split(E, -1)
         q, k, v = (t.reshape(M, B, T, n_head, E // n_head) for t in (q, k, v))
         q, k = rotate_runs(q, k, C, tab)
-        x = x + drop(linear(attention(q, k, v, segment, drop), W[p + "attn.c_proj.weight"]))
+        y = attention(q, k, v, segment, next(keep), drop.p)
+        x = x + dropped(linear(y, W[p + "attn.c_proj.weight"]), next(keep), drop.p)
         h = F.gelu(linear(layer_norm(x, W[p + "ln_2.weight"]), W[p + "mlp.0.weight"]))
-        x = x + drop(linear(h, W[p + "mlp.2.weight"]))
+        x = x + dropped(linear(h, W[p + "mlp.2.weight"]), next(keep), drop.p)
     logits = linear(layer_norm(x, W["ln_f.weight"]), wte)
     nll = F.cross_entropy(logits.float().flatten(0, 2), targets.flatten(), ignore_index=-1, reduction="none")
     return nll.view(M, B, T)
@@ -270,34 +277,36 @@ class Study:
         dev = self.cfg["device"]
         b = split.gather(to_device(at, dev), to_device(seg, dev))
         C = coordinates(runs, b, self.names, self.corpus, gens, depth_dropout)
-        segment = b["seg"] if packed else None                 # attention confined to each record
+        M, R, T = b["tokens"].shape
+        drop.draw(drop.sites(R, T, self.mcfg.n_embd, self.mcfg.n_head, self.mcfg.n_layer), dev)
         with runs[0].autocast:
             return self.fwd(stacked([r.model for r in runs]),
                             tables(runs, self.names, self.mcfg.n_head, self.mcfg.n_layer),
-                            b["tokens"], C, b["targets"], segment, self.mcfg.n_head, drop)
+                            b["tokens"], C, b["targets"], b["seg"], self.mcfg.n_head, drop)
 
     def step(self, runs):
-        """One training step of every run in `runs` (each at its own step): their losses (M,)."""
+        """One training step of every run in `runs` (each at its own step): their losses (M,). A
+        stopped run stays in the batch (one shape: one graph), fed empty rows, its loss 0."""
         cfg, dev = self.cfg, self.cfg["device"]
-        rows, n_tok, flops = [], [], []
+        rows, lens = [], []
         for r in runs:
-            lr = train.lr_at(r.step, r.steps, r.cfg["lr"], r.cfg["min_lr"])
-            for g in r.opt.param_groups:
-                g["lr"] = lr
-            own = r.blocks(r.step) if cfg["pack"] else fill_blocks(
-                train.step_records(len(r.train), cfg["docs_per_step"], r.step, r.cfg["seed"]),
-                r.train.len, self.T, cfg["docs_per_step"])
-            n = np.concatenate([np.atleast_1d(r.train.len[x]) for x in own]) - 1   # predicted tokens
-            n_tok.append(int(n.sum()))
+            own = []
+            if not r.done:
+                lr = train.lr_at(r.step, r.steps, r.cfg["lr"], r.cfg["min_lr"])
+                for g in r.opt.param_groups:
+                    g["lr"] = lr
+                own = r.blocks(r.step) if cfg["pack"] else fill_blocks(
+                    train.step_records(len(r.train), cfg["docs_per_step"], r.step, r.cfg["seed"]),
+                    r.train.len, self.T, cfg["docs_per_step"])
+            lens.append(np.concatenate([np.atleast_1d(r.train.len[x]) - 1 for x in own] or [[]]))
             rows.append(own)
+        n_tok = [int(n.sum()) for n in lens]
         laid = -(-max(map(len, rows)) // self.rows) * self.rows   # each run's rows, padded, as executed
-        for r, own in zip(runs, rows):
-            n = np.concatenate([np.atleast_1d(r.train.len[x]) for x in own]) - 1
-            flops.append((r.model.flops(n), r.model.flops(np.full(laid, self.T))))
+        flops = [(r.model.flops(n), r.model.flops(np.full(laid, self.T))) for r, n in zip(runs, lens)]
         gens = [torch.Generator(device=dev).manual_seed(r.cfg["seed"] * 1_000_003 + r.step) for r in runs]
         drop = Dropout(self.mcfg.dropout, [torch.Generator(device=dev).manual_seed(
             (r.cfg["seed"] * 1_000_003 + r.step) ^ 0x5EED) for r in runs] if self.mcfg.dropout else [])
-        n_tok_t = to_device(np.array(n_tok, np.float32), dev)
+        n_tok_t = to_device(np.maximum(n_tok, 1).astype(np.float32), dev)
         total = torch.zeros(len(runs), device=dev)
         for at, seg, packed in self.micro_batches(rows, self.train):
             nll = self.batched(runs, at, seg, packed, gens, drop, self.train, cfg["depth_dropout"])
@@ -340,10 +349,13 @@ def trained(study):
     t0, paused = time.time(), 0.0          # validation and checkpoints: not training time (train.py's)
     for r in study.runs:
         r.val_s, r.flops = 0.0, [0.0, 0.0]
-    while active := [r for r in study.runs if not r.done]:
-        losses, n_tok, flops = study.step(active)             # the step's one synchronisation
+    while not all(r.done for r in study.runs):
+        losses, n_tok, flops = study.step(study.runs)         # the step's one synchronisation
         at_milestone = []
-        for r, loss, n, f in zip(active, losses, n_tok, flops):
+        for r, loss, n, f in zip(study.runs, losses, n_tok, flops):
+            if r.done:   # stopped: weights, optimizer moments and step left as they are
+                r.opt.zero_grad(set_to_none=True)
+                continue
             if not math.isfinite(loss):
                 stop(r, r.step, f"loss is {loss}")
                 continue
@@ -361,7 +373,8 @@ def trained(study):
         if at_milestone:
             t1 = time.time()
             dt = t1 - t0 - paused
-            vals = study.evaluate(at_milestone, study.val, at_milestone[0].val_ids)
+            every = study.evaluate(study.runs, study.val, study.runs[0].val_ids)   # every run: one graph
+            vals = [v for r, v in zip(study.runs, every) if r in at_milestone]
             for r in at_milestone:
                 r.val_s += time.time() - t1
             for r, val in zip(at_milestone, vals):
@@ -377,12 +390,16 @@ def trained(study):
 
 def finished(study, wall):
     """final.json for every run that did not fail, the test split scored for all of them at once."""
-    ok = [r for r in study.runs if not r.failed]
-    if not ok:
+    if all(r.failed for r in study.runs):
         return
-    tests = study.evaluate(ok, study.test, ok[0].test_ids)
-    for r, test in zip(ok, tests):
-        val = r.log[-1]["val_loss"] if r.log else study.evaluate([r], study.val, r.val_ids)[0]
+    runs = study.runs                      # every run scored (one evaluation graph), the failed ones unused
+    tests, vals = study.evaluate(runs, study.test, runs[0].test_ids), None
+    for r, test in zip(runs, tests):
+        if r.failed:
+            continue
+        if not r.log:
+            vals = vals or study.evaluate(runs, study.val, runs[0].val_ids)
+        val = r.log[-1]["val_loss"] if r.log else vals[runs.index(r)]
         train.finish(r.out_dir, r.log, r.steps, val, test, len(r.val_ids), len(r.test_ids),
                      round(r.elapsed_before + wall, 1), r.cfg["report"], r.diverged_at)
 
