@@ -258,3 +258,52 @@ def test_a_best_milestone_run_that_diverges_before_any_milestone_reports_nothing
         study.main(["python", "seq_only", "0", "--data", tiny_python, "--out", out, *SMALL, "--lr=1e30",
                     "--report", "best_milestone", "--milestones=1"])
     assert not os.path.exists(os.path.join(out, "python", "seq_only", "seed0", "final.json"))
+
+
+def compiled(monkeypatch):
+    """torch.compile through the aot_eager backend (dynamo's graphs, no C++ needed): its counters."""
+    from torch._dynamo.utils import counters
+    compile_ = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda f, **kw: compile_(f, backend="aot_eager"))
+    monkeypatch.setattr(train.shutil, "which", lambda name: name)   # train.build: compile stays on
+    torch._dynamo.reset()
+    counters.clear()
+    return counters
+
+
+def test_a_run_stopping_early_leaves_one_graph_per_mode_and_its_state(tiny_python, tmp_path, monkeypatch):
+    """seq_depth seed 0 stops early at its step-2 milestone; the other runs train on to step 5. The
+    study compiles one training and one evaluation graph (a batch that shrank when the run stopped
+    would compile more), and the stopped run keeps its step-2 weights, optimizer moments and step."""
+    counters = compiled(monkeypatch)
+    milestone, finished, seen = train.milestone, study.finished, {}
+    def stops(run, *a):
+        return milestone(run, *a) or (run.cfg["config"], run.cfg["seed"], run.step) == ("seq_depth", 0, 2)
+    def keeps(s, wall):
+        seen["study"] = s
+        return finished(s, wall)
+    monkeypatch.setattr(train, "milestone", stops)
+    monkeypatch.setattr(study, "finished", keeps)
+    out = str(tmp_path)
+    study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out,
+                *[a for a in SMALL if a != "--compile=0"], "--compile=1"])
+    assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
+    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+    r = next(r for r in seen["study"].runs if (r.cfg["config"], r.cfg["seed"]) == ("seq_depth", 0))
+    ck = torch.load(os.path.join(out, "python", "seq_depth", "seed0", "ckpt.pt"), weights_only=False)
+    assert r.step == ck["step"] == 2
+    assert all(torch.equal(v, ck["model"][k]) for k, v in r.model.state_dict().items())
+    state = r.opt.state_dict()["state"]
+    assert state and all(torch.equal(v, ck["opt"]["state"][i][k]) for i in state for k, v in state[i].items())
+    assert [len(losses(out, c, s)) for c, s in ECB659C] == [5, 5, 2, 5]
+
+
+def test_the_hrope_recipe_compiles_without_a_graph_break(tiny_python, tmp_path, monkeypatch):
+    """The hRoPE recipe's dropout 0.1 draws each run's masks from its own generator: drawn inside the
+    compiled step, a generator breaks the graph ("Failed to convert args/kwargs to proxy")."""
+    counters = compiled(monkeypatch)
+    study.main(["python", "seq_only seq_depth", "0", "--data", tiny_python, "--out", str(tmp_path),
+                *[a for a in SMALL if a not in ("--compile=0", "--lr=0.01")], "--compile=1",
+                "--recipe=hrope_cpu", "--steps=2", "--milestones=1"])
+    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
