@@ -3,6 +3,7 @@ Run: python -m pytest -q tests/test_study.py"""
 import json
 import os
 
+import numpy as np
 import pytest
 import torch
 
@@ -307,3 +308,14 @@ def test_the_hrope_recipe_compiles_without_a_graph_break(tiny_python, tmp_path, 
                 "--recipe=hrope_cpu", "--steps=2", "--milestones=1"])
     assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
     assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
+
+
+def test_rows_are_laid_by_index_arithmetic_as_by_hand():
+    """Split.positions (vectorised): records laid end to end in their rows, -1 after; an empty row
+    stays padding; a bare record id is a row of one."""
+    from data import Split
+    s = Split.__new__(Split)
+    s.len, s.start = np.array([3, 1, 4]), np.array([0, 3, 10])
+    at, seg = s.positions([[0, 1], [], 2, [1, 0]], 6)
+    assert at.tolist() == [[0, 1, 2, 3, -1, -1], [-1] * 6, [10, 11, 12, 13, -1, -1], [3, 0, 1, 2, -1, -1]]
+    assert seg.tolist() == [[0, 0, 0, 1, -1, -1], [-1] * 6, [0, 0, 0, 0, -1, -1], [0, 1, 1, 1, -1, -1]]
