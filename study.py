@@ -30,6 +30,7 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 import machine
 import rotary
@@ -106,10 +107,27 @@ def rotate_runs(q, k, C, table):
     return rotary.rotate(q, k, rotary.angles_runs(C, *table))
 
 
-def forward(W, tables, idx, C, targets, segment, n_head, drop):
+def head_nll(x, wte, targets, chunks):
+    """Per-token NLL through the tied head, the tokens in `chunks` pieces, each piece's logits
+    recomputed in backward: M runs' logits (M x 8 x 1,024 x 32,768 at the Python setting) never
+    exist whole."""
+    M, B, T, E = x.shape
+    x, targets = x.reshape(M, B * T, E), targets.reshape(M, B * T)
+
+    def piece(x, targets):
+        logits = torch.bmm(x, wte.transpose(1, 2))
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-1,
+                               reduction="none").view(targets.shape)
+    if chunks == 1:
+        return piece(x, targets).view(M, B, T)
+    return torch.cat([checkpoint(piece, a, b, use_reentrant=False)
+                      for a, b in zip(x.chunk(chunks, 1), targets.chunk(chunks, 1))], 1).view(M, B, T)
+
+
+def forward(W, tables, idx, C, targets, segment, n_head, drop, chunks=1):
     """model.GPT's forward for M runs at once: idx, targets (M, B, T); C (M, B, T, K) the study's
     shared coordinates; tables[layer] the runs' plane tables (rotary.angles_runs). Returns the
-    per-token NLL (M, B, T), 0 where the target is -1."""
+    per-token NLL (M, B, T), 0 where the target is -1 (the head in `chunks` pieces: head_nll)."""
     M, B, T = idx.shape
     wte = W["wte.weight"]
     V, E = wte.shape[1:]
@@ -127,9 +145,7 @@ def forward(W, tables, idx, C, targets, segment, n_head, drop):
         x = x + dropped(linear(y, W[p + "attn.c_proj.weight"]), next(keep), drop.p)
         h = F.gelu(linear(layer_norm(x, W[p + "ln_2.weight"]), W[p + "mlp.0.weight"]))
         x = x + dropped(linear(h, W[p + "mlp.2.weight"]), next(keep), drop.p)
-    logits = linear(layer_norm(x, W["ln_f.weight"]), wte)
-    nll = F.cross_entropy(logits.float().flatten(0, 2), targets.flatten(), ignore_index=-1, reduction="none")
-    return nll.view(M, B, T)
+    return head_nll(layer_norm(x, W["ln_f.weight"]), wte, targets, chunks)
 
 
 # --------------------------------------------------------------------------- the runs ----
@@ -262,7 +278,25 @@ class Study:
         self.T = self.mcfg.max_len
         self.rows = max(1, self.cfg["mb_tokens"] // self.T)      # rows of one run in a micro-batch
         self.fwd = torch.compile(forward) if self.cfg["compile"] else forward
+        self.chunks = self.fits(len(runs))
         self.laid = {}                                           # evaluation's micro-batches, per split
+
+    def fits(self, M):
+        """The pieces the loss is computed in (a GiB of logits at most), after the study's memory
+        estimate is said, and refused in one line where it exceeds the device's memory."""
+        c, dev = self.mcfg, self.cfg["device"]
+        logits = M * self.rows * self.T * c.vocab_size * 12
+        chunks = max(1, math.ceil(logits / 2 ** 30))
+        need = machine.study_bytes(M, self.rows, self.T, c.n_layer, c.n_embd, c.n_head, c.vocab_size,
+                                   self.runs[0].model.num_params(), self.cfg["bf16"], chunks)
+        have = machine.device_bytes(dev)
+        print(f"memory: about {need / 2 ** 30:,.1f} GiB a step of the {have / 2 ** 30:,.0f} GiB on {dev} "
+              f"(machine.study_bytes); the loss in {chunks} piece{'s' * (chunks > 1)}")
+        if need > 0.9 * have:
+            sys.exit(f"error: {M} runs of {self.rows} x {self.T:,} tokens would need about "
+                     f"{need / 2 ** 30:,.0f} GiB; train fewer seeds or configurations a study, or lower "
+                     "--mb_tokens")
+        return chunks
 
     def micro_batches(self, rows, split):
         """(at, seg, packed) per micro-batch for every run's list of rows, padded with empty rows."""
@@ -282,7 +316,7 @@ class Study:
         with runs[0].autocast:
             return self.fwd(stacked([r.model for r in runs]),
                             tables(runs, self.names, self.mcfg.n_head, self.mcfg.n_layer),
-                            b["tokens"], C, b["targets"], b["seg"], self.mcfg.n_head, drop)
+                            b["tokens"], C, b["targets"], b["seg"], self.mcfg.n_head, drop, self.chunks)
 
     def step(self, runs):
         """One training step of every run in `runs` (each at its own step): their losses (M,). A

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+import machine
 import study
 import train
 
@@ -319,3 +320,25 @@ def test_rows_are_laid_by_index_arithmetic_as_by_hand():
     at, seg = s.positions([[0, 1], [], 2, [1, 0]], 6)
     assert at.tolist() == [[0, 1, 2, 3, -1, -1], [-1] * 6, [10, 11, 12, 13, -1, -1], [3, 0, 1, 2, -1, -1]]
     assert seg.tolist() == [[0, 0, 0, 1, -1, -1], [-1] * 6, [0, 0, 0, 0, -1, -1], [0, 1, 1, 1, -1, -1]]
+
+
+def test_the_loss_in_pieces_is_the_loss_whole():
+    """head_nll in 3 pieces (each piece's logits recomputed in backward) gives the whole head's NLL
+    and gradients: a piece dropped, shifted or scored twice fails here."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 5, 8, generator=g, requires_grad=True)
+    wte = torch.randn(2, 11, 8, generator=g, requires_grad=True)
+    targets = torch.randint(-1, 11, (2, 3, 5), generator=g)
+    want = torch.nn.functional.cross_entropy((x @ wte.transpose(1, 2)[:, None]).flatten(0, 2),
+                                             targets.flatten(), ignore_index=-1, reduction="none")
+    grads = torch.autograd.grad(want.sum(), [x, wte])
+    got = study.head_nll(x, wte, targets, 3)
+    assert torch.allclose(got.flatten(), want, atol=1e-6)
+    for a, b in zip(torch.autograd.grad(got.sum(), [x, wte]), grads):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_a_study_too_large_for_the_device_is_refused(tiny_python, tmp_path, monkeypatch):
+    monkeypatch.setattr(machine, "device_bytes", lambda device: 2 ** 20)   # a 1 MiB device
+    with pytest.raises(SystemExit, match="would need about .* GiB; train fewer seeds"):
+        study.main(["python", "seq_only", "0", "--data", tiny_python, "--out", str(tmp_path), *SMALL])
