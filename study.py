@@ -100,9 +100,10 @@ def attention(q, k, v, segment, keep, p):
 
 
 def rotate_runs(q, k, C, table):
-    """Every run's rotation at once: the fused kernel on CUDA (rotary_triton), the readable reference
-    elsewhere."""
-    if q.is_cuda and rotary.FUSED is not None:
+    """Every run's rotation at once: the fused kernel on CUDA (rotary_triton), or on CPU under triton's
+    interpreter where it is loaded (a test's way to the kernel inside a compiled step), the readable
+    reference elsewhere."""
+    if rotary.FUSED is not None and (q.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
         return rotary.FUSED.rotate_runs_triton(q, k, C, *table)
     return rotary.rotate(q, k, rotary.angles_runs(C, *table))
 
