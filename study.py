@@ -320,7 +320,8 @@ class Study:
                             b["tokens"], C, b["targets"], b["seg"], self.mcfg.n_head, drop, self.chunks)
 
     def step(self, runs):
-        """One training step of every run in `runs` (each at its own step): their losses (M,). A
+        """One training step of every run in `runs` (each at its own step): their losses (M,), on the
+        device, each run's predicted tokens and FLOPs (model.flops; as executed). A
         stopped run stays in the batch (one shape: one graph), fed empty rows, its loss 0."""
         cfg, dev = self.cfg, self.cfg["device"]
         rows, lens = [], []
@@ -348,7 +349,7 @@ class Study:
             loss = nll.sum((1, 2)) / n_tok_t                      # each run's token mean over its step
             loss.sum().backward()                                  # runs' gradients stay apart
             total += loss.detach()
-        return total.tolist(), n_tok, flops
+        return total, n_tok, flops
 
     @torch.no_grad()
     def evaluate(self, runs, split, ids):
@@ -379,20 +380,43 @@ def stop(run, step, what):
         run.failed = True
 
 
+def sent_to_host(t):
+    """A reader of t's values, copied towards the host without waiting for the device (on CUDA pinned,
+    non-blocking, an event marking the copy): read a step later, it waits on nothing still to run."""
+    if not t.is_cuda:
+        return t.tolist
+    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True).copy_(t, non_blocking=True)
+    copied = torch.cuda.Event()
+    copied.record()
+    return lambda: (copied.synchronize(), host.tolist())[1]
+
+
+def checked(runs, sent):
+    """A step's losses read on the host, a step after they were sent (or at a milestone, before any
+    checkpoint): a run whose loss is not finite stops, reported at that step, as train.py reports it."""
+    read, steps = sent
+    for r, loss, s in zip(runs, read(), steps):
+        if s is None or r.done:            # not stepped then, or stopped since
+            continue
+        if not math.isfinite(loss):
+            stop(r, s, f"loss is {loss}")
+        elif s == r.step - 1:
+            r.loss = loss                  # the latest step's loss: its milestone logs it
+
+
 def trained(study):
-    """Step every unfinished run until each ends (its steps, an early stop, or a non-finite loss)."""
-    t0, paused = time.time(), 0.0          # validation and checkpoints: not training time (train.py's)
+    """Step every unfinished run until each ends (its steps, an early stop, or a non-finite loss).
+    No step waits for the device: its losses are read a step later, or at a milestone."""
+    t0, paused, ahead = time.time(), 0.0, None   # paused: validation and checkpoints, not training time
     for r in study.runs:
         r.val_s, r.flops = 0.0, [0.0, 0.0]
     while not all(r.done for r in study.runs):
-        losses, n_tok, flops = study.step(study.runs)         # the step's one synchronisation
+        total, n_tok, flops = study.step(study.runs)
+        sent = (sent_to_host(total), [None if r.done else r.step for r in study.runs])
         at_milestone = []
-        for r, loss, n, f in zip(study.runs, losses, n_tok, flops):
+        for r, n, f in zip(study.runs, n_tok, flops):
             if r.done:   # stopped: weights, optimizer moments and step left as they are
                 r.opt.zero_grad(set_to_none=True)
-                continue
-            if not math.isfinite(loss):
-                stop(r, r.step, f"loss is {loss}")
                 continue
             torch.nn.utils.clip_grad_norm_(r.model.parameters(), 1.0)   # each run its own clip
             r.opt.step()
@@ -400,11 +424,14 @@ def trained(study):
             r.tokens_seen += n
             r.flops = [a + b for a, b in zip(r.flops, f)]
             r.step += 1
-            r.loss = loss
             if r.step in r.milestones:
                 at_milestone.append(r)
             elif r.step >= r.steps:
                 r.done = True
+        for losses in [ahead] * (ahead is not None) + [sent] * bool(at_milestone):
+            checked(study.runs, losses)
+        ahead = None if at_milestone else sent
+        at_milestone = [r for r in at_milestone if not r.done]
         if at_milestone:
             t1 = time.time()
             dt = t1 - t0 - paused
