@@ -83,17 +83,22 @@ def dropped(x, keep, p):
 
 def attention(q, k, v, segment, keep, p):
     """Causal attention of (M, B, T, H, D) inputs, the runs folded into the batch; a row's records
-    attend only inside themselves (model.Attention's `blocked`): one kind of mask always, so one graph."""
+    attend only inside themselves (model.Attention's `blocked`). Compiled, `segment` is always given
+    (one kind of mask: one graph); eager, None where each row holds one record (SDPA's causal kernel)."""
     M, B, T, H, D = q.shape
     q, k, v = (t.reshape(M * B, T, H, D).transpose(1, 2) for t in (q, k, v))
-    s = segment.reshape(M * B, T)
     future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
-    other = (s[:, :, None] != s[:, None, :]) & ~torch.eye(T, dtype=torch.bool, device=q.device)
-    mask = ~(future | other)[:, None]
+    mask = ~future
+    if segment is not None:
+        s = segment.reshape(M * B, T)
+        other = (s[:, :, None] != s[:, None, :]) & ~torch.eye(T, dtype=torch.bool, device=q.device)
+        mask = ~(future | other)[:, None]
     if keep is not None:   # dropout on the probabilities, drawn per run: the explicit path
         s = ((q @ k.transpose(-2, -1)) / math.sqrt(D)).masked_fill(~mask, float("-inf"))
         att = dropped(s.float().softmax(-1).view(M, B, H, T, T), keep, p).view(M * B, H, T, T)
         y = att.to(v.dtype) @ v
+    elif segment is None:
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     else:
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     return y.transpose(1, 2).reshape(M, B, T, H * D)
@@ -133,8 +138,6 @@ def forward(W, tables, idx, C, targets, segment, n_head, drop, chunks=1):
     wte = W["wte.weight"]
     V, E = wte.shape[1:]
     keep = iter(drop.keep or [None] * (1 + 3 * len(tables)))   # the masks drawn outside, in order
-    if segment is None:   # one record per row: each row its own segment (the same mask kind as packed)
-        segment = torch.zeros_like(idx)
     x = dropped(F.embedding(idx + V * torch.arange(M, device=idx.device).view(M, 1, 1), wte.flatten(0, 1)),
                 next(keep), drop.p)
     for i, tab in enumerate(tables):
@@ -314,10 +317,11 @@ class Study:
         C = coordinates(runs, b, self.names, self.corpus, gens, depth_dropout)
         M, R, T = b["tokens"].shape
         drop.draw(drop.sites(R, T, self.mcfg.n_embd, self.mcfg.n_head, self.mcfg.n_layer), dev)
+        segment = b["seg"] if packed or self.cfg["compile"] else None   # compiled: one kind of mask
         with runs[0].autocast:
             return self.fwd(stacked([r.model for r in runs]),
                             tables(runs, self.names, self.mcfg.n_head, self.mcfg.n_layer),
-                            b["tokens"], C, b["targets"], b["seg"], self.mcfg.n_head, drop, self.chunks)
+                            b["tokens"], C, b["targets"], segment, self.mcfg.n_head, drop, self.chunks)
 
     def step(self, runs):
         """One training step of every run in `runs` (each at its own step): their losses (M,), on the
