@@ -120,7 +120,7 @@ log = [json.loads(x) for x in open(glob.glob(f"{probe}/*/seed0/log.jsonl")[0])]
 cfg = json.load(open(glob.glob(f"{probe}/*/seed0/config.json")[0]))["run"]
 a, b = log[0], log[-1]
 step_s = (b["elapsed"] - a["elapsed"]) / max(b["step"] - a["step"], 1)   # a step of the runs together
-start = max(float(wall) - b["elapsed"], 0)                               # start-up: data, model, compile
+start = max(float(wall) - b["elapsed"] - b["val_elapsed"], 0)           # start-up: data, model, compile
 s = SETTINGS[setting]
 planned = s["steps"] or max(1, round(s["passes"] * max(json.load(open(meta))["splits"]["train"]["records"]
                                                        // cfg["docs_per_step"], 1)))
