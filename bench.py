@@ -85,14 +85,14 @@ def median_seconds(fn, dev, reps, warm=3):
     return statistics.median(a.elapsed_time(b) for a, b in zip(ev, ev[1:])) / 1e3
 
 
-def rotation(sizes=SIZES, M=8, T=1024, H=2, D=128, reps=20):
+def rotation(sizes=SIZES, M=8, T=1024, H=2, D=128, reps=20, say=lambda out: None):
     """Forward + backward of a study's rotation (M runs, each its own table) per size and variant
     (readable eager, torch.compile of it, the Triton kernel): (a) the kernels alone, tables ready; (b) end
     to end as a study step calls it, each run's table prepared from its parameters, compiled for compile
     and Triton. bf16 on CUDA; on CPU fp32 and the kernel in triton's interpreter (a smoke test: use a
     tiny size). Bytes moved: 10 x the bytes of q (fwd reads q, k, writes both; bwd reads q, k and their
     output gradients, writes dq, dk) plus C read by each pass; a same-size device copy measured alongside
-    (read + write). Returns {tokens: {row: value}}."""
+    (read + write). Each size said (`say`) as it is measured; returns {tokens: {row: value}}."""
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.bfloat16 if dev == "cuda" else torch.float32
     out = {}
@@ -121,18 +121,19 @@ def rotation(sizes=SIZES, M=8, T=1024, H=2, D=128, reps=20):
         dst = torch.empty_like(src)
         row["copy"] = median_seconds(lambda: dst.copy_(src), dev, reps)
         out[tokens] = row
+        say({tokens: row})
     return out
 
 
 def print_rotation(out, M, T, dtype):
-    for tokens, r in out.items():
+    for tokens, r in out.items():   # flushed: a stage's log keeps each size as it is measured
         gb = r["bytes"] / 1e9
         print(f"{tokens:,} tokens ({M} runs x {tokens // (M * T)} x {T}), H 2, D 128, {dtype}: "
               f"{gb * 1e3:,.0f} MB moved; copy {gb / r['copy']:,.0f} GB/s; "
               f"Triton max |err| {r['triton_max_abs_err']:.2g}")
         for v in ("eager", "compile", "triton"):
             print(f"  {v:8} kernels {r[v] * 1e3:8.3f} ms {gb / r[v]:7.0f} GB/s {r['copy'] / r[v]:6.1%} of "
-                  f"copy   end to end {r[v + '_e2e'] * 1e3:8.3f} ms")
+                  f"copy   end to end {r[v + '_e2e'] * 1e3:8.3f} ms", flush=True)
 
 
 def bare_loop(data_dir, steps, seed=0, lr=1.2e-3):
@@ -343,11 +344,11 @@ if __name__ == "__main__":
         M, T, kw = (8, 1024, {}) if torch.cuda.is_available() else (2, 16, {"sizes": (64,), "reps": 2})
         if any(not a.isdigit() or int(a) % (M * T) for a in sys.argv[2:]):
             sys.exit(f"error: sizes are token counts, multiples of {M} runs x {T} tokens")
-        sizes = tuple(int(a) for a in sys.argv[2:]) or kw.pop("sizes", SIZES)
+        sizes = tuple(sorted((int(a) for a in sys.argv[2:]), reverse=True)) or kw.pop("sizes", SIZES[::-1])
         print(torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU, triton's interpreter",
               f"torch {torch.__version__} triton {rotary_triton.triton.__version__}")
-        r = rotation(sizes, M, T, **kw)
-        print_rotation(r, M, T, "bf16" if torch.cuda.is_available() else "fp32")
+        rotation(sizes, M, T, **kw, say=lambda r: print_rotation(r, M, T, "bf16" if torch.cuda.is_available()
+                                                                 else "fp32"))
     else:
         sys.exit("usage: python bench.py rotation [TOKENS ...] | train [DATA] [STEPS] [REPS] | study [M ...] "
                  "| lines")
