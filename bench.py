@@ -86,14 +86,14 @@ def median_seconds(fn, dev, reps, warm=3):
     return statistics.median(a.elapsed_time(b) for a, b in zip(ev, ev[1:])) / 1e3
 
 
-def rotation(sizes=SIZES, M=8, T=1024, H=2, D=128, reps=20):
+def rotation(sizes=SIZES, M=8, T=1024, H=2, D=128, reps=20, say=lambda out: None):
     """Forward + backward of a study's rotation (M runs, each its own table) per size and variant
     (readable eager, torch.compile of it, the Triton kernel): (a) the kernels alone, tables ready; (b) end
     to end as a study step calls it, each run's table prepared from its parameters, compiled for compile
     and Triton. bf16 on CUDA; on CPU fp32 and the kernel in triton's interpreter (a smoke test: use a
     tiny size). Bytes moved: 10 x the bytes of q (fwd reads q, k, writes both; bwd reads q, k and their
     output gradients, writes dq, dk) plus C read by each pass; a same-size device copy measured alongside
-    (read + write). Returns {tokens: {row: value}}."""
+    (read + write). Each size said (`say`) as it is measured; returns {tokens: {row: value}}."""
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.bfloat16 if dev == "cuda" else torch.float32
     out = {}
@@ -122,18 +122,19 @@ def rotation(sizes=SIZES, M=8, T=1024, H=2, D=128, reps=20):
         dst = torch.empty_like(src)
         row["copy"] = median_seconds(lambda: dst.copy_(src), dev, reps)
         out[tokens] = row
+        say({tokens: row})
     return out
 
 
 def print_rotation(out, M, T, dtype):
-    for tokens, r in out.items():
+    for tokens, r in out.items():   # flushed: a stage's log keeps each size as it is measured
         gb = r["bytes"] / 1e9
         print(f"{tokens:,} tokens ({M} runs x {tokens // (M * T)} x {T}), H 2, D 128, {dtype}: "
               f"{gb * 1e3:,.0f} MB moved; copy {gb / r['copy']:,.0f} GB/s; "
               f"Triton max |err| {r['triton_max_abs_err']:.2g}")
         for v in ("eager", "compile", "triton"):
             print(f"  {v:8} kernels {r[v] * 1e3:8.3f} ms {gb / r[v]:7.0f} GB/s {r['copy'] / r[v]:6.1%} of "
-                  f"copy   end to end {r[v + '_e2e'] * 1e3:8.3f} ms")
+                  f"copy   end to end {r[v + '_e2e'] * 1e3:8.3f} ms", flush=True)
 
 
 def bare_loop(data_dir, steps, seed=0, lr=1.2e-3):
@@ -212,20 +213,23 @@ def training(data_dir="data/web", steps=300, reps=3):
     return {**medians, "milestone_share": statistics.median(shares)}
 
 
-def study(corpus="web", sizes=(1, 4, 8), steps=30, jobs=2, options=()):
+def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options=(), say=print):
     """Aggregate training throughput of M runs (seq_only and seq_depth over seeds 0, 1, ...) trained
     as one batched study (study.py, every thread torch has) beside the same runs as separate processes
-    (sweep.sh, `jobs` at a time, one thread each), in this one invocation. Per M and path: tokens/s
-    over the wall of the training loops (milestones in, setup and the final test score out: from each
-    run's log) and end to end (the whole command), and achieved FLOP/s with each record counted at its
-    true length (nanoGPT's 6N + 12 L H Q T with T the record's own length; MFU against 989 TFLOP/s
-    bf16 on CUDA)."""
+    (sweep.sh, `jobs` at a time, one thread each), in this one invocation, largest M first, each row
+    said (`say`) as it is measured. Steady state: the window from each run's first milestone (compile
+    and warm-up before it, reported apart) to its last, read from the log fields both paths write:
+    `tokens`, `flops` and `elapsed` (training time: validation and checkpoints left out). The study's
+    runs share one clock; the separate runs' concurrency is measured, not assumed: their windows' summed
+    length over the wall time any of them was open (each log entry's `time`). FLOPs are nanoGPT's count
+    at each record's length (model.flops; MFU against machine.PEAK_FLOPS on CUDA), hardware FLOPs
+    executed (padding, masked attention) beside them."""
     rows = []
     for M in sizes:
         configs = ["seq_only", "seq_depth"] if M > 1 else ["seq_only"]
         seeds = [str(s) for s in range(max(1, M // 2))]
-        args = [corpus, " ".join(configs), " ".join(seeds), str(jobs), f"--steps={steps}", "--milestones=1",
-                *options]
+        args = [corpus, " ".join(configs), " ".join(seeds), str(jobs), f"--steps={steps}",
+                f"--milestones={milestones}", *options]
         for path in ("study", "separate"):
             with tempfile.TemporaryDirectory() as out:
                 env = {**os.environ, "OUT": out, **({"OMP_NUM_THREADS": "1"} if path == "separate" else {})}
@@ -238,25 +242,39 @@ def study(corpus="web", sizes=(1, 4, 8), steps=30, jobs=2, options=()):
                 wall = time.perf_counter() - t0
                 runs = sorted(glob.glob(os.path.join(out, corpus, "*", "seed*")))
                 logs = [[json.loads(x) for x in open(os.path.join(r, "log.jsonl"))] for r in runs]
-                flops = sum(record_flops(json.load(open(os.path.join(r, "config.json")))) for r in runs)
-            tokens = sum(log[-1]["tokens"] for log in logs)
-            # elapsed: training time alone on both paths (validation is val_elapsed, beside it)
-            loop = max(log[-1]["elapsed"] for log in logs) if path == "study" else \
-                sum(log[-1]["elapsed"] for log in logs) / min(jobs, len(logs))   # jobs side by side
-            rows.append({"M": M, "path": path, "runs": len(logs), "tokens/s loop": tokens / loop,
-                         "tokens/s end to end": tokens / wall, "GFLOP/s loop": flops / loop / 1e9,
-                         "MFU loop": flops / loop / 989e12 if torch.cuda.is_available() else None})
+            row = {"M": M, "path": path, "runs": len(logs), **steady(logs, path == "study"),
+                   "tokens/s end to end": sum(log[-1]["tokens"] for log in logs) / wall}
+            graphs = [line for line in done.stdout.splitlines() if line.startswith("compiled:")]
+            if graphs:
+                row["graphs"] = graphs[-1].split()[1]
+            rows.append(row)
+            say(row)
     return rows
 
 
-def record_flops(config):
-    """One run's training FLOPs from its config.json, every record at its true length."""
-    run, m = config["run"], config["model"]
-    split = Split(os.path.join(run["data"], run["corpus"]), "train", m["max_len"])
-    lens = np.concatenate([split.len[train.step_records(len(split), run["docs_per_step"], s, run["seed"])]
-                           for s in range(run["steps"])]).astype(np.float64)
-    attention = 12 * m["n_layer"] * m["n_embd"]          # 12 L H Q, per token per attended position
-    return float((lens * (6 * config["non_embedding_params"] + attention * lens)).sum())
+def steady(logs, one_clock):
+    """Rates over each run's steady window (first milestone to last) from its log: tokens/s, model
+    and executed FLOP/s (MFU and HFU on CUDA), and the warm-up before it (seconds of training time)."""
+    a, b = [log[0] for log in logs], [log[-1] for log in logs]
+    if any(x["step"] == y["step"] for x, y in zip(a, b)):
+        sys.exit("error: a steady window needs two milestones per run (--milestones ≥ 2)")
+    d = {k: sum(y[k] - x[k] for x, y in zip(a, b)) for k in ("tokens", "flops", "flops_executed")}
+    trained = [y["elapsed"] - x["elapsed"] for x, y in zip(a, b)]
+    if one_clock:            # the study's runs trained together: one window
+        seconds = max(trained)
+    else:                    # side by side: the training seconds over the runs' measured concurrency
+        opened = [(x["time"], y["time"]) for x, y in zip(a, b)]
+        union, end = 0.0, -math.inf
+        for s, e in sorted(opened):
+            union += max(0.0, e - max(s, end))
+            end = max(end, e)
+        seconds = sum(trained) / (sum(e - s for s, e in opened) / union)
+    out = {"tokens/s": d["tokens"] / seconds, "GFLOP/s": d["flops"] / seconds / 1e9,
+           "GFLOP/s executed": d["flops_executed"] / seconds / 1e9,
+           "warm-up s": max(x["elapsed"] for x in a)}
+    if torch.cuda.is_available():
+        out["MFU"], out["HFU"] = (d[k] / seconds / machine.PEAK_FLOPS for k in ("flops", "flops_executed"))
+    return out
 
 
 if __name__ == "__main__":
@@ -270,24 +288,23 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["study"]:
         cuda, args = torch.cuda.is_available(), sys.argv[2:]
         cut = next((i for i, a in enumerate(args) if a.startswith("--")), len(args))   # then options
-        sizes = tuple(int(a) for a in args[:cut] if a.isdigit()) or ((1, 4, 16) if cuda else (1, 4, 8))
+        sizes = tuple(int(a) for a in args[:cut] if a.isdigit()) or ((16, 4, 1) if cuda else (8, 4, 1))
         words = [a for a in args[:cut] if not a.isdigit()]
-        rows = study(words[0] if words else "web", sizes, jobs=8 if cuda else 2,   # processes side by side
-                     options=args[cut:])
         where = torch.cuda.get_device_name() if cuda else "CPU"
         print(f"bench.py study on {where}, {torch.get_num_threads()} threads; precision and compile: "
-              f"{machine.precision('cuda' if cuda else 'cpu')}")
-        for r in rows:
-            print("  ".join(f"{k} {v:,.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()))
+              f"{machine.precision('cuda' if cuda else 'cpu')}", flush=True)
+        study(words[0] if words else "web", tuple(sorted(sizes, reverse=True)), jobs=8 if cuda else 2,
+              options=args[cut:], say=lambda r: print("  ".join(
+                  f"{k} {v:,.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()), flush=True))
     elif sys.argv[1:2] == ["rotation"]:
         # 8 runs of T = 1,024 on CUDA; on CPU a smoke test of the same code at a tiny size (interpreter)
         M, T, kw = (8, 1024, {}) if torch.cuda.is_available() else (2, 16, {"sizes": (64,), "reps": 2})
         if any(not a.isdigit() or int(a) % (M * T) for a in sys.argv[2:]):
             sys.exit(f"error: sizes are token counts, multiples of {M} runs x {T} tokens")
-        sizes = tuple(int(a) for a in sys.argv[2:]) or kw.pop("sizes", SIZES)
+        sizes = tuple(sorted((int(a) for a in sys.argv[2:]), reverse=True)) or kw.pop("sizes", SIZES[::-1])
         print(torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU, triton's interpreter",
               f"torch {torch.__version__} triton {rotary.triton.__version__}")
-        r = rotation(sizes, M, T, **kw)
-        print_rotation(r, M, T, "bf16" if torch.cuda.is_available() else "fp32")
+        rotation(sizes, M, T, **kw, say=lambda r: print_rotation(r, M, T, "bf16" if torch.cuda.is_available()
+                                                                 else "fp32"))
     else:
         sys.exit("usage: python bench.py rotation [TOKENS ...] | train [DATA] [STEPS] [REPS] | study [M ...]")

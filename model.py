@@ -129,7 +129,20 @@ class GPT(nn.Module):
                               reduction="none")
         return None, nll.view(targets.shape), atts
 
+    def num_params(self):
+        """nanoGPT's N (get_num_params): every parameter, the embedding tied to the output head counted
+        once and so counted (nanoGPT leaves out only position embeddings; here there are none)."""
+        return sum(p.numel() for p in self.parameters())
+
     def flops_per_token(self, T):
-        """nanoGPT's estimate: 6N + 12 L H Q T."""
+        """nanoGPT's estimate (estimate_mfu): 6N + 12 L H Q T for a token attending over T positions.
+        nanoGPT's T is the block size; here a record's own length (our reading: records are shorter
+        than the context and attend only inside themselves)."""
         c = self.cfg
-        return 6 * self.non_embedding_params() + 12 * c.n_layer * c.n_head * (c.n_embd // c.n_head) * T
+        return 6 * self.num_params() + 12 * c.n_layer * c.n_head * (c.n_embd // c.n_head) * T
+
+    def flops(self, lengths):
+        """Model FLOPs of training on records of `lengths` tokens (an integer array): each token's
+        flops_per_token at its record's length. Rows of T tokens as laid (padding and masked-out
+        pairs included) give the FLOPs the hardware executes: flops(np.full(rows, T))."""
+        return float((lengths * self.flops_per_token(lengths)).sum())

@@ -39,6 +39,7 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 import rotary
 import train
@@ -67,38 +68,45 @@ def linear(x, w):
 
 
 class Dropout:
-    """Dropout whose masks come from each run's own generator: a run's draws do not depend on the
-    runs that share its study."""
+    """Dropout whose masks come from each run's own generator (a run's draws do not depend on the
+    runs that share its study), drawn by `draw` before the compiled step (a generator inside it
+    breaks the graph) and used in order by the forward."""
 
     def __init__(self, p, gens):
-        self.p, self.gens = p, gens
+        self.p, self.gens, self.keep = p, gens, []
 
-    def __call__(self, x):
-        if not self.gens:
-            return x
-        keep = torch.stack([torch.rand(x.shape[1:], generator=g, device=x.device) >= self.p
-                            for g in self.gens])
-        return x * keep / (1 - self.p)
+    def draw(self, shapes, device):
+        """Every site's keep mask (M, *shape), in the forward's order, each run's in turn."""
+        self.keep = [torch.stack([torch.rand(s, generator=g, device=device) >= self.p for g in self.gens])
+                     for s in shapes] if self.gens else []
+
+    def sites(self, B, T, E, H, n_layer):
+        """The forward's dropout sites' shapes: the embeddings, then per layer the attention
+        probabilities and the two residual branches."""
+        return [(B, T, E)] + [(B, H, T, T), (B, T, E), (B, T, E)] * n_layer
 
 
-def attention(q, k, v, segment, drop):
-    """Causal attention of (M, B, T, H, D) inputs, the runs folded into the batch; a packed row's
-    records attend only inside themselves (model.Attention's `blocked`)."""
+def dropped(x, keep, p):
+    return x if keep is None else x * keep / (1 - p)
+
+
+def attention(q, k, v, segment, keep, p):
+    """Causal attention of (M, B, T, H, D) inputs, the runs folded into the batch; a row's records
+    attend only inside themselves (model.Attention's `blocked`). Compiled, `segment` is always given
+    (one kind of mask: one graph); eager, None where each row holds one record (SDPA's causal kernel)."""
     M, B, T, H, D = q.shape
     q, k, v = (t.reshape(M * B, T, H, D).transpose(1, 2) for t in (q, k, v))
-    mask = None
+    future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+    mask = ~future
     if segment is not None:
         s = segment.reshape(M * B, T)
-        future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
         other = (s[:, :, None] != s[:, None, :]) & ~torch.eye(T, dtype=torch.bool, device=q.device)
         mask = ~(future | other)[:, None]
-    if drop.gens:   # dropout on the probabilities, drawn per run: the explicit path
-        s = (q @ k.transpose(-2, -1)) / math.sqrt(D)
-        s = s.masked_fill(~mask if mask is not None else
-                          torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-        att = drop(s.float().softmax(-1).view(M, B, H, T, T)).view(M * B, H, T, T)
+    if keep is not None:   # dropout on the probabilities, drawn per run: the explicit path
+        s = ((q @ k.transpose(-2, -1)) / math.sqrt(D)).masked_fill(~mask, float("-inf"))
+        att = dropped(s.float().softmax(-1).view(M, B, H, T, T), keep, p).view(M * B, H, T, T)
         y = att.to(v.dtype) @ v
-    elif mask is None:
+    elif segment is None:
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     else:
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
@@ -106,70 +114,71 @@ def attention(q, k, v, segment, drop):
 
 
 def rotate_runs(q, k, C, table):
-    """Every run's rotation at once: the fused kernel on CUDA (rotary.rotate_runs_triton), the
-    readable reference elsewhere."""
-    if q.is_cuda and rotary.FUSED:
+    """Every run's rotation at once: the fused kernel on CUDA (rotary.rotate_runs_triton), or on CPU
+    under triton's interpreter where FUSED is set (a test's way to the kernel inside a compiled step),
+    the readable reference elsewhere."""
+    if rotary.FUSED and (q.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
         return rotary.rotate_runs_triton(q, k, C, *table)
     return rotary.rotate(q, k, rotary.angles_runs(C, *table))
 
 
-def forward(W, tables, idx, C, targets, segment, n_head, drop):
+def head_nll(x, wte, targets, chunks):
+    """Per-token NLL through the tied head, the tokens in `chunks` pieces, each piece's logits
+    recomputed in backward: M runs' logits (M x 8 x 1,024 x 32,768 at the Python setting) never
+    exist whole."""
+    M, B, T, E = x.shape
+    x, targets = x.reshape(M, B * T, E), targets.reshape(M, B * T)
+
+    def piece(x, targets):
+        logits = torch.bmm(x, wte.transpose(1, 2))
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-1,
+                               reduction="none").view(targets.shape)
+    if chunks == 1:
+        return piece(x, targets).view(M, B, T)
+    return torch.cat([checkpoint(piece, a, b, use_reentrant=False)
+                      for a, b in zip(x.chunk(chunks, 1), targets.chunk(chunks, 1))], 1).view(M, B, T)
+
+
+def forward(W, tables, idx, C, targets, segment, n_head, drop, chunks=1):
     """model.GPT's forward for M runs at once: idx, targets (M, B, T); C (M, B, T, K) the study's
     shared coordinates; tables[layer] the runs' plane tables (rotary.angles_runs). Returns the
-    per-token NLL (M, B, T), 0 where the target is -1."""
+    per-token NLL (M, B, T), 0 where the target is -1 (the head in `chunks` pieces: head_nll)."""
     M, B, T = idx.shape
     wte = W["wte.weight"]
     V, E = wte.shape[1:]
-    x = drop(F.embedding(idx + V * torch.arange(M, device=idx.device).view(M, 1, 1), wte.flatten(0, 1)))
+    keep = iter(drop.keep or [None] * (1 + 3 * len(tables)))   # the masks drawn outside, in order
+    x = dropped(F.embedding(idx + V * torch.arange(M, device=idx.device).view(M, 1, 1), wte.flatten(0, 1)),
+                next(keep), drop.p)
     for i, tab in enumerate(tables):
         p = f"blocks.{i}."
         q, k, v = linear(layer_norm(x, W[p + "ln_1.weight"]), W[p + "attn.c_attn.weight"]).split(E, -1)
         q, k, v = (t.reshape(M, B, T, n_head, E // n_head) for t in (q, k, v))
         q, k = rotate_runs(q, k, C, tab)
-        x = x + drop(linear(attention(q, k, v, segment, drop), W[p + "attn.c_proj.weight"]))
+        y = attention(q, k, v, segment, next(keep), drop.p)
+        x = x + dropped(linear(y, W[p + "attn.c_proj.weight"]), next(keep), drop.p)
         h = F.gelu(linear(layer_norm(x, W[p + "ln_2.weight"]), W[p + "mlp.0.weight"]))
-        x = x + drop(linear(h, W[p + "mlp.2.weight"]))
-    logits = linear(layer_norm(x, W["ln_f.weight"]), wte)
-    nll = F.cross_entropy(logits.float().flatten(0, 2), targets.flatten(), ignore_index=-1, reduction="none")
-    return nll.view(M, B, T)
-
-
-def training_memory(n_layer, n_embd, n_head, vocab, rows, T, runs=1, masked=False):
-    """Bytes a study's training step needs at its peak, estimated: `runs` models (weights, gradients,
-    AdamW's two moments, fp32), and one micro-batch of `rows` rows of T tokens held for the backward
-    pass (per layer about 16 activations of the width, the logits thrice in fp32); `masked` rows
-    (records laid into shared rows) add the T x T masks and, per head, scores and probabilities. The
-    study refuses a step above the device's memory with it and its first line prints it (the GPU
-    stages' too); an estimate of forward()'s big tensors, not a measurement."""
-    params = vocab * n_embd + n_layer * 12 * n_embd * n_embd
-    tokens = runs * rows * T
-    attention = runs * rows * T * T * (3 + 8 * n_head) if masked else 0
-    return 16 * params * runs + 4 * tokens * (16 * n_layer * n_embd + 3 * vocab) + attention
-
-
-def memory(device):
-    """The device's memory in bytes: the GPU's, or the machine's on a CPU (None where unknown)."""
-    if device.startswith("cuda"):
-        return torch.cuda.get_device_properties(torch.device(device)).total_memory
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
+        x = x + dropped(linear(h, W[p + "mlp.2.weight"]), next(keep), drop.p)
+    return head_nll(layer_norm(x, W["ln_f.weight"]), wte, targets, chunks)
 
 
 def fits(runs):
-    """The bytes a step of the study needs (training_memory), refused in one line, before anything is
-    written, above the device's memory (a context of 100,000 tokens, too many runs)."""
-    cfg, m = runs[0].cfg, runs[0].mcfg
-    need = training_memory(m.n_layer, m.n_embd, m.n_head, m.vocab_size, max(1, cfg["mb_tokens"] // m.max_len),
-                           m.max_len, len(runs), masked=True)
-    have = memory(cfg["device"])
-    if have and need > have:
-        sys.exit(f"error: {len(runs)} run{'s' * (len(runs) > 1)} of {m.n_layer}L d{m.n_embd} at a context of "
-                 f"{m.max_len:,} need about {need / 2**30:.1f} GiB a step (study.training_memory), more than "
-                 f"the {have / 2**30:.1f} GiB of {cfg['device']}; lower --max_len or --mb_tokens, or train "
-                 "fewer runs")
-    return need
+    """The pieces the loss is computed in (a GiB of logits at most), after the study's memory estimate
+    (machine.study_bytes) is said; refused in one line, before anything is written, where it exceeds
+    the device's memory (a context of 100,000 tokens, too many runs)."""
+    cfg, c, M = runs[0].cfg, runs[0].mcfg, len(runs)
+    rows, T, dev = max(1, cfg["mb_tokens"] // c.max_len), c.max_len, cfg["device"]
+    chunks = max(1, math.ceil(M * rows * T * c.vocab_size * 12 / 2 ** 30))
+    need = machine.study_bytes(M, rows, T, c.n_layer, c.n_embd, c.n_head, c.vocab_size,
+                               runs[0].model.num_params(), cfg["bf16"], chunks)
+    have = machine.device_bytes(dev)
+    print(f"memory: about {need / 2 ** 30:,.1f} GiB a step of the {(have or 0) / 2 ** 30:,.1f} GiB on {dev} "
+          f"(machine.study_bytes); the loss in {chunks} piece{'s' * (chunks > 1)}")
+    if have and need > 0.9 * have:
+        sys.exit(f"error: {M} run{'s' * (M > 1)} of {c.n_layer}L d{c.n_embd}, {rows} x {T:,} tokens a "
+                 f"micro-batch, would need about {need / 2 ** 30:,.1f} GiB a step (machine.study_bytes), "
+                 f"over 0.9 of the {have / 2 ** 30:,.1f} GiB on {dev}; train fewer seeds or configurations "
+                 "a study, or lower --max_len or --mb_tokens")
+    return chunks
 
 
 # --------------------------------------------------------------------------- the runs ----
@@ -305,7 +314,7 @@ class Study:
     are), a record never split and attending only inside itself; a micro-batch is `rows` rows of
     every run, so every micro-batch has one shape (the compiler's, and CUDA graphs')."""
 
-    def __init__(self, runs):
+    def __init__(self, runs, chunks=1):
         self.runs, first = runs, runs[0]
         self.cfg, self.mcfg, self.corpus = first.cfg, first.mcfg, first.corpus
         self.train, self.val, self.test = first.train, first.val, first.test
@@ -315,6 +324,7 @@ class Study:
         self.T = self.mcfg.max_len
         self.rows = max(1, self.cfg["mb_tokens"] // self.T)      # rows of one run in a micro-batch
         self.fwd = torch.compile(forward) if self.cfg["compile"] else forward
+        self.chunks = chunks                                     # the loss's pieces (fits)
         self.laid = {}                                           # evaluation's micro-batches, per split
 
     def micro_batches(self, rows, split):
@@ -330,36 +340,45 @@ class Study:
         dev = self.cfg["device"]
         b = split.gather(to_device(at, dev), to_device(seg, dev))
         C = coordinates(runs, b, self.names, self.corpus, gens, depth_dropout)
-        segment = b["seg"] if packed else None                 # attention confined to each record
+        M, R, T = b["tokens"].shape
+        drop.draw(drop.sites(R, T, self.mcfg.n_embd, self.mcfg.n_head, self.mcfg.n_layer), dev)
+        segment = b["seg"] if packed or self.cfg["compile"] else None   # compiled: one kind of mask
         with runs[0].autocast:
             return self.fwd(stacked([r.model for r in runs]),
                             tables(runs, self.names, self.mcfg.n_head, self.mcfg.n_layer),
-                            b["tokens"], C, b["targets"], segment, self.mcfg.n_head, drop)
+                            b["tokens"], C, b["targets"], segment, self.mcfg.n_head, drop, self.chunks)
 
     def step(self, runs):
-        """One training step of every run in `runs` (each at its own step): their losses (M,)."""
+        """One training step of every run in `runs` (each at its own step): their losses (M,), on the
+        device, each run's predicted tokens and FLOPs (model.flops; as executed). A
+        stopped run stays in the batch (one shape: one graph), fed empty rows, its loss 0."""
         cfg, dev = self.cfg, self.cfg["device"]
-        rows, n_tok = [], []
+        rows, lens = [], []
         for r in runs:
-            lr = train.lr_at(r.step, r.steps, r.cfg["lr"], r.cfg["min_lr"])
-            for g in r.opt.param_groups:
-                g["lr"] = lr
-            own = r.blocks(r.step) if cfg["pack"] else fill_blocks(
-                train.step_records(len(r.train), cfg["docs_per_step"], r.step, r.cfg["seed"]),
-                r.train.len, self.T, cfg["docs_per_step"])
-            n_tok.append(int(sum((r.train.len[x] - 1).sum() for x in own)))
+            own = []
+            if not r.done:
+                lr = train.lr_at(r.step, r.steps, r.cfg["lr"], r.cfg["min_lr"])
+                for g in r.opt.param_groups:
+                    g["lr"] = lr
+                own = r.blocks(r.step) if cfg["pack"] else fill_blocks(
+                    train.step_records(len(r.train), cfg["docs_per_step"], r.step, r.cfg["seed"]),
+                    r.train.len, self.T, cfg["docs_per_step"])
+            lens.append(np.concatenate([np.atleast_1d(r.train.len[x]) - 1 for x in own] or [[]]))
             rows.append(own)
+        n_tok = [int(n.sum()) for n in lens]
+        laid = -(-max(map(len, rows)) // self.rows) * self.rows   # each run's rows, padded, as executed
+        flops = [(r.model.flops(n), r.model.flops(np.full(laid, self.T))) for r, n in zip(runs, lens)]
         gens = [torch.Generator(device=dev).manual_seed(r.cfg["seed"] * 1_000_003 + r.step) for r in runs]
         drop = Dropout(self.mcfg.dropout, [torch.Generator(device=dev).manual_seed(
             (r.cfg["seed"] * 1_000_003 + r.step) ^ 0x5EED) for r in runs] if self.mcfg.dropout else [])
-        n_tok_t = to_device(np.array(n_tok, np.float32), dev)
+        n_tok_t = to_device(np.maximum(n_tok, 1).astype(np.float32), dev)
         total = torch.zeros(len(runs), device=dev)
         for at, seg, packed in self.micro_batches(rows, self.train):
             nll = self.batched(runs, at, seg, packed, gens, drop, self.train, cfg["depth_dropout"])
             loss = nll.sum((1, 2)) / n_tok_t                      # each run's token mean over its step
             loss.sum().backward()                                  # runs' gradients stay apart
             total += loss.detach()
-        return total.tolist(), n_tok
+        return total, n_tok, flops
 
     @torch.no_grad()
     def evaluate(self, runs, split, ids):
@@ -390,32 +409,65 @@ def stop(run, step, what):
         run.failed = True
 
 
+def sent_to_host(t):
+    """A reader of t's values, copied towards the host without waiting for the device (on CUDA pinned,
+    non-blocking, an event marking the copy): read a step later, it waits on nothing still to run."""
+    if not t.is_cuda:
+        return t.tolist
+    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True).copy_(t, non_blocking=True)
+    copied = torch.cuda.Event()
+    copied.record()
+    return lambda: (copied.synchronize(), host.tolist())[1]
+
+
+def checked(runs, sent):
+    """A step's losses read on the host, a step after they were sent (or at a milestone, before any
+    checkpoint): a run whose loss is not finite stops, reported at that step, as train.py reports it."""
+    read, steps = sent
+    for r, loss, s in zip(runs, read(), steps):
+        if s is None or r.done:            # not stepped then, or stopped since
+            continue
+        if not math.isfinite(loss):
+            stop(r, s, f"loss is {loss}")
+        elif s == r.step - 1:
+            r.loss = loss                  # the latest step's loss: its milestone logs it
+
+
 def trained(study):
-    """Step every unfinished run until each ends (its steps, an early stop, or a non-finite loss)."""
-    t0, aside = time.time(), 0.0   # aside: validation and checkpoint writes, not training time
-    while active := [r for r in study.runs if not r.done]:
-        losses, n_tok = study.step(active)                    # the step's one synchronisation
-        at_milestone, now = [], time.time() - t0 - aside
-        for r, loss, n in zip(active, losses, n_tok):
-            r.elapsed = now                                   # the study's training time, as train.py's
-            if not math.isfinite(loss):
-                stop(r, r.step, f"loss is {loss}")
+    """Step every unfinished run until each ends (its steps, an early stop, or a non-finite loss).
+    No step waits for the device: its losses are read a step later, or at a milestone."""
+    t0, paused, ahead = time.time(), 0.0, None   # paused: validation and checkpoints, not training time
+    for r in study.runs:
+        r.val_s, r.flops = 0.0, [0.0, 0.0]
+    while not all(r.done for r in study.runs):
+        total, n_tok, flops = study.step(study.runs)
+        now = time.time() - t0 - paused
+        sent = (sent_to_host(total), [None if r.done else r.step for r in study.runs])
+        at_milestone = []
+        for r, n, f in zip(study.runs, n_tok, flops):
+            if r.done:   # stopped: weights, optimizer moments and step left as they are
+                r.opt.zero_grad(set_to_none=True)
                 continue
             torch.nn.utils.clip_grad_norm_(r.model.parameters(), 1.0)   # each run its own clip
             r.opt.step()
             r.opt.zero_grad(set_to_none=True)
             r.tokens_seen += n
-            r.step += 1
-            r.loss = loss
+            r.flops = [a + b for a, b in zip(r.flops, f)]
+            r.step, r.elapsed = r.step + 1, now          # the study's training time, as train.py's
             if r.step in r.milestones:
                 at_milestone.append(r)
             elif r.step >= r.steps:
                 r.done = True
+        for losses in [ahead] * (ahead is not None) + [sent] * bool(at_milestone):
+            checked(study.runs, losses)
+        ahead = None if at_milestone else sent
+        at_milestone = [r for r in at_milestone if not r.done]
         if at_milestone:
             t1 = time.time()
-            vals = study.evaluate(at_milestone, study.val, at_milestone[0].val_ids)
-            for r in active:   # each run waited through the validation: its val_elapsed counts it
-                r.val_seconds += time.time() - t1
+            every = study.evaluate(study.runs, study.val, study.runs[0].val_ids)   # every run: one graph
+            vals = [v for r, v in zip(study.runs, every) if r in at_milestone]
+            for r in at_milestone:
+                r.val_s += time.time() - t1
             for r, val in zip(at_milestone, vals):
                 if not math.isfinite(val):
                     stop(r, r.step, f"validation loss is {val}")
@@ -423,17 +475,21 @@ def trained(study):
                 lr = r.opt.param_groups[0]["lr"]
                 r.done = train.milestone(r, r.model, r.opt, r.log, r.step - 1, r.loss, val, lr, r.tokens_seen,
                                          r.elapsed) or r.step >= r.steps
-            aside += time.time() - t1
+            paused += time.time() - t1
 
 
 def finished(study):
     """final.json for every run that did not fail, the test split scored for all of them at once."""
-    ok = [r for r in study.runs if not r.failed]
-    if not ok:
+    if all(r.failed for r in study.runs):
         return
-    tests = study.evaluate(ok, study.test, ok[0].test_ids)
-    for r, test in zip(ok, tests):
-        val = r.log[-1]["val_loss"] if r.log else study.evaluate([r], study.val, r.val_ids)[0]
+    runs = study.runs                      # every run scored (one evaluation graph), the failed ones unused
+    tests, vals = study.evaluate(runs, study.test, runs[0].test_ids), None
+    for r, test in zip(runs, tests):
+        if r.failed:
+            continue
+        if not r.log:
+            vals = vals or study.evaluate(runs, study.val, runs[0].val_ids)
+        val = r.log[-1]["val_loss"] if r.log else vals[runs.index(r)]
         train.finish(r.out_dir, r.log, r.steps, val, test, len(r.val_ids), len(r.test_ids),
                      round(r.elapsed_before + r.elapsed, 2), r.cfg["report"], r.diverged_at)
 
@@ -474,7 +530,7 @@ def main(argv=None):
     if not runs:
         print("every run is finished")
         return []
-    need = fits(runs)
+    chunks = fits(runs)
     if runs[0].cfg["resume"]:   # every checkpoint checked before anything is written
         for r in runs:
             restored(r)
@@ -487,11 +543,13 @@ def main(argv=None):
             with contextlib.redirect_stdout(io.StringIO()) if i else contextlib.nullcontext():
                 train.record_run(r.cfg, r.mcfg, r.model, r.meta, r.out_dir)
         named = ", ".join(f"{r.cfg['config']}/{r.cfg['seed']}" for r in runs)
-        print(f"study: {len(runs)} run{'s' * (len(runs) > 1)} ({named}) as one batched model, about "
-              f"{need / 2**30:.1f} GiB a step (study.training_memory)")
-        study = Study(runs)
+        print(f"study: {len(runs)} run{'s' * (len(runs) > 1)} ({named}) as one batched model")
+        study = Study(runs, chunks)
         trained(study)
         finished(study)
+    counts = torch._dynamo.utils.counters   # bench.py reads this line
+    print(f"compiled: {counts['stats']['unique_graphs']} graphs, "
+          f"{sum(counts['graph_break'].values())} graph breaks")
     failed = [r for r in runs if r.failed]
     if failed:   # what a rerun does with each: from its last checkpoint, or from the start
         kept = [r.out_dir for r in failed if r.log]

@@ -47,7 +47,7 @@ import trees
 from model import GPT, GPTConfig
 from treerope.batches import Split, context_note, coords_for, fill_blocks, pack, step_blocks
 from treerope.files import owned, replacing, writable, write_json
-from treerope.machine import keep_freed_memory, precision, provenance, start, summed, wrapped
+from treerope.machine import PEAK_FLOPS, keep_freed_memory, precision, provenance, start, summed, wrapped
 from treerope.prepared import SPLITS, corpus_stats, identity
 from treerope.runs import lr_sweep, resume, save_checkpoint
 from treerope.settings import (
@@ -180,8 +180,15 @@ def step_records(n_records, docs_per_step, step, seed):
     """The records of one step: a seeded permutation per pass, identical for every configuration."""
     per_pass = max(n_records // docs_per_step, 1)
     epoch, j = divmod(step, per_pass)
+    return pass_order(n_records, seed, epoch)[j * docs_per_step:(j + 1) * docs_per_step]
+
+
+@functools.lru_cache(maxsize=128)   # a study's runs each hold one pass at a time
+def pass_order(n_records, seed, epoch):
+    """A pass's permutation, drawn once per pass, not every step (71 k records: ~2 ms a draw)."""
     perm = np.random.default_rng([seed, epoch]).permutation(n_records)
-    return perm[j * docs_per_step:(j + 1) * docs_per_step]
+    perm.flags.writeable = False
+    return perm
 
 
 def lr_at(step, steps, peak, floor=0.1):
@@ -265,18 +272,21 @@ def train_step(fwd, model, train, rows, cfg, corpus, gen, autocast, rank, world)
     micro-batches, dealt round-robin to the processes. DDP syncs gradients on each process's last
     backward only (no_sync before it) and averages them, so each loss is scaled by `world`: the sum
     over micro-batches, as on one process. A process dealt no micro-batch still joins that sync, at
-    weight 0. Returns the step's training loss (token mean over all its records) and its number of
-    predicted tokens."""
+    weight 0. Returns the step's training loss (token mean over all its records), its number of
+    predicted tokens and its FLOPs: (model.flops at each record's length, as this process executed
+    them: its rows as laid, padding and masked pairs included)."""
     T = model.cfg.max_len if cfg["compile"] else None
     if T is not None and not cfg["pack"]:   # compiled: the records laid into rows of the context, first fit
         rows = fill_blocks(rows, train.len, T, len(rows))
     groups = pack([train.len[r].sum() for r in rows], cfg["mb_tokens"]) if T is None else \
         fixed_groups(len(rows), max(1, cfg["mb_tokens"] // T))
-    n_tok = int(sum((train.len[r] - 1).sum() for r in rows))
+    n = np.concatenate([np.atleast_1d(train.len[r]) for r in rows]) - 1   # each record's predicted tokens
+    n_tok = int(n.sum())
     mine = groups[rank::world]
-    step_loss = 0.0
+    step_loss, executed = 0.0, 0.0
     for i, group in enumerate(mine or groups[:1]):
         b = train.batch([rows[i] if i >= 0 else [] for i in group], cfg["device"], T)
+        executed += model.flops(np.full(*b["tokens"].shape)) if mine else 0.0
         C = coords_for(model, b, corpus, gen, cfg["depth_dropout"])
         # a packed block: attention stays inside each record (document-confined, Table 11 reading)
         blocked = b["segment"][:, :, None] != b["segment"][:, None, :] if "segment" in b else None
@@ -289,7 +299,7 @@ def train_step(fwd, model, train, rows, cfg, corpus, gen, autocast, rank, world)
         step_loss += loss.item() if mine else 0.0
     if world > 1:   # every process sees the step's whole loss (the NaN stop must agree)
         step_loss = summed(step_loss, cfg["device"])
-    return step_loss, n_tok
+    return step_loss, n_tok, (model.flops(n), executed)
 
 
 def fixed_groups(n, per):
@@ -469,13 +479,14 @@ def restore(run, model, opt, world):
             print(f"resuming {out_dir} from step {start}")
     last = log[-1] if log else {}   # tokens, training and validation time count the whole run, not this part
     run.tokens_before, run.elapsed_before = last.get("tokens", 0), last.get("elapsed", 0.0)
-    run.val_seconds, run.elapsed = last.get("val_elapsed", 0.0), 0.0
+    run.resumed_at, run.elapsed = last, 0.0
     return start, log
 
 
 def train_loop(run, model, fwd, opt, autocast, start, log, rank, world):
     """Steps from `start` to the end (or an early stop, or a non-finite loss): (log, diverged step)."""
-    cfg, t0, tokens_seen, aside = run.cfg, time.time(), 0, 0.0   # aside: validation and checkpoint writes
+    cfg, t0, tokens_seen = run.cfg, time.time(), 0
+    paused, run.val_s, run.flops = 0.0, 0.0, [0.0, 0.0]   # validation and checkpoints: not training time
     bar = tqdm(range(start, run.steps), initial=start, total=run.steps, disable=not run.master,
                desc=cfg["config"])
     for step in bar:
@@ -485,25 +496,27 @@ def train_loop(run, model, fwd, opt, autocast, start, log, rank, world):
         rows = run.blocks(step) if cfg["pack"] else step_records(len(run.train), cfg["docs_per_step"], step,
                                                                 cfg["seed"])
         gen = torch.Generator(device=cfg["device"]).manual_seed(cfg["seed"] * 1_000_003 + step)
-        step_loss, n_tok = train_step(fwd, model, run.train, rows, cfg, run.corpus, gen, autocast,
-                                      rank, world)
+        step_loss, n_tok, flops = train_step(fwd, model, run.train, rows, cfg, run.corpus, gen, autocast,
+                                             rank, world)
         if not math.isfinite(step_loss):
             return log, diverged(run, step, f"loss is {step_loss}", log)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         tokens_seen += n_tok
-        dt = run.elapsed = time.time() - t0 - aside                  # training time alone
+        run.flops = [a + b for a, b in zip(run.flops, flops)]
+        t1 = time.time()
+        dt = run.elapsed = t1 - t0 - paused   # training time alone
         bar.set_postfix(loss=f"{step_loss:.3f}", tok_s=f"{tokens_seen / max(dt, 1e-9):.0f}")
         if step + 1 in run.milestones:
-            t1 = time.time()
-            if not math.isfinite(val := evaluate(model, run.val, run.val_ids, cfg, run.corpus, autocast)):
+            val = evaluate(model, run.val, run.val_ids, cfg, run.corpus, autocast)
+            run.val_s += time.time() - t1
+            if not math.isfinite(val):
                 # the weights went non-finite on a finite step: not checkpointed
                 return log, diverged(run, step + 1, f"validation loss is {val}", log)
-            run.val_seconds += time.time() - t1
             if milestone(run, model, opt, log, step, step_loss, val, lr, tokens_seen, dt):
                 break
-            aside += time.time() - t1
+            paused += time.time() - t1
     return log, None
 
 
@@ -521,13 +534,16 @@ def diverged(run, step, what, log):
 def milestone(run, model, opt, log, step, step_loss, val_loss, lr, tokens_seen, dt):
     """Log the fixed validation records' loss and checkpoint; True when the run stops early."""
     cfg = run.cfg
-    # elapsed: training seconds alone (validation, test scoring and checkpoint writes aside); val_elapsed:
-    # the validation's, this milestone's included; both over the whole run
+    before = run.resumed_at   # resumed: the counts go on from the checkpoint's
+    flops, executed = (before.get(k, 0.0) + f for k, f in zip(("flops", "flops_executed"), run.flops))
+    # elapsed: training time alone (dt: validation and checkpoint writes left out); val_elapsed beside it
     entry = {"step": step + 1, "tokens": run.tokens_before + tokens_seen, "train_loss": step_loss,
              "val_loss": val_loss, "lr": lr, "elapsed": round(run.elapsed_before + dt, 2),
-             "val_elapsed": round(run.val_seconds, 2), "bf16": cfg["bf16"], "compile": cfg["compile"]}
-    if cfg["device"].startswith("cuda"):
-        entry["mfu"] = model.flops_per_token(run.mcfg.max_len) * tokens_seen / dt / 989e12
+             "val_elapsed": round(before.get("val_elapsed", 0.0) + run.val_s, 2),
+             "flops": flops, "flops_executed": executed, "time": round(time.time(), 2),   # the wall clock
+             "bf16": cfg["bf16"], "compile": cfg["compile"]}
+    if cfg["device"].startswith("cuda"):   # model FLOPs utilisation (nanoGPT's count), hardware's beside it
+        entry["mfu"], entry["hfu"] = (f / dt / PEAK_FLOPS for f in run.flops)
     log.append(entry)
     if run.master:
         save(run.out_dir, log, {"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1,

@@ -2,10 +2,15 @@
 # The GPU machine's calls, each sized to one (REPRODUCE.md "One paper table per GPU call"):
 #   bash scripts/reproduce_gpu.sh speed_check   the fused rotation and a study on the device (tests), then
 #        `bench.py rotation` at 256k tokens: kernels alone and end to end against a copy (issue goals:
-#        Triton >= 50% of the copy, faster than compile end to end); about 3 minutes
-#   bash scripts/reproduce_gpu.sh study_bench   M = 1, 4, 16 runs of the Python setting's model (6 layers, d 256,
+#        Triton >= 50% of the copy, faster than compile end to end); at most 170 s
+#   bash scripts/reproduce_gpu.sh study_bench   M = 16, 4, 1 runs of the Python setting's model (6 layers, d 256,
 #        2 heads, context 1,024, 64 records a step) as one study beside M processes: aggregate tokens/s
-#        and MFU at true record lengths (issue goal: >= 20% at M >= 16); about 7 minutes
+#        and MFU by nanoGPT's count at true record lengths (issue goal: >= 20% at M >= 16); at most 450 s
+# One window (DEVICE.md: 15 minutes from the request): ~60 s start-up + speed_check 170 s + study_bench
+# 450 s = 680 s, leaving 220 s to rerun the shorter. Each step of every stage runs under `timeout`
+# (the plan, printed first, names each limit); what a step printed stays in $OUT/STAGE.log as it comes;
+# a step that fails or overruns ends the stage non-zero, named in its last line. `nvidia-smi dmon`
+# samples the card into $OUT/dmon_STAGE.txt where it exists.
 #   bash scripts/reproduce_gpu.sh studies       the CPU-scale studies on the GPU (below)
 # Add --dry to speed_check or study_bench (and to the table stages below): the same code on CPU at toy size.
 set -uo pipefail
@@ -36,7 +41,31 @@ setup_machine() {   # DEVICE.md: the GPU machine has no `python` (a wrapper keep
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
   fi
   export PYTHONUNBUFFERED=1
+  if command -v nvidia-smi >/dev/null; then   # utilisation every 2 s while the stage runs
+    nvidia-smi dmon -s um -d 2 > "$OUT/dmon_$name.txt" 2>&1 &
+    DMON=$!
+    trap 'kill $DMON 2>/dev/null' EXIT
+  fi
   echo "== $name on $DEVICE$([ $DRY = 1 ] && echo ' (--dry: toy sizes)'), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null)"
+}
+
+step() {   # LIMIT WHAT FILE CMD...: CMD under `timeout LIMIT` s, its lines also appended to FILE as they come;
+  # a failure or an overrun ends the stage non-zero, and its last line says which step
+  local limit=$1 what=$2 file=$3 rc
+  shift 3
+  echo "-- $what (limit ${limit} s)" >&2
+  timeout -k 10 "$limit" "$@" 2>&1 | tee -a "$file"
+  rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] && return 0
+  echo >&2 "== $name FAILED at: $what ($([ "$rc" = 124 ] || [ "$rc" = 137 ] && echo "ran past its ${limit} s limit" \
+    || echo "exit code $rc"))"
+  exit 1
+}
+
+plan() {   # the stage's plan, printed first: each step's limit and their sum against the call's 600 s
+  local sum=0 x
+  for x in "$@"; do sum=$((sum + ${x##*=})); done
+  echo "plan: ${*//=/ <= } s; $sum s in all (a call runs at most 600 s$([ $DRY = 1 ] && echo '; --dry: CPU limits'))"
 }
 
 few() {   # DIR DEST GLOB: --dry's $FEW smallest such files of DIR copied to DEST (on the GPU: DIR itself)
@@ -63,8 +92,7 @@ pages() {   # $1 (a tarball of python3-doc's html/, or any pages) extracted once
 }
 
 prepare() {   # prepare.py's flags: the setting's data under $W/data, its counts and cost said
-  python prepare.py "$@" --out "$W/data" --workers $WORKERS > "$W/prepare.log" 2>&1 \
-    || { tail -3 "$W/prepare.log"; exit 1; }
+  step "$LIMIT_PREPARE" prepare "$W/prepare.log" python prepare.py "$@" --out "$W/data" --workers $WORKERS >/dev/null
   grep -E "^(setting|note|WARNING|NOTE)" "$W/prepare.log"
   python - "$W"/data/*/meta.json <<'PY'
 import json, sys
@@ -80,10 +108,10 @@ study() {   # CORPUS SETTING "CONFIGS" [train.py options]: time, fit, train, sco
   shift 3
   local train=(--setting "$setting" --data "$W/data" --device "$DEVICE" $RECORDS "$@")
   rm -rf "$W/probe" && t1=$(date +%s)
-  python study.py "$corpus" "$configs" 0 "${train[@]}" --steps "$PROBE_STEPS" --milestones 2 --out "$W/probe" \
-    > "$W/probe.log" 2>&1 || { tail -3 "$W/probe.log"; exit 1; }
+  step "$LIMIT_PROBE" "probe: the study's first $PROBE_STEPS steps" "$W/probe.log" python study.py "$corpus" \
+    "$configs" 0 "${train[@]}" --steps "$PROBE_STEPS" --milestones 2 --out "$W/probe"
   read -r seeds length < <(python - "$W/probe/$corpus" "$W/data/$corpus/meta.json" "$setting" "$(($(date +%s) - t1))" \
-    "$((BUDGET - $(date +%s) + T0))" "$SEEDS_MAX" "$STEPS_MAX" "${LENGTH:-0}" "$configs" \
+    "$((T0 + STAGE_LIMIT - LIMIT_SCORE - $(date +%s)))" "$SEEDS_MAX" "$STEPS_MAX" "${LENGTH:-0}" "$configs" \
     "$(sed -n 's/.*--milestones \([0-9]*\).*/\1/p' <<< "$RECORDS")" <<'PY'
 import glob, json, sys
 from treerope.settings import SETTINGS
@@ -102,7 +130,7 @@ val = step_s * cfg["val_docs"] / cfg["docs_per_step"] / 3
 test = step_s * (cfg["test_docs"] or 8192) / cfg["docs_per_step"] / 3
 milestones = min(int(given_milestones or 0) or s["milestones"], want)   # the probe's own are 2
 per_seed = want * step_s + milestones * val + test
-budget = float(left) - start - 30           # 30 s: evaluate.py and the tables
+budget = float(left) - start               # evaluate.py and the tables have their own limit
 if budget < step_s + milestones * val + test:   # not one step and its scoring left
     sys.exit(f"error: {budget:,.0f} s are left after the probe ({start:.0f} s of start-up, {step_s:.3f} s a step): "
              "not one step fits; raise BUDGET")
@@ -125,12 +153,12 @@ print(seeds, steps)
 PY
   )
   [ -n "$seeds" ] || exit 1
-  python study.py "$corpus" "$configs" "$(seq -s ' ' 0 $((seeds - 1)))" "${train[@]}" \
-    $([ "$length" != 0 ] && echo --steps "$length") --out "$W/runs" > "$W/study.log" 2>&1 \
-    || { tail -3 "$W/study.log"; exit 1; }
-  grep -E "^study:|diverged" "$W/study.log"
-  ls -d "$W/runs/$corpus"/*/seed* | xargs -P 4 -I{} sh -c \
-    'python evaluate.py {} --max_docs '"$EVAL_DOCS"' > {}/eval.log 2>&1 || echo "evaluate failed: {}"'
+  step "$((T0 + STAGE_LIMIT - LIMIT_SCORE - $(date +%s)))" "the study: seeds 0-$((seeds - 1))" "$W/study.log" \
+    python study.py "$corpus" "$configs" "$(seq -s ' ' 0 $((seeds - 1)))" "${train[@]}" \
+    $([ "$length" != 0 ] && echo --steps "$length") --out "$W/runs"
+  step "$LIMIT_SCORE" "evaluate.py on every run" /dev/null bash -c 'ls -d "$1"/*/seed* | xargs -P 4 -I{} sh -c \
+    "python evaluate.py {} --max_docs $2 > {}/eval.log 2>&1 || { echo evaluate failed: {}; exit 1; }"' _ \
+    "$W/runs/$corpus" "$EVAL_DOCS"
   {   # the table says what it is: its stage, seeds, length and device, and SYNTHETIC data as such
     python - "$W/data/$corpus/meta.json" "$W/runs/$corpus" <<'PY'
 import glob, json, sys
@@ -150,6 +178,7 @@ PY
 
 python_table() {   # appendix §4 "Python": every program of the standard library and the packages
   local src=()
+  table_plan
   [ $DRY = 1 ] && src=(--src "$(few "$(python -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')" \
                                    "$W/src" "*.py")")
   prepare --setting python "${src[@]}"
@@ -157,11 +186,13 @@ python_table() {   # appendix §4 "Python": every program of the standard librar
 }
 
 web_table() {   # web pages: a third of a pass is about one step on python3-doc's pages, so a length of its own
+  table_plan
   prepare --setting web_pages --src "$(pages "${PAGES:-pages.tar.gz}")"
   LENGTH=${WEB_STEPS:-1000} study web web_pages "seq_only tree_only tree_within seq_tree seq_depth"
 }
 
 sheets_table() {   # spreadsheets: SYNTHETIC workbooks unless $SHEETS_SRC holds real ones
+  table_plan
   if [ -n "${SHEETS_SRC:-}" ]; then prepare --setting sheets --src "$SHEETS_SRC"
   else echo "NOTE: SYNTHETIC workbooks ($WORKBOOKS generated): not the paper's corpus"; prepare --setting sheets --workbooks $WORKBOOKS; fi
   study sheets sheets "seq_only seq_grid seq_tree seq_depth"
@@ -179,24 +210,36 @@ hrope_table() {   # paper 004 Table 11 (25 M parameters, 5,000 steps of 16 x 1,0
     *) echo "error: hrope_table takes code, prose or webtext"; exit 1 ;;
   esac
   echo "group $group: flat and ${groups[$group]} (Table 11's five configurations take three calls)"
+  table_plan
   prepare --setting "hrope_$corpus" "${src[@]}"
   study "$corpus" "hrope_$corpus" "flat ${groups[$group]}"
 }
 
+table_plan() {   # DEVICE.md: 30,000 programs prepare in ~45 s; the rest of the call trains, then scores
+  plan prepare=$LIMIT_PREPARE probe=$LIMIT_PROBE "study=$((STAGE_LIMIT - LIMIT_PREPARE - LIMIT_PROBE - LIMIT_SCORE))" \
+    "evaluate=$LIMIT_SCORE"
+}
+
 speed_check() {   # the fused rotation and the study on the device, then the rotation's speed
-  echo "== 1. the kernel against the reference; a study against train.py's recorded losses (fp32)"
-  TRITON_INTERPRET=$INTERPRET python -m pytest -q -m "not slow" tests/test_rotary.py tests/test_study.py 2>&1 | tail -4
-  echo "== 2. a study's rotation at $ROTATION tokens: kernels alone and end to end, against a copy"
-  TRITON_INTERPRET=$INTERPRET python bench.py rotation $ROTATION | tee "$OUT/rotation.txt"
+  # DEVICE.md: the kernel's tests ran in 26 s there; the study's in about as long; the rotation's benchmark compiles
+  plan tests=$LIMIT_TESTS rotation=$LIMIT_ROTATION
+  step "$LIMIT_TESTS" "1. the kernel against the reference; a study against train.py's recorded losses" /dev/null \
+    env TRITON_INTERPRET=$INTERPRET python -m pytest -q -m "not slow" tests/test_rotary.py tests/test_study.py \
+    -k "triton or each_run_as_train_py or batched_forward_is or non_finite_run"
+  step "$LIMIT_ROTATION" "2. a study's rotation at ${ROTATION:-a toy size of} tokens: kernels alone and end to end" \
+    "$OUT/rotation.txt" env TRITON_INTERPRET=$INTERPRET python bench.py rotation $ROTATION
 }
 
 study_bench() {   # M runs of the Python setting's model as one study beside M separate processes
   local src=()
+  # DEVICE.md: prepare ~45 s; a compile ~1.5 min a graph; rows come largest M first, each as measured
+  plan prepare=$LIMIT_PREPARE bench=$LIMIT_BENCH
   [ $DRY = 1 ] && src=(--src "$(few "$(python -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')" \
                                    "$W/src" "*.py")")
   prepare --setting python "${src[@]}"
-  python bench.py study programs $STUDY_SIZES --setting python --data "$W/data" --steps=$BENCH_STEPS \
-    --val_docs=64 --test_docs=64 $RECORDS | tee "$OUT/study_bench.txt"
+  step "$LIMIT_BENCH" "bench.py study at M = $STUDY_SIZES" "$OUT/study_bench.txt" python bench.py study programs \
+    $STUDY_SIZES --setting python --data "$W/data" --val_docs=64 --test_docs=64 $RECORDS --steps=$BENCH_STEPS \
+    --milestones=$BENCH_MILESTONES
 }
 
 TABLES=" python_table web_table sheets_table hrope_table speed_check study_bench "
@@ -204,13 +247,19 @@ if [[ $TABLES == *" ${1:-none} "* ]]; then
   stage=$1 DRY=0 ARGS=()
   for a in "${@:2}"; do if [ "$a" = --dry ]; then DRY=1; else ARGS+=("$a"); fi; done
   if [ $DRY = 1 ]; then   # the sizes: a few steps of one record, one seed, a few source files, the CPU
-    DEVICE=cpu BUDGET=${BUDGET:-120} PROBE_STEPS=2 SEEDS_MAX=1 STEPS_MAX=1 WORKERS=2 EVAL_DOCS=2
+    DEVICE=cpu PROBE_STEPS=2 SEEDS_MAX=1 STEPS_MAX=1 WORKERS=2 EVAL_DOCS=2
     RECORDS="--docs_per_step 1 --val_docs 2 --test_docs 2 --milestones 1 --mb_tokens 1024" FEW=60 WORKBOOKS=40
-    INTERPRET=1 ROTATION="" STUDY_SIZES="1 2" BENCH_STEPS=2
+    INTERPRET=1 ROTATION="" STUDY_SIZES="2 1" BENCH_STEPS=2 BENCH_MILESTONES=2
+    : "${STAGE_LIMIT:=900}" "${LIMIT_PREPARE:=240}" "${LIMIT_PROBE:=240}" "${LIMIT_SCORE:=180}" \
+      "${LIMIT_TESTS:=400}" "${LIMIT_ROTATION:=120}" "${LIMIT_BENCH:=600}"   # the CPU is slower
   else                    # the setting's own batch, records and milestones; as many seeds as fit
-    DEVICE=cuda BUDGET=${BUDGET:-330} PROBE_STEPS=${PROBE_STEPS:-20} SEEDS_MAX=${SEEDS_MAX:-10} STEPS_MAX=0
+    DEVICE=cuda PROBE_STEPS=${PROBE_STEPS:-20} SEEDS_MAX=${SEEDS_MAX:-10} STEPS_MAX=0
     WORKERS=16 EVAL_DOCS=${EVAL_DOCS:-512} RECORDS="" FEW=0 WORKBOOKS=600
-    INTERPRET=0 ROTATION=262144 STUDY_SIZES="1 4 16" BENCH_STEPS=${BENCH_STEPS:-20}
+    INTERPRET=0 ROTATION=262144 STUDY_SIZES="16 4 1" BENCH_STEPS=${BENCH_STEPS:-60} BENCH_MILESTONES=6
+    # limits from DEVICE.md's figures (start-up ~30 s, 30,000 programs prepared in ~45 s, a cold compile
+    # ~1.5 min a graph): a table stage 510 s (8.5 min), speed_check 170 s, study_bench 450 s
+    : "${STAGE_LIMIT:=510}" "${LIMIT_PREPARE:=120}" "${LIMIT_PROBE:=150}" "${LIMIT_SCORE:=60}" \
+      "${LIMIT_TESTS:=110}" "${LIMIT_ROTATION:=60}" "${LIMIT_BENCH:=330}"
   fi
   name=$stage${ARGS[0]:+_${ARGS[0]}}
   OUT=${OUT:-out/gpu} W=${WORK:-out/$name}   # W: data and runs (ignored; a warm machine keeps it)

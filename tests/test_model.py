@@ -176,3 +176,16 @@ def test_a_config_saved_before_the_rename_still_loads():
     new = {**{k: v for k, v in old.items() if k != "rotary"}, "configuration": "seq_depth"}
     assert GPTConfig.saved(old) == GPTConfig.saved(new) == GPTConfig(**new)
     assert GPT(GPTConfig.saved(old)).rotary.config == "seq_depth"
+
+
+def test_flops_are_nanogpts_count_with_the_tied_head():
+    """nanoGPT's estimate_mfu, by hand for a planted model (vocab 100, 2 layers, d 64, 1 head):
+    N = wte 6,400 (tied to the head: counted, once) + 2 blocks x (LayerNorms 2 x 64, qkv 64 x 192,
+    proj 64 x 64, MLP 2 x 64 x 256 = 49,280) + ln_f 64 = 105,024; per token 6N + 12 L H Q T. Leaving
+    the head out (the old count) or counting it twice fails here."""
+    m = GPT(GPTConfig(vocab_size=100, n_layer=2, n_embd=64, n_head=1, configuration="seq_only"))
+    N = 6_400 + 2 * 49_280 + 64
+    assert m.num_params() == N
+    assert m.flops_per_token(10) == 6 * N + 12 * 2 * 1 * 64 * 10
+    # each record at its own length: 10 tokens attending over 10, 3 over 3
+    assert m.flops(np.array([10, 3])) == 10 * (6 * N + 12 * 2 * 64 * 10) + 3 * (6 * N + 12 * 2 * 64 * 3)

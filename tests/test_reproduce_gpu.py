@@ -61,3 +61,19 @@ def test_the_speed_stages_dry_run_to_their_files(tmp_path):
                              capture_output=True, text=True, timeout=900)
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         assert sorted(os.listdir(out)) == files and said in run.stdout, run.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_a_step_past_its_limit_ends_the_stage_named_with_its_rows_kept(tmp_path):
+    """speed_check --dry with the rotation's limit planted at 2 s (its imports alone take longer): the
+    tests' rows are already in $OUT's log, the stage exits non-zero, and its last line names the step."""
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "WORK": str(tmp_path / "work"), "OMP_NUM_THREADS": "1",
+           "LIMIT_ROTATION": "2"}
+    run = subprocess.run(["bash", "scripts/reproduce_gpu.sh", "speed_check", "--dry"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode != 0
+    log = (out / "speed_check.log").read_text()
+    assert " passed" in log and "plan: tests <= " in log.splitlines()[1]
+    assert log.rstrip().splitlines()[-1].startswith("== speed_check FAILED at: 2. a study's rotation")
+    assert "ran past its 2 s limit" in log.rstrip().splitlines()[-1]

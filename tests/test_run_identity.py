@@ -18,6 +18,7 @@ import prepare
 import sample
 import study
 import train
+from treerope import machine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--steps=2", "--preset=cpu", "--n_layer=1", "--max_len=64", "--docs_per_step=2", "--val_docs=2",
@@ -258,14 +259,15 @@ def test_12_an_edited_config_json_is_one_line_naming_the_key(edit, named, runs, 
 
 def test_13_a_model_that_cannot_fit_is_refused_with_the_estimate(tiny_python, tmp_path, monkeypatch):
     """`study.py ... --max_len=100000` was killed by the kernel: rows of 100,000 tokens need T x T masks
-    and scores. It is refused in one line with study.training_memory's estimate, nothing written."""
-    monkeypatch.setattr(study, "memory", lambda device: 24 * 2**30)   # the trial's 24 GB machine
+    and scores. It is refused in one line with machine.study_bytes's estimate, nothing written."""
+    monkeypatch.setattr(machine, "device_bytes", lambda device: 24 * 2**30)   # the trial's 24 GB machine
     msg = one_line(lambda: study.main(["python", "seq_only seq_depth", "0",
                                        *args(tiny_python, tmp_path, "--max_len=100000")]),
-                   "GiB a step (study.training_memory)", "24.0 GiB")
-    assert float(re.search(r"about ([\d.]+) GiB", msg).group(1)) > 100
+                   "GiB a step (machine.study_bytes)", "24.0 GiB")
+    assert float(re.search(r"about ([\d.,]+) GiB", msg).group(1).replace(",", "")) > 100
     assert not os.path.exists(tmp_path / "python")
-    # the estimate by hand: 1 layer, d 2, 1 head, vocab 4, a row of 2 tokens: 56 parameters x 16 bytes,
-    # 2 tokens x 4 bytes x (16 x 2 + 3 x 4), and masked 4 pairs x (3 + 8) bytes
-    assert study.training_memory(1, 2, 1, 4, 1, 2) == 896 + 352
-    assert study.training_memory(1, 2, 1, 4, 1, 2, masked=True) == 896 + 352 + 44
+    # the estimate by hand: 1 run, 1 layer, d 2, 1 head, vocab 4, a row of 2 tokens, 56 parameters, fp32:
+    # 56 x 16 bytes of weights and moments; activations 2 tokens x (34 x 2 + 5 x 1 x 2) x 4 / 2 = 312;
+    # masks 2 x 2 x (1 + 1) = 8; logits 2 x 4 x (4 + 8) = 96, or 48 in two pieces
+    assert machine.study_bytes(1, 1, 2, 1, 2, 1, 4, 56, False) == 896 + 312 + 8 + 96
+    assert machine.study_bytes(1, 1, 2, 1, 2, 1, 4, 56, False, chunks=2) == 896 + 312 + 8 + 48

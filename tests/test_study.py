@@ -3,11 +3,13 @@ Run: python -m pytest -q tests/test_study.py"""
 import json
 import os
 
+import numpy as np
 import pytest
 import torch
 
 import study
 import train
+from treerope import machine
 
 SMALL = ["--steps=5", "--preset=cpu", "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64",
          "--docs_per_step=8", "--val_docs=8", "--test_docs=8", "--compile=0", "--bf16=0", "--milestones=5",
@@ -36,12 +38,16 @@ def losses(out, config, seed):
     return [(e["train_loss"], e["val_loss"]) for e in log]
 
 
+# the losses were recorded on an AMD EPYC: train.py itself on an Intel Xeon (AVX-512) rounds 1.3e-5 away
+# at step 2 of the shared-row test, and CUDA's fp32 kernels (speed_check) sum in other orders still, which
+# 5 steps at lr 0.01 amplify; a swapped rotary table moves them 1e-3
+REL = 2e-4 if torch.cuda.is_available() else 5e-5
+
+
 def assert_matches(got, want):
-    """rel 5e-5: the losses were recorded on an AMD EPYC; train.py itself on an Intel Xeon (AVX-512)
-    rounds 1.3e-5 away at step 2 of the shared-row test, while a swapped table moves them 1e-3."""
     assert len(got) == len(want)
     for (t, v), (t0, v0) in zip(got, want):
-        assert t == pytest.approx(t0, rel=5e-5) and v == pytest.approx(v0, rel=5e-5)
+        assert t == pytest.approx(t0, rel=REL) and v == pytest.approx(v0, rel=REL)
 
 
 def test_a_study_trains_each_run_as_train_py_did(tiny_python, tmp_path):
@@ -53,7 +59,7 @@ def test_a_study_trains_each_run_as_train_py_did(tiny_python, tmp_path):
         run = os.path.join(out, "python", config, f"seed{seed}")
         assert {"config.json", "log.jsonl", "ckpt.pt", "final.json"} <= set(os.listdir(run))
         final = json.load(open(os.path.join(run, "final.json")))
-        assert final["val_loss"] == pytest.approx(want[-1][1], rel=5e-5) and final["test_records"] == 8
+        assert final["val_loss"] == pytest.approx(want[-1][1], rel=REL) and final["test_records"] == 8
     # finished runs are skipped, as sweep.sh skips them
     again = study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL])
     assert again == []
@@ -261,3 +267,109 @@ def test_a_best_milestone_run_that_diverges_before_any_milestone_reports_nothing
         study.main(["python", "seq_only", "0", "--data", tiny_python, "--out", out, *SMALL, "--lr=1e30",
                     "--report", "best_milestone", "--milestones=1"])
     assert not os.path.exists(os.path.join(out, "python", "seq_only", "seed0", "final.json"))
+
+
+def compiled(monkeypatch):
+    """torch.compile through the aot_eager backend (dynamo's graphs, no C++ needed): its counters."""
+    from torch._dynamo.utils import counters
+    compile_ = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda f, **kw: compile_(f, backend="aot_eager"))
+    monkeypatch.setattr(train.shutil, "which", lambda name: name)   # train.build: compile stays on
+    torch._dynamo.reset()
+    counters.clear()
+    return counters
+
+
+def test_a_run_stopping_early_leaves_one_graph_per_mode_and_its_state(tiny_python, tmp_path, monkeypatch):
+    """seq_depth seed 0 stops early at its step-2 milestone; the other runs train on to step 5. The
+    study compiles one training and one evaluation graph (a batch that shrank when the run stopped
+    would compile more), and the stopped run keeps its step-2 weights, optimizer moments and step."""
+    counters = compiled(monkeypatch)
+    milestone, finished, seen = train.milestone, study.finished, {}
+    def stops(run, *a):
+        return milestone(run, *a) or (run.cfg["config"], run.cfg["seed"], run.step) == ("seq_depth", 0, 2)
+    def keeps(s):
+        seen["study"] = s
+        return finished(s)
+    monkeypatch.setattr(train, "milestone", stops)
+    monkeypatch.setattr(study, "finished", keeps)
+    out = str(tmp_path)
+    study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out,
+                *[a for a in SMALL if a != "--compile=0"], "--compile=1"])
+    assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
+    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+    r = next(r for r in seen["study"].runs if (r.cfg["config"], r.cfg["seed"]) == ("seq_depth", 0))
+    ck = torch.load(os.path.join(out, "python", "seq_depth", "seed0", "ckpt.pt"), weights_only=False)
+    assert r.step == ck["step"] == 2
+    assert all(torch.equal(v, ck["model"][k]) for k, v in r.model.state_dict().items())
+    state = r.opt.state_dict()["state"]
+    assert state and all(torch.equal(v, ck["opt"]["state"][i][k]) for i in state for k, v in state[i].items())
+    assert [len(losses(out, c, s)) for c, s in ECB659C] == [5, 5, 2, 5]
+
+
+def test_the_hrope_recipe_compiles_without_a_graph_break(tiny_python, tmp_path, monkeypatch):
+    """The hRoPE recipe's dropout 0.1 draws each run's masks from its own generator: drawn inside the
+    compiled step, a generator breaks the graph ("Failed to convert args/kwargs to proxy")."""
+    counters = compiled(monkeypatch)
+    study.main(["python", "seq_only seq_depth", "0", "--data", tiny_python, "--out", str(tmp_path),
+                *[a for a in SMALL if a not in ("--compile=0", "--lr=0.01")], "--compile=1",
+                "--recipe=hrope_cpu", "--steps=2", "--milestones=1"])
+    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
+
+
+def test_rows_are_laid_by_index_arithmetic_as_by_hand():
+    """Split.positions (vectorised): records laid end to end in their rows, -1 after; an empty row
+    stays padding; a bare record id is a row of one."""
+    from treerope.batches import Split
+    s = Split.__new__(Split)
+    s.len, s.start = np.array([3, 1, 4]), np.array([0, 3, 10])
+    at, seg = s.positions([[0, 1], [], 2, [1, 0]], 6)
+    assert at.tolist() == [[0, 1, 2, 3, -1, -1], [-1] * 6, [10, 11, 12, 13, -1, -1], [3, 0, 1, 2, -1, -1]]
+    assert seg.tolist() == [[0, 0, 0, 1, -1, -1], [-1] * 6, [0, 0, 0, 0, -1, -1], [0, 1, 1, 1, -1, -1]]
+
+
+def test_the_loss_in_pieces_is_the_loss_whole():
+    """head_nll in 3 pieces (each piece's logits recomputed in backward) gives the whole head's NLL
+    and gradients: a piece dropped, shifted or scored twice fails here."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 5, 8, generator=g, requires_grad=True)
+    wte = torch.randn(2, 11, 8, generator=g, requires_grad=True)
+    targets = torch.randint(-1, 11, (2, 3, 5), generator=g)
+    want = torch.nn.functional.cross_entropy((x @ wte.transpose(1, 2)[:, None]).flatten(0, 2),
+                                             targets.flatten(), ignore_index=-1, reduction="none")
+    grads = torch.autograd.grad(want.sum(), [x, wte])
+    got = study.head_nll(x, wte, targets, 3)
+    assert torch.allclose(got.flatten(), want, atol=1e-6)
+    for a, b in zip(torch.autograd.grad(got.sum(), [x, wte]), grads):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_a_study_too_large_for_the_device_is_refused(tiny_python, tmp_path, monkeypatch):
+    monkeypatch.setattr(machine, "device_bytes", lambda device: 2 ** 20)   # a 1 MiB device
+    with pytest.raises(SystemExit, match="would need about .* GiB a step .*; train fewer seeds"):
+        study.main(["python", "seq_only", "0", "--data", tiny_python, "--out", str(tmp_path), *SMALL])
+
+
+@pytest.mark.slow   # the kernel in triton's interpreter: about a minute on 2 cores
+def test_the_fused_rotation_inside_a_compiled_study_step_trains_the_eager_curve(tiny_python, tmp_path,
+                                                                              monkeypatch):
+    """CUDA's branch on CPU: the Triton kernel (its custom op, under triton's interpreter) inside the
+    compiled batched step, without a graph break, trains the readable eager rotation's losses."""
+    args = ["python", "seq_depth seq_tree_depth", "0", "--data", tiny_python, *SMALL, "--steps=2",
+            "--milestones=2", "--n_embd=256", "--n_head=2"]
+    eager = str(tmp_path / "eager")
+    study.main([*args, "--out", eager])
+    counters = compiled(monkeypatch)
+    def readable(*a):
+        raise AssertionError("the readable rotation ran, not the kernel")
+    monkeypatch.setattr(study.rotary, "FUSED", True)
+    monkeypatch.setattr(study.rotary, "angles_runs", readable)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    fused = str(tmp_path / "fused")
+    study.main([*args, "--out", fused, "--compile=1"])
+    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 2
+    for config in ("seq_depth", "seq_tree_depth"):
+        for (t, v), (t0, v0) in zip(losses(fused, config, 0), losses(eager, config, 0)):
+            assert t == pytest.approx(t0, rel=1e-4) and v == pytest.approx(v0, rel=1e-4)

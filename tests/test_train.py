@@ -12,7 +12,7 @@ import prepare
 import train
 from model import GPT, GPTConfig
 from treerope import batches, machine, runs, tokenizer
-from treerope.prepared import load_split
+from treerope.prepared import corpus_stats, load_split
 
 TINY = ["--preset=cpu", "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4",
         "--val_docs=8", "--test_docs=8", "--compile=0", "--bf16=0", "--milestones=4", "--mb_tokens=128"]
@@ -470,3 +470,19 @@ def test_a_compiled_run_has_no_graph_break(tiny_python, tmp_path):
     for x, y in zip(a, b):
         assert x["train_loss"] == pytest.approx(y["train_loss"], rel=1e-4)
         assert x["val_loss"] == pytest.approx(y["val_loss"], rel=1e-4)
+
+
+def test_the_log_counts_model_flops_at_each_records_length(tiny_python, tmp_path):
+    """log.jsonl's `flops`: nanoGPT's 6N + 12 L H Q T summed over the steps' records, T each record's
+    own predicted tokens (by hand from step_records); `flops_executed`: the rows as laid, padded to
+    each micro-batch's longest record, at least as many; `elapsed` and `val_elapsed` apart."""
+    d = run(tiny_python, str(tmp_path), steps=4, extra=["--milestones=2"])
+    log = [json.loads(line) for line in open(os.path.join(d, "log.jsonl"))]
+    split = batches.Split(os.path.join(tiny_python, "python"), "train", 64)
+    n = np.concatenate([split.len[train.step_records(len(split), 4, s, 0)] - 1 for s in range(4)])
+    V = corpus_stats(os.path.join(tiny_python, "python"))[0]["tokenizer"]["vocab"]
+    N = V * 128 + 2 * (2 * 128 + 128 * 384 + 128 * 128 + 2 * 128 * 512) + 128   # wte counted: the tied head
+    want = float((n * (6 * N + 12 * 2 * 128 * n)).sum())
+    assert log[-1]["flops"] == pytest.approx(want, rel=1e-12)
+    assert log[-1]["flops_executed"] >= log[-1]["flops"] > log[0]["flops"] > 0
+    assert log[-1]["val_elapsed"] > 0 and log[-1]["elapsed"] > 0

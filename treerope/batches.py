@@ -52,12 +52,18 @@ class Split:
         """(R, T) flat positions of each row's records laid end to end (-1: padding), and (R, T) the
         index of a token's record in its row (-1: padding)."""
         at, seg = np.full((len(rows), T), -1, np.int64), np.full((len(rows), T), -1, np.int64)
-        for j, row in enumerate(rows):
-            o = 0
-            for k, r in enumerate(np.atleast_1d(row)):
-                n = int(self.len[r])
-                at[j, o:o + n], seg[j, o:o + n] = np.arange(self.start[r], self.start[r] + n), k
-                o += n
+        recs = [np.atleast_1d(row).astype(np.int64) for row in rows]   # index arithmetic, no loop per token
+        counts = np.array([len(r) for r in recs], np.int64)
+        ids = np.concatenate(recs or [np.zeros(0, np.int64)])
+        row = np.repeat(np.arange(len(rows)), counts)             # each record's row
+        k = np.arange(len(ids)) - np.repeat(np.cumsum(counts) - counts, counts)   # its index in the row
+        n = self.len[ids].astype(np.int64)
+        before = np.cumsum(n) - n                                 # tokens before it, all rows end to end
+        row_tokens = np.bincount(row, weights=n, minlength=len(rows)).astype(np.int64)
+        offset = before - (np.cumsum(row_tokens) - row_tokens)[row]   # where it starts in its row
+        within = np.arange(n.sum()) - np.repeat(before, n)        # a token's place in its record
+        r, col = np.repeat(row, n), np.repeat(offset, n) + within
+        at[r, col], seg[r, col] = np.repeat(self.start[ids], n) + within, np.repeat(k, n)
         return at, seg
 
     def gather(self, at, seg):

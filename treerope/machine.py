@@ -80,3 +80,27 @@ def summed(step_loss, device):
     t = torch.tensor([step_loss], device=device)
     dist.all_reduce(t)
     return t.item()
+
+
+PEAK_FLOPS = 989e12   # H100/H200 SXM dense bf16 (nanoGPT's estimate_mfu uses the A100's 312e12)
+
+
+def study_bytes(M, rows, T, n_layer, n_embd, n_head, vocab, n_params, bf16, chunks=1):
+    """A study step's memory on its device, roughly (our estimate, for refusing a study that cannot
+    fit): every run's weights, gradients and AdamW moments (16 bytes a parameter); the activations
+    autograd keeps, ~34 E + 5 H T values a token a layer (Korthikanti et al. 2022's count); the
+    attention masks; and one of `chunks` pieces of the logits (the value, fp32 copy and gradient)."""
+    tokens, width = M * rows * T, 2 if bf16 else 4
+    acts = tokens * n_layer * (34 * n_embd + 5 * n_head * T) * width / 2
+    masks = M * rows * T * T * (1 + n_layer)
+    return 16 * M * n_params + acts + masks + tokens * vocab * (width + 8) / chunks
+
+
+def device_bytes(device):
+    """The memory a study may use: the card's, or the host's on CPU (None where the system does not say)."""
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_properties(device).total_memory
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
