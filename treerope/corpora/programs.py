@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from treerope import tokenizer
 from treerope.corpora import Corpus, build, find_files, worker_pool
-from treerope.corpora.python import STUBS, drop_docstrings, fields, python_doc, statements
+from treerope.corpora.python import STUBS, drop_docstrings, fields, parsed, python_doc, statements
 from treerope.corpora.text import source_text
 from trees import Skip
 
@@ -27,12 +27,7 @@ def python_programs(source, min_lines=3, max_lines=60, stream="compact"):
     max_lines lines, preceded by the module's top-level imports it uses, as [(qualname, source)].
     Compact: only small ones (is_small). Old stream: every one, with all the module's imports.
     A module that does not parse is a Skip, with python_doc's reasons."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        raise Skip("syntax error")
-    except (RecursionError, MemoryError):
-        raise Skip("too deeply nested")
+    tree = parsed(source)
     lines = source.splitlines()
     imports = [s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))]
     out = []

@@ -417,6 +417,16 @@ def drop_docstrings(tree):
     return tree
 
 
+def parsed(source):
+    """source's module tree, or a Skip naming why it does not parse."""
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
+        raise Skip("syntax error")
+    except (RecursionError, MemoryError):
+        raise Skip("too deeply nested")
+
+
 def python_doc(source, rename=True, stream="old"):
     """Python source (str or bytes) -> Doc. Raises Skip for unusable input. stream "compact":
     sigil words for defs, classes and imports, docstrings dropped, module-level names renamed."""
@@ -424,12 +434,7 @@ def python_doc(source, rename=True, stream="old"):
     source = source_text(source)
     if not source.strip():
         raise Skip("empty")
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        raise Skip("syntax error")
-    except (RecursionError, MemoryError):
-        raise Skip("too deeply nested")
+    tree = parsed(source)
     if not tree.body:
         raise Skip("empty")
     if stream == "compact":
