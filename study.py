@@ -24,10 +24,13 @@ skips a finished run only where it was trained as asked now and analyze.py will 
 too), and resumes the others from their last milestone; every run is checked (values, model, memory,
 checkpoint) before anything is written. The study exits non-zero naming any run that diverged.
 
-Batching (RESULTS "Speed" measures it): each run's records are laid into rows of the context, a
-record attending only inside itself, in micro-batches of a fixed number of rows, so every micro-batch
-has one shape; the rows are gathered on the device from the split moved there once.
+Batching (RESULTS "Speed" measures it): compiled (a GPU), each run's records are laid into rows of
+the context, a record attending only inside itself, in micro-batches of a fixed number of rows, so
+every micro-batch has one shape; eager (a CPU), a record a row, grouped by length as train.py groups
+them, and the runs dealt into one lane per core, each lane batched on a thread of its own. The rows
+are gathered on the device from the split moved there once.
 """
+import concurrent.futures
 import contextlib
 import io
 import json
@@ -44,17 +47,26 @@ from torch.utils.checkpoint import checkpoint
 import rotary
 import train
 from treerope import machine
-from treerope.batches import DEPTH_READERS, coords_for, fill_blocks
+from treerope.batches import DEPTH_READERS, coords_for, fill_blocks, pack
 from treerope.files import owned
 from treerope.runs import read_config, trained_otherwise
 
 
 # ------------------------------------------------------------------------ the batched GPT ----
 def stacked(models):
-    """{name: (M, ...) tensor} of the runs' weights outside the rotary, differentiable into each run's
-    own parameters (every configuration has the same shapes there)."""
+    """{name: (M, ...) tensor} of the runs' weights outside the rotary (every configuration has the
+    same shapes there): a leaf of its own, stacked once a step, whose gradient `handed` gives back."""
     named = [dict(m.named_parameters()) for m in models]
-    return {k: torch.stack([n[k] for n in named]) for k in named[0] if not k.startswith("rotary")}
+    return {k: torch.stack([n[k].detach() for n in named]).requires_grad_(torch.is_grad_enabled())
+            for k in named[0] if not k.startswith("rotary")}
+
+
+def handed(W, models):
+    """The stacked weights' gradients, summed over a step's micro-batches, as each run's own."""
+    for m, model in enumerate(models):
+        for k, p in model.named_parameters():
+            if k in W:
+                p.grad = W[k].grad[m]
 
 
 def layer_norm(x, w):
@@ -122,12 +134,18 @@ def rotate_runs(q, k, C, table):
     return rotary.rotate(q, k, rotary.angles_runs(C, *table))
 
 
-def head_nll(x, wte, targets, chunks):
+def head_nll(x, wte, targets, chunks, kept=None):
     """Per-token NLL through the tied head, the tokens in `chunks` pieces, each piece's logits
     recomputed in backward: M runs' logits (M x 8 x 1,024 x 32,768 at the Python setting) never
-    exist whole."""
+    exist whole. Eager, `kept` (the most positions with a target in any run) runs the head there
+    alone, padding and records' last tokens left out, their NLL 0."""
     M, B, T, E = x.shape
     x, targets = x.reshape(M, B * T, E), targets.reshape(M, B * T)
+    if kept is not None:
+        at = torch.argsort((targets < 0).to(torch.uint8), dim=1, stable=True)[:, :kept]   # targets first
+        nll = head_nll(x.gather(1, at[..., None].expand(-1, -1, E))[:, None], wte,
+                       targets.gather(1, at)[:, None], chunks).view(M, kept)
+        return torch.zeros(M, B * T, dtype=nll.dtype, device=x.device).scatter(1, at, nll).view(M, B, T)
 
     def piece(x, targets):
         logits = torch.bmm(x, wte.transpose(1, 2))
@@ -139,7 +157,7 @@ def head_nll(x, wte, targets, chunks):
                       for a, b in zip(x.chunk(chunks, 1), targets.chunk(chunks, 1))], 1).view(M, B, T)
 
 
-def forward(W, tables, idx, C, targets, segment, n_head, drop, chunks=1):
+def forward(W, tables, idx, C, targets, segment, n_head, drop, chunks=1, kept=None):
     """model.GPT's forward for M runs at once: idx, targets (M, B, T); C (M, B, T, K) the study's
     shared coordinates; tables[layer] the runs' plane tables (rotary.angles_runs). Returns the
     per-token NLL (M, B, T), 0 where the target is -1 (the head in `chunks` pieces: head_nll)."""
@@ -158,7 +176,7 @@ def forward(W, tables, idx, C, targets, segment, n_head, drop, chunks=1):
         x = x + dropped(linear(y, W[p + "attn.c_proj.weight"]), next(keep), drop.p)
         h = F.gelu(linear(layer_norm(x, W[p + "ln_2.weight"]), W[p + "mlp.0.weight"]))
         x = x + dropped(linear(h, W[p + "mlp.2.weight"]), next(keep), drop.p)
-    return head_nll(layer_norm(x, W["ln_f.weight"]), wte, targets, chunks)
+    return head_nll(layer_norm(x, W["ln_f.weight"]), wte, targets, chunks, kept)
 
 
 def fits(runs):
@@ -308,11 +326,25 @@ def coordinates(runs, b, names, corpus, gens, depth_dropout):
     return C
 
 
+def fixed_rows(cfg):
+    """Whether a study lays rows of the context (a compiled step's one shape; --pack's blocks) rather
+    than a record a row, grouped by length (eager: no padding to the context, no attention mask)."""
+    return bool(cfg["compile"] or cfg["pack"])
+
+
+def lanes(cfg, M):
+    """Lanes the runs are dealt into: on CPU, eager, one a core, each lane batched on a thread (two 1-thread
+    processes beat one 2-thread process: RESULTS "Speed"); compiled or on a GPU one (one graph)."""
+    return max(1, min(M, torch.get_num_threads())) if cfg["device"] == "cpu" and not cfg["compile"] else 1
+
+
 class Study:
-    """The runs, their splits, and the batched step and evaluation. Each run's rows are its records
-    laid into rows of the context, first fit (batches.fill_blocks; --pack's blocks as they
-    are), a record never split and attending only inside itself; a micro-batch is `rows` rows of
-    every run, so every micro-batch has one shape (the compiler's, and CUDA graphs')."""
+    """The runs, their splits, and the batched step and evaluation. Compiled (one shape: the
+    compiler's, and CUDA graphs'), or with --pack, a run's rows are its records laid into rows of the
+    context, first fit (batches.fill_blocks; --pack's blocks as they are), a record never split and
+    attending only inside itself, and a micro-batch is `rows` rows of every run. Eager, a row is one
+    record, grouped by length as train.py groups them (`micro_batches`): no row is padded to the
+    context, and attention takes the causal kernel without a mask."""
 
     def __init__(self, runs, chunks=1):
         self.runs, first = runs, runs[0]
@@ -322,31 +354,55 @@ class Study:
         for r in runs:
             prepare_run(r, self.names, self.mcfg.n_head, self.mcfg.n_layer)
         self.T = self.mcfg.max_len
-        self.rows = max(1, self.cfg["mb_tokens"] // self.T)      # rows of one run in a micro-batch
+        self.fixed = fixed_rows(self.cfg)
+        self.rows = max(1, self.cfg["mb_tokens"] // self.T)      # rows of one run in a fixed micro-batch
         self.fwd = torch.compile(forward) if self.cfg["compile"] else forward
         self.chunks = chunks                                     # the loss's pieces (fits)
         self.laid = {}                                           # evaluation's micro-batches, per split
+        self.lanes = lanes(self.cfg, len(runs))
+        for split in (self.train, self.val, self.test):          # moved before lanes share them
+            split.on(torch.empty(0, device=self.cfg["device"]).device)
+
+    def rows_of(self, records, lengths):
+        """Records as a run's rows: laid into rows of the context (fixed shapes), or one a row."""
+        return fill_blocks(records, lengths, self.T, len(records)) if self.fixed else list(records)
 
     def micro_batches(self, rows, split):
-        """(at, seg, packed) per micro-batch for every run's list of rows, padded with empty rows."""
-        n = -(-max(map(len, rows)) // self.rows) * self.rows
-        for j in range(0, n, self.rows):
-            laid = [split.positions((x + [[]] * n)[j:j + self.rows], self.T) for x in rows]
-            yield (np.stack([a for a, _ in laid]), np.stack([s for _, s in laid]),
-                   any(len(np.atleast_1d(r)) > 1 for x in rows for r in x[j:j + self.rows]))
+        """(at, seg, packed) per micro-batch for every run's list of rows. Fixed: `self.rows` rows of
+        the context, padded with empty rows. Eager: each run's records sorted by length, rank by rank
+        the longest of the runs' grouped as train.py groups records (batches.pack, mb_tokens padded
+        tokens), each group padded to its longest."""
+        if self.fixed:
+            n = -(-max(map(len, rows)) // self.rows) * self.rows
+            for j in range(0, n, self.rows):
+                laid = [split.positions((x + [[]] * n)[j:j + self.rows], self.T) for x in rows]
+                yield (np.stack([a for a, _ in laid]), np.stack([s for _, s in laid]),
+                       any(len(np.atleast_1d(r)) > 1 for x in rows for r in x[j:j + self.rows]))
+            return
+        ranked = [np.asarray(x, np.int64)[np.argsort(split.len[x], kind="stable")] for x in rows]
+        longest = np.zeros(max(map(len, ranked)), np.int64)
+        for x in ranked:
+            longest[:len(x)] = np.maximum(longest[:len(x)], split.len[x])
+        for group in pack(longest, self.cfg["mb_tokens"]):
+            laid = [split.positions([[x[i]] if i < len(x) else [] for i in group], int(longest[group].max()))
+                    for x in ranked]
+            yield np.stack([a for a, _ in laid]), np.stack([s for _, s in laid]), False
 
-    def batched(self, runs, at, seg, packed, gens, drop, split, depth_dropout=0.0):
-        """Per-token NLL (M, R, T) of `runs` on rows at positions `at` (M, R, T) of `split`."""
+    def batched(self, runs, W, at, seg, packed, gens, drop, split, depth_dropout=0.0):
+        """Per-token NLL (M, R, T) of `runs`, their weights stacked in W, on rows at positions `at`
+        (M, R, T) of `split`."""
         dev = self.cfg["device"]
         b = split.gather(to_device(at, dev), to_device(seg, dev))
         C = coordinates(runs, b, self.names, self.corpus, gens, depth_dropout)
         M, R, T = b["tokens"].shape
         drop.draw(drop.sites(R, T, self.mcfg.n_embd, self.mcfg.n_head, self.mcfg.n_layer), dev)
         segment = b["seg"] if packed or self.cfg["compile"] else None   # compiled: one kind of mask
+        # eager, a record a row: its tokens but the last carry a target (the head runs there alone)
+        kept = None if self.fixed else max(1, int(((at >= 0).sum(-1) - (at[..., 0] >= 0)).sum(-1).max()))
         with runs[0].autocast:
-            return self.fwd(stacked([r.model for r in runs]),
-                            tables(runs, self.names, self.mcfg.n_head, self.mcfg.n_layer),
-                            b["tokens"], C, b["targets"], segment, self.mcfg.n_head, drop, self.chunks)
+            return self.fwd(W, tables(runs, self.names, self.mcfg.n_head, self.mcfg.n_layer),
+                            b["tokens"], C, b["targets"], segment, self.mcfg.n_head, drop, self.chunks,
+                            kept)
 
     def step(self, runs):
         """One training step of every run in `runs` (each at its own step): their losses (M,), on the
@@ -360,39 +416,66 @@ class Study:
                 lr = train.lr_at(r.step, r.steps, r.cfg["lr"], r.cfg["min_lr"])
                 for g in r.opt.param_groups:
                     g["lr"] = lr
-                own = r.blocks(r.step) if cfg["pack"] else fill_blocks(
-                    train.step_records(len(r.train), cfg["docs_per_step"], r.step, r.cfg["seed"]),
-                    r.train.len, self.T, cfg["docs_per_step"])
+                own = r.blocks(r.step) if cfg["pack"] else self.rows_of(train.step_records(
+                    len(r.train), cfg["docs_per_step"], r.step, r.cfg["seed"]), r.train.len)
             lens.append(np.concatenate([np.atleast_1d(r.train.len[x]) - 1 for x in own] or [[]]))
             rows.append(own)
         n_tok = [int(n.sum()) for n in lens]
-        laid = -(-max(map(len, rows)) // self.rows) * self.rows   # each run's rows, padded, as executed
-        flops = [(r.model.flops(n), r.model.flops(np.full(laid, self.T))) for r, n in zip(runs, lens)]
-        gens = [torch.Generator(device=dev).manual_seed(r.cfg["seed"] * 1_000_003 + r.step) for r in runs]
-        drop = Dropout(self.mcfg.dropout, [torch.Generator(device=dev).manual_seed(
-            (r.cfg["seed"] * 1_000_003 + r.step) ^ 0x5EED) for r in runs] if self.mcfg.dropout else [])
+        seeds = [r.cfg["seed"] * 1_000_003 + r.step for r in runs]
         n_tok_t = to_device(np.maximum(n_tok, 1).astype(np.float32), dev)
-        total = torch.zeros(len(runs), device=dev)
-        for at, seg, packed in self.micro_batches(rows, self.train):
-            nll = self.batched(runs, at, seg, packed, gens, drop, self.train, cfg["depth_dropout"])
-            loss = nll.sum((1, 2)) / n_tok_t                      # each run's token mean over its step
-            loss.sum().backward()                                  # runs' gradients stay apart
-            total += loss.detach()
-        return total, n_tok, flops
 
-    @torch.no_grad()
+        def lane(ms):
+            gens = [torch.Generator(device=dev).manual_seed(seeds[m]) for m in ms]
+            drop = Dropout(self.mcfg.dropout, [torch.Generator(device=dev).manual_seed(seeds[m] ^ 0x5EED)
+                                               for m in ms] if self.mcfg.dropout else [])
+            own = [runs[m] for m in ms]
+            total, laid, W = torch.zeros(len(ms), device=dev), [], stacked([r.model for r in own])
+            for at, seg, packed in self.micro_batches([rows[m] for m in ms], self.train):
+                laid.append(np.full(at.shape[1], at.shape[2]))     # each run's rows as laid, padding in
+                nll = self.batched(own, W, at, seg, packed, gens, drop, self.train, cfg["depth_dropout"])
+                loss = nll.sum((1, 2)) / n_tok_t[ms[0]:ms[-1] + 1]   # each run's token mean over its step
+                loss.sum().backward()                              # runs' gradients stay apart
+                total += loss.detach()
+            handed(W, [r.model for r in own])
+            return total, [np.concatenate(laid)] * len(ms)
+        total, laid = self.in_lanes(lane, len(runs))
+        return total, n_tok, [(r.model.flops(n), r.model.flops(x)) for r, n, x in zip(runs, lens, laid)]
+
+    def in_lanes(self, fn, M):
+        """fn(run indices) over the runs dealt into lanes of consecutive runs, each lane on a thread of
+        one core (CPU, eager: `lanes`), else one lane; the lanes' (losses, per-run list) joined."""
+        parts = [[int(m) for m in p] for p in np.array_split(np.arange(M), min(self.lanes, M))]
+        if len(parts) == 1:
+            out = [fn(parts[0])]
+        else:
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)                  # a lane a core (RESULTS "Speed")
+            try:
+                with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:
+                    out = list(pool.map(fn, parts))
+            finally:
+                torch.set_num_threads(threads)
+        return torch.cat([t for t, _ in out]), [x for _, xs in out for x in xs]
+
     def evaluate(self, runs, split, ids):
         """Each run's mean NLL per token over records `ids`, laid into rows as training lays them
         (each run's generators, as train.evaluate: a fresh one per micro-batch, seeded with its seed)."""
-        dev, drop, M = self.cfg["device"], Dropout(0.0, []), len(runs)
+        dev, drop = self.cfg["device"], Dropout(0.0, [])
         key = (id(split), len(ids))   # the same records every milestone: laid out once
         if key not in self.laid:
-            self.laid[key] = list(self.micro_batches([fill_blocks(ids, split.len, self.T, len(ids))], split))
-        total = torch.zeros(M, device=dev)
-        for at, seg, packed in self.laid[key]:
-            gens = [torch.Generator(device=dev).manual_seed(r.cfg["seed"]) for r in runs]
-            nll = self.batched(runs, at.repeat(M, 0), seg.repeat(M, 0), packed, gens, drop, split)
-            total += nll.float().sum((1, 2))
+            self.laid[key] = list(self.micro_batches([self.rows_of(ids, split.len)], split))
+
+        @torch.no_grad()              # in the lane's own thread: grad mode is per thread
+        def lane(ms):
+            own = [runs[m] for m in ms]
+            total, W = torch.zeros(len(ms), device=dev), stacked([r.model for r in own])
+            for at, seg, packed in self.laid[key]:
+                gens = [torch.Generator(device=dev).manual_seed(r.cfg["seed"]) for r in own]
+                nll = self.batched(own, W, at.repeat(len(ms), 0), seg.repeat(len(ms), 0), packed, gens, drop,
+                                   split)
+                total += nll.float().sum((1, 2))
+            return total, [None] * len(ms)
+        total, _ = self.in_lanes(lane, len(runs))
         return (total / max(int((split.len[ids] - 1).sum()), 1)).tolist()
 
 

@@ -163,6 +163,7 @@ ECB659C_256 = {
 
 
 def test_records_sharing_a_row_train_as_alone(tiny_python, tmp_path, monkeypatch):
+    monkeypatch.setattr(study, "fixed_rows", lambda cfg: True)   # a compiled study's rows, eager here
     layouts = study.Study.micro_batches
     packed = []
     def watched(self, rows, split):
@@ -336,13 +337,17 @@ def test_the_loss_in_pieces_is_the_loss_whole():
     x = torch.randn(2, 3, 5, 8, generator=g, requires_grad=True)
     wte = torch.randn(2, 11, 8, generator=g, requires_grad=True)
     targets = torch.randint(-1, 11, (2, 3, 5), generator=g)
+    targets[0, :, -1], targets[1, 0] = -1, -1                       # rows' last tokens, an empty row
     want = torch.nn.functional.cross_entropy((x @ wte.transpose(1, 2)[:, None]).flatten(0, 2),
                                              targets.flatten(), ignore_index=-1, reduction="none")
     grads = torch.autograd.grad(want.sum(), [x, wte])
-    got = study.head_nll(x, wte, targets, 3)
-    assert torch.allclose(got.flatten(), want, atol=1e-6)
-    for a, b in zip(torch.autograd.grad(got.sum(), [x, wte]), grads):
-        assert torch.allclose(a, b, atol=1e-5)
+    kept = int((targets >= 0).flatten(1).sum(1).max())          # eager: the head where a target is
+    assert kept < 15                                                # some positions are skipped
+    for got in (study.head_nll(x, wte, targets, 3), study.head_nll(x, wte, targets, 1, kept),
+                study.head_nll(x, wte, targets, 2, kept)):
+        assert torch.allclose(got.flatten(), want, atol=1e-6)
+        for a, b in zip(torch.autograd.grad(got.sum(), [x, wte]), grads):
+            assert torch.allclose(a, b, atol=1e-5)
 
 
 def test_a_study_too_large_for_the_device_is_refused(tiny_python, tmp_path, monkeypatch):
@@ -373,3 +378,47 @@ def test_the_fused_rotation_inside_a_compiled_study_step_trains_the_eager_curve(
     for config in ("seq_depth", "seq_tree_depth"):
         for (t, v), (t0, v0) in zip(losses(fused, config, 0), losses(eager, config, 0)):
             assert t == pytest.approx(t0, rel=1e-4) and v == pytest.approx(v0, rel=1e-4)
+
+
+def test_eager_rows_hold_a_record_each_grouped_by_length_as_by_hand():
+    """Eager, a row is one record: each run's records sorted by length, rank by rank the runs' longest
+    grouped as train.py groups records (batches.pack, 600 padded tokens here), each micro-batch padded
+    to its own longest. Planted: run A's lengths 100, 300, 200, 250; run B's 260, 90, 310."""
+    from types import SimpleNamespace
+
+    from treerope.batches import Split
+    lengths = np.array([100, 300, 200, 250, 260, 90, 310])
+    split = SimpleNamespace(len=lengths, start=np.concatenate([[0], np.cumsum(lengths)[:-1]]))
+    split.positions = lambda rows, T: Split.positions(split, rows, T)
+    layout = SimpleNamespace(fixed=False, cfg={"mb_tokens": 600})
+    got = list(study.Study.micro_batches(layout, [[0, 1, 2, 3], [4, 5, 6]], split))
+    # ranks' longest: 100, 260, 310, 300; grouped (sorted): ranks 0-1 at 260, rank 3 at 300, rank 2 at 310
+    assert [at.shape for at, _, _ in got] == [(2, 2, 260), (2, 1, 300), (2, 1, 310)]
+    firsts = [[[int(split.start[r]) if r is not None else -1 for r in run] for run in mb]
+              for mb in ([[0, 2], [5, 4]], [[1], [None]], [[3], [6]])]
+    assert [at[:, :, 0].tolist() for at, _, _ in got] == firsts
+    assert not any(p for _, _, p in got)                               # no shared row: no mask
+    for at, seg, _ in got:                                             # each row its record, then padding
+        for m in range(2):
+            for row_at, row_seg in zip(at[m], seg[m]):
+                n = int((row_at >= 0).sum())
+                assert (row_at[:n] == row_at[0] + np.arange(n)).all() and (row_at[n:] == -1).all()
+                assert (row_seg[:n] == 0).all() and (row_seg[n:] == -1).all()
+                assert n in (0, *lengths)
+
+
+def test_lanes_train_each_run_as_train_py_did(tiny_python, tmp_path, monkeypatch):
+    """Dealt into three lanes (two runs, one, one), each lane's runs batched on a thread of its own,
+    every run still trains train.py's curve: the lanes' losses are joined in the runs' order."""
+    import threading
+    monkeypatch.setattr(study, "lanes", lambda cfg, M: 3)
+    batched, threads = study.Study.batched, set()
+    def watched(self, runs, *a, **kw):
+        threads.add(threading.get_ident())
+        return batched(self, runs, *a, **kw)
+    monkeypatch.setattr(study.Study, "batched", watched)
+    out = str(tmp_path)
+    study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL])
+    assert len(threads) >= 2 and threading.get_ident() not in threads
+    for key, want in ECB659C.items():
+        assert_matches(losses(out, *key), want)

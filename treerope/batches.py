@@ -66,13 +66,17 @@ class Split:
         at[r, col], seg[r, col] = np.repeat(self.start[ids], n) + within, np.repeat(k, n)
         return at, seg
 
+    def on(self, device):
+        """The split's fields moved to `device`, once."""
+        if getattr(self, "device", None) != device:
+            self.device = device
+            self.flat = {f: torch.from_numpy(np.array(self.a[f], np.int32 if f == "tokens" else None))
+                         .to(device) for f in ("tokens", *FIELDS) if f in self.a}
+
     def gather(self, at, seg):
         """The batch at positions `at` (..., T) on the device (`seg` as positions gives it), every
         field as on disk (-1, kind 0, where padding); `seg` stays in the dict for the caller."""
-        if getattr(self, "device", None) != at.device:   # the split moves to the device once
-            self.device = at.device
-            self.flat = {f: torch.from_numpy(np.array(self.a[f], np.int32 if f == "tokens" else None))
-                         .to(at.device) for f in ("tokens", *FIELDS) if f in self.a}
+        self.on(at.device)
         valid = at >= 0
         has_next = valid & (torch.cat([seg[..., 1:], torch.full_like(seg[..., :1], -1)], -1) == seg)
         p = at.clamp(min=0)
