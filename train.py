@@ -297,8 +297,8 @@ def train_step(fwd, model, train, rows, cfg, corpus, gen, autocast, rank, world)
             loss = nll.sum() / n_tok                               # token mean over the step
             (loss * (world if mine else 0)).backward()
         step_loss += loss.item() if mine else 0.0
-    if world > 1:   # every process sees the step's whole loss (the NaN stop must agree)
-        step_loss = summed(step_loss, cfg["device"])
+    if world > 1:   # every process sees the step's whole loss (the NaN stop must agree) and FLOPs executed
+        step_loss, executed = summed([step_loss, executed], cfg["device"])
     return step_loss, n_tok, (model.flops(n), executed)
 
 
@@ -542,8 +542,9 @@ def milestone(run, model, opt, log, step, step_loss, val_loss, lr, tokens_seen, 
              "val_elapsed": round(before.get("val_elapsed", 0.0) + run.val_s, 2),
              "flops": flops, "flops_executed": executed, "time": round(time.time(), 2),   # the wall clock
              "bf16": cfg["bf16"], "compile": cfg["compile"]}
-    if cfg["device"].startswith("cuda"):   # model FLOPs utilisation (nanoGPT's count), hardware's beside it
-        entry["mfu"], entry["hfu"] = (f / dt / PEAK_FLOPS for f in run.flops)
+    if cfg["device"].startswith("cuda"):   # model FLOPs utilisation (nanoGPT's count) of every device in use
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        entry["mfu"], entry["hfu"] = (f / dt / (PEAK_FLOPS * world) for f in run.flops)
     log.append(entry)
     if run.master:
         save(run.out_dir, log, {"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1,

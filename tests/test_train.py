@@ -177,7 +177,7 @@ def test_data_parallel_two_cpu_processes(tiny_python, tmp_path):
     """torchrun with 2 gloo processes under DistributedDataParallel: three records a step, packed
     into micro-batches of at most 64 padded tokens and dealt round-robin (one process may get more),
     gradients synced once per step; the loss curve, training and validation, equals the
-    single-process run to float tolerance."""
+    single-process run to float tolerance, and so do the FLOPs, those executed summed over the ranks."""
     args = ["--corpus", "python", "--config", "seq_depth", "--data", tiny_python, "--steps=4",
             *TINY[:-2], "--milestones=2", "--mb_tokens=64", "--docs_per_step=3"]
     single = train.main(args + ["--out", str(tmp_path / "one")])
@@ -193,6 +193,7 @@ def test_data_parallel_two_cpu_processes(tiny_python, tmp_path):
     for a, b in zip(one, two):
         assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-4)
         assert a["val_loss"] == pytest.approx(b["val_loss"], abs=1e-4)
+        assert a["flops"] == b["flops"] and a["flops_executed"] == b["flops_executed"]   # both ranks' counted
 
 
 def test_precision_is_the_measured_rule():

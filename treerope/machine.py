@@ -75,11 +75,11 @@ def wrapped(fwd, cfg):
     return DDP(fwd, device_ids=[torch.cuda.current_device()] if cfg["device"].startswith("cuda") else None)
 
 
-def summed(step_loss, device):
-    """A step's loss summed over the processes: every process sees the whole (the NaN stop must agree)."""
-    t = torch.tensor([step_loss], device=device)
+def summed(values, device):
+    """Values summed over the processes (a step's loss: the NaN stop must agree; its FLOPs executed)."""
+    t = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(t)
-    return t.item()
+    return t.tolist()
 
 
 PEAK_FLOPS = 989e12   # H100/H200 SXM dense bf16 (nanoGPT's estimate_mfu uses the A100's 312e12)
