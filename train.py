@@ -370,19 +370,20 @@ def main(argv=None):
     keep_freed_memory()
     rank, world = start_processes(cfg)
     run = plan(cfg, model_over, origin, rank == 0)
+    built = setup(run)   # a model refused (its planes, its data) is refused before any folder is made
     if run.master:   # before any work: a read-only or full --out is one line, not a traceback at step 1
         writable(run.out_dir, "choose another --out")
     with owned(run.out_dir, "the run") if run.master else contextlib.nullcontext():
-        trained(run, rank, world)
+        trained(run, rank, world, built)
     if world > 1:
         dist.destroy_process_group()
     return run.out_dir
 
 
-def trained(run, rank, world):
-    """Build or restore the model, train it, and write the final scores."""
+def trained(run, rank, world, built):
+    """Restore the model built (`setup`), train it, and write the final scores."""
     cfg = run.cfg
-    model, opt, autocast = setup(run)
+    model, opt, autocast = built
     start, log = restore(run, model, opt, world)
     fwd = torch.compile(model) if cfg["compile"] else model
     if world > 1:

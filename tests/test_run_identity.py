@@ -271,3 +271,12 @@ def test_13_a_model_that_cannot_fit_is_refused_with_the_estimate(tiny_python, tm
     # masks 2 x 2 x (1 + 1) = 8; logits 2 x 4 x (4 + 8) = 96, or 48 in two pieces
     assert machine.study_bytes(1, 1, 2, 1, 2, 1, 4, 56, False) == 896 + 312 + 8 + 96
     assert machine.study_bytes(1, 1, 2, 1, 2, 1, 4, 56, False, chunks=2) == 896 + 312 + 8 + 48
+
+
+def test_a_refused_model_leaves_no_folder(tiny_python, tmp_path):
+    """train.py refuses a configuration whose planes do not fit the head (seq_tree_depth needs 62, a
+    head 8 wide has 4) before it makes the run's folder: a refused run leaves nothing to resume."""
+    one_line(lambda: train.main(["--corpus", "python", "--config", "seq_tree_depth",
+                                 *args(tiny_python, tmp_path, "--n_embd=8", "--n_head=1")]),
+             "seq_tree_depth", "62 planes")
+    assert os.listdir(tmp_path) == []
