@@ -18,6 +18,17 @@ def stdlib_files():
                   if "site-packages" not in p)
 
 
+def one_line(call, *names):
+    """call() exits with one line (exit status 1: a message, not a code) that names each of `names`."""
+    with pytest.raises(SystemExit) as e:
+        call()
+    msg = e.value.code
+    assert isinstance(msg, str) and msg.startswith("error: ") and "\n" not in msg, msg
+    for name in names:
+        assert name in msg, msg
+    return msg
+
+
 @pytest.fixture(scope="session")
 def tiny_python(tmp_path_factory):
     """A small real corpus: 40 standard-library files, prepared with a 512-entry BPE."""

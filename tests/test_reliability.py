@@ -18,6 +18,7 @@ import zipfile
 import numpy as np
 import pytest
 import torch
+from conftest import one_line
 from openpyxl.utils import get_column_letter
 
 import analyze
@@ -367,17 +368,6 @@ def copied(json_run, tmp_path):
     shutil.copytree(json_run["out"], tmp_path / "out")
     args = JSON_RUN + ["--data", str(tmp_path / "data"), "--out", str(tmp_path / "out")]
     return str(tmp_path / "data"), args, str(tmp_path / "out" / json_run["run"])
-
-
-def one_line(call, *names):
-    """call() exits with one line (exit status 1: a message, not a code) that names each of `names`."""
-    with pytest.raises(SystemExit) as e:
-        call()
-    msg = e.value.code
-    assert isinstance(msg, str) and msg.startswith("error: ") and "\n" not in msg, msg
-    for name in names:
-        assert name in msg, msg
-    return msg
 
 
 def overwrite_inside_a_tensor(path):

@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+from conftest import one_line
 
 import analyze
 import evaluate
@@ -27,17 +28,6 @@ TINY = ["--steps=2", "--preset=cpu", "--n_layer=1", "--max_len=64", "--docs_per_
 
 def args(data, out, *extra):
     return ["--data", data, "--out", str(out), *TINY, *extra]
-
-
-def one_line(call, *names):
-    """call() exits with one line naming each of `names`."""
-    with pytest.raises(SystemExit) as e:
-        call()
-    msg = e.value.code
-    assert isinstance(msg, str) and msg.startswith("error: ") and "\n" not in msg, msg
-    for name in names:
-        assert name in msg, msg
-    return msg
 
 
 def planted(root, config, seed, val, name=None, folder=None, **run):
