@@ -444,7 +444,7 @@ class Study:
     def in_lanes(self, fn, M):
         """fn(run indices) over the runs dealt into lanes of consecutive runs, each lane on a thread of
         one core (CPU, eager: `lanes`), else one lane; the lanes' (losses, per-run list) joined."""
-        parts = [[int(m) for m in p] for p in np.array_split(np.arange(M), min(self.lanes, M))]
+        parts = [[int(m) for m in p] for p in np.array_split(np.arange(M), self.lanes)]   # lanes ≤ M
         if len(parts) == 1:
             out = [fn(parts[0])]
         else:
