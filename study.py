@@ -41,142 +41,14 @@ import time
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
 
 import rotary
 import train
 from treerope import machine
+from treerope.batched import Dropout, forward, handed, stacked
 from treerope.batches import DEPTH_READERS, coords_for, fill_blocks, pack
 from treerope.files import owned
 from treerope.runs import read_config, trained_otherwise
-
-
-# ------------------------------------------------------------------------ the batched GPT ----
-def stacked(models):
-    """{name: (M, ...) tensor} of the runs' weights outside the rotary (every configuration has the
-    same shapes there): a leaf of its own, stacked once a step, whose gradient `handed` gives back."""
-    named = [dict(m.named_parameters()) for m in models]
-    return {k: torch.stack([n[k].detach() for n in named]).requires_grad_(torch.is_grad_enabled())
-            for k in named[0] if not k.startswith("rotary")}
-
-
-def handed(W, models):
-    """The stacked weights' gradients, summed over a step's micro-batches, as each run's own."""
-    for m, model in enumerate(models):
-        for k, p in model.named_parameters():
-            if k in W:
-                p.grad = W[k].grad[m]
-
-
-def layer_norm(x, w):
-    return F.layer_norm(x, x.shape[-1:]) * w[:, None, None]
-
-
-def linear(x, w):
-    """x (M, B, T, in) @ w (M, out, in)^T per run."""
-    M, B, T, E = x.shape
-    return torch.bmm(x.reshape(M, B * T, E), w.transpose(1, 2)).view(M, B, T, -1)
-
-
-class Dropout:
-    """Dropout whose masks come from each run's own generator (a run's draws do not depend on the
-    runs that share its study), drawn by `draw` before the compiled step (a generator inside it
-    breaks the graph) and used in order by the forward."""
-
-    def __init__(self, p, gens):
-        self.p, self.gens, self.keep = p, gens, []
-
-    def draw(self, shapes, device):
-        """Every site's keep mask (M, *shape), in the forward's order, each run's in turn."""
-        self.keep = [torch.stack([torch.rand(s, generator=g, device=device) >= self.p for g in self.gens])
-                     for s in shapes] if self.gens else []
-
-    def sites(self, B, T, E, H, n_layer):
-        """The forward's dropout sites' shapes: the embeddings, then per layer the attention
-        probabilities and the two residual branches."""
-        return [(B, T, E)] + [(B, H, T, T), (B, T, E), (B, T, E)] * n_layer
-
-
-def dropped(x, keep, p):
-    return x if keep is None else x * keep / (1 - p)
-
-
-def attention(q, k, v, segment, keep, p):
-    """Causal attention of (M, B, T, H, D) inputs, the runs folded into the batch; a row's records
-    attend only inside themselves (model.Attention's `blocked`). Compiled, `segment` is always given
-    (one kind of mask: one graph); eager, None where each row holds one record (SDPA's causal kernel)."""
-    M, B, T, H, D = q.shape
-    q, k, v = (t.reshape(M * B, T, H, D).transpose(1, 2) for t in (q, k, v))
-    future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
-    mask = ~future
-    if segment is not None:
-        s = segment.reshape(M * B, T)
-        other = (s[:, :, None] != s[:, None, :]) & ~torch.eye(T, dtype=torch.bool, device=q.device)
-        mask = ~(future | other)[:, None]
-    if keep is not None:   # dropout on the probabilities, drawn per run: the explicit path
-        s = ((q @ k.transpose(-2, -1)) / math.sqrt(D)).masked_fill(~mask, float("-inf"))
-        att = dropped(s.float().softmax(-1).view(M, B, H, T, T), keep, p).view(M * B, H, T, T)
-        y = att.to(v.dtype) @ v
-    elif segment is None:
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    else:
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    return y.transpose(1, 2).reshape(M, B, T, H * D)
-
-
-def rotate_runs(q, k, C, table):
-    """Every run's rotation at once: the fused kernel on CUDA (rotary.rotate_runs_triton), or on CPU
-    under triton's interpreter where FUSED is set (a test's way to the kernel inside a compiled step),
-    the readable reference elsewhere."""
-    if rotary.FUSED and (q.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
-        return rotary.rotate_runs_triton(q, k, C, *table)
-    return rotary.rotate(q, k, rotary.angles_runs(C, *table))
-
-
-def head_nll(x, wte, targets, chunks, kept=None):
-    """Per-token NLL through the tied head, the tokens in `chunks` pieces, each piece's logits
-    recomputed in backward: M runs' logits (M x 8 x 1,024 x 32,768 at the Python setting) never
-    exist whole. Eager, `kept` (the most positions with a target in any run) runs the head there
-    alone, padding and records' last tokens left out, their NLL 0."""
-    M, B, T, E = x.shape
-    x, targets = x.reshape(M, B * T, E), targets.reshape(M, B * T)
-    if kept is not None:
-        at = torch.argsort((targets < 0).to(torch.uint8), dim=1, stable=True)[:, :kept]   # targets first
-        nll = head_nll(x.gather(1, at[..., None].expand(-1, -1, E))[:, None], wte,
-                       targets.gather(1, at)[:, None], chunks).view(M, kept)
-        return torch.zeros(M, B * T, dtype=nll.dtype, device=x.device).scatter(1, at, nll).view(M, B, T)
-
-    def piece(x, targets):
-        logits = torch.bmm(x, wte.transpose(1, 2))
-        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-1,
-                               reduction="none").view(targets.shape)
-    if chunks == 1:
-        return piece(x, targets).view(M, B, T)
-    return torch.cat([checkpoint(piece, a, b, use_reentrant=False)
-                      for a, b in zip(x.chunk(chunks, 1), targets.chunk(chunks, 1))], 1).view(M, B, T)
-
-
-def forward(W, tables, idx, C, targets, segment, n_head, drop, chunks=1, kept=None):
-    """model.GPT's forward for M runs at once: idx, targets (M, B, T); C (M, B, T, K) the study's
-    shared coordinates; tables[layer] the runs' plane tables (rotary.angles_runs). Returns the
-    per-token NLL (M, B, T), 0 where the target is -1 (the head in `chunks` pieces: head_nll)."""
-    M, B, T = idx.shape
-    wte = W["wte.weight"]
-    V, E = wte.shape[1:]
-    keep = iter(drop.keep or [None] * (1 + 3 * len(tables)))   # the masks drawn outside, in order
-    x = dropped(F.embedding(idx + V * torch.arange(M, device=idx.device).view(M, 1, 1), wte.flatten(0, 1)),
-                next(keep), drop.p)
-    for i, tab in enumerate(tables):
-        p = f"blocks.{i}."
-        q, k, v = linear(layer_norm(x, W[p + "ln_1.weight"]), W[p + "attn.c_attn.weight"]).split(E, -1)
-        q, k, v = (t.reshape(M, B, T, n_head, E // n_head) for t in (q, k, v))
-        q, k = rotate_runs(q, k, C, tab)
-        y = attention(q, k, v, segment, next(keep), drop.p)
-        x = x + dropped(linear(y, W[p + "attn.c_proj.weight"]), next(keep), drop.p)
-        h = F.gelu(linear(layer_norm(x, W[p + "ln_2.weight"]), W[p + "mlp.0.weight"]))
-        x = x + dropped(linear(h, W[p + "mlp.2.weight"]), next(keep), drop.p)
-    return head_nll(layer_norm(x, W["ln_f.weight"]), wte, targets, chunks, kept)
 
 
 def fits(runs):

@@ -9,7 +9,7 @@ import torch
 
 import study
 import train
-from treerope import machine
+from treerope import batched, machine
 
 SMALL = ["--steps=5", "--preset=cpu", "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64",
          "--docs_per_step=8", "--val_docs=8", "--test_docs=8", "--compile=0", "--bf16=0", "--milestones=5",
@@ -181,7 +181,7 @@ def test_records_sharing_a_row_train_as_alone(tiny_python, tmp_path, monkeypatch
 
 
 def test_the_batched_forward_is_each_runs_model(tiny_python):
-    """study.forward over runs of different configurations — other coordinates, a layer split, a head
+    """batched.forward over runs of different configurations — other coordinates, a layer split, a head
     split, the directed offset's overlay — gives each run's own model.GPT loss, token by token."""
     import numpy as np
 
@@ -212,8 +212,8 @@ def test_the_batched_forward_is_each_runs_model(tiny_python):
     M = len(models)
     bb = split.gather(torch.from_numpy(np.stack([at] * M)), torch.from_numpy(np.stack([seg] * M)))
     C = study.coordinates(runs, bb, shared, corpus, [None] * M, 0.0)
-    got = study.forward(study.stacked(models), study.tables(runs, shared, 2, 2), bb["tokens"], C,
-                        bb["targets"], bb["seg"], 2, study.Dropout(0.0, []))
+    got = batched.forward(batched.stacked(models), study.tables(runs, shared, 2, 2), bb["tokens"], C,
+                        bb["targets"], bb["seg"], 2, batched.Dropout(0.0, []))
     for m, model in enumerate(models):
         blocked = b["segment"][:, :, None] != b["segment"][:, None, :]
         _, want, _ = model(b["tokens"], coords_for(model, dict(b), corpus), b["targets"], blocked=blocked)
@@ -331,7 +331,7 @@ def test_rows_are_laid_by_index_arithmetic_as_by_hand():
 
 
 def test_the_loss_in_pieces_is_the_loss_whole():
-    """head_nll in 3 pieces (each piece's logits recomputed in backward) gives the whole head's NLL
+    """batched.head_nll in 3 pieces (each piece's logits recomputed in backward) gives the whole head's NLL
     and gradients: a piece dropped, shifted or scored twice fails here."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 3, 5, 8, generator=g, requires_grad=True)
@@ -343,8 +343,8 @@ def test_the_loss_in_pieces_is_the_loss_whole():
     grads = torch.autograd.grad(want.sum(), [x, wte])
     kept = int((targets >= 0).flatten(1).sum(1).max())          # eager: the head where a target is
     assert kept < 15                                                # some positions are skipped
-    for got in (study.head_nll(x, wte, targets, 3), study.head_nll(x, wte, targets, 1, kept),
-                study.head_nll(x, wte, targets, 2, kept)):
+    for got in (batched.head_nll(x, wte, targets, 3), batched.head_nll(x, wte, targets, 1, kept),
+                batched.head_nll(x, wte, targets, 2, kept)):
         assert torch.allclose(got.flatten(), want, atol=1e-6)
         for a, b in zip(torch.autograd.grad(got.sum(), [x, wte]), grads):
             assert torch.allclose(a, b, atol=1e-5)
