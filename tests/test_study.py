@@ -197,9 +197,10 @@ def test_the_batched_forward_is_each_runs_model(tiny_python):
         torch.manual_seed(i)
         models.append(GPT(GPTConfig(vocab_size=meta["tokenizer"]["vocab"], n_layer=2, n_embd=256, n_head=2,
                                     max_len=256, configuration=name, corpus=corpus)))
-        with torch.no_grad():   # trained-looking rates and offsets, unequal across planes
-            for p in models[-1].rotary.parameters():
-                p.add_(torch.rand(p.shape, generator=torch.Generator().manual_seed(i)) * 0.3)
+        with torch.no_grad():   # trained-looking rates, offsets and norms' weights, unequal across planes
+            for n, p in models[-1].named_parameters():
+                if n.startswith("rotary") or ".ln_" in n or n.startswith("ln_"):
+                    p.add_(torch.rand(p.shape, generator=torch.Generator().manual_seed(i)) * 0.3)
     short = [int(i) for i in np.argsort(split.len)[:2]]
     assert split.len[short].sum() <= 256
     rows = [[short[0] + 1], short, [3]]                           # a shared row: attention per record
@@ -331,8 +332,9 @@ def test_rows_are_laid_by_index_arithmetic_as_by_hand():
 
 
 def test_the_loss_in_pieces_is_the_loss_whole():
-    """batched.head_nll in 3 pieces (each piece's logits recomputed in backward) gives the whole head's NLL
-    and gradients: a piece dropped, shifted or scored twice fails here."""
+    """batched.head_nll in 3 pieces (each piece's logits recomputed in backward), and eager where a
+    target is (TiedHead), gives the whole head's NLL and gradients: a piece dropped, shifted or scored
+    twice fails here."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 3, 5, 8, generator=g, requires_grad=True)
     wte = torch.randn(2, 11, 8, generator=g, requires_grad=True)
@@ -348,6 +350,33 @@ def test_the_loss_in_pieces_is_the_loss_whole():
         assert torch.allclose(got.flatten(), want, atol=1e-6)
         for a, b in zip(torch.autograd.grad(got.sum(), [x, wte]), grads):
             assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_the_fused_head_is_the_head_in_pieces_and_weighted_per_run():
+    """TiedHead, a piece of rows at a time with its gradient taken in the forward, gives cross-entropy's
+    NLL and gradients when each run's tokens carry a weight of their own (a step's 1 / tokens): a
+    backward that ignores the weights, a piece dropped or scored twice, a row without a target given a
+    gradient, fails here. Weights that differ inside a run are refused, not silently misapplied."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 15, 8, generator=g, requires_grad=True)
+    wte = torch.randn(3, 11, 8, generator=g, requires_grad=True)
+    targets = torch.randint(-1, 11, (3, 15), generator=g)
+    targets[2] = -1                                                    # a run with no target at all
+    per_run = torch.tensor([0.25, 3.0, 1.0])
+    want = torch.nn.functional.cross_entropy((x @ wte.transpose(1, 2)).flatten(0, 1), targets.flatten(),
+                                             ignore_index=-1, reduction="none").view(3, 15)
+    grads = torch.autograd.grad((want * per_run[:, None]).sum(), [x, wte])
+    for rows in (4, 15, 100):                                          # pieces of 4, 4, 4, 3; one; one
+        got = batched.TiedHead.apply(x, wte, targets, rows)
+        assert torch.allclose(got, want, atol=1e-6) and (got[2] == 0).all()
+        for a, b in zip(torch.autograd.grad((got * per_run[:, None]).sum(), [x, wte]), grads):
+            assert torch.allclose(a, b, atol=1e-5)
+    uneven = batched.TiedHead.apply(x, wte, targets, 4) * torch.linspace(1, 2, 15)
+    with pytest.raises(RuntimeError, match="weighted alike"):
+        uneven.sum().backward()
+    with torch.autocast("cpu", dtype=torch.bfloat16):                  # products in bf16: about equal
+        low = batched.TiedHead.apply(x, wte, targets, 4)
+    assert low.dtype == torch.float32 and torch.allclose(low, want, atol=0.1, rtol=0.05)
 
 
 def test_a_study_too_large_for_the_device_is_refused(tiny_python, tmp_path, monkeypatch):

@@ -31,6 +31,12 @@ def layer_norm(x, w):
     return F.layer_norm(x, x.shape[-1:]) * w[:, None, None]
 
 
+def normed_linear(x, ln_w, w):
+    """linear(layer_norm(x, ln_w), w), the norm's weight folded into w's input columns: a product over
+    the weights, not over every token (one pass less, forward and backward)."""
+    return linear(F.layer_norm(x, x.shape[-1:]), w * ln_w[:, None])
+
+
 def linear(x, w):
     """x (M, B, T, in) @ w (M, out, in)^T per run."""
     M, B, T, E = x.shape
@@ -96,13 +102,13 @@ def head_nll(x, wte, targets, chunks, kept=None):
     """Per-token NLL through the tied head, the tokens in `chunks` pieces, each piece's logits
     recomputed in backward: M runs' logits (M x 8 x 1,024 x 32,768 at the Python setting) never
     exist whole. Eager, `kept` (the most positions with a target in any run) runs the head there
-    alone, padding and records' last tokens left out, their NLL 0."""
+    alone (TiedHead), padding and records' last tokens left out, their NLL 0."""
     M, B, T, E = x.shape
     x, targets = x.reshape(M, B * T, E), targets.reshape(M, B * T)
     if kept is not None:
         at = torch.argsort((targets < 0).to(torch.uint8), dim=1, stable=True)[:, :kept]   # targets first
-        nll = head_nll(x.gather(1, at[..., None].expand(-1, -1, E))[:, None], wte,
-                       targets.gather(1, at)[:, None], chunks).view(M, kept)
+        nll = TiedHead.apply(x.gather(1, at[..., None].expand(-1, -1, E)), wte, targets.gather(1, at),
+                             piece_rows(wte.shape[1], x.device))
         return torch.zeros(M, B * T, dtype=nll.dtype, device=x.device).scatter(1, at, nll).view(M, B, T)
 
     def piece(x, targets):
@@ -113,6 +119,51 @@ def head_nll(x, wte, targets, chunks, kept=None):
         return piece(x, targets).view(M, B, T)
     return torch.cat([checkpoint(piece, a, b, use_reentrant=False)
                       for a, b in zip(x.chunk(chunks, 1), targets.chunk(chunks, 1))], 1).view(M, B, T)
+
+
+def piece_rows(V, device):
+    """TiedHead's rows a piece: 2 MiB of fp32 logits on a CPU (a core's L2 here), 1 GiB on a GPU."""
+    return max(1, (1 << 19 if device.type == "cpu" else 1 << 28) // V)
+
+
+class TiedHead(torch.autograd.Function):
+    """Per-token NLL (M, N) of x (M, N, E) through the tied heads wte (M, V, E), targets (M, N) (-1:
+    none, NLL 0), `rows` of a run at a time: a piece's logits are made, used and dropped while in cache,
+    and its gradient is taken in the forward (a fused linear cross-entropy), backward only scaling it,
+    so each run's tokens must be weighted alike (its token mean or sum, as a step's loss is)."""
+
+    @staticmethod
+    def forward(ctx, x, wte, targets, rows):
+        dev, (M, N, _) = x.device.type, x.shape
+        dt = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else x.dtype
+        grad = any(ctx.needs_input_grad[:2])
+        nll = torch.zeros(M, N, device=x.device)
+        gx, gw = (torch.zeros_like(x), torch.zeros_like(wte)) if grad else (None, None)
+        with torch.autocast(dev, enabled=False):    # the matrix products in autocast's dtype, the rest fp32
+            xd, wd = x.to(dt), wte.to(dt)
+            for m in range(M):
+                for a in range(0, N, rows):
+                    xs, t = xd[m, a:a + rows], targets[m, a:a + rows, None]
+                    has, t = (t >= 0).float(), t.clamp(min=0)
+                    logits = (xs @ wd[m].T).float()
+                    top, picked = logits.amax(1, keepdim=True), logits.gather(1, t)
+                    p = logits.sub_(top).exp_()                     # the softmax unnormalised, in place
+                    total = p.sum(1, keepdim=True)
+                    nll[m, a:a + rows] = ((top + total.log() - picked) * has)[:, 0]
+                    if grad:   # d NLL / d logits: the softmax less the target's one-hot, 0 without a target
+                        d = p.mul_(has / total).scatter_add_(1, t, -has)
+                        gx[m, a:a + rows] = (d.to(dt) @ wd[m]).to(gx.dtype)
+                        gw[m].addmm_(d.T, x[m, a:a + rows].to(gw.dtype))   # accumulated in the weights' dtype
+        ctx.save_for_backward(gx, gw)
+        return nll
+
+    @staticmethod
+    def backward(ctx, g):
+        gx, gw = ctx.saved_tensors
+        w = g[:, :1]
+        if not torch.equal(g, w.expand_as(g)):
+            raise RuntimeError("TiedHead's gradient needs each run's tokens weighted alike (a mean or sum)")
+        return gx * w[..., None], gw * w[..., None], None, None
 
 
 def forward(W, tables, idx, C, targets, segment, n_head, drop, chunks=1, kept=None):
@@ -127,11 +178,11 @@ def forward(W, tables, idx, C, targets, segment, n_head, drop, chunks=1, kept=No
                 next(keep), drop.p)
     for i, tab in enumerate(tables):
         p = f"blocks.{i}."
-        q, k, v = linear(layer_norm(x, W[p + "ln_1.weight"]), W[p + "attn.c_attn.weight"]).split(E, -1)
+        q, k, v = normed_linear(x, W[p + "ln_1.weight"], W[p + "attn.c_attn.weight"]).split(E, -1)
         q, k, v = (t.reshape(M, B, T, n_head, E // n_head) for t in (q, k, v))
         q, k = rotate_runs(q, k, C, tab)
         y = attention(q, k, v, segment, next(keep), drop.p)
         x = x + dropped(linear(y, W[p + "attn.c_proj.weight"]), next(keep), drop.p)
-        h = F.gelu(linear(layer_norm(x, W[p + "ln_2.weight"]), W[p + "mlp.0.weight"]))
+        h = F.gelu(normed_linear(x, W[p + "ln_2.weight"], W[p + "mlp.0.weight"]))
         x = x + dropped(linear(h, W[p + "mlp.2.weight"]), next(keep), drop.p)
     return head_nll(layer_norm(x, W["ln_f.weight"]), wte, targets, chunks, kept)
