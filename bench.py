@@ -1,7 +1,8 @@
 """Benchmarks (not tests).
     python bench.py rotation [TOKENS ...]   # a study's rotation: eager, compile, Triton (64k..512k tokens)
     python bench.py train [DATA] [STEPS] [REPS]   # train.py's loop beside a bare loop
-    python bench.py study [CORPUS] [M ...] [--train.py options]   # M runs batched beside M processes
+    python bench.py study [CORPUS] [M ...] [--reps=R] [--train.py options]   # M runs batched beside M
+                                     processes, alternating R times (3 on CPU, 1 on a GPU)
 """
 import glob
 import json
@@ -213,7 +214,7 @@ def training(data_dir="data/web", steps=300, reps=3):
     return {**medians, "milestone_share": statistics.median(shares)}
 
 
-def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options=(), say=print):
+def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options=(), reps=1, say=print):
     """Aggregate training throughput of M runs (seq_only and seq_depth over seeds 0, 1, ...) trained
     as one batched study (study.py, every thread torch has) beside the same runs as separate processes
     (sweep.sh, `jobs` at a time, one thread each), in this one invocation, largest M first, each row
@@ -223,9 +224,11 @@ def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options
     runs share one clock; the separate runs' concurrency is measured, not assumed: their windows' summed
     length over the wall time any of them was open (each log entry's `time`). FLOPs are nanoGPT's count
     at each record's length (model.flops; MFU against machine.PEAK_FLOPS on CUDA), hardware FLOPs
-    executed (padding, masked attention) beside them."""
+    executed (padding, masked attention) beside them. With `reps` > 1 the two paths alternate `reps` times
+    and a last row gives the median of the repetitions' ratios (study ÷ separate): a machine whose speed
+    drifts between runs minutes apart moves both paths of a repetition alike."""
     rows = []
-    for M in sizes:
+    for M, rep in ((M, rep) for M in sizes for rep in range(1, reps + 1)):
         configs = ["seq_only", "seq_depth"] if M > 1 else ["seq_only"]
         seeds = [str(s) for s in range(max(1, M // 2))]
         args = [corpus, " ".join(configs), " ".join(seeds), str(jobs), f"--steps={steps}",
@@ -242,13 +245,20 @@ def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options
                 wall = time.perf_counter() - t0
                 runs = sorted(glob.glob(os.path.join(out, corpus, "*", "seed*")))
                 logs = [[json.loads(x) for x in open(os.path.join(r, "log.jsonl"))] for r in runs]
-            row = {"M": M, "path": path, "runs": len(logs), **steady(logs, path == "study"),
+            row = {"M": M, "path": path, **({"rep": rep} if reps > 1 else {}), "runs": len(logs),
+                   **steady(logs, path == "study"),
                    "tokens/s end to end": sum(log[-1]["tokens"] for log in logs) / wall}
             graphs = [line for line in done.stdout.splitlines() if line.startswith("compiled:")]
             if graphs:
                 row["graphs"] = graphs[-1].split()[1]
             rows.append(row)
             say(row)
+        if reps > 1 and rep == reps:   # the repetitions' ratios, study ÷ separate, and their median
+            pairs = zip(rows[-2 * reps::2], rows[-2 * reps + 1::2])
+            ratios = [a["tokens/s"] / b["tokens/s"] for a, b in pairs]
+            rows.append({"M": M, "path": "study / separate", "median of reps": statistics.median(ratios),
+                         "each": " ".join(f"{r:.3f}" for r in ratios)})
+            say(rows[-1])
     return rows
 
 
@@ -287,6 +297,11 @@ if __name__ == "__main__":
               f"{100 * r['milestone_share']:.1f}% of its wall), {torch.get_num_threads()} threads")
     elif sys.argv[1:2] == ["study"]:
         cuda, args = torch.cuda.is_available(), sys.argv[2:]
+        given = [a[7:] for a in args if a.startswith("--reps=")]
+        if not all(r.isdigit() and int(r) > 0 for r in given):
+            sys.exit("error: --reps takes a whole number ≥ 1")
+        reps = int(given[-1]) if given else 1 if cuda else 3        # a GPU's call has room for one
+        args = [a for a in args if not a.startswith("--reps=")]
         cut = next((i for i, a in enumerate(args) if a.startswith("--")), len(args))   # then options
         sizes = tuple(int(a) for a in args[:cut] if a.isdigit()) or ((16, 4, 1) if cuda else (8, 4, 1))
         words = [a for a in args[:cut] if not a.isdigit()]
@@ -294,7 +309,7 @@ if __name__ == "__main__":
         print(f"bench.py study on {where}, {torch.get_num_threads()} threads; precision and compile: "
               f"{machine.precision('cuda' if cuda else 'cpu')}", flush=True)
         study(words[0] if words else "web", tuple(sorted(sizes, reverse=True)), jobs=8 if cuda else 2,
-              options=args[cut:], say=lambda r: print("  ".join(
+              options=args[cut:], reps=reps, say=lambda r: print("  ".join(
                   f"{k} {v:,.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()), flush=True))
     elif sys.argv[1:2] == ["rotation"]:
         # 8 runs of T = 1,024 on CUDA; on CPU a smoke test of the same code at a tiny size (interpreter)
