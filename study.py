@@ -7,7 +7,8 @@
 scripts/sweep.sh's arguments (JOBS is accepted and ignored), so `bash scripts/sweep.sh` becomes
 `python study.py`;
 --seed, --config and --corpus are refused (SEEDS, CONFIGS and CORPUS give them); --check plans the
-study and checks its finished runs, training nothing (sweep.sh's check).
+study and checks its finished runs, training nothing (sweep.sh's check); --budget SECONDS times the
+study's own first steps and trains the seeds that fit (scripts/reproduce_gpu.sh's table stages).
 Both papers work with dozens of small runs (the appendix: 4.7M parameters, 5-20 seeds a
 configuration), and one small run leaves a GPU idle: here the runs share every kernel, their
 weights stacked along a leading run dimension. Each run stays the run train.py would train (its
@@ -27,11 +28,13 @@ checkpoint) before anything is written. The study exits non-zero naming any run 
 Batching (RESULTS "Speed" measures it): compiled (a GPU), each run's records are laid into rows of
 the context, a record attending only inside itself, in micro-batches of a fixed number of rows, so
 every micro-batch has one shape; eager (a CPU), a record a row, grouped by length as train.py groups
-them, and the runs dealt into one lane per core, each lane batched on a thread of its own. The rows
-are gathered on the device from the split moved there once.
+them, the runs dealt into one lane per core, each lane batched on a thread of its own, and the head
+fused with its loss (treerope/batched.py). The rows are gathered on the device from the split moved
+there once.
 """
 import concurrent.futures
 import contextlib
+import functools
 import io
 import json
 import math
@@ -198,6 +201,12 @@ def coordinates(runs, b, names, corpus, gens, depth_dropout):
     return C
 
 
+@functools.cache
+def compiled():
+    """The batched forward compiled once a process: --budget's study after its probe reuses its graphs."""
+    return torch.compile(forward)
+
+
 def fixed_rows(cfg):
     """Whether a study lays rows of the context (a compiled step's one shape; --pack's blocks) rather
     than a record a row, grouped by length (eager: no padding to the context, no attention mask)."""
@@ -228,7 +237,7 @@ class Study:
         self.T = self.mcfg.max_len
         self.fixed = fixed_rows(self.cfg)
         self.rows = max(1, self.cfg["mb_tokens"] // self.T)      # rows of one run in a fixed micro-batch
-        self.fwd = torch.compile(forward) if self.cfg["compile"] else forward
+        self.fwd = compiled() if self.cfg["compile"] else forward
         self.chunks = chunks                                     # the loss's pieces (fits)
         self.laid = {}                                           # evaluation's micro-batches, per split
         self.lanes = lanes(self.cfg, len(runs))
@@ -352,6 +361,57 @@ class Study:
 
 
 # ---------------------------------------------------------------------------- the loop ----
+PROBE = 3   # --budget: steps timed after the first (compile, warm-up)
+
+
+def probed(runs, chunks, budget, started):
+    """--budget: the study's own first steps, every seed asked for at once, in this process (the first
+    compiles; PROBE more are timed), then the seeds that fit `budget` seconds from `started` (`fitting`),
+    said with why. Returns those seeds and the options that shorten them; main plans their runs afresh
+    at their initial weights (the timed steps are dropped: each run stays the one train.py trains)."""
+    for r in runs:
+        r.step, r.done = 0, False
+    study = Study(runs, chunks)
+
+    def stepped():
+        total = study.step(runs)[0]
+        for r in runs:
+            torch.nn.utils.clip_grad_norm_(r.model.parameters(), 1.0)
+            r.opt.step()
+            r.opt.zero_grad(set_to_none=True)
+            r.step += 1
+        total.tolist()                                         # the device has finished the step
+    stepped()
+    t0 = time.time()
+    for _ in range(PROBE):
+        stepped()
+    seeds, cfg, steps = sorted({r.cfg["seed"] for r in runs}), runs[0].cfg, max(r.steps for r in runs)
+    step_s = (time.time() - t0) / PROBE / len(seeds)          # one seed's runs, one step
+    records = len(runs[0].milestones) * cfg["val_docs"] + (cfg["test_docs"] or len(runs[0].test_ids))
+    left = budget - (time.time() - started)
+    n, length = fitting(step_s, step_s / 3 * records / cfg["docs_per_step"], steps, len(seeds), left)
+    said = (f"budget: {PROBE} steps of {len(runs)} runs timed after {t0 - started:.0f} s of start-up and one "
+            f"step (compile, warm-up): {step_s:.3f} s a step a seed; {left:,.0f} of {budget:,.0f} s left")
+    if not n:
+        sys.exit(f"error: {said}: not one step of one seed fits; raise --budget")
+    print(f"{said}: training seed{'s' * (n > 1)} {', '.join(map(str, seeds[:n]))}"
+          + (f" at {length:,} steps, fewer than {steps:,} (a reading: a shortened run)" if length < steps
+             else f" of {len(seeds)} at {steps:,} steps"))
+    return [str(s) for s in seeds[:n]], (["--steps", str(length)] if length < steps else [])
+
+
+def fitting(step_s, scoring_s, steps, seeds, left):
+    """(seeds, steps) that fit `left` seconds: a seed costs its steps (`step_s` each) and the scoring of
+    its milestones and test split (`scoring_s`: a record scored as a third of a step's record); seeds add
+    linearly (a reading: a device the study keeps busy). The most seeds at full length, else one seed
+    at the steps that fit; (0, 0) where not one step does."""
+    n = min(seeds, int(left // (steps * step_s + scoring_s)))
+    if n:
+        return n, steps
+    length = int((left - scoring_s) // step_s)
+    return (1, length) if length > 0 else (0, 0)
+
+
 def stop(run, step, what):
     """A non-finite loss: train.diverged's rule for one run of the study, without exiting. A run
     reported at its best milestone, with one, ends here; any other is left for a rerun (no final.json)."""
@@ -453,8 +513,8 @@ REFUSED = ("seed", "config", "corpus")   # given by CORPUS, CONFIGS and SEEDS
 
 
 def arguments(argv):
-    """(corpus, configurations, seeds, train.py options, --check) from the command line; an option
-    the arguments give (REFUSED) is refused in one line."""
+    """(corpus, configurations, seeds, train.py options, --check, --budget's seconds or 0) from the command
+    line; an option the arguments give (REFUSED) is refused in one line."""
     if len(argv) < 3:
         sys.exit('usage: python study.py CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]')
     corpus, configs, seeds = argv[0], argv[1].split(), argv[2].split()
@@ -467,7 +527,16 @@ def arguments(argv):
         if len(flag) == 1 and flag[0] in REFUSED:
             sys.exit(f"error: study.py takes --{flag[0]} from its arguments (CORPUS, CONFIGS, SEEDS); "
                      f"drop {o}")
-    return corpus, configs, seeds, [o for o in options if o != "--check"], "--check" in options
+    budget, rest, given = 0.0, [], iter(options)
+    for o in given:   # --budget SECONDS: study.py's own option, not train.py's
+        if o == "--budget" or o.startswith("--budget="):
+            value = o[9:] if o != "--budget" else next(given, "")
+            if not value.replace(".", "", 1).isdigit() or float(value) <= 0:
+                sys.exit(f"error: --budget takes the seconds the study may take, a number > 0, not {value!r}")
+            budget = float(value)
+        elif o != "--check":
+            rest.append(o)
+    return corpus, configs, seeds, rest, "--check" in options, budget
 
 
 def main(argv=None):
@@ -475,7 +544,8 @@ def main(argv=None):
     if "-h" in argv or "--help" in argv:
         print(__doc__)
         return []
-    corpus, configs, seeds, options, check_only = arguments(argv)
+    started = time.time()
+    corpus, configs, seeds, options, check_only, budget = arguments(argv)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         sys.exit("error: a study runs on one device; use train.py under torchrun for data parallel")
     machine.keep_freed_memory()
@@ -486,6 +556,9 @@ def main(argv=None):
         print("every run is finished")
         return []
     chunks = fits(runs)
+    if budget:   # the study's own first steps timed, then the seeds that fit, planned afresh
+        seeds, more = probed(runs, chunks, budget, started)
+        runs = plan_runs(corpus, configs, seeds, [*options, *more])
     if runs[0].cfg["resume"]:   # every checkpoint checked before anything is written
         for r in runs:
             restored(r)

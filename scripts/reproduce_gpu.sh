@@ -104,58 +104,17 @@ PY
 }
 
 study() {   # CORPUS SETTING "CONFIGS" [train.py options]: time, fit, train, score, tabulate
-  local corpus=$1 setting=$2 configs=$3 t1 seeds length
+  local corpus=$1 setting=$2 configs=$3
   shift 3
   local train=(--setting "$setting" --data "$W/data" --device "$DEVICE" $RECORDS "$@")
-  rm -rf "$W/probe" && t1=$(date +%s)
-  step "$LIMIT_PROBE" "probe: the study's first $PROBE_STEPS steps" "$W/probe.log" python study.py "$corpus" \
-    "$configs" 0 "${train[@]}" --steps "$PROBE_STEPS" --milestones 2 --out "$W/probe"
-  read -r seeds length < <(python - "$W/probe/$corpus" "$W/data/$corpus/meta.json" "$setting" "$(($(date +%s) - t1))" \
-    "$((T0 + STAGE_LIMIT - LIMIT_SCORE - $(date +%s)))" "$SEEDS_MAX" "$STEPS_MAX" "${LENGTH:-0}" "$configs" \
-    "$(sed -n 's/.*--milestones \([0-9]*\).*/\1/p' <<< "$RECORDS")" <<'PY'
-import glob, json, sys
-from treerope.settings import SETTINGS
-probe, meta, setting, wall, left, seeds_max, steps_max, length, configs, given_milestones = sys.argv[1:]
-log = [json.loads(x) for x in open(glob.glob(f"{probe}/*/seed0/log.jsonl")[0])]
-cfg = json.load(open(glob.glob(f"{probe}/*/seed0/config.json")[0]))["run"]
-a, b = log[0], log[-1]
-step_s = (b["elapsed"] - a["elapsed"]) / max(b["step"] - a["step"], 1)   # a step of the runs together (training alone)
-start = max(float(wall) - b["elapsed"] - b.get("val_elapsed", 0), 0)     # start-up: data, model, compile
-s = SETTINGS[setting]
-planned = s["steps"] or max(1, round(s["passes"] * max(json.load(open(meta))["splits"]["train"]["records"]
-                                                       // cfg["docs_per_step"], 1)))
-want = int(length) or planned
-# validation and the test split are forward passes, about a third of a training step per record
-val = step_s * cfg["val_docs"] / cfg["docs_per_step"] / 3
-test = step_s * (cfg["test_docs"] or 8192) / cfg["docs_per_step"] / 3
-milestones = min(int(given_milestones or 0) or s["milestones"], want)   # the probe's own are 2
-per_seed = want * step_s + milestones * val + test
-budget = float(left) - start               # evaluate.py and the tables have their own limit
-if budget < step_s + milestones * val + test:   # not one step and its scoring left
-    sys.exit(f"error: {budget:,.0f} s are left after the probe ({start:.0f} s of start-up, {step_s:.3f} s a step): "
-             "not one step fits; raise BUDGET")
-seeds = min(int(seeds_max), int(budget // per_seed))
-n = len(configs.split())
-whose = "the setting's" if not int(length) else \
-    f"the setting's length is {planned:,} step(s); this stage's reading is"
-why = (f"timed {b['step']} steps of {n} runs: {step_s:.3f} s a step after {start:.0f} s of start-up; {whose} "
-       f"{want:,} steps, about {per_seed:,.0f} s a seed; {budget:,.0f} s are left")
-steps = 0 if want == planned else want
-if seeds < 1:   # not one seed at full length: the most steps one seed can train, said as a reading
-    seeds, steps = 1, max(1, int((budget - milestones * val - test) // step_s))
-    why += f": one seed at {steps:,} steps, fewer than {want:,} (a reading: a shortened run)"
-if int(steps_max):
-    steps = min(steps or want, int(steps_max))
-    why += f"; --dry caps it at {seeds} seed of {steps} step"
-print(why + f". So: training seeds 0-{seeds - 1} at " + (f"{steps:,} steps" if steps else f"{want:,} steps"),
-      file=sys.stderr)
-print(seeds, steps)
-PY
-  )
-  [ -n "$seeds" ] || exit 1
-  step "$((T0 + STAGE_LIMIT - LIMIT_SCORE - $(date +%s)))" "the study: seeds 0-$((seeds - 1))" "$W/study.log" \
-    python study.py "$corpus" "$configs" "$(seq -s ' ' 0 $((seeds - 1)))" "${train[@]}" \
-    $([ "$length" != 0 ] && echo --steps "$length") --out "$W/runs"
+  local steps=${LENGTH:-0} seeds
+  [ "$STEPS_MAX" != 0 ] && steps=$STEPS_MAX   # --dry: its cap
+  # study.py --budget: the study's own first steps timed, then as many seeds as fit, said with why
+  step "$((T0 + STAGE_LIMIT - LIMIT_SCORE - $(date +%s)))" "the study: as many of seeds 0-$((SEEDS_MAX - 1)) as fit" \
+    "$W/study.log" python study.py "$corpus" "$configs" "$(seq -s ' ' 0 $((SEEDS_MAX - 1)))" "${train[@]}" \
+    $([ "$steps" != 0 ] && echo --steps "$steps") --out "$W/runs" \
+    --budget "$((T0 + STAGE_LIMIT - LIMIT_SCORE - MARGIN - $(date +%s)))"
+  seeds=$(ls -d "$W/runs/$corpus"/*/seed* | sed 's/.*seed//' | sort -u | wc -l)
   step "$LIMIT_SCORE" "evaluate.py on every run" /dev/null bash -c 'ls -d "$1"/*/seed* | xargs -P 4 -I{} sh -c \
     "python evaluate.py {} --max_docs $2 > {}/eval.log 2>&1 || { echo evaluate failed: {}; exit 1; }"' _ \
     "$W/runs/$corpus" "$EVAL_DOCS"
@@ -170,8 +129,8 @@ PY
     echo "$name, --setting $setting on $DEVICE, commit $(git rev-parse --short HEAD 2>/dev/null)"
     python analyze.py "$W/runs/$corpus" --finished 2>&1 || echo "analyze failed"
   } > "$OUT/${name}_table.md"
-  tar czf "$OUT/${name}_runs.tar.gz" --exclude='*.pt' --exclude='*.npz' -C "$W" runs probe data/"$corpus"/meta.json \
-    prepare.log probe.log study.log
+  tar czf "$OUT/${name}_runs.tar.gz" --exclude='*.pt' --exclude='*.npz' -C "$W" runs data/"$corpus"/meta.json \
+    prepare.log study.log
   echo "== $name: ${seeds} seed(s) of $configs, $(($(date +%s) - T0)) s in all; the table ($OUT/${name}_table.md):"
   cat "$OUT/${name}_table.md"
 }
@@ -216,7 +175,7 @@ hrope_table() {   # paper 004 Table 11 (25 M parameters, 5,000 steps of 16 x 1,0
 }
 
 table_plan() {   # DEVICE.md: 30,000 programs prepare in ~45 s; the rest of the call trains, then scores
-  plan prepare=$LIMIT_PREPARE probe=$LIMIT_PROBE "study=$((STAGE_LIMIT - LIMIT_PREPARE - LIMIT_PROBE - LIMIT_SCORE))" \
+  plan prepare=$LIMIT_PREPARE "study=$((STAGE_LIMIT - LIMIT_PREPARE - LIMIT_SCORE))" \
     "evaluate=$LIMIT_SCORE"
 }
 
@@ -238,7 +197,7 @@ study_bench() {   # M runs of the Python setting's model as one study beside M s
                                    "$W/src" "*.py")")
   prepare --setting python "${src[@]}"
   step "$LIMIT_BENCH" "bench.py study at M = $STUDY_SIZES" "$OUT/study_bench.txt" python bench.py study programs \
-    $STUDY_SIZES --setting python --data "$W/data" --val_docs=64 --test_docs=64 $RECORDS --steps=$BENCH_STEPS \
+    $STUDY_SIZES --reps=1 --setting python --data "$W/data" --val_docs=64 --test_docs=64 $RECORDS --steps=$BENCH_STEPS \
     --milestones=$BENCH_MILESTONES
 }
 
@@ -247,18 +206,18 @@ if [[ $TABLES == *" ${1:-none} "* ]]; then
   stage=$1 DRY=0 ARGS=()
   for a in "${@:2}"; do if [ "$a" = --dry ]; then DRY=1; else ARGS+=("$a"); fi; done
   if [ $DRY = 1 ]; then   # the sizes: a few steps of one record, one seed, a few source files, the CPU
-    DEVICE=cpu PROBE_STEPS=2 SEEDS_MAX=1 STEPS_MAX=1 WORKERS=2 EVAL_DOCS=2
+    DEVICE=cpu SEEDS_MAX=1 STEPS_MAX=1 WORKERS=2 EVAL_DOCS=2 MARGIN=20
     RECORDS="--docs_per_step 1 --val_docs 2 --test_docs 2 --milestones 1 --mb_tokens 1024" FEW=60 WORKBOOKS=40
     INTERPRET=1 ROTATION="" STUDY_SIZES="2 1" BENCH_STEPS=2 BENCH_MILESTONES=2
-    : "${STAGE_LIMIT:=900}" "${LIMIT_PREPARE:=240}" "${LIMIT_PROBE:=240}" "${LIMIT_SCORE:=180}" \
+    : "${STAGE_LIMIT:=900}" "${LIMIT_PREPARE:=240}" "${LIMIT_SCORE:=180}" \
       "${LIMIT_TESTS:=400}" "${LIMIT_ROTATION:=120}" "${LIMIT_BENCH:=600}"   # the CPU is slower
   else                    # the setting's own batch, records and milestones; as many seeds as fit
-    DEVICE=cuda PROBE_STEPS=${PROBE_STEPS:-20} SEEDS_MAX=${SEEDS_MAX:-10} STEPS_MAX=0
+    DEVICE=cuda SEEDS_MAX=${SEEDS_MAX:-10} STEPS_MAX=0 MARGIN=20
     WORKERS=16 EVAL_DOCS=${EVAL_DOCS:-512} RECORDS="" FEW=0 WORKBOOKS=600
     INTERPRET=0 ROTATION=262144 STUDY_SIZES="16 4 1" BENCH_STEPS=${BENCH_STEPS:-60} BENCH_MILESTONES=6
     # limits from DEVICE.md's figures (start-up ~30 s, 30,000 programs prepared in ~45 s, a cold compile
     # ~1.5 min a graph): a table stage 510 s (8.5 min), speed_check 170 s, study_bench 450 s
-    : "${STAGE_LIMIT:=510}" "${LIMIT_PREPARE:=120}" "${LIMIT_PROBE:=150}" "${LIMIT_SCORE:=60}" \
+    : "${STAGE_LIMIT:=510}" "${LIMIT_PREPARE:=120}" "${LIMIT_SCORE:=60}" \
       "${LIMIT_TESTS:=110}" "${LIMIT_ROTATION:=60}" "${LIMIT_BENCH:=330}"
   fi
   name=$stage${ARGS[0]:+_${ARGS[0]}}

@@ -1,8 +1,9 @@
 """Every one-call GPU stage of reproduce_gpu.sh dry-runs on CPU (`--dry`: the same code at toy size):
-it prepares, times, states its seeds, trains a study, evaluates, leaves exactly its three files under
-$OUT (log, table, runs tarball without checkpoints) and prints the paired table last, so a stage
-cannot fail on the device for a reason the CPU could have shown. Slow: a paper-size model trains a
-step on CPU. Run: python -m pytest -q -m slow tests/test_reproduce_gpu.py"""
+it prepares, times the study's own first steps and states its seeds (study.py --budget), trains them,
+evaluates, leaves exactly its three files under $OUT (log, table, runs tarball without checkpoints)
+and prints the paired table last, so a stage cannot fail on the device for a reason the CPU could have
+shown. Slow: a paper-size model trains a few steps on CPU.
+Run: python -m pytest -q -m slow tests/test_reproduce_gpu.py"""
 import os
 import subprocess
 import tarfile
@@ -36,7 +37,7 @@ def test_a_stage_dry_runs_to_its_table_and_three_files(args, tmp_path):
     assert sorted(os.listdir(out)) == [f"{name}.log", f"{name}_runs.tar.gz", f"{name}_table.md"]
     table = (out / f"{name}_table.md").read_text()
     assert run.stdout.rstrip().endswith(table.rstrip())                    # the table, printed last
-    assert "training seeds 0-0" in run.stdout and "--dry caps it" in run.stdout
+    assert "steps of" in run.stdout and "training seed 0 of 1 at 1 steps" in run.stdout   # study.py --budget
     for config in configs[1:]:                                             # a paired row per configuration
         assert any(config in line and line.startswith("|") for line in table.splitlines()), table
     with tarfile.open(out / f"{name}_runs.tar.gz") as tar:

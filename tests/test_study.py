@@ -451,3 +451,61 @@ def test_lanes_train_each_run_as_train_py_did(tiny_python, tmp_path, monkeypatch
     assert len(threads) >= 2 and threading.get_ident() not in threads
     for key, want in ECB659C.items():
         assert_matches(losses(out, *key), want)
+
+
+def test_the_benchmark_pairs_each_repetitions_paths(monkeypatch):
+    """`bench.py study --reps=3` alternates the paths and ends on the median of each repetition's own
+    ratio (planted rates; a study paired with another repetition's separate runs, or a mean, fails)."""
+    import subprocess
+
+    import bench
+    rates = iter([10.0, 10.0, 12.0, 8.0, 9.0, 10.0])       # study, separate: ratios 1.0, 1.5, 0.9
+    order = []
+
+    def ran(cmd, **kw):
+        order.append("study" if "study.py" in cmd else "separate")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+    monkeypatch.setattr(bench.subprocess, "run", ran)
+    monkeypatch.setattr(bench, "steady", lambda logs, one_clock: {"tokens/s": next(rates)})
+    rows = bench.study(sizes=(8,), reps=3, say=lambda r: None)
+    assert order == ["study", "separate"] * 3 and [r["rep"] for r in rows[:6]] == [1, 1, 2, 2, 3, 3]
+    assert rows[-1]["each"] == "1.000 1.500 0.900" and rows[-1]["median of reps"] == 1.0
+
+
+def test_a_budget_fits_seeds_then_steps_as_by_hand():
+    """study.fitting: a seed costs 100 steps of 2 s and 10 s of scoring (210 s). 1,000 s fit 4 seeds;
+    5,000 s the 10 asked for; 150 s not one seed, so one seed at (150 - 10) / 2 = 70 steps; 10 s nothing."""
+    assert study.fitting(2.0, 10.0, 100, 10, 1000.0) == (4, 100)
+    assert study.fitting(2.0, 10.0, 100, 10, 5000.0) == (10, 100)
+    assert study.fitting(2.0, 10.0, 100, 10, 150.0) == (1, 70)
+    assert study.fitting(2.0, 10.0, 100, 10, 10.0) == (0, 0)
+
+
+def test_a_budgeted_study_drops_its_timed_steps(tiny_python, tmp_path, capsys):
+    """--budget times the study's own first steps and, with room for every seed, trains them all from
+    their initial weights: the losses train.py recorded, not runs PROBE steps ahead."""
+    out = str(tmp_path)
+    study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL,
+                "--budget", "100000"])
+    assert "training seeds 0, 1 of 2 at 5 steps" in capsys.readouterr().out
+    for (config, seed), want in ECB659C.items():
+        assert_matches(losses(out, config, seed), want)
+
+
+def test_a_budget_for_fewer_seeds_trains_those_shortened_or_none(tiny_python, tmp_path, monkeypatch, capsys):
+    """Where one seed fits at 3 of its 5 steps, only seed 0's runs are written, each at 3 steps (a
+    reading, said); where not one step fits, the study is refused in one line and writes no run."""
+    out, args = str(tmp_path), ["python", "seq_only seq_depth", "0 1", "--data", tiny_python, *SMALL]
+    monkeypatch.setattr(study, "fitting", lambda *a: (1, 3))
+    study.main([*args, "--out", out, "--budget=50"])
+    assert "seed 0 at 3 steps, fewer than 5 (a reading: a shortened run)" in capsys.readouterr().out
+    assert sorted(os.listdir(os.path.join(out, "python", "seq_only"))) == ["seed0"]
+    assert json.load(open(os.path.join(out, "python", "seq_depth", "seed0", "final.json")))["step"] == 3
+    monkeypatch.setattr(study, "fitting", lambda *a: (0, 0))
+    with pytest.raises(SystemExit) as e:
+        study.main([*args, "--out", str(tmp_path / "none"), "--budget=50"])
+    assert "not one step of one seed fits; raise --budget" in str(e.value)
+    assert not (tmp_path / "none").exists()
+    for bad in ("--budget=0", "--budget=soon"):
+        with pytest.raises(SystemExit, match="--budget takes the seconds"):
+            study.main([*args, "--out", out, bad])
