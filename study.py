@@ -34,7 +34,6 @@ there once.
 """
 import concurrent.futures
 import contextlib
-import functools
 import io
 import json
 import math
@@ -201,12 +200,6 @@ def coordinates(runs, b, names, corpus, gens, depth_dropout):
     return C
 
 
-@functools.cache
-def compiled():
-    """The batched forward compiled once a process: --budget's study after its probe reuses its graphs."""
-    return torch.compile(forward)
-
-
 def fixed_rows(cfg):
     """Whether a study lays rows of the context (a compiled step's one shape; --pack's blocks) rather
     than a record a row, grouped by length (eager: no padding to the context, no attention mask)."""
@@ -237,7 +230,7 @@ class Study:
         self.T = self.mcfg.max_len
         self.fixed = fixed_rows(self.cfg)
         self.rows = max(1, self.cfg["mb_tokens"] // self.T)      # rows of one run in a fixed micro-batch
-        self.fwd = compiled() if self.cfg["compile"] else forward
+        self.fwd = torch.compile(forward) if self.cfg["compile"] else forward
         self.chunks = chunks                                     # the loss's pieces (fits)
         self.laid = {}                                           # evaluation's micro-batches, per split
         self.lanes = lanes(self.cfg, len(runs))

@@ -309,6 +309,17 @@ def test_a_run_stopping_early_leaves_one_graph_per_mode_and_its_state(tiny_pytho
     assert [len(losses(out, c, s)) for c, s in ECB659C] == [5, 5, 2, 5]
 
 
+def test_a_budgeted_compiled_study_reuses_its_probes_graphs(tiny_python, tmp_path, monkeypatch, capsys):
+    """--budget's timed steps compile the training graph; the study planned afresh after them, every
+    seed fitting, trains on it (dynamo's cache: the same function, backend and shapes): one training
+    and one evaluation graph in all, not a second training one."""
+    counters = compiled(monkeypatch)
+    study.main(["python", "seq_only seq_depth", "0", "--data", tiny_python, "--out", str(tmp_path),
+                *[a for a in SMALL if a != "--compile=0"], "--compile=1", "--steps=2", "--budget=100000"])
+    assert "training seed 0 of 1 at 2 steps" in capsys.readouterr().out
+    assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
+
+
 def test_the_hrope_recipe_compiles_without_a_graph_break(tiny_python, tmp_path, monkeypatch):
     """The hRoPE recipe's dropout 0.1 draws each run's masks from its own generator: drawn inside the
     compiled step, a generator breaks the graph ("Failed to convert args/kwargs to proxy")."""
