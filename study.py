@@ -398,7 +398,7 @@ def fitting(step_s, scoring_s, steps, seeds, left):
     its milestones and test split (`scoring_s`: a record scored as a third of a step's record); seeds add
     linearly (a reading: a device the study keeps busy). The most seeds at full length, else one seed
     at the steps that fit; (0, 0) where not one step does."""
-    n = min(seeds, int(left // (steps * step_s + scoring_s)))
+    n = max(0, min(seeds, int(left // (steps * step_s + scoring_s))))   # none where left < 0
     if n:
         return n, steps
     length = int((left - scoring_s) // step_s)

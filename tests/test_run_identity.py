@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 
 import pytest
@@ -205,21 +204,10 @@ def test_10_every_option_is_used_or_refused(tiny_python, tmp_path, capsys):
     with pytest.raises(SystemExit):
         prepare.main(["python", "--max_programs", "5", "--src", str(tmp_path), "--out", str(tmp_path / "d")])
     assert "--max_programs does not apply to the python corpus" in capsys.readouterr().err
-    # reproduce_gpu.sh's probe arithmetic with 24 s overspent: an error, no seeds to train
-    script = open(os.path.join(ROOT, "scripts", "reproduce_gpu.sh")).read()
-    probe = re.search(r"<<'PY'\n(import glob, json, sys\nfrom treerope.settings.*?)\nPY\n", script,
-                      re.S).group(1)
-    runs = tmp_path / "probe" / "code" / "flat" / "seed0"
-    os.makedirs(runs)
-    (runs / "log.jsonl").write_text("".join(json.dumps({"step": s, "elapsed": 0.5 * s, "val_elapsed": 0.1})
-                                            + "\n" for s in (1, 2)))
-    (runs / "config.json").write_text(json.dumps({"run": {"docs_per_step": 1, "val_docs": 2,
-                                                          "test_docs": 2}}))
-    (tmp_path / "meta.json").write_text(json.dumps({"splits": {"train": {"records": 10}}}))
-    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "probe" / "code"),
-                           str(tmp_path / "meta.json"), "hrope_code", "30", "-24", "1", "1", "0", "flat", ""],
-                          cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode != 0 and done.stdout == "" and "raise BUDGET" in done.stderr, done.stderr
+    # the table stages' budget overspent (study.py --budget): refused in one line, no run written
+    one_line(lambda: study.main(["python", "seq_only", "0", *args(tiny_python, tmp_path), "--budget=0.001"]),
+             "not one step of one seed fits; raise --budget")
+    assert not os.path.exists(tmp_path / "python")
 
 
 # ---------------------------------------------------------------------------- tracebacks ----

@@ -485,11 +485,13 @@ def test_the_benchmark_pairs_each_repetitions_paths(monkeypatch):
 
 def test_a_budget_fits_seeds_then_steps_as_by_hand():
     """study.fitting: a seed costs 100 steps of 2 s and 10 s of scoring (210 s). 1,000 s fit 4 seeds;
-    5,000 s the 10 asked for; 150 s not one seed, so one seed at (150 - 10) / 2 = 70 steps; 10 s nothing."""
+    5,000 s the 10 asked for; 150 s not one seed, so one seed at (150 - 10) / 2 = 70 steps; 10 s
+    nothing, nor -24 s (the start-up overspent the budget)."""
     assert study.fitting(2.0, 10.0, 100, 10, 1000.0) == (4, 100)
     assert study.fitting(2.0, 10.0, 100, 10, 5000.0) == (10, 100)
     assert study.fitting(2.0, 10.0, 100, 10, 150.0) == (1, 70)
     assert study.fitting(2.0, 10.0, 100, 10, 10.0) == (0, 0)
+    assert study.fitting(2.0, 10.0, 100, 10, -24.0) == (0, 0)                # the budget overspent
 
 
 def test_a_budgeted_study_drops_its_timed_steps(tiny_python, tmp_path, capsys):
