@@ -298,7 +298,7 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["study"]:
         cuda, args = torch.cuda.is_available(), sys.argv[2:]
         given = [a[7:] for a in args if a.startswith("--reps=")]
-        if not all(r.isdigit() and int(r) > 0 for r in given):
+        if not all(r.isdecimal() and int(r) > 0 for r in given):
             sys.exit("error: --reps takes a whole number ≥ 1")
         reps = int(given[-1]) if given else 1 if cuda else 3        # a GPU's call has room for one
         args = [a for a in args if not a.startswith("--reps=")]

@@ -53,16 +53,22 @@ from treerope.files import owned
 from treerope.runs import read_config, trained_otherwise
 
 
-def fits(runs):
-    """The pieces the loss is computed in (a GiB of logits at most), after the study's memory estimate
-    (machine.study_bytes) is said; refused in one line, before anything is written, where it exceeds
-    the device's memory (a context of 100,000 tokens, too many runs)."""
+def memory(runs):
+    """(bytes a step of `runs` as one study needs (machine.study_bytes), bytes the device has or None,
+    the pieces the loss is computed in: a GiB of logits at most)."""
     cfg, c, M = runs[0].cfg, runs[0].mcfg, len(runs)
-    rows, T, dev = max(1, cfg["mb_tokens"] // c.max_len), c.max_len, cfg["device"]
+    rows, T = max(1, cfg["mb_tokens"] // c.max_len), c.max_len
     chunks = max(1, math.ceil(M * rows * T * c.vocab_size * 12 / 2 ** 30))
     need = machine.study_bytes(M, rows, T, c.n_layer, c.n_embd, c.n_head, c.vocab_size,
                                runs[0].model.num_params(), cfg["bf16"], chunks)
-    have = machine.device_bytes(dev)
+    return need, machine.device_bytes(cfg["device"]), chunks
+
+
+def fits(runs):
+    """The loss's pieces, after the study's memory estimate is said; refused in one line, before anything
+    is written, where it exceeds the device's memory (a context of 100,000 tokens, too many runs)."""
+    (need, have, chunks), c, dev = memory(runs), runs[0].mcfg, runs[0].cfg["device"]
+    rows, T, M = max(1, runs[0].cfg["mb_tokens"] // c.max_len), c.max_len, len(runs)
     print(f"memory: about {need / 2 ** 30:,.1f} GiB a step of the {(have or 0) / 2 ** 30:,.1f} GiB on {dev} "
           f"(machine.study_bytes); the loss in {chunks} piece{'s' * (chunks > 1)}")
     if have and need > 0.9 * have:
@@ -71,6 +77,23 @@ def fits(runs):
                  f"over 0.9 of the {have / 2 ** 30:,.1f} GiB on {dev}; train fewer seeds or configurations "
                  "a study, or lower --max_len or --mb_tokens")
     return chunks
+
+
+def held(runs):
+    """--budget: the runs of the most seeds (from the first) whose study the device's memory holds (at
+    least the first seed's, which `fits` then refuses where even they do not fit)."""
+    seeds = sorted({r.cfg["seed"] for r in runs})
+    for n in range(len(seeds), 1, -1):
+        kept = [r for r in runs if r.cfg["seed"] in seeds[:n]]
+        need, have, _ = memory(kept)
+        if not have or need <= 0.9 * have:
+            break
+    else:
+        kept = [r for r in runs if r.cfg["seed"] == seeds[0]]
+    if len(kept) < len(runs):
+        print(f"budget: the device's memory holds {len(kept)} of the {len(runs)} runs: seeds "
+              f"{seeds[0]}-{kept[-1].cfg['seed']} of {len(seeds)} (machine.study_bytes)")
+    return kept
 
 
 # --------------------------------------------------------------------------- the runs ----
@@ -374,6 +397,7 @@ def probed(runs, chunks, budget, started):
             r.opt.zero_grad(set_to_none=True)
             r.step += 1
         total.tolist()                                         # the device has finished the step
+    first = time.time()
     stepped()
     t0 = time.time()
     for _ in range(PROBE):
@@ -381,10 +405,15 @@ def probed(runs, chunks, budget, started):
     seeds, cfg, steps = sorted({r.cfg["seed"] for r in runs}), runs[0].cfg, max(r.steps for r in runs)
     step_s = (time.time() - t0) / PROBE / len(seeds)          # one seed's runs, one step
     records = len(runs[0].milestones) * cfg["val_docs"] + (cfg["test_docs"] or len(runs[0].test_ids))
-    left = budget - (time.time() - started)
-    n, length = fitting(step_s, step_s / 3 * records / cfg["docs_per_step"], steps, len(seeds), left)
+    scoring, compile_s = step_s / 3 * records / cfg["docs_per_step"], (t0 - first) * bool(cfg["compile"])
+    left = budget - (time.time() - started) - compile_s       # compiled: the evaluation graph still to come
+    n, length = fitting(step_s, scoring, steps, len(seeds), left)
+    if compile_s and (n, length) != (len(seeds), steps):       # fewer runs: the training graph compiled again
+        left -= compile_s
+        n, length = fitting(step_s, scoring, steps, len(seeds), left)
     said = (f"budget: {PROBE} steps of {len(runs)} runs timed after {t0 - started:.0f} s of start-up and one "
-            f"step (compile, warm-up): {step_s:.3f} s a step a seed; {left:,.0f} of {budget:,.0f} s left")
+            f"step (compile, warm-up): {step_s:.3f} s a step a seed; {left:,.0f} of {budget:,.0f} s left"
+            + (f", {compile_s:.0f} s kept for each graph still to compile" if compile_s else ""))
     if not n:
         sys.exit(f"error: {said}: not one step of one seed fits; raise --budget")
     print(f"{said}: training seed{'s' * (n > 1)} {', '.join(map(str, seeds[:n]))}"
@@ -524,7 +553,7 @@ def arguments(argv):
     for o in given:   # --budget SECONDS: study.py's own option, not train.py's
         if o == "--budget" or o.startswith("--budget="):
             value = o[9:] if o != "--budget" else next(given, "")
-            if not value.replace(".", "", 1).isdigit() or float(value) <= 0:
+            if not value.replace(".", "", 1).isdecimal() or not 0 < float(value) < math.inf:
                 sys.exit(f"error: --budget takes the seconds the study may take, a number > 0, not {value!r}")
             budget = float(value)
         elif o != "--check":
@@ -548,10 +577,11 @@ def main(argv=None):
     if not runs:
         print("every run is finished")
         return []
-    chunks = fits(runs)
-    if budget:   # the study's own first steps timed, then the seeds that fit, planned afresh
-        seeds, more = probed(runs, chunks, budget, started)
+    if budget:   # the seeds memory holds, their study's own first steps timed, those that fit planned afresh
+        runs = held(runs)
+        seeds, more = probed(runs, fits(runs), budget, started)
         runs = plan_runs(corpus, configs, seeds, [*options, *more])
+    chunks = fits(runs)
     if runs[0].cfg["resume"]:   # every checkpoint checked before anything is written
         for r in runs:
             restored(r)

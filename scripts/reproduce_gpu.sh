@@ -113,7 +113,7 @@ study() {   # CORPUS SETTING "CONFIGS" [train.py options]: time, fit, train, sco
   step "$((T0 + STAGE_LIMIT - LIMIT_SCORE - $(date +%s)))" "the study: as many of seeds 0-$((SEEDS_MAX - 1)) as fit" \
     "$W/study.log" python study.py "$corpus" "$configs" "$(seq -s ' ' 0 $((SEEDS_MAX - 1)))" "${train[@]}" \
     $([ "$steps" != 0 ] && echo --steps "$steps") --out "$W/runs" \
-    --budget "$((T0 + STAGE_LIMIT - LIMIT_SCORE - MARGIN - $(date +%s)))"
+    --budget "$(b=$((T0 + STAGE_LIMIT - LIMIT_SCORE - MARGIN - $(date +%s))); echo $((b > 0 ? b : 1)))"   # spent: "raise --budget"
   seeds=$(ls -d "$W/runs/$corpus"/*/seed* | sed 's/.*seed//' | sort -u | wc -l)
   step "$LIMIT_SCORE" "evaluate.py on every run" /dev/null bash -c 'ls -d "$1"/*/seed* | xargs -P 4 -I{} sh -c \
     "python evaluate.py {} --max_docs $2 > {}/eval.log 2>&1 || { echo evaluate failed: {}; exit 1; }"' _ \

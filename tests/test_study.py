@@ -318,6 +318,11 @@ def test_a_budgeted_compiled_study_reuses_its_probes_graphs(tiny_python, tmp_pat
                 *[a for a in SMALL if a != "--compile=0"], "--compile=1", "--steps=2", "--budget=100000"])
     assert "training seed 0 of 1 at 2 steps" in capsys.readouterr().out
     assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
+    calls = []                       # fewer than asked: the time of a second training compile kept too
+    monkeypatch.setattr(study, "fitting", lambda *a: (calls.append(a[-1]), (1, 1))[1])
+    study.main(["python", "seq_only seq_depth", "0", "--data", tiny_python, "--out", str(tmp_path / "short"),
+                *[a for a in SMALL if a != "--compile=0"], "--compile=1", "--steps=2", "--budget=100000"])
+    assert len(calls) == 2 and 0 < calls[0] - calls[1] < 100, calls
 
 
 def test_the_hrope_recipe_compiles_without_a_graph_break(tiny_python, tmp_path, monkeypatch):
@@ -503,6 +508,20 @@ def test_a_budgeted_study_drops_its_timed_steps(tiny_python, tmp_path, capsys):
     assert "training seeds 0, 1 of 2 at 5 steps" in capsys.readouterr().out
     for (config, seed), want in ECB659C.items():
         assert_matches(losses(out, config, seed), want)
+
+
+def test_a_budget_probes_only_the_seeds_memory_holds(tiny_python, tmp_path, monkeypatch, capsys):
+    """A device that holds one seed's runs but not two: --budget probes and trains seed 0 alone, said,
+    where `fits` would refuse the whole study (a table stage asks for ten seeds)."""
+    runs = study.plan_runs("python", ["seq_only", "seq_depth"], ["0", "1"],
+                           ["--data", tiny_python, "--out", str(tmp_path / "plan"), *SMALL])
+    one, two = study.memory(runs[:2])[0], study.memory(runs)[0]
+    monkeypatch.setattr(study.machine, "device_bytes", lambda device: (one + two) / 2 / 0.9)
+    out = str(tmp_path / "out")
+    study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL,
+                "--budget=100000"])
+    assert "memory holds 2 of the 4 runs: seeds 0-0 of 2" in capsys.readouterr().out
+    assert sorted(os.listdir(os.path.join(out, "python", "seq_depth"))) == ["seed0"]
 
 
 def test_a_budget_for_fewer_seeds_trains_those_shortened_or_none(tiny_python, tmp_path, monkeypatch, capsys):
