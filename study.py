@@ -83,13 +83,11 @@ def held(runs):
     """--budget: the runs of the most seeds (from the first) whose study the device's memory holds (at
     least the first seed's, which `fits` then refuses where even they do not fit)."""
     seeds = sorted({r.cfg["seed"] for r in runs})
-    for n in range(len(seeds), 1, -1):
+    for n in range(len(seeds), 0, -1):
         kept = [r for r in runs if r.cfg["seed"] in seeds[:n]]
         need, have, _ = memory(kept)
-        if not have or need <= 0.9 * have:
+        if n == 1 or not have or need <= 0.9 * have:
             break
-    else:
-        kept = [r for r in runs if r.cfg["seed"] == seeds[0]]
     if len(kept) < len(runs):
         print(f"budget: the device's memory holds {len(kept)} of the {len(runs)} runs: seeds "
               f"{seeds[0]}-{kept[-1].cfg['seed']} of {len(seeds)} (machine.study_bytes)")
@@ -392,9 +390,7 @@ def probed(runs, chunks, budget, started):
     def stepped():
         total = study.step(runs)[0]
         for r in runs:
-            torch.nn.utils.clip_grad_norm_(r.model.parameters(), 1.0)
-            r.opt.step()
-            r.opt.zero_grad(set_to_none=True)
+            optimised(r)
             r.step += 1
         total.tolist()                                         # the device has finished the step
     first = time.time()
@@ -470,6 +466,13 @@ def checked(runs, sent):
             r.loss = loss                  # the latest step's loss: its milestone logs it
 
 
+def optimised(run):
+    """A run's update from its step's gradients: its own clip at 1.0, then its own AdamW."""
+    torch.nn.utils.clip_grad_norm_(run.model.parameters(), 1.0)
+    run.opt.step()
+    run.opt.zero_grad(set_to_none=True)
+
+
 def trained(study):
     """Step every unfinished run until each ends (its steps, an early stop, or a non-finite loss).
     No step waits for the device: its losses are read a step later, or at a milestone."""
@@ -485,9 +488,7 @@ def trained(study):
             if r.done:   # stopped: weights, optimizer moments and step left as they are
                 r.opt.zero_grad(set_to_none=True)
                 continue
-            torch.nn.utils.clip_grad_norm_(r.model.parameters(), 1.0)   # each run its own clip
-            r.opt.step()
-            r.opt.zero_grad(set_to_none=True)
+            optimised(r)
             r.tokens_seen += n
             r.flops = [a + b for a, b in zip(r.flops, f)]
             r.step, r.elapsed = r.step + 1, now          # the study's training time, as train.py's
