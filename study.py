@@ -13,9 +13,10 @@ Both papers work with dozens of small runs (the appendix: 4.7M parameters, 5-20 
 configuration), and one small run leaves a GPU idle: here the runs share every kernel, their
 weights stacked along a leading run dimension. Each run stays the run train.py would train (its
 losses to float rounding, tests/test_study.py): its seed's initial weights (train.build_model), its
-own batches in train.py's order (train.step_records), its own rotary table, clipping at 1.0, lr, early
-stop and non-finite stop, its own milestones on the same validation records, and random draws from
-generators of its own (with dropout or depth dropout not train.py's draws: REFERENCE.md "A study").
+own batches in train.py's order (train.step_records), its own rotary table, clipping at 1.0 and AdamW
+(made for all runs at once: treerope/batched.py), lr, early stop and non-finite stop, its own
+milestones on the same validation records, and random draws from generators of its own (with
+dropout or depth dropout not train.py's draws: REFERENCE.md "A study").
 The early-stop rule is train.py's, but its outcome is not covered by "to float rounding": where two
 validation losses tie within rounding, a study's run can stop at another milestone than train.py's
 (and from there differ by more; tests/test_study.py). Every run's folder ends as train.py writes it
@@ -47,7 +48,7 @@ import torch
 import rotary
 import train
 from treerope import machine
-from treerope.batched import Dropout, forward, handed, stacked
+from treerope.batched import Dropout, adamw_runs, clip_runs, forward, handed, stacked
 from treerope.batches import DEPTH_READERS, coords_for, fill_blocks, pack
 from treerope.files import owned
 from treerope.runs import read_config, trained_otherwise
@@ -389,8 +390,8 @@ def probed(runs, chunks, budget, started):
 
     def stepped():
         total = study.step(runs)[0]
+        optimised(runs, runs)
         for r in runs:
-            optimised(r)
             r.step += 1
         total.tolist()                                         # the device has finished the step
     first = time.time()
@@ -466,11 +467,15 @@ def checked(runs, sent):
             r.loss = loss                  # the latest step's loss: its milestone logs it
 
 
-def optimised(run):
-    """A run's update from its step's gradients: its own clip at 1.0, then its own AdamW."""
-    torch.nn.utils.clip_grad_norm_(run.model.parameters(), 1.0)
-    run.opt.step()
-    run.opt.zero_grad(set_to_none=True)
+def optimised(runs, stepped):
+    """The `stepped` runs' updates from their step's gradients, all at once: each one's clip at 1.0, then
+    its AdamW (batched.clip_runs, batched.adamw_runs); then every run's gradients dropped (a stopped run
+    keeps its weights, moments and step)."""
+    if stepped:
+        clip_runs([r.model for r in stepped])
+        adamw_runs([r.opt for r in stepped])
+    for r in runs:
+        r.opt.zero_grad(set_to_none=True)
 
 
 def trained(study):
@@ -484,11 +489,10 @@ def trained(study):
         now = time.time() - t0 - paused
         sent = (sent_to_host(total), [None if r.done else r.step for r in study.runs])
         at_milestone = []
+        optimised(study.runs, [r for r in study.runs if not r.done])
         for r, n, f in zip(study.runs, n_tok, flops):
             if r.done:   # stopped: weights, optimizer moments and step left as they are
-                r.opt.zero_grad(set_to_none=True)
                 continue
-            optimised(r)
             r.tokens_seen += n
             r.flops = [a + b for a, b in zip(r.flops, f)]
             r.step, r.elapsed = r.step + 1, now          # the study's training time, as train.py's

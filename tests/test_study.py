@@ -395,6 +395,48 @@ def test_the_fused_head_is_the_head_in_pieces_and_weighted_per_run():
     assert low.dtype == torch.float32 and torch.allclose(low, want, atol=0.1, rtol=0.05)
 
 
+def test_the_runs_update_at_once_as_each_run_updates_alone(monkeypatch):
+    """clip_runs + adamw_runs are, run by run, torch's clip_grad_norm_(1.0) then the run's own
+    AdamW.step(): weights, moments and step counts equal over two steps, the state as step() writes it
+    (train.py resumes from it). A run over the clip (norm 6, planted) is scaled to 1 and one under it
+    (0.5) is not; a norm taken over all runs, or a run's lr or decay given to another, fails here.
+    Runs sharing their hyperparameters share one call: 4 calls for 2 sets of lr x (decay, none)."""
+    def run(lr, wd, n_bias):
+        torch.manual_seed(n_bias)
+        model = torch.nn.Sequential(torch.nn.Linear(5, 2, bias=False), *map(torch.nn.LayerNorm, [3] * n_bias))
+        return model, torch.optim.AdamW(train.param_groups(model, wd), lr=lr, betas=(0.9, 0.95), fused=True)
+    ours, theirs = [[run(0.1, 0.1, 1), run(0.1, 0.1, 1), run(0.3, 0.5, 2)] for _ in range(2)]
+    for (a, _), (b, _) in zip(ours, theirs):
+        b.load_state_dict(a.state_dict())
+    calls, adamw = [], batched.adamw
+    monkeypatch.setattr(batched, "adamw", lambda *a, **k: calls.append(k["lr"]) or adamw(*a, **k))
+    for step in range(2):
+        for i, (model, _) in enumerate(ours):
+            for p in model.parameters():       # run 0: all 1.5, norm 6 over 16 values; run 1: norm 0.5
+                p.grad = torch.full_like(p, 1.5 if i == 0 else 0.125) if i < 2 else torch.randn_like(p)
+        for (a, _), (b, _) in zip(ours, theirs):
+            for p, q in zip(a.parameters(), b.parameters()):
+                q.grad = p.grad.clone()
+        assert sum(p.grad.square().sum() for p in ours[0][0].parameters()).sqrt() == pytest.approx(6.0)
+        batched.clip_runs([m for m, _ in ours])
+        assert ours[0][0][0].weight.grad.tolist() == [[pytest.approx(1.5 / 6)] * 5] * 2   # scaled to norm 1
+        assert (ours[1][0][0].weight.grad == 0.125).all()                    # under 1: as it was
+        batched.adamw_runs([o for _, o in ours])
+        for model, opt in theirs:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+        for (a, oa), (b, ob) in zip(ours, theirs):
+            for p, q in zip(a.parameters(), b.parameters()):
+                assert torch.allclose(p, q, rtol=0, atol=1e-7)
+            mine, torchs = oa.state_dict()["state"], ob.state_dict()["state"]
+            assert mine.keys() == torchs.keys()
+            for k in torchs:
+                for name, t in torchs[k].items():
+                    assert mine[k][name].dtype == t.dtype and mine[k][name].device == t.device
+                    assert torch.allclose(mine[k][name], t, rtol=0, atol=1e-7)
+    assert calls == [0.1, 0.1, 0.3, 0.3] * 2
+
+
 def test_a_study_too_large_for_the_device_is_refused(tiny_python, tmp_path, monkeypatch):
     monkeypatch.setattr(machine, "device_bytes", lambda device: 2 ** 20)   # a 1 MiB device
     with pytest.raises(SystemExit, match="would need about .* GiB a step .*; train fewer seeds"):

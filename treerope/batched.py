@@ -6,6 +6,7 @@ import os
 
 import torch
 import torch.nn.functional as F
+from torch.optim.adamw import adamw
 from torch.utils.checkpoint import checkpoint
 
 import rotary
@@ -25,6 +26,46 @@ def handed(W, models):
         for k, p in model.named_parameters():
             if k in W:
                 p.grad = W[k].grad[m]
+
+
+@torch.no_grad()
+def clip_runs(models, max_norm=1.0):
+    """Each run's clip_grad_norm_(max_norm) at once: every gradient's norm in one call, each run's norm
+    of its norms (torch's total) and its scale on the device, with no wait for it."""
+    grads = [[p.grad for p in m.parameters() if p.grad is not None] for m in models]
+    width, pad = max(map(len, grads)), grads[0][0].new_zeros(1)    # pad: a norm of 0 (runs differ in count)
+    norms = torch._foreach_norm([g for gs in grads for g in gs + [pad] * (width - len(gs))])
+    total = torch.linalg.vector_norm(torch.stack(norms).view(len(grads), width), dim=1)
+    for gs, scale in zip(grads, (max_norm / (total + 1e-6)).clamp(max=1.0)):
+        torch._foreach_mul_(gs, scale)
+
+
+ADAMW = ("lr", "betas", "eps", "weight_decay", "maximize", "foreach", "capturable", "differentiable", "fused")
+
+
+@torch.no_grad()
+def adamw_runs(optimizers):
+    """Each run's AdamW step (train.setup's: no amsgrad) at once: torch's own update (its functional
+    form), one call per set of hyperparameters the runs share (lr: one schedule at one step), the moments
+    and step kept in each run's optimizer as its own step() keeps them (checkpoints as train.py's)."""
+    shared = {}
+    for opt in optimizers:
+        for g in opt.param_groups:
+            for p in (p for p in g["params"] if p.grad is not None):
+                state = opt.state[p]
+                if not state:      # torch's lazy start: fused or capturable, the step on the device
+                    on = p.device if g["fused"] or g["capturable"] else "cpu"
+                    state.update(step=torch.zeros((), dtype=torch.float32, device=on),
+                                 exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+                lists = shared.setdefault(tuple(g[k] for k in ADAMW), ([], [], [], [], []))
+                for at, t in zip(lists, (p, p.grad, state["exp_avg"], state["exp_avg_sq"], state["step"])):
+                    at.append(t)
+    for key, (params, grads, exp_avgs, exp_avg_sqs, steps) in shared.items():
+        h = dict(zip(ADAMW, key))
+        adamw(params, grads, exp_avgs, exp_avg_sqs, [], steps, foreach=h["foreach"],
+              capturable=h["capturable"], differentiable=h["differentiable"], fused=h["fused"],
+              amsgrad=False, beta1=h["betas"][0], beta2=h["betas"][1], lr=h["lr"],
+              weight_decay=h["weight_decay"], eps=h["eps"], maximize=h["maximize"])
 
 
 def layer_norm(x, w):
