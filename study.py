@@ -585,7 +585,8 @@ def main(argv=None):
     if budget:   # the seeds memory holds, their study's own first steps timed, those that fit planned afresh
         runs = held(runs)
         seeds, more = probed(runs, fits(runs), budget, started)
-        runs = plan_runs(corpus, configs, seeds, [*options, *more])
+        with contextlib.redirect_stdout(io.StringIO()) if not more else contextlib.nullcontext():
+            runs = plan_runs(corpus, configs, seeds, [*options, *more])   # said once, unless shortened
     chunks = fits(runs)
     if runs[0].cfg["resume"]:   # every checkpoint checked before anything is written
         for r in runs:

@@ -547,7 +547,9 @@ def test_a_budgeted_study_drops_its_timed_steps(tiny_python, tmp_path, capsys):
     out = str(tmp_path)
     study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL,
                 "--budget", "100000"])
-    assert "training seeds 0, 1 of 2 at 5 steps" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "training seeds 0, 1 of 2 at 5 steps" in said
+    assert said.count("values:") == said.count("precision:") == 1    # the plan said once, not re-said
     for (config, seed), want in ECB659C.items():
         assert_matches(losses(out, config, seed), want)
 
