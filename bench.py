@@ -1,8 +1,8 @@
 """Benchmarks (not tests).
     python bench.py rotation [TOKENS ...]   # a study's rotation: eager, compile, Triton (64k..512k tokens)
     python bench.py train [DATA] [STEPS] [REPS]   # train.py's loop beside a bare loop
-    python bench.py study [CORPUS] [M ...] [--reps=R] [--train.py options]   # M runs batched beside M
-                                     processes, alternating R times (3 on CPU, 1 on a GPU)
+    python bench.py study [CORPUS] [M ...] [--reps=R] [--study_only] [--train.py options]   # M runs
+                                     batched beside M processes, alternating R times (3 on CPU, 1 on a GPU)
 """
 import glob
 import json
@@ -214,7 +214,8 @@ def training(data_dir="data/web", steps=300, reps=3):
     return {**medians, "milestone_share": statistics.median(shares)}
 
 
-def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options=(), reps=1, say=print):
+def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options=(), reps=1, say=print,
+          paths=("study", "separate")):
     """Aggregate training throughput of M runs (seq_only and seq_depth over seeds 0, 1, ...) trained
     as one batched study (study.py, every thread torch has) beside the same runs as separate processes
     (sweep.sh, `jobs` at a time, one thread each), in this one invocation, largest M first, each row
@@ -226,14 +227,15 @@ def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options
     at each record's length (model.flops; MFU against machine.PEAK_FLOPS on CUDA), hardware FLOPs
     executed (padding, masked attention) beside them. With `reps` > 1 the two paths alternate `reps` times
     and a last row gives the median of the repetitions' ratios (study ÷ separate): a machine whose speed
-    drifts between runs minutes apart moves both paths of a repetition alike."""
+    drifts between runs minutes apart moves both paths of a repetition alike. `paths` ("study",): the
+    study alone (a GPU's compiled study, its MFU: compiling M separate processes would not fit a call)."""
     rows = []
     for M, rep in ((M, rep) for M in sizes for rep in range(1, reps + 1)):
         configs = ["seq_only", "seq_depth"] if M > 1 else ["seq_only"]
         seeds = [str(s) for s in range(max(1, M // 2))]
         args = [corpus, " ".join(configs), " ".join(seeds), str(jobs), f"--steps={steps}",
                 f"--milestones={milestones}", *options]
-        for path in ("study", "separate"):
+        for path in paths:
             with tempfile.TemporaryDirectory() as out:
                 env = {**os.environ, "OUT": out, **({"OMP_NUM_THREADS": "1"} if path == "separate" else {})}
                 cmd = [sys.executable, "study.py", *args, "--out", out] if path == "study" else \
@@ -253,7 +255,7 @@ def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options
                 row["graphs"] = graphs[-1].split()[1]
             rows.append(row)
             say(row)
-        if reps > 1 and rep == reps:   # the repetitions' ratios, study ÷ separate, and their median
+        if reps > 1 and rep == reps and len(paths) == 2:   # the repetitions' ratios, study ÷ separate
             pairs = zip(rows[-2 * reps::2], rows[-2 * reps + 1::2])
             ratios = [a["tokens/s"] / b["tokens/s"] for a, b in pairs]
             rows.append({"M": M, "path": "study / separate", "median of reps": statistics.median(ratios),
@@ -279,9 +281,12 @@ def steady(logs, one_clock):
             union += max(0.0, e - max(s, end))
             end = max(end, e)
         seconds = sum(trained) / (sum(e - s for s, e in opened) / union)
+    steps = min(y["step"] - x["step"] for x, y in zip(a, b))
     out = {"tokens/s": d["tokens"] / seconds, "GFLOP/s": d["flops"] / seconds / 1e9,
            "GFLOP/s executed": d["flops_executed"] / seconds / 1e9,
-           "warm-up s": max(x["elapsed"] for x in a)}
+           "warm-up s": max(x["elapsed"] for x in a),
+           "window": f"{steps} steps {seconds:.1f} s" + (" (short: < 100 steps and < 30 s)" if steps < 100
+                                                         and seconds < 30 else "")}
     if torch.cuda.is_available():
         out["MFU"], out["HFU"] = (d[k] / seconds / machine.PEAK_FLOPS for k in ("flops", "flops_executed"))
     return out
@@ -297,6 +302,8 @@ if __name__ == "__main__":
               f"{100 * r['milestone_share']:.1f}% of its wall), {torch.get_num_threads()} threads")
     elif sys.argv[1:2] == ["study"]:
         cuda, args = torch.cuda.is_available(), sys.argv[2:]
+        paths = ("study",) if "--study_only" in args else ("study", "separate")
+        args = [a for a in args if a != "--study_only"]
         given = [a[7:] for a in args if a.startswith("--reps=")]
         if not all(r.isdecimal() and int(r) > 0 for r in given):
             sys.exit("error: --reps takes a whole number ≥ 1")
@@ -309,7 +316,7 @@ if __name__ == "__main__":
         print(f"bench.py study on {where}, {torch.get_num_threads()} threads; precision and compile: "
               f"{machine.precision('cuda' if cuda else 'cpu')}", flush=True)
         study(words[0] if words else "web", tuple(sorted(sizes, reverse=True)), jobs=8 if cuda else 2,
-              options=args[cut:], reps=reps, say=lambda r: print("  ".join(
+              options=args[cut:], reps=reps, paths=paths, say=lambda r: print("  ".join(
                   f"{k} {v:,.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()), flush=True))
     elif sys.argv[1:2] == ["rotation"]:
         # 8 runs of T = 1,024 on CUDA; on CPU a smoke test of the same code at a tiny size (interpreter)
@@ -322,4 +329,5 @@ if __name__ == "__main__":
         rotation(sizes, M, T, **kw, say=lambda r: print_rotation(r, M, T, "bf16" if torch.cuda.is_available()
                                                                  else "fp32"))
     else:
-        sys.exit("usage: python bench.py rotation [TOKENS ...] | train [DATA] [STEPS] [REPS] | study [M ...]")
+        sys.exit("usage: python bench.py rotation [TOKENS ...] | train [DATA] [STEPS] [REPS] | "
+                 "study [CORPUS] [M ...] [--reps=R] [--study_only] [train.py options]")

@@ -379,11 +379,12 @@ class Study:
 PROBE = 3   # --budget: steps timed after the first (compile, warm-up)
 
 
-def probed(runs, chunks, budget, started):
+def probed(runs, configs, chunks, budget, started):
     """--budget: the study's own first steps, every seed asked for at once, in this process (the first
     compiles; PROBE more are timed), then the seeds that fit `budget` seconds from `started` (`fitting`),
-    said with why. Returns those seeds and the options that shorten them; main plans their runs afresh
-    at their initial weights (the timed steps are dropped: each run stays the one train.py trains)."""
+    said with why (shortened: the first seed whose `configs` runs are all unbegun). Returns those seeds
+    and the options that shorten them; main plans their runs afresh at their initial weights (the
+    timed steps are dropped: each run stays the one train.py trains)."""
     for r in runs:
         r.step, r.done = 0, False
     study = Study(runs, chunks)
@@ -413,6 +414,13 @@ def probed(runs, chunks, budget, started):
             + (f", {compile_s:.0f} s kept for each graph still to compile" if compile_s else ""))
     if not n:
         sys.exit(f"error: {said}: not one step of one seed fits; raise --budget")
+    if length < steps:   # a shortened run pairs with none of the full length: a seed with no run begun
+        begun = {r.cfg["seed"] for r in runs if os.path.exists(os.path.join(r.out_dir, "ckpt.pt"))}
+        seeds = [s for s in seeds if s not in begun and sum(r.cfg["seed"] == s for r in runs) == configs]
+        if not seeds:
+            sys.exit(f"error: {said}: {length:,} of a seed's {steps:,} steps fit, and every seed left has "
+                     f"runs begun or finished at {steps:,} steps (a shortened one would not pair with them); "
+                     "raise --budget")
     print(f"{said}: training seed{'s' * (n > 1)} {', '.join(map(str, seeds[:n]))}"
           + (f" at {length:,} steps, fewer than {steps:,} (a reading: a shortened run)" if length < steps
              else f" of {len(seeds)} at {steps:,} steps"))
@@ -584,7 +592,7 @@ def main(argv=None):
         return []
     if budget:   # the seeds memory holds, their study's own first steps timed, those that fit planned afresh
         runs = held(runs)
-        seeds, more = probed(runs, fits(runs), budget, started)
+        seeds, more = probed(runs, len(configs), fits(runs), budget, started)
         with contextlib.redirect_stdout(io.StringIO()) if not more else contextlib.nullcontext():
             runs = plan_runs(corpus, configs, seeds, [*options, *more])   # said once, unless shortened
     chunks = fits(runs)

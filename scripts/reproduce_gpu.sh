@@ -3,11 +3,12 @@
 #   bash scripts/reproduce_gpu.sh speed_check   the fused rotation and a study on the device (tests), then
 #        `bench.py rotation` at 256k tokens: kernels alone and end to end against a copy (issue goals:
 #        Triton >= 50% of the copy, faster than compile end to end); at most 170 s
-#   bash scripts/reproduce_gpu.sh study_bench   M = 16, 4, 1 runs of the Python setting's model (6 layers, d 256,
-#        2 heads, context 1,024, 64 records a step) as one study beside M processes: aggregate tokens/s
-#        and MFU by nanoGPT's count at true record lengths (issue goal: >= 20% at M >= 16); at most 450 s
-# One window (DEVICE.md: 15 minutes from the request): ~60 s start-up + speed_check 170 s + study_bench
-# 450 s = 680 s, leaving 220 s to rerun the shorter. Each step of every stage runs under `timeout`
+#   bash scripts/reproduce_gpu.sh study_bench   16 runs of the Python setting's model (6 layers, d 256, 2 heads,
+#        context 1,024, 64 records a step) as one compiled study: tokens/s and MFU by nanoGPT's count at
+#        true record lengths (issue goal: >= 20% at M >= 16); then M = 16, 1 eager as one study beside M
+#        processes (the ratio); at most 510 s, its estimate printed first
+# One window (DEVICE.md: 15 minutes from the request): ~30 s start-up + speed_check 170 s + study_bench
+# 510 s = 710 s, leaving 190 s to rerun the shorter. Each step of every stage runs under `timeout`
 # (the plan, printed first, names each limit); what a step printed stays in $OUT/STAGE.log as it comes;
 # a step that fails or overruns ends the stage non-zero, named in its last line. `nvidia-smi dmon`
 # samples the card into $OUT/dmon_STAGE.txt where it exists.
@@ -44,8 +45,8 @@ setup_machine() {   # DEVICE.md: the GPU machine has no `python` (a wrapper keep
   if command -v nvidia-smi >/dev/null; then   # utilisation every 2 s while the stage runs
     nvidia-smi dmon -s um -d 2 > "$OUT/dmon_$name.txt" 2>&1 &
     DMON=$!
-    trap 'kill $DMON 2>/dev/null' EXIT
   fi
+  trap finish EXIT
   echo "== $name on $DEVICE$([ $DRY = 1 ] && echo ' (--dry: toy sizes)'), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null)"
 }
 
@@ -66,6 +67,17 @@ plan() {   # the stage's plan, printed first: each step's limit and their sum ag
   local sum=0 x
   for x in "$@"; do sum=$((sum + ${x##*=})); done
   echo "plan: ${*//=/ <= } s; $sum s in all (a call runs at most 600 s$([ $DRY = 1 ] && echo '; --dry: CPU limits'))"
+}
+
+finish() {   # on any exit, an overrun's too: the sampler stopped, a table stage's runs kept as far as they got
+  [ -n "${DMON:-}" ] && kill "$DMON" 2>/dev/null
+  [ -d "$W/runs" ] && kept
+}
+
+kept() {   # the runs (every JSON and log, no checkpoints), the data's counts and the logs, under $OUT
+  local have=() p
+  for p in runs "data/${CORPUS:-}/meta.json" prepare.log study.log; do [ -e "$W/$p" ] && have+=("$p"); done
+  tar czf "$OUT/${name}_runs.tar.gz" --exclude='*.pt' --exclude='*.npz' -C "$W" "${have[@]}"
 }
 
 few() {   # DIR DEST GLOB: --dry's $FEW smallest such files of DIR copied to DEST (on the GPU: DIR itself)
@@ -103,8 +115,9 @@ print(f"data: {m['documents']:,} documents, {m['tokens']:,} tokens, records "
 PY
 }
 
-study() {   # CORPUS SETTING "CONFIGS" [train.py options]: time, fit, train, score, tabulate
+study() {   # CORPUS SETTING "CONFIGS" [train.py options]: time, fit, train, tabulate, score, tabulate
   local corpus=$1 setting=$2 configs=$3
+  CORPUS=$corpus
   shift 3
   local train=(--setting "$setting" --data "$W/data" --device "$DEVICE" $RECORDS "$@")
   local steps=${LENGTH:-0} seeds
@@ -115,10 +128,18 @@ study() {   # CORPUS SETTING "CONFIGS" [train.py options]: time, fit, train, sco
     $([ "$steps" != 0 ] && echo --steps "$steps") --out "$W/runs" \
     --budget "$(b=$((T0 + STAGE_LIMIT - LIMIT_SCORE - MARGIN - $(date +%s))); echo $((b > 0 ? b : 1)))"   # spent: "raise --budget"
   seeds=$(ls -d "$W/runs/$corpus"/*/seed* | sed 's/.*seed//' | sort -u | wc -l)
-  step "$LIMIT_SCORE" "evaluate.py on every run" /dev/null bash -c 'ls -d "$1"/*/seed* | xargs -P 4 -I{} sh -c \
-    "python evaluate.py {} --max_docs $2 > {}/eval.log 2>&1 || { echo evaluate failed: {}; exit 1; }"' _ \
-    "$W/runs/$corpus" "$EVAL_DOCS"
-  {   # the table says what it is: its stage, seeds, length and device, and SYNTHETIC data as such
+  tabulated "$corpus" "$setting" && kept   # the paired table (final.json's losses), kept before scoring
+  step "$LIMIT_SCORE" "evaluate.py on every run (the per-kind tables)" /dev/null bash -c 'ls -d "$1"/*/seed* \
+    | xargs -P "$3" -I{} sh -c "python evaluate.py {} --max_docs $2 > {}/eval.log 2>&1 || \
+    { echo evaluate failed: {}; exit 1; }"' _ "$W/runs/$corpus" "$EVAL_DOCS" "$EVAL_JOBS"
+  tabulated "$corpus" "$setting" && kept
+  echo "== $name: ${seeds} seed(s) of $configs, $(($(date +%s) - T0)) s in all; the table ($OUT/${name}_table.md):"
+  cat "$OUT/${name}_table.md"
+}
+
+tabulated() {   # CORPUS SETTING: $OUT's table, saying what it is: stage, seeds, length, device, SYNTHETIC data
+  local corpus=$1 setting=$2
+  {
     python - "$W/data/$corpus/meta.json" "$W/runs/$corpus" <<'PY'
 import glob, json, sys
 meta, runs = json.load(open(sys.argv[1])), glob.glob(f"{sys.argv[2]}/*/seed*/final.json")
@@ -129,10 +150,6 @@ PY
     echo "$name, --setting $setting on $DEVICE, commit $(git rev-parse --short HEAD 2>/dev/null)"
     python analyze.py "$W/runs/$corpus" --finished 2>&1 || echo "analyze failed"
   } > "$OUT/${name}_table.md"
-  tar czf "$OUT/${name}_runs.tar.gz" --exclude='*.pt' --exclude='*.npz' -C "$W" runs data/"$corpus"/meta.json \
-    prepare.log study.log
-  echo "== $name: ${seeds} seed(s) of $configs, $(($(date +%s) - T0)) s in all; the table ($OUT/${name}_table.md):"
-  cat "$OUT/${name}_table.md"
 }
 
 python_table() {   # appendix §4 "Python": every program of the standard library and the packages
@@ -189,16 +206,29 @@ speed_check() {   # the fused rotation and the study on the device, then the rot
     "$OUT/rotation.txt" env TRITON_INTERPRET=$INTERPRET python bench.py rotation $ROTATION
 }
 
-study_bench() {   # M runs of the Python setting's model as one study beside M separate processes
-  local src=()
-  # DEVICE.md: prepare ~45 s; a compile ~1.5 min a graph; rows come largest M first, each as measured
-  plan prepare=$LIMIT_PREPARE bench=$LIMIT_BENCH
+study_bench() {   # the Python setting's model: M runs as one compiled study (MFU), then eager beside M processes
+  local src=() bench=(--reps=1 --setting python --data "$W/data" --val_docs=64 --test_docs=64 $RECORDS
+                      --steps=$BENCH_STEPS --milestones=$BENCH_MILESTONES)
+  plan prepare=$LIMIT_PREPARE compiled=$LIMIT_COMPILED eager=$LIMIT_BENCH
+  estimate
   [ $DRY = 1 ] && src=(--src "$(few "$(python -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')" \
                                    "$W/src" "*.py")")
   prepare --setting python "${src[@]}"
-  step "$LIMIT_BENCH" "bench.py study at M = $STUDY_SIZES" "$OUT/study_bench.txt" python bench.py study programs \
-    $STUDY_SIZES --reps=1 --setting python --data "$W/data" --val_docs=64 --test_docs=64 $RECORDS --steps=$BENCH_STEPS \
-    --milestones=$BENCH_MILESTONES
+  # compiling M separate processes would not fit a call: the compiled study is timed alone, its MFU the row
+  step "$LIMIT_COMPILED" "1. bench.py study at M = $MFU_SIZE, compiled, the study alone" "$OUT/study_bench.txt" \
+    python bench.py study programs $MFU_SIZE --study_only "${bench[@]}"
+  step "$LIMIT_BENCH" "2. bench.py study at M = $STUDY_SIZES, eager, beside M processes" "$OUT/study_bench.txt" \
+    python bench.py study programs $STUDY_SIZES --compile=0 "${bench[@]}"
+}
+
+estimate() {   # study_bench's time from DEVICE.md's figures (start-up ~30 s; 30,000 programs prepared in ~45 s;
+  # one eager run ~119,000 tokens/s; 2.79 M tokens in those programs: ~93 a record, 64 records a step) and
+  # two not yet timed there (a reading): a process starts in ~10 s, a graph compiles in ~90 s
+  local step_s=$((BENCH_STEPS * 64 * 93 / 119000)) m=${MFU_SIZE} eager=0 M
+  for M in $STUDY_SIZES; do eager=$((eager + 10 + step_s + ((M + 7) / 8) * (10 + step_s))); done
+  echo "estimate: prepare ~45 s; compiled study ~$((10 + 2 * 90 + step_s)) s (start, 2 graphs, $BENCH_STEPS steps" \
+    "of $m runs at no less than $m runs' rate); eager at M = $STUDY_SIZES ~$eager s (a study, then M" \
+    "processes 8 at a time); with start-up ~30 s and speed_check <= $((LIMIT_TESTS + LIMIT_ROTATION)) s"
 }
 
 TABLES=" python_table web_table sheets_table hrope_table speed_check study_bench "
@@ -208,17 +238,19 @@ if [[ $TABLES == *" ${1:-none} "* ]]; then
   if [ $DRY = 1 ]; then   # the sizes: a few steps of one record, one seed, a few source files, the CPU
     DEVICE=cpu SEEDS_MAX=1 STEPS_MAX=1 WORKERS=2 EVAL_DOCS=2 MARGIN=20
     RECORDS="--docs_per_step 1 --val_docs 2 --test_docs 2 --milestones 1 --mb_tokens 1024" FEW=60 WORKBOOKS=40
-    INTERPRET=1 ROTATION="" STUDY_SIZES="2 1" BENCH_STEPS=2 BENCH_MILESTONES=2
-    : "${STAGE_LIMIT:=900}" "${LIMIT_PREPARE:=240}" "${LIMIT_SCORE:=180}" \
-      "${LIMIT_TESTS:=400}" "${LIMIT_ROTATION:=120}" "${LIMIT_BENCH:=600}"   # the CPU is slower
+    INTERPRET=1 ROTATION="" MFU_SIZE=2 STUDY_SIZES="2 1" BENCH_STEPS=2 BENCH_MILESTONES=2 EVAL_JOBS=2
+    : "${STAGE_LIMIT:=900}" "${LIMIT_PREPARE:=240}" "${LIMIT_SCORE:=180}" "${LIMIT_TESTS:=400}" \
+      "${LIMIT_ROTATION:=120}" "${LIMIT_COMPILED:=300}" "${LIMIT_BENCH:=600}"   # the CPU is slower
   else                    # the setting's own batch, records and milestones; as many seeds as fit
     DEVICE=cuda SEEDS_MAX=${SEEDS_MAX:-10} STEPS_MAX=0 MARGIN=20
     WORKERS=16 EVAL_DOCS=${EVAL_DOCS:-512} RECORDS="" FEW=0 WORKBOOKS=600
-    INTERPRET=0 ROTATION=262144 STUDY_SIZES="16 4 1" BENCH_STEPS=${BENCH_STEPS:-60} BENCH_MILESTONES=6
-    # limits from DEVICE.md's figures (start-up ~30 s, 30,000 programs prepared in ~45 s, a cold compile
-    # ~1.5 min a graph): a table stage 510 s (8.5 min), speed_check 170 s, study_bench 450 s
-    : "${STAGE_LIMIT:=510}" "${LIMIT_PREPARE:=120}" "${LIMIT_SCORE:=60}" \
-      "${LIMIT_TESTS:=110}" "${LIMIT_ROTATION:=60}" "${LIMIT_BENCH:=330}"
+    INTERPRET=0 ROTATION=262144 MFU_SIZE=16 STUDY_SIZES="16 1" BENCH_STEPS=${BENCH_STEPS:-120} BENCH_MILESTONES=6
+    EVAL_JOBS=8   # bench's steady window: milestone 1 to 6, 100 steps; evaluate.py: 8 processes of 16 cores
+    # limits from DEVICE.md's figures (start-up ~30 s, 30,000 programs prepared in ~45 s, the kernel's tests
+    # 26 s) and study_bench's estimate (printed): a table stage 510 s (8.5 min), speed_check 170 s, study_bench
+    # 510 s (~30 + 170 + 510 = 710 s of the 900 s window: room to rerun speed_check)
+    : "${STAGE_LIMIT:=510}" "${LIMIT_PREPARE:=120}" "${LIMIT_SCORE:=90}" "${LIMIT_TESTS:=110}" \
+      "${LIMIT_ROTATION:=60}" "${LIMIT_COMPILED:=240}" "${LIMIT_BENCH:=150}"
   fi
   name=$stage${ARGS[0]:+_${ARGS[0]}}
   OUT=${OUT:-out/gpu} W=${WORK:-out/$name}   # W: data and runs (ignored; a warm machine keeps it)

@@ -53,15 +53,37 @@ def test_a_stage_dry_runs_to_its_table_and_three_files(args, tmp_path):
 @pytest.mark.slow
 def test_the_speed_stages_dry_run_to_their_files(tmp_path):
     """speed_check runs the kernel's and the study's tests and the rotation benchmark; study_bench
-    prepares the Python setting and benchmarks 1 and 2 runs batched beside separate processes."""
+    prepares the Python setting, times 2 runs as one study alone, then 2 and 1 runs batched beside
+    separate processes, its estimate printed before any step."""
     for stage, files, said in (("speed_check", ["rotation.txt", "speed_check.log"], "passed"),
-                               ("study_bench", ["study_bench.log", "study_bench.txt"], "path separate")):
+                               ("study_bench", ["study_bench.log", "study_bench.txt"], "M 1  path separate")):
         out = tmp_path / stage
         env = {**os.environ, "OUT": str(out), "WORK": str(tmp_path / f"work_{stage}"), "OMP_NUM_THREADS": "1"}
         run = subprocess.run(["bash", "scripts/reproduce_gpu.sh", stage, "--dry"], cwd=ROOT, env=env,
                              capture_output=True, text=True, timeout=900)
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         assert sorted(os.listdir(out)) == files and said in run.stdout, run.stdout[-3000:]
+    rows = [line for line in (out / "study_bench.txt").read_text().splitlines() if line.startswith("M ")]
+    assert [r.split("  ")[:2] for r in rows] == [["M 2", "path study"], ["M 2", "path study"],
+                                                 ["M 2", "path separate"], ["M 1", "path study"],
+                                                 ["M 1", "path separate"]]
+    assert run.stdout.index("estimate: prepare ~45 s") < run.stdout.index("-- prepare")
+
+
+@pytest.mark.slow
+def test_a_benchmark_killed_at_its_limit_keeps_the_rows_it_finished(tmp_path):
+    """study_bench --dry with the eager comparison's limit planted at 2 s: the compiled study's row,
+    measured first, is in $OUT/study_bench.txt; the stage exits non-zero, naming the step it lost."""
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "WORK": str(tmp_path / "work"), "OMP_NUM_THREADS": "1",
+           "LIMIT_BENCH": "2"}
+    run = subprocess.run(["bash", "scripts/reproduce_gpu.sh", "study_bench", "--dry"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode != 0
+    rows = (out / "study_bench.txt").read_text()
+    assert "M 2  path study  runs 2  tokens/s" in rows and "path separate" not in rows
+    last = (out / "study_bench.log").read_text().rstrip().splitlines()[-1]
+    assert last.startswith("== study_bench FAILED at: 2. bench.py study") and "ran past its 2 s limit" in last
 
 
 @pytest.mark.slow
@@ -78,3 +100,24 @@ def test_a_step_past_its_limit_ends_the_stage_named_with_its_rows_kept(tmp_path)
     assert " passed" in log and "plan: tests <= " in log.splitlines()[1]
     assert log.rstrip().splitlines()[-1].startswith("== speed_check FAILED at: 2. a study's rotation")
     assert "ran past its 2 s limit" in log.rstrip().splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_a_table_stage_past_its_scoring_limit_keeps_its_table_and_runs(tmp_path):
+    """python_table --dry with evaluate.py's limit planted at 2 s: the paired table (final.json's
+    losses) and the runs tarball were written before scoring, so they are in $OUT; the stage exits
+    non-zero, naming the scoring step."""
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "WORK": str(tmp_path / "work"), "OMP_NUM_THREADS": "1",
+           "LIMIT_SCORE": "2"}
+    run = subprocess.run(["bash", "scripts/reproduce_gpu.sh", "python_table", "--dry"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode != 0
+    assert sorted(os.listdir(out)) == ["python_table.log", "python_table_runs.tar.gz",
+                                       "python_table_table.md"]
+    table = (out / "python_table_table.md").read_text().splitlines()
+    assert any("seq_depth" in line and line.startswith("|") for line in table)
+    with tarfile.open(out / "python_table_runs.tar.gz") as tar:
+        assert "runs/programs/seq_depth/seed0/final.json" in tar.getnames()
+    last = (out / "python_table.log").read_text().rstrip().splitlines()[-1]
+    assert last.startswith("== python_table FAILED at: evaluate.py on every run") and "2 s limit" in last

@@ -530,6 +530,61 @@ def test_the_benchmark_pairs_each_repetitions_paths(monkeypatch):
     assert rows[-1]["each"] == "1.000 1.500 0.900" and rows[-1]["median of reps"] == 1.0
 
 
+def test_the_benchmarks_window_is_each_runs_first_milestone_to_its_last():
+    """bench.steady on planted logs. The study's runs share one clock: 2 runs of 300 and 500 tokens over
+    windows of 8 and 10 training seconds read 800 / 10 = 80 tokens/s. Separate runs open over wall
+    times 0-10 and 5-15 ran 20 s of windows in 15 s (concurrency 4/3): 18 training seconds count as
+    13.5, 800 / 13.5 tokens/s. Warm-up before the window is reported apart; a window of under 100
+    steps and 30 s says so. Counting from step 0 (warm-up in), or assuming perfect overlap, fails."""
+    import bench
+
+    def log(first, last):   # (step, tokens, elapsed, time) at the first and last milestone
+        return [dict(zip(("step", "tokens", "elapsed", "time"), e), flops=e[1] * 10, flops_executed=e[1] * 12)
+                for e in (first, last)]
+    runs = [log((10, 100, 4.0, 0.0), (110, 400, 12.0, 10.0)),
+            log((10, 200, 5.0, 5.0), (110, 700, 15.0, 15.0))]
+    together = bench.steady(runs, one_clock=True)
+    assert together["tokens/s"] == pytest.approx(80.0) and together["GFLOP/s"] == pytest.approx(800 / 1e9)
+    assert together["warm-up s"] == 5.0 and together["window"] == "100 steps 10.0 s"
+    apart = bench.steady(runs, one_clock=False)
+    assert apart["tokens/s"] == pytest.approx(800 / 13.5)
+    assert apart["GFLOP/s executed"] == pytest.approx(9600 / 13.5 / 1e9)
+    short = bench.steady([log((10, 0, 1.0, 0.0), (60, 50, 9.0, 9.0))], one_clock=True)
+    assert short["window"] == "50 steps 8.0 s (short: < 100 steps and < 30 s)"
+
+
+def test_the_benchmark_can_time_the_study_alone(monkeypatch):
+    """--study_only (a GPU's compiled study, its MFU): no separate process is started, no ratio said."""
+    import subprocess
+
+    import bench
+    order = []
+    monkeypatch.setattr(bench.subprocess, "run", lambda cmd, **kw: order.append(cmd[1]) or
+                        subprocess.CompletedProcess(cmd, 0, "compiled: 2 graphs, 0 graph breaks", ""))
+    monkeypatch.setattr(bench, "steady", lambda logs, one_clock: {"tokens/s": 1.0})
+    rows = bench.study(sizes=(16, 1), reps=2, say=lambda r: None, paths=("study",))
+    assert order == ["study.py"] * 4 and [r["path"] for r in rows] == ["study"] * 4
+    assert rows[0]["graphs"] == "2"
+
+
+def test_the_benchmark_says_each_row_as_it_is_measured(tiny_python):
+    """bench.py study's rows reach a pipe as each is measured: the M = 2 row is read while M = 1 still
+    trains, and killed then (as `timeout` kills it), the process leaves that row said (a row buffered
+    until the end arrives with M = 1's or not at all)."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cmd = [sys.executable, "bench.py", "study", "python", "2", "1", "--study_only", "--reps=1", "--data",
+           tiny_python, *SMALL]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}   # a pipe: Python buffers
+    with subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          text=True) as p:
+        said = [p.stdout.readline() for _ in range(2)]          # the header, then M = 2's row
+        p.kill()
+        rest = p.stdout.read()
+    assert said[1].startswith("M 2  path study  runs 2  tokens/s") and "M 1" not in rest
+
+
 def test_a_budget_fits_seeds_then_steps_as_by_hand():
     """study.fitting: a seed costs 100 steps of 2 s and 10 s of scoring (210 s). 1,000 s fit 4 seeds;
     5,000 s the 10 asked for; 150 s not one seed, so one seed at (150 - 10) / 2 = 70 steps; 10 s
@@ -570,13 +625,22 @@ def test_a_budget_probes_only_the_seeds_memory_holds(tiny_python, tmp_path, monk
 
 def test_a_budget_for_fewer_seeds_trains_those_shortened_or_none(tiny_python, tmp_path, monkeypatch, capsys):
     """Where one seed fits at 3 of its 5 steps, only seed 0's runs are written, each at 3 steps (a
-    reading, said); where not one step fits, the study is refused in one line and writes no run."""
+    reading, said), or the first seed none of whose runs began (one at 5 steps would not pair), or none;
+    where not one step fits, the study is refused in one line and writes no run."""
     out, args = str(tmp_path), ["python", "seq_only seq_depth", "0 1", "--data", tiny_python, *SMALL]
     monkeypatch.setattr(study, "fitting", lambda *a: (1, 3))
     study.main([*args, "--out", out, "--budget=50"])
     assert "seed 0 at 3 steps, fewer than 5 (a reading: a shortened run)" in capsys.readouterr().out
     assert sorted(os.listdir(os.path.join(out, "python", "seq_only"))) == ["seed0"]
     assert json.load(open(os.path.join(out, "python", "seq_depth", "seed0", "final.json")))["step"] == 3
+    begun = str(tmp_path / "begun")        # seed 0's seq_only finished at 5 steps: seed 1 is shortened
+    study.main(["python", "seq_only", "0", "--data", tiny_python, *SMALL, "--out", begun])
+    study.main([*args, "--out", begun, "--budget=50"])
+    assert "seed 1 at 3 steps, fewer than 5" in capsys.readouterr().out
+    assert not os.path.exists(os.path.join(begun, "python", "seq_depth", "seed0"))
+    with pytest.raises(SystemExit, match="every seed left has runs begun or finished at 5 steps"):
+        study.main(["python", "seq_only seq_depth", "0", "--data", tiny_python, *SMALL, "--out", begun,
+                    "--budget=50"])
     monkeypatch.setattr(study, "fitting", lambda *a: (0, 0))
     with pytest.raises(SystemExit) as e:
         study.main([*args, "--out", str(tmp_path / "none"), "--budget=50"])
