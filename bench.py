@@ -3,6 +3,7 @@
     python bench.py train [DATA] [STEPS] [REPS]   # train.py's loop beside a bare loop
     python bench.py study [CORPUS] [M ...] [--reps=R] [--study_only] [--train.py options]   # M runs
                                      batched beside M processes, alternating R times (3 on CPU, 1 on a GPU)
+    python bench.py update [M ...]   # a study's clip and AdamW: run by run, and all runs at once
 """
 import glob
 import json
@@ -22,7 +23,7 @@ if not torch.cuda.is_available():   # on CPU the Triton kernel runs in triton's 
 import rotary  # noqa: E402  (after TRITON_INTERPRET: rotary.py's kernels are made when it is imported)
 import train  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
-from treerope import machine  # noqa: E402
+from treerope import batched, machine  # noqa: E402
 from treerope.batches import Split, pack  # noqa: E402
 from treerope.prepared import corpus_stats  # noqa: E402
 from treerope.settings import MODELS, SCALES  # noqa: E402
@@ -264,6 +265,39 @@ def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options
     return rows
 
 
+def update(sizes=(8, 16), reps=30, say=print):
+    """A study's update of M cpu-preset runs (planted gradients), each run's clip_grad_norm_ and
+    AdamW.step() in turn beside batched.clip_runs + adamw_runs: the median of `reps` interleaved timings
+    (synchronised) and the operators each calls in one update (torch.profiler; on a GPU, launches)."""
+    cfg = GPTConfig(**MODELS["cpu"], vocab_size=8192, configuration="seq_depth", corpus="web")
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    sync = torch.cuda.synchronize if dev == "cuda" else lambda: None
+    for M in sizes:
+        models = [GPT(cfg).to(dev) for _ in range(M)]
+        opts = [torch.optim.AdamW(train.param_groups(m, 0.1), lr=1e-3, betas=(0.9, 0.95), fused=True)
+                for m in models]
+        paths = {"each run": lambda: [(torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0), o.step())
+                                      for m, o in zip(models, opts)],
+                 "at once": lambda: (batched.clip_runs(models), batched.adamw_runs(opts))}
+        times, ops = {k: [] for k in paths}, {}
+        for _ in range(reps):
+            for k, f in paths.items():
+                for m in models:
+                    for p in m.parameters():
+                        p.grad = torch.randn_like(p)
+                sync()
+                t0 = time.perf_counter()
+                f()
+                sync()
+                times[k].append(time.perf_counter() - t0)
+        for k, f in paths.items():
+            with torch.profiler.profile() as prof:
+                f()
+            ops[k] = sum(e.key.startswith("aten::") and e.cpu_parent is None for e in prof.events())
+        say(f"M {M}: " + "; ".join(f"{k} {statistics.median(times[k]) * 1e3:.2f} ms, {ops[k]} operators"
+                                   for k in paths), flush=True)
+
+
 def steady(logs, one_clock):
     """Rates over each run's steady window (first milestone to last) from its log: tokens/s, model
     and executed FLOP/s (MFU and HFU on CUDA), and the warm-up before it (seconds of training time)."""
@@ -318,6 +352,8 @@ if __name__ == "__main__":
         study(words[0] if words else "web", tuple(sorted(sizes, reverse=True)), jobs=8 if cuda else 2,
               options=args[cut:], reps=reps, paths=paths, say=lambda r: print("  ".join(
                   f"{k} {v:,.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()), flush=True))
+    elif sys.argv[1:2] == ["update"]:
+        update(tuple(int(a) for a in sys.argv[2:]) or (8, 16))
     elif sys.argv[1:2] == ["rotation"]:
         # 8 runs of T = 1,024 on CUDA; on CPU a smoke test of the same code at a tiny size (interpreter)
         M, T, kw = (8, 1024, {}) if torch.cuda.is_available() else (2, 16, {"sizes": (64,), "reps": 2})
@@ -330,4 +366,4 @@ if __name__ == "__main__":
                                                                  else "fp32"))
     else:
         sys.exit("usage: python bench.py rotation [TOKENS ...] | train [DATA] [STEPS] [REPS] | "
-                 "study [CORPUS] [M ...] [--reps=R] [--study_only] [train.py options]")
+                 "update [M ...] | study [CORPUS] [M ...] [--reps=R] [--study_only] [train.py options]")

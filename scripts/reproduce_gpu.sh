@@ -228,7 +228,8 @@ estimate() {   # study_bench's time from DEVICE.md's figures (start-up ~30 s; 30
   for M in $STUDY_SIZES; do eager=$((eager + 10 + step_s + ((M + 7) / 8) * (10 + step_s))); done
   echo "estimate: prepare ~45 s; compiled study ~$((10 + 2 * 90 + step_s)) s (start, 2 graphs, $BENCH_STEPS steps" \
     "of $m runs at no less than $m runs' rate); eager at M = $STUDY_SIZES ~$eager s (a study, then M" \
-    "processes 8 at a time); with start-up ~30 s and speed_check <= $((LIMIT_TESTS + LIMIT_ROTATION)) s"
+    "processes 8 at a time); with start-up ~30 s and speed_check <= $((LIMIT_TESTS + LIMIT_ROTATION)) s" \
+    "$([ $DRY = 1 ] && echo '(--dry: the GPU figures at toy sizes)')"
 }
 
 TABLES=" python_table web_table sheets_table hrope_table speed_check study_bench "

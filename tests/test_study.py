@@ -585,6 +585,19 @@ def test_the_benchmark_says_each_row_as_it_is_measured(tiny_python):
     assert said[1].startswith("M 2  path study  runs 2  tokens/s") and "M 1" not in rest
 
 
+def test_the_update_benchmark_counts_fewer_operators_at_once():
+    """bench.py update: run by run, the operators grow with the runs (a clip and an AdamW step each); at
+    once, by one gradient scale a run (a per-run AdamW call or norm left in adamw_runs or clip_runs fails)."""
+    import re
+
+    import bench
+    said = []
+    bench.update((3, 6), reps=1, say=lambda line, flush: said.append(line))
+    counts = [[int(n) for n in re.findall(r"(\d+) operators", line)] for line in said]
+    (each3, once3), (each6, once6) = counts
+    assert each6 == 2 * each3 and once3 < each3 / 2 and once6 - once3 <= 3   # + one scale a run
+
+
 def test_a_budget_fits_seeds_then_steps_as_by_hand():
     """study.fitting: a seed costs 100 steps of 2 s and 10 s of scoring (210 s). 1,000 s fit 4 seeds;
     5,000 s the 10 asked for; 150 s not one seed, so one seed at (150 - 10) / 2 = 70 steps; 10 s
