@@ -23,16 +23,22 @@ STAGES = {   # stage arguments: (name of its files, corpus, the configurations i
 }
 
 
+def dry(args, tmp_path, **limits):
+    """`bash scripts/reproduce_gpu.sh ARGS --dry` with its own $OUT and $WORK under tmp_path (and any
+    limit planted): (the finished process, $OUT)."""
+    out, work = tmp_path / f"out_{args[0]}", tmp_path / f"work_{args[0]}"
+    env = {**os.environ, "OUT": str(out), "WORK": str(work), "OMP_NUM_THREADS": "1", **limits}
+    return subprocess.run(["bash", "scripts/reproduce_gpu.sh", *args, "--dry"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900), out
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("args", list(STAGES), ids=["_".join(a) for a in STAGES])
 def test_a_stage_dry_runs_to_its_table_and_three_files(args, tmp_path):
     name, corpus, configs = STAGES[args]
     if not PAGES and corpus in ("web", "prose"):
         pytest.skip("needs python3-doc's pages")
-    out = tmp_path / "out"
-    env = {**os.environ, "OUT": str(out), "WORK": str(tmp_path / "work"), "OMP_NUM_THREADS": "1"}
-    run = subprocess.run(["bash", "scripts/reproduce_gpu.sh", *args, "--dry"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=900)
+    run, out = dry(args, tmp_path)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert sorted(os.listdir(out)) == [f"{name}.log", f"{name}_runs.tar.gz", f"{name}_table.md"]
     table = (out / f"{name}_table.md").read_text()
@@ -57,10 +63,7 @@ def test_the_speed_stages_dry_run_to_their_files(tmp_path):
     separate processes, its estimate printed before any step."""
     for stage, files, said in (("speed_check", ["rotation.txt", "speed_check.log"], "passed"),
                                ("study_bench", ["study_bench.log", "study_bench.txt"], "M 1  path separate")):
-        out = tmp_path / stage
-        env = {**os.environ, "OUT": str(out), "WORK": str(tmp_path / f"work_{stage}"), "OMP_NUM_THREADS": "1"}
-        run = subprocess.run(["bash", "scripts/reproduce_gpu.sh", stage, "--dry"], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=900)
+        run, out = dry([stage], tmp_path)
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         assert sorted(os.listdir(out)) == files and said in run.stdout, run.stdout[-3000:]
     rows = [line for line in (out / "study_bench.txt").read_text().splitlines() if line.startswith("M ")]
@@ -74,11 +77,7 @@ def test_the_speed_stages_dry_run_to_their_files(tmp_path):
 def test_a_benchmark_killed_at_its_limit_keeps_the_rows_it_finished(tmp_path):
     """study_bench --dry with the eager comparison's limit planted at 2 s: the compiled study's row,
     measured first, is in $OUT/study_bench.txt; the stage exits non-zero, naming the step it lost."""
-    out = tmp_path / "out"
-    env = {**os.environ, "OUT": str(out), "WORK": str(tmp_path / "work"), "OMP_NUM_THREADS": "1",
-           "LIMIT_BENCH": "2"}
-    run = subprocess.run(["bash", "scripts/reproduce_gpu.sh", "study_bench", "--dry"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=900)
+    run, out = dry(["study_bench"], tmp_path, LIMIT_BENCH="2")
     assert run.returncode != 0
     rows = (out / "study_bench.txt").read_text()
     assert "M 2  path study  runs 2  tokens/s" in rows and "path separate" not in rows
@@ -90,11 +89,7 @@ def test_a_benchmark_killed_at_its_limit_keeps_the_rows_it_finished(tmp_path):
 def test_a_step_past_its_limit_ends_the_stage_named_with_its_rows_kept(tmp_path):
     """speed_check --dry with the rotation's limit planted at 2 s (its imports alone take longer): the
     tests' rows are already in $OUT's log, the stage exits non-zero, and its last line names the step."""
-    out = tmp_path / "out"
-    env = {**os.environ, "OUT": str(out), "WORK": str(tmp_path / "work"), "OMP_NUM_THREADS": "1",
-           "LIMIT_ROTATION": "2"}
-    run = subprocess.run(["bash", "scripts/reproduce_gpu.sh", "speed_check", "--dry"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=900)
+    run, out = dry(["speed_check"], tmp_path, LIMIT_ROTATION="2")
     assert run.returncode != 0
     log = (out / "speed_check.log").read_text()
     assert " passed" in log and "plan: tests <= " in log.splitlines()[1]
@@ -107,11 +102,7 @@ def test_a_table_stage_past_its_scoring_limit_keeps_its_table_and_runs(tmp_path)
     """python_table --dry with evaluate.py's limit planted at 2 s: the paired table (final.json's
     losses) and the runs tarball were written before scoring, so they are in $OUT; the stage exits
     non-zero, naming the scoring step."""
-    out = tmp_path / "out"
-    env = {**os.environ, "OUT": str(out), "WORK": str(tmp_path / "work"), "OMP_NUM_THREADS": "1",
-           "LIMIT_SCORE": "2"}
-    run = subprocess.run(["bash", "scripts/reproduce_gpu.sh", "python_table", "--dry"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=900)
+    run, out = dry(["python_table"], tmp_path, LIMIT_SCORE="2")
     assert run.returncode != 0
     assert sorted(os.listdir(out)) == ["python_table.log", "python_table_runs.tar.gz",
                                        "python_table_table.md"]
