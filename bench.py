@@ -1,14 +1,17 @@
 """Benchmarks (not tests).
     python bench.py rotation [TOKENS ...]   # a study's rotation: eager, compile, Triton (64k..512k tokens)
     python bench.py train [DATA] [STEPS] [REPS]   # train.py's loop beside a bare loop
-    python bench.py study [CORPUS] [M ...] [--reps=R] [--study_only] [--train.py options]   # M runs
-                                     batched beside M processes, alternating R times (3 on CPU, 1 on a GPU)
+    python bench.py study [CORPUS] [M ...] [--reps=R] [--study_only] [--keep=DIR] [--train.py options]
+                                     # M runs batched beside M processes, alternating R times (3 on CPU,
+                                     # 1 on a GPU); --keep: each measurement's runs kept in DIR
     python bench.py update [M ...]   # a study's clip and AdamW: run by run, and all runs at once
 """
+import contextlib
 import glob
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -216,7 +219,7 @@ def training(data_dir="data/web", steps=300, reps=3):
 
 
 def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options=(), reps=1, say=print,
-          paths=("study", "separate")):
+          paths=("study", "separate"), keep=None):
     """Aggregate training throughput of M runs (seq_only and seq_depth over seeds 0, 1, ...) trained
     as one batched study (study.py, every thread torch has) beside the same runs as separate processes
     (sweep.sh, `jobs` at a time, one thread each), in this one invocation, largest M first, each row
@@ -229,7 +232,9 @@ def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options
     executed (padding, masked attention) beside them. With `reps` > 1 the two paths alternate `reps` times
     and a last row gives the median of the repetitions' ratios (study ÷ separate): a machine whose speed
     drifts between runs minutes apart moves both paths of a repetition alike. `paths` ("study",): the
-    study alone (a GPU's compiled study, its MFU: compiling M separate processes would not fit a call)."""
+    study alone (a GPU's compiled study, its MFU: compiling M separate processes would not fit a call).
+    `keep`: a folder where each measurement's runs and output stay (under M{M}_{path}[_rep{rep}]), so a
+    measurement killed at its limit leaves the milestones it logged."""
     rows = []
     for M, rep in ((M, rep) for M in sizes for rep in range(1, reps + 1)):
         configs = ["seq_only", "seq_depth"] if M > 1 else ["seq_only"]
@@ -237,21 +242,27 @@ def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options
         args = [corpus, " ".join(configs), " ".join(seeds), str(jobs), f"--steps={steps}",
                 f"--milestones={milestones}", *options]
         for path in paths:
-            with tempfile.TemporaryDirectory() as out:
+            kept = keep and os.path.join(keep, f"M{M}_{path}" + (f"_rep{rep}" if reps > 1 else ""))
+            if kept:
+                shutil.rmtree(kept, ignore_errors=True)   # a warm machine's earlier call
+                os.makedirs(kept)
+            with contextlib.nullcontext(kept) if kept else tempfile.TemporaryDirectory() as out:
                 env = {**os.environ, "OUT": out, **({"OMP_NUM_THREADS": "1"} if path == "separate" else {})}
                 cmd = [sys.executable, "study.py", *args, "--out", out] if path == "study" else \
                     ["bash", "scripts/sweep.sh", *args]
                 t0 = time.perf_counter()
-                done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-                if done.returncode:
-                    sys.exit(f"error: {' '.join(cmd[:5])} … failed: {(done.stderr or done.stdout)[-600:]}")
+                with open(os.path.join(out, "output.txt"), "w") as f:   # on disk as it comes
+                    done = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, text=True)
                 wall = time.perf_counter() - t0
+                said = open(os.path.join(out, "output.txt")).read()
+                if done.returncode:
+                    sys.exit(f"error: {' '.join(cmd[:5])} … failed: {said[-600:]}")
                 runs = sorted(glob.glob(os.path.join(out, corpus, "*", "seed*")))
                 logs = [[json.loads(x) for x in open(os.path.join(r, "log.jsonl"))] for r in runs]
             row = {"M": M, "path": path, **({"rep": rep} if reps > 1 else {}), "runs": len(logs),
                    **steady(logs, path == "study"),
                    "tokens/s end to end": sum(log[-1]["tokens"] for log in logs) / wall}
-            graphs = [line for line in done.stdout.splitlines() if line.startswith("compiled:")]
+            graphs = [line for line in said.splitlines() if line.startswith("compiled:")]
             if graphs:
                 row["graphs"] = graphs[-1].split()[1]
             rows.append(row)
@@ -337,7 +348,8 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["study"]:
         cuda, args = torch.cuda.is_available(), sys.argv[2:]
         paths = ("study",) if "--study_only" in args else ("study", "separate")
-        args = [a for a in args if a != "--study_only"]
+        keep = next((a[7:] for a in args if a.startswith("--keep=")), None)
+        args = [a for a in args if a != "--study_only" and not a.startswith("--keep=")]
         given = [a[7:] for a in args if a.startswith("--reps=")]
         if not all(r.isdecimal() and int(r) > 0 for r in given):
             sys.exit("error: --reps takes a whole number ≥ 1")
@@ -350,7 +362,7 @@ if __name__ == "__main__":
         print(f"bench.py study on {where}, {torch.get_num_threads()} threads; precision and compile: "
               f"{machine.precision('cuda' if cuda else 'cpu')}", flush=True)
         study(words[0] if words else "web", tuple(sorted(sizes, reverse=True)), jobs=8 if cuda else 2,
-              options=args[cut:], reps=reps, paths=paths, say=lambda r: print("  ".join(
+              options=args[cut:], reps=reps, paths=paths, keep=keep, say=lambda r: print("  ".join(
                   f"{k} {v:,.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()), flush=True))
     elif sys.argv[1:2] == ["update"]:
         update(tuple(int(a) for a in sys.argv[2:]) or (8, 16))
@@ -366,4 +378,4 @@ if __name__ == "__main__":
                                                                  else "fp32"))
     else:
         sys.exit("usage: python bench.py rotation [TOKENS ...] | train [DATA] [STEPS] [REPS] | "
-                 "update [M ...] | study [CORPUS] [M ...] [--reps=R] [--study_only] [train.py options]")
+                 "update [M ...] | study [CORPUS] [M ...] [--reps=R] [--study_only] [--keep=DIR] [options]")

@@ -6,9 +6,9 @@
 #   bash scripts/reproduce_gpu.sh study_bench   16 runs of the Python setting's model (6 layers, d 256, 2 heads,
 #        context 1,024, 64 records a step) as one compiled study: tokens/s and MFU by nanoGPT's count at
 #        true record lengths (issue goal: >= 20% at M >= 16); then M = 16, 1 eager as one study beside M
-#        processes (the ratio); at most 510 s, its estimate printed first
-# One window (DEVICE.md: 15 minutes from the request): ~30 s start-up + speed_check 170 s + study_bench
-# 510 s = 710 s, leaving 190 s to rerun the shorter. Each step of every stage runs under `timeout`
+#        processes (the ratio); at most 460 s, its estimate printed first, its runs' logs kept on any exit
+# One window (DEVICE.md: 15 minutes from the request): ~60 s start-up + speed_check 170 s + study_bench
+# 460 s = 690 s, leaving 210 s to rerun the shorter. Each step of every stage runs under `timeout`
 # (the plan, printed first, names each limit); what a step printed stays in $OUT/STAGE.log as it comes;
 # a step that fails or overruns ends the stage non-zero, named in its last line. `nvidia-smi dmon`
 # samples the card into $OUT/dmon_STAGE.txt where it exists.
@@ -69,14 +69,14 @@ plan() {   # the stage's plan, printed first: each step's limit and their sum ag
   echo "plan: ${*//=/ <= } s; $sum s in all (a call runs at most 600 s$([ $DRY = 1 ] && echo '; --dry: CPU limits'))"
 }
 
-finish() {   # on any exit, an overrun's too: the sampler stopped, a table stage's runs kept as far as they got
+finish() {   # on any exit, an overrun's too: the sampler stopped, the stage's runs kept as far as they got
   [ -n "${DMON:-}" ] && kill "$DMON" 2>/dev/null
-  [ -d "$W/runs" ] && kept
+  { [ -d "$W/runs" ] || [ -d "$W/bench" ]; } && kept
 }
 
 kept() {   # the runs (every JSON and log, no checkpoints), the data's counts and the logs, under $OUT
   local have=() p
-  for p in runs "data/${CORPUS:-}/meta.json" prepare.log study.log; do [ -e "$W/$p" ] && have+=("$p"); done
+  for p in runs bench "data/${CORPUS:-}/meta.json" prepare.log study.log; do [ -e "$W/$p" ] && have+=("$p"); done
   tar czf "$OUT/${name}_runs.tar.gz" --exclude='*.pt' --exclude='*.npz' -C "$W" "${have[@]}"
 }
 
@@ -207,8 +207,10 @@ speed_check() {   # the fused rotation and the study on the device, then the rot
 }
 
 study_bench() {   # the Python setting's model: M runs as one compiled study (MFU), then eager beside M processes
-  local src=() bench=(--reps=1 --setting python --data "$W/data" --val_docs=64 --test_docs=64 $RECORDS
-                      --steps=$BENCH_STEPS --milestones=$BENCH_MILESTONES)
+  local src=() bench=(--reps=1 --setting python --data "$W/data" --val_docs=64 --test_docs=64
+                      $RECORDS --steps=$BENCH_STEPS --milestones=$BENCH_MILESTONES)
+  rm -rf "$W/bench"   # each measurement's runs and output (bench.py --keep), in $OUT's tarball on any exit
+  CORPUS=programs
   plan prepare=$LIMIT_PREPARE compiled=$LIMIT_COMPILED eager=$LIMIT_BENCH
   estimate
   [ $DRY = 1 ] && src=(--src "$(few "$(python -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')" \
@@ -216,19 +218,21 @@ study_bench() {   # the Python setting's model: M runs as one compiled study (MF
   prepare --setting python "${src[@]}"
   # compiling M separate processes would not fit a call: the compiled study is timed alone, its MFU the row
   step "$LIMIT_COMPILED" "1. bench.py study at M = $MFU_SIZE, compiled, the study alone" "$OUT/study_bench.txt" \
-    python bench.py study programs $MFU_SIZE --study_only "${bench[@]}"
+    python bench.py study programs $MFU_SIZE --study_only --keep="$W/bench/compiled" "${bench[@]}"
   step "$LIMIT_BENCH" "2. bench.py study at M = $STUDY_SIZES, eager, beside M processes" "$OUT/study_bench.txt" \
-    python bench.py study programs $STUDY_SIZES --compile=0 "${bench[@]}"
+    python bench.py study programs $STUDY_SIZES --compile=0 --keep="$W/bench/eager" "${bench[@]}"
 }
 
-estimate() {   # study_bench's time from DEVICE.md's figures (start-up ~30 s; 30,000 programs prepared in ~45 s;
-  # one eager run ~119,000 tokens/s; 2.79 M tokens in those programs: ~93 a record, 64 records a step) and
-  # two not yet timed there (a reading): a process starts in ~10 s, a graph compiles in ~90 s
+estimate() {   # study_bench's time from DEVICE.md's figures (30,000 programs prepared in ~45 s, 2.79 M tokens:
+  # ~93 a record, 64 records a step; one eager run ~119,000 tokens/s, the web model's: a reading for this one)
+  # and two not yet timed there (readings): a process starts in ~10 s, a graph compiles in ~90 s
   local step_s=$((BENCH_STEPS * 64 * 93 / 119000)) m=${MFU_SIZE} eager=0 M
+  local speed=$((LIMIT_TESTS + LIMIT_ROTATION)) bench=$((LIMIT_PREPARE + LIMIT_COMPILED + LIMIT_BENCH))
   for M in $STUDY_SIZES; do eager=$((eager + 10 + step_s + ((M + 7) / 8) * (10 + step_s))); done
   echo "estimate: prepare ~45 s; compiled study ~$((10 + 2 * 90 + step_s)) s (start, 2 graphs, $BENCH_STEPS steps" \
-    "of $m runs at no less than $m runs' rate); eager at M = $STUDY_SIZES ~$eager s (a study, then M" \
-    "processes 8 at a time); with start-up ~30 s and speed_check <= $((LIMIT_TESTS + LIMIT_ROTATION)) s" \
+    "of $m runs, a step no slower than one eager run's); eager at M = $STUDY_SIZES ~$eager s (a study, then M" \
+    "processes 8 at a time). The window: start-up ~60 s + speed_check <= $speed s + study_bench <= $bench s" \
+    "= $((60 + speed + bench)) of 900 s, $((900 - 60 - speed - bench)) s left to rerun speed_check" \
     "$([ $DRY = 1 ] && echo '(--dry: the GPU figures at toy sizes)')"
 }
 
@@ -249,9 +253,9 @@ if [[ $TABLES == *" ${1:-none} "* ]]; then
     EVAL_JOBS=8   # bench's steady window: milestone 1 to 6, 100 steps; evaluate.py: 8 processes of 16 cores
     # limits from DEVICE.md's figures (start-up ~30 s, 30,000 programs prepared in ~45 s, the kernel's tests
     # 26 s) and study_bench's estimate (printed): a table stage 510 s (8.5 min), speed_check 170 s, study_bench
-    # 510 s (~30 + 170 + 510 = 710 s of the 900 s window: room to rerun speed_check)
+    # 460 s (~60 + 170 + 460 = 690 s of the 900 s window: room to rerun speed_check)
     : "${STAGE_LIMIT:=510}" "${LIMIT_PREPARE:=120}" "${LIMIT_SCORE:=90}" "${LIMIT_TESTS:=110}" \
-      "${LIMIT_ROTATION:=60}" "${LIMIT_COMPILED:=240}" "${LIMIT_BENCH:=150}"
+      "${LIMIT_ROTATION:=60}" "${LIMIT_COMPILED:=240}" "${LIMIT_BENCH:=100}"
   fi
   name=$stage${ARGS[0]:+_${ARGS[0]}}
   OUT=${OUT:-out/gpu} W=${WORK:-out/$name}   # W: data and runs (ignored; a warm machine keeps it)

@@ -62,7 +62,8 @@ def test_the_speed_stages_dry_run_to_their_files(tmp_path):
     prepares the Python setting, times 2 runs as one study alone, then 2 and 1 runs batched beside
     separate processes, its estimate printed before any step."""
     for stage, files, said in (("speed_check", ["rotation.txt", "speed_check.log"], "passed"),
-                               ("study_bench", ["study_bench.log", "study_bench.txt"], "M 1  path separate")):
+                               ("study_bench", ["study_bench.log", "study_bench.txt",
+                                                "study_bench_runs.tar.gz"], "M 1  path separate")):
         run, out = dry([stage], tmp_path)
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         assert sorted(os.listdir(out)) == files and said in run.stdout, run.stdout[-3000:]
@@ -71,6 +72,11 @@ def test_the_speed_stages_dry_run_to_their_files(tmp_path):
                                                  ["M 2", "path separate"], ["M 1", "path study"],
                                                  ["M 1", "path separate"]]
     assert run.stdout.index("estimate: prepare ~45 s") < run.stdout.index("-- prepare")
+    with tarfile.open(out / "study_bench_runs.tar.gz") as tar:   # every measurement's logs, no checkpoint
+        names = tar.getnames()
+    for kept in ("compiled/M2_study", "eager/M2_study", "eager/M2_separate", "eager/M1_separate"):
+        assert f"bench/{kept}/programs/seq_only/seed0/log.jsonl" in names
+    assert not any(n.endswith(".pt") for n in names)
 
 
 @pytest.mark.slow
@@ -81,6 +87,11 @@ def test_a_benchmark_killed_at_its_limit_keeps_the_rows_it_finished(tmp_path):
     assert run.returncode != 0
     rows = (out / "study_bench.txt").read_text()
     assert "M 2  path study  runs 2  tokens/s" in rows and "path separate" not in rows
+    with tarfile.open(out / "study_bench_runs.tar.gz") as tar:   # the finished measurement's logs, kept
+        names = tar.getnames()
+    kept = "bench/compiled/M2_study/"
+    assert kept + "programs/seq_depth/seed0/log.jsonl" in names and kept + "output.txt" in names
+    assert not any(n.endswith(".pt") for n in names)
     last = (out / "study_bench.log").read_text().rstrip().splitlines()[-1]
     assert last.startswith("== study_bench FAILED at: 2. bench.py study") and "ran past its 2 s limit" in last
 

@@ -522,7 +522,7 @@ def test_the_benchmark_pairs_each_repetitions_paths(monkeypatch):
 
     def ran(cmd, **kw):
         order.append("study" if "study.py" in cmd else "separate")
-        return subprocess.CompletedProcess(cmd, 0, "", "")
+        return subprocess.CompletedProcess(cmd, 0)
     monkeypatch.setattr(bench.subprocess, "run", ran)
     monkeypatch.setattr(bench, "steady", lambda logs, one_clock: {"tokens/s": next(rates)})
     rows = bench.study(sizes=(8,), reps=3, say=lambda r: None)
@@ -559,8 +559,11 @@ def test_the_benchmark_can_time_the_study_alone(monkeypatch):
 
     import bench
     order = []
-    monkeypatch.setattr(bench.subprocess, "run", lambda cmd, **kw: order.append(cmd[1]) or
-                        subprocess.CompletedProcess(cmd, 0, "compiled: 2 graphs, 0 graph breaks", ""))
+    def ran(cmd, stdout, **kw):
+        order.append(cmd[1])
+        stdout.write("compiled: 2 graphs, 0 graph breaks\n")
+        return subprocess.CompletedProcess(cmd, 0)
+    monkeypatch.setattr(bench.subprocess, "run", ran)
     monkeypatch.setattr(bench, "steady", lambda logs, one_clock: {"tokens/s": 1.0})
     rows = bench.study(sizes=(16, 1), reps=2, say=lambda r: None, paths=("study",))
     assert order == ["study.py"] * 4 and [r["path"] for r in rows] == ["study"] * 4
