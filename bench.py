@@ -251,10 +251,11 @@ def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options
                 cmd = [sys.executable, "study.py", *args, "--out", out] if path == "study" else \
                     ["bash", "scripts/sweep.sh", *args]
                 t0 = time.perf_counter()
-                with open(os.path.join(out, "output.txt"), "w") as f:   # on disk as it comes
+                with open(os.path.join(out, "output.txt"), "w+") as f:   # on disk as it comes
                     done = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, text=True)
-                wall = time.perf_counter() - t0
-                said = open(os.path.join(out, "output.txt")).read()
+                    wall = time.perf_counter() - t0
+                    f.seek(0)
+                    said = f.read()
                 if done.returncode:
                     sys.exit(f"error: {' '.join(cmd[:5])} … failed: {said[-600:]}")
                 runs = sorted(glob.glob(os.path.join(out, corpus, "*", "seed*")))

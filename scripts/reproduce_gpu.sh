@@ -128,11 +128,11 @@ study() {   # CORPUS SETTING "CONFIGS" [train.py options]: time, fit, train, tab
     $([ "$steps" != 0 ] && echo --steps "$steps") --out "$W/runs" \
     --budget "$(b=$((T0 + STAGE_LIMIT - LIMIT_SCORE - MARGIN - $(date +%s))); echo $((b > 0 ? b : 1)))"   # spent: "raise --budget"
   seeds=$(ls -d "$W/runs/$corpus"/*/seed* | sed 's/.*seed//' | sort -u | wc -l)
-  tabulated "$corpus" "$setting" && kept   # the paired table (final.json's losses), kept before scoring
+  tabulated "$corpus" "$setting"   # the paired table (final.json's losses) before scoring; the runs: `finish`
   step "$LIMIT_SCORE" "evaluate.py on every run (the per-kind tables)" /dev/null bash -c 'ls -d "$1"/*/seed* \
     | xargs -P "$3" -I{} sh -c "python evaluate.py {} --max_docs $2 > {}/eval.log 2>&1 || \
     { echo evaluate failed: {}; exit 1; }"' _ "$W/runs/$corpus" "$EVAL_DOCS" "$EVAL_JOBS"
-  tabulated "$corpus" "$setting" && kept
+  tabulated "$corpus" "$setting"
   echo "== $name: ${seeds} seed(s) of $configs, $(($(date +%s) - T0)) s in all; the table ($OUT/${name}_table.md):"
   cat "$OUT/${name}_table.md"
 }

@@ -111,7 +111,7 @@ def test_a_step_past_its_limit_ends_the_stage_named_with_its_rows_kept(tmp_path)
 @pytest.mark.slow
 def test_a_table_stage_past_its_scoring_limit_keeps_its_table_and_runs(tmp_path):
     """python_table --dry with evaluate.py's limit planted at 2 s: the paired table (final.json's
-    losses) and the runs tarball were written before scoring, so they are in $OUT; the stage exits
+    losses) was written before scoring and the runs tarball on exit, so both are in $OUT; the stage exits
     non-zero, naming the scoring step."""
     run, out = dry(["python_table"], tmp_path, LIMIT_SCORE="2")
     assert run.returncode != 0

@@ -2,14 +2,22 @@
 Run: python -m pytest -q tests/test_study.py"""
 import json
 import os
+import re
+import subprocess
+import sys
+import threading
 
 import numpy as np
 import pytest
 import torch
 
+import bench
 import study
 import train
+from model import GPT, GPTConfig
 from treerope import batched, machine
+from treerope.batches import Split, coords_for
+from treerope.prepared import corpus_stats
 
 SMALL = ["--steps=5", "--preset=cpu", "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64",
          "--docs_per_step=8", "--val_docs=8", "--test_docs=8", "--compile=0", "--bf16=0", "--milestones=5",
@@ -183,11 +191,6 @@ def test_records_sharing_a_row_train_as_alone(tiny_python, tmp_path, monkeypatch
 def test_the_batched_forward_is_each_runs_model(tiny_python):
     """batched.forward over runs of different configurations — other coordinates, a layer split, a head
     split, the directed offset's overlay — gives each run's own model.GPT loss, token by token."""
-    import numpy as np
-
-    from model import GPT, GPTConfig
-    from treerope.batches import Split, coords_for
-    from treerope.prepared import corpus_stats
     data_dir = os.path.join(tiny_python, "python")
     meta, corpus = corpus_stats(data_dir)
     split = Split(data_dir, "val", 256)
@@ -497,7 +500,6 @@ def test_eager_rows_hold_a_record_each_grouped_by_length_as_by_hand():
 def test_lanes_train_each_run_as_train_py_did(tiny_python, tmp_path, monkeypatch):
     """Dealt into three lanes (two runs, one, one), each lane's runs batched on a thread of its own,
     every run still trains train.py's curve: the lanes' losses are joined in the runs' order."""
-    import threading
     monkeypatch.setattr(study, "lanes", lambda cfg, M: 3)
     batched, threads = study.Study.batched, set()
     def watched(self, runs, *a, **kw):
@@ -514,9 +516,6 @@ def test_lanes_train_each_run_as_train_py_did(tiny_python, tmp_path, monkeypatch
 def test_the_benchmark_pairs_each_repetitions_paths(monkeypatch):
     """`bench.py study --reps=3` alternates the paths and ends on the median of each repetition's own
     ratio (planted rates; a study paired with another repetition's separate runs, or a mean, fails)."""
-    import subprocess
-
-    import bench
     rates = iter([10.0, 10.0, 12.0, 8.0, 9.0, 10.0])       # study, separate: ratios 1.0, 1.5, 0.9
     order = []
 
@@ -536,8 +535,6 @@ def test_the_benchmarks_window_is_each_runs_first_milestone_to_its_last():
     times 0-10 and 5-15 ran 20 s of windows in 15 s (concurrency 4/3): 18 training seconds count as
     13.5, 800 / 13.5 tokens/s. Warm-up before the window is reported apart; a window of under 100
     steps and 30 s says so. Counting from step 0 (warm-up in), or assuming perfect overlap, fails."""
-    import bench
-
     def log(first, last):   # (step, tokens, elapsed, time) at the first and last milestone
         return [dict(zip(("step", "tokens", "elapsed", "time"), e), flops=e[1] * 10, flops_executed=e[1] * 12)
                 for e in (first, last)]
@@ -555,9 +552,6 @@ def test_the_benchmarks_window_is_each_runs_first_milestone_to_its_last():
 
 def test_the_benchmark_can_time_the_study_alone(monkeypatch):
     """--study_only (a GPU's compiled study, its MFU): no separate process is started, no ratio said."""
-    import subprocess
-
-    import bench
     order = []
     def ran(cmd, stdout, **kw):
         order.append(cmd[1])
@@ -574,8 +568,6 @@ def test_the_benchmark_says_each_row_as_it_is_measured(tiny_python):
     """bench.py study's rows reach a pipe as each is measured: the M = 2 row is read while M = 1 still
     trains, and killed then (as `timeout` kills it), the process leaves that row said (a row buffered
     until the end arrives with M = 1's or not at all)."""
-    import subprocess
-    import sys
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cmd = [sys.executable, "bench.py", "study", "python", "2", "1", "--study_only", "--reps=1", "--data",
            tiny_python, *SMALL]
@@ -591,9 +583,6 @@ def test_the_benchmark_says_each_row_as_it_is_measured(tiny_python):
 def test_the_update_benchmark_counts_fewer_operators_at_once():
     """bench.py update: run by run, the operators grow with the runs (a clip and an AdamW step each); at
     once, by one gradient scale a run (a per-run AdamW call or norm left in adamw_runs or clip_runs fails)."""
-    import re
-
-    import bench
     said = []
     bench.update((3, 6), reps=1, say=lambda line, flush: said.append(line))
     counts = [[int(n) for n in re.findall(r"(\d+) operators", line)] for line in said]
