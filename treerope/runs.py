@@ -95,10 +95,12 @@ def trained_otherwise(run, model, cfg, mcfg, there="there", now="now"):
 
 
 def checked_checkpoint(run_dir, device):
-    """A run's checkpoint and config.json (read_config), refused in one line where the checkpoint is
-    not the run the folder describes (another configuration, seed, model shape, values or data)."""
-    ck = load_checkpoint(os.path.join(run_dir, "ckpt.pt"), device)
+    """A run's checkpoint and config.json (read_config), refused in one line where the folder or the
+    checkpoint is not the run its config.json describes (`folder_is_run`; another configuration, seed,
+    model shape, values or data)."""
     c = read_config(run_dir, "train the run again (train.py ... --resume=0)", whole=True)
+    folder_is_run(run_dir, c["run"])
+    ck = load_checkpoint(os.path.join(run_dir, "ckpt.pt"), device)
     differ = trained_otherwise(ck["run"], ck["config"], c["run"], c["model"], "in ckpt.pt", "in config.json")
     if differ:   # a copied checkpoint would be scored (and tabulated) as this run
         sys.exit(f"error: {run_dir}/ckpt.pt is not the run its config.json describes ({', '.join(differ)}); "
@@ -106,13 +108,24 @@ def checked_checkpoint(run_dir, device):
     return ck, c
 
 
+def folder_is_run(run_dir, run):
+    """Exit in one line where a run's folder, <name or config>/seed<k>, is not the run its config.json
+    records (a run folder copied or renamed would be scored, sampled or tabled under the folder's name)."""
+    says = os.path.join(*os.path.normpath(os.path.abspath(run_dir)).split(os.sep)[-2:])
+    is_ = os.path.join(run.get("name") or run["config"], f"seed{run['seed']}")
+    if says != is_:
+        sys.exit(f"error: the folder {run_dir} says {says}, the run is {is_} ({run['config']} seed "
+                 f"{run['seed']}, its config.json): move it back to its own folder, or remove it")
+
+
 # config.json's types: train.py's (an int flag holds an int; a float one an int or a float), the model's
 TYPES = {k: type(v) for k, v in {**DEFAULTS, **RECIPES["tree"], **SCALES["cpu"], "passes": 1.0,
                                  "config": "", "corpus": "", "name": "", "preset": "", "recipe": "",
                                  "data": "", "device": "", "setting": "", "test_docs": 1,
-                                 "compile": True, "bf16": True}.items()}
+                                 "compile": True, "bf16": True, "data_identity": {}}.items()}
 # what every reader of a run takes from it (analyze.py's setting); a reader that builds the model, all of it
 NEEDED = {"run": ("corpus", "config", "seed", "steps"), "model": ("n_layer", "n_embd", "n_head", "max_len")}
+WHOLE = ("data", "data_identity")   # and every model field: a reader that builds the model, checks its data
 
 
 def read_config(run_dir, fix, whole=False):
@@ -121,27 +134,69 @@ def read_config(run_dir, fix, whole=False):
     and the data folder present too (a reader that builds the model)."""
     path = os.path.join(run_dir, "config.json")
     c = read_json(path, fix)
-    def bad(what):
-        sys.exit(f"error: {path} is damaged ({what}); {fix}")
     for part in ("run", "model"):
         if not isinstance(c, dict) or not isinstance(c.get(part), dict):
-            bad(f"it holds no '{part}' object")
+            sys.exit(f"error: {path} is damaged (it holds no '{part}' object); {fix}")
     if "rotary" in c["model"]:   # written before GPTConfig.rotary was named configuration
         c["model"]["configuration"] = c["model"].pop("rotary")
     fields = {k: f.type for k, f in GPTConfig.__dataclass_fields__.items()}
     for where, types in (("run", TYPES), ("model", fields)):
-        needed = (*NEEDED[where], *({"run": ("data",), "model": fields}[where] if whole else ()))
-        for k in needed:
-            if k not in c[where]:
-                bad(f"{where}.{k} is missing")
-        for k, v in c[where].items():
-            want = types.get(k)
-            if want is None or v is None and k not in needed:   # a key we do not read; an unset value
-                continue
-            number = want is float and type(v) is int       # 1 for 1.0
-            if not (number or isinstance(v, want) and (want is bool or not isinstance(v, bool))):
-                bad(f"{where}.{k} is {v!r}, not {want.__name__}")
+        needed = (*NEEDED[where], *({"run": WHOLE, "model": fields}[where] if whole else ()))
+        typed(path, c[where], types, needed, fix, f"{where}.")
     return c
+
+
+def typed(path, obj, types, needed, fix, where=""):
+    """Exit in one line naming the key (`where` its place in the file) where obj lacks a `needed` key,
+    or holds a value not of its type in `types` (an int for a float is one; None is an unset value,
+    but not for a needed key)."""
+    for k in needed:
+        if k not in obj:
+            sys.exit(f"error: {path} is damaged ({where}{k} is missing); {fix}")
+    for k, v in obj.items():
+        want = types.get(k)
+        if want is None or v is None and k not in needed:   # a key we do not read; an unset value
+            continue
+        number = want is float and type(v) is int       # 1 for 1.0
+        if not (number or isinstance(v, want) and (want is bool or not isinstance(v, bool))):
+            sys.exit(f"error: {path} is damaged ({where}{k} is {v!r}, not {want.__name__}); {fix}")
+
+
+# final.json's types (train.finish), and an evaluation's (evaluate.py's eval_<split>.json)
+FINAL = {"step": int, "val_loss": float, "test_loss": float, "val_records": int, "test_records": int,
+         "elapsed": float, "report": str, "reported": dict, "diverged_at": int, "stopped_early": bool}
+EVAL = {"split": str, "records": int, "checkpoint_step": int, "unfinished": bool, "record_ids": str,
+        "kinds": dict, "interventions": dict}
+
+
+def read_final(run_dir, fix):
+    """A run's final.json, checked as read_config checks config.json: a loss missing or not a number is
+    one line naming the key; a non-finite one is kept, with a note: the tables leave it out."""
+    path = os.path.join(run_dir, "final.json")
+    f = read_json(path, fix)
+    if not isinstance(f, dict):
+        sys.exit(f"error: {path} is damaged (not an object); {fix}")
+    typed(path, f, FINAL, ("step", "val_loss", "test_loss"), fix)
+    for k in ("val_loss", "test_loss"):
+        if not math.isfinite(f[k]):
+            print(f"note: {path}: {k} is {f[k]}, not a finite loss: left out of the tables")
+    return f
+
+
+def read_eval(path, fix):
+    """An evaluate.py result (eval_<split>.json), checked: its scores each an object with a number."""
+    e = read_json(path, fix)
+    if not isinstance(e, dict):
+        sys.exit(f"error: {path} is damaged (not an object); {fix}")
+    typed(path, e, EVAL, ("kinds", "interventions"), fix)
+    scores = {"kinds": e["kinds"], **{f"interventions.{t}": v for t, v in e["interventions"].items()}}
+    for where, kinds in scores.items():
+        if not isinstance(kinds, dict):
+            sys.exit(f"error: {path} is damaged ({where} is {kinds!r}, not dict); {fix}")
+        for k, v in kinds.items():
+            typed(path, v if isinstance(v, dict) else {}, {"nll": float, "tokens": int}, ("nll",), fix,
+                  f"{where}.{k}.")
+    return e
 
 
 def resume(cfg, mcfg, model, opt, out_dir):

@@ -16,7 +16,7 @@ from scipy import stats
 
 from rotary import known
 from treerope.files import read_json
-from treerope.runs import read_config
+from treerope.runs import folder_is_run, read_config, read_eval, read_final
 from treerope.settings import SETTINGS
 
 
@@ -94,10 +94,12 @@ def table12(runs):
         present = [v for v in HROPE_VARIANTS if v in configs]
         if len(present) < 2:
             continue
-        stat = {v: np.array([final_val(configs[v][s]) for s in sorted(configs[v])]) for v in present}
+        stat = {v: np.array([x for x in map(final_val, configs[v].values()) if math.isfinite(x)])
+                for v in present}   # a non-finite loss: noted as read (runs.read_final), left out
         pairs = []
         for a, b in (("rand_axial", "hrope_axial"), ("hrope_axial", "flat")):
-            seeds = sorted(set(configs.get(a, {})) & set(configs.get(b, {})))
+            seeds = [s for s in sorted(set(configs.get(a, {})) & set(configs.get(b, {})))
+                     if math.isfinite(final_val(configs[a][s]) - final_val(configs[b][s]))]
             if seeds:
                 d = np.array([final_val(configs[a][s]) - final_val(configs[b][s]) for s in seeds])
                 va, vb = [final_val(configs[a][s]) for s in seeds], [final_val(configs[b][s]) for s in seeds]
@@ -231,9 +233,7 @@ def load_runs(root, finished=False):
                 except json.JSONDecodeError:
                     raise SystemExit(f"error: {log_path} line {i} is not JSON (a damaged log: "
                                      "delete that run or train it again with --resume=0)")
-        final = None
-        if os.path.exists(os.path.join(d, "final.json")):
-            final = read_json(os.path.join(d, "final.json"), fix)
+        final = read_final(d, fix) if os.path.exists(os.path.join(d, "final.json")) else None
         if finished and final is None:
             continue
         r = c["run"]
@@ -241,12 +241,14 @@ def load_runs(root, finished=False):
             print(f"note: {d} is named {r['name']}, a configuration's name, but trained {r['config']}: "
                   "left out (train it again under another --name)")
             continue
+        folder_is_run(d, r)
         run = {"log": {e["step"]: e for e in log}, "final": final, "dir": d}
         for key, name in (("eval", "eval_test.json"), ("eval_val", "eval_val.json"),
                           ("attention", "attention_test.json"),
                           ("attention_off", "attention_test_rotation_off.json")):
             if os.path.exists(os.path.join(d, name)):   # written by evaluate.py
-                run[key] = read_json(os.path.join(d, name), f"delete it and rerun evaluate.py {d}")
+                read = read_eval if key.startswith("eval") else read_json
+                run[key] = read(os.path.join(d, name), f"delete it and rerun evaluate.py {d}")
         for key in ("eval", "eval_val"):   # scored before the run's last step: not this run's
             if key in run and stale(run[key], final):
                 print(f"note: {d}'s {key} scored the checkpoint at step {run[key].get('checkpoint_step')}, "
@@ -293,6 +295,7 @@ def compare(runs, baseline, metric="val"):
                 step = max(steps)
                 deltas = [seeds[s]["log"][step]["val_loss"] - base[s]["log"][step]["val_loss"]
                           for s in common]
+            deltas = [d for d in deltas if math.isfinite(d)]   # a non-finite loss: noted as read, left out
             if not deltas:
                 continue
             rows.append({"setting": setting, "config": name, "baseline": baseline, "step": step,
