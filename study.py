@@ -47,11 +47,12 @@ import torch
 
 import rotary
 import train
+from model import GPT
 from treerope import machine
 from treerope.batched import Dropout, adamw_runs, clip_runs, forward, handed, stacked
 from treerope.batches import DEPTH_READERS, coords_for, fill_blocks, pack
 from treerope.files import owned
-from treerope.runs import read_config, trained_otherwise
+from treerope.runs import folder_is_run, read_config, trained_otherwise
 
 
 def memory(runs):
@@ -60,8 +61,10 @@ def memory(runs):
     cfg, c, M = runs[0].cfg, runs[0].mcfg, len(runs)
     rows, T = max(1, cfg["mb_tokens"] // c.max_len), c.max_len
     chunks = max(1, math.ceil(M * rows * T * c.vocab_size * 12 / 2 ** 30))
-    need = machine.study_bytes(M, rows, T, c.n_layer, c.n_embd, c.n_head, c.vocab_size,
-                               runs[0].model.num_params(), cfg["bf16"], chunks)
+    with torch.device("meta"):   # the model's parameters counted, none allocated: no model is built yet
+        n_params = GPT(c).num_params()
+    need = machine.study_bytes(M, rows, T, c.n_layer, c.n_embd, c.n_head, c.vocab_size, n_params, cfg["bf16"],
+                               chunks)
     return need, machine.device_bytes(cfg["device"]), chunks
 
 
@@ -101,7 +104,8 @@ AGREE = ("device", "bf16", "compile", "docs_per_step", "mb_tokens", "val_docs", 
 
 def plan_runs(corpus, configs, seeds, options):
     """train.py's plan for each (configuration, seed) without a final.json yet, seeds outer as in
-    sweep.sh; refused in one line when the runs differ in model size or batch."""
+    sweep.sh; refused in one line when the runs differ in model size or batch. No model is built
+    (`built`): the memory a study needs is said, and refused, first (`fits`)."""
     runs = []
     for s in seeds:
         for c in configs:
@@ -128,7 +132,12 @@ def plan_runs(corpus, configs, seeds, options):
         if differ:
             sys.exit(f"error: one study trains runs of one model size and batch; {run.cfg['config']} "
                      f"differs from {runs[0].cfg['config']}: {', '.join(differ)}")
-    for i, run in enumerate(runs):   # every run's model built (and refused) before any folder is written
+    return runs
+
+
+def built(runs):
+    """Every run's model built (and refused) before any folder is written: train.setup's."""
+    for i, run in enumerate(runs):
         with contextlib.redirect_stdout(io.StringIO()) if i else contextlib.nullcontext():
             run.model, run.opt, run.autocast = train.setup(run)
     return runs
@@ -140,6 +149,7 @@ def finished_alike(run):
     over its whole life (bf16 and compile, which a resume may change but a pairing may not)."""
     fix = "pass --resume=0 to train it again, or choose another --out"
     done = read_config(run.out_dir, fix, whole=True)
+    folder_is_run(run.out_dir, done["run"])
     differ = trained_otherwise(done["run"], done["model"], run.cfg, run.mcfg)
     if differ:
         sys.exit(f"error: {run.out_dir} finished with other settings ({', '.join(differ)}); {fix}")
@@ -586,16 +596,19 @@ def main(argv=None):
     machine.keep_freed_memory()
     runs = plan_runs(corpus, configs, seeds, options)
     if check_only:   # sweep.sh's check: the finished runs and the models, nothing trained or written
+        built(runs)
         return []
     if not runs:
         print("every run is finished")
         return []
     if budget:   # the seeds memory holds, their study's own first steps timed, those that fit planned afresh
         runs = held(runs)
-        seeds, more = probed(runs, len(configs), fits(runs), budget, started)
+        chunks = fits(runs)
+        seeds, more = probed(built(runs), len(configs), chunks, budget, started)
         with contextlib.redirect_stdout(io.StringIO()) if not more else contextlib.nullcontext():
             runs = plan_runs(corpus, configs, seeds, [*options, *more])   # said once, unless shortened
     chunks = fits(runs)
+    built(runs)   # after the memory is said and checked: a study that cannot fit builds nothing
     if runs[0].cfg["resume"]:   # every checkpoint checked before anything is written
         for r in runs:
             restored(r)

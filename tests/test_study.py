@@ -76,8 +76,8 @@ def test_a_study_trains_each_run_as_train_py_did(tiny_python, tmp_path):
 def test_each_run_starts_from_its_seeds_weights(tiny_python, tmp_path):
     """The weights a study starts each run from are train.py's at that seed: equal across
     configurations outside the rotary, different across seeds."""
-    runs = study.plan_runs("python", ["seq_only", "seq_depth"], ["0", "1"],
-                           ["--data", tiny_python, "--out", str(tmp_path), *SMALL])
+    runs = study.built(study.plan_runs("python", ["seq_only", "seq_depth"], ["0", "1"],
+                                       ["--data", tiny_python, "--out", str(tmp_path), *SMALL]))
     w = [{k: v for k, v in r.model.state_dict().items() if not k.startswith("rotary")} for r in runs]
     assert all(torch.equal(w[0][k], w[1][k]) for k in w[0])            # seed 0: seq_only == seq_depth
     assert all(torch.equal(w[2][k], w[3][k]) for k in w[0])            # seed 1
