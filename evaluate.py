@@ -45,7 +45,7 @@ import trees
 from model import GPT, GPTConfig
 from rotary import coordinate
 from treerope.batches import Split, context_note, coords_for, pack, record_docs
-from treerope.files import replacing, writable, write_json
+from treerope.files import owned, replacing, writable, write_json
 from treerope.hrope import boundaries, compression, hubs, paragraph_depth
 from treerope.hrope.boundaries import fake_merge, fake_split
 from treerope.hrope.compression import D_MAX, depth_cells
@@ -513,6 +513,13 @@ def inputs(args):
 def main(argv=None):
     args = parse(argv)
     model, cfg, meta, corpus, data_dir, split, ids = inputs(args)
+    with owned(args.run, "the run"):   # one writer of a run at a time: a second evaluation, or its training
+        return scored(args, model, cfg, meta, corpus, data_dir, split, ids)
+
+
+def scored(args, model, cfg, meta, corpus, data_dir, split, ids):
+    """Score the records `ids` (inputs) and write what evaluate.py writes; returns eval_<split>.json's
+    contents (with --hub_contributions, the path of the contributions alone)."""
     n = len(ids)
     if args.hub_contributions:   # Table 13's pass 1 (hrope/hubs.py): nothing else is scored or written
         path = hubs.write_contributions(functools.partial(score, model, split, ids, cfg, corpus), split, ids,

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 
 
 @contextlib.contextmanager
@@ -43,13 +44,16 @@ def read_json(path, fix):
 
 def writable(folder, fix):
     """Make `folder` and check that a file can be written in it, before any work is done there."""
+    test = os.path.join(folder, f".write_test{os.getpid()}")
     try:
         os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, f".write_test{os.getpid()}"), "w") as f:
+        with open(test, "w") as f:
             f.write("ok")
-        os.remove(f.name)
     except OSError as e:
         sys.exit(f"error: cannot write in {folder} ({e.strerror}); {fix}")
+    finally:   # a full disk fails the write after the file was made: nothing is left behind
+        with contextlib.suppress(OSError):
+            os.remove(test)
 
 
 @contextlib.contextmanager
@@ -79,14 +83,17 @@ def refuse_or_take_over(lock, what, path):
     """Exit with one line naming the writer of `what` at `path` that holds `lock`; where its process
     is gone (or the lock is unreadable), remove the lock so the caller can take it."""
     try:
-        pid = int(open(lock).read() or os.getpid())   # empty: its writer is writing the pid
-    except (ValueError, FileNotFoundError):   # unreadable, or gone meanwhile
-        pid = None
-    if pid is None or not alive(pid):         # stale: its process is gone
+        text = open(lock).read()
+        # empty: its writer is writing its pid now, or was killed before it could (stale after a second)
+        writer = f"process {int(text)}" if text else "a process starting now" \
+            if time.time() - os.path.getmtime(lock) < 1 else None
+    except (ValueError, OSError):   # unreadable, or gone meanwhile
+        writer = None
+    if writer is None or text and not alive(int(text)):   # stale: its process is gone
         with contextlib.suppress(FileNotFoundError):
             os.remove(lock)
         return
-    sys.exit(f"error: {what} {path} is being written by process {pid} (lock {lock}); "
+    sys.exit(f"error: {what} {path} is being written by {writer} (lock {lock}); "
              "wait for it, or remove the lock if that process is not this run")
 
 
