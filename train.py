@@ -425,6 +425,10 @@ def plan(cfg, model_over, origin, master):
         print(f"note: {run.data_dir} holds records of at most {prepared:,} tokens; the {cfg['preset']} "
               f"context is {run.mcfg.max_len:,} (prepare.py {cfg['corpus']} --max_len {run.mcfg.max_len})")
     run.train, run.val, run.test = load_splits(run.data_dir, run.mcfg)
+    n = len(run.train)
+    if not cfg["pack"] and cfg["docs_per_step"] > n:   # a step would train the split, not the batch asked
+        sys.exit(f"error: --docs_per_step {cfg['docs_per_step']:,} is more than the {n:,} records of "
+                 f"{run.data_dir}'s train split; give at most {n:,}")
     note = context_note(np.diff(run.train.a["doc_start"]), run.mcfg.max_len, "training", "train",
                         cfg["corpus"])
     if note and master:
