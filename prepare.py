@@ -251,6 +251,11 @@ def prepared(args, entry, items, dirs, settings, out_dir):
     return meta
 
 
+# prepare.py's flags for every corpus; any other is a corpus's own (Corpus.options, Corpus.reads)
+COMMON = ("corpus", "setting", "src", "out", "vocab", "max_len", "long", "split", "bpe_bytes", "workers",
+          "chunk_tokens", "force")
+
+
 def parse(argv):
     """(flags, the setting recorded in meta.json or None): a setting's flags fill those not given."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -275,7 +280,7 @@ def parse(argv):
                     help="sheets: write each cell's content, or 'G4:=E4+F4'")
     ap.add_argument("--blocks", choices=("space", "newline"),
                     help="web: blocks joined by a space (default: structure in the rotation only) or newline")
-    ap.add_argument("--workbooks", type=int, default=600, help="sheets without --src: synthetic workbooks")
+    ap.add_argument("--workbooks", type=int, help="sheets without --src: synthetic workbooks (default 600)")
     ap.add_argument("--conversations", type=int, help="chat: only the first N conversations (default: all)")
     ap.add_argument("--stream", choices=("compact", "old"),
                     help="programs: the compact stream (default; REFERENCE.md) or RESULTS.md's older one")
@@ -291,8 +296,13 @@ def parse(argv):
             ap.error(f"--setting {setting} prepares the {own['corpus']} corpus, not {args.corpus}")
     args.corpus = args.corpus or own.get("corpus") or ap.error("name a corpus or a --setting")
     given = {k: getattr(args, k) for k in PREPARE if getattr(args, k) is not None}
-    for k in set(given) - {"vocab", "max_len", "long", "split"} - set(corpus(args.corpus).options):
-        ap.error(f"--{k} does not apply to the {args.corpus} corpus (its own: {corpus(args.corpus).options})")
+    entry = corpus(args.corpus)
+    applies = {*entry.options, *(k for k, with_src in entry.reads if with_src or not args.src)}
+    for k in sorted(set(vars(args)) - set(COMMON) - applies):   # one rule for every flag: used or refused
+        if getattr(args, k) is not None:
+            where = " with --src" * (k in dict(entry.reads))   # read without --src alone (workbooks)
+            ap.error(f"--{k} does not apply to the {args.corpus} corpus{where} "
+                     f"(its own: {', '.join(sorted(applies)) or 'none'})")
     shape = {**PREPARE, **own.get("prepare", {})}
     departs = [f"--{k} {v}" for k, v in given.items() if v != shape[k]]
     for k, v in {**shape, **given}.items():

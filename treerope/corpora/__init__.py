@@ -34,6 +34,7 @@ class Corpus:
     starts: Callable            # record rule: (coords, Doc) -> bool per token, where a record may start
     pattern: str = tokenizer.PAT   # the BPE's pre-split pattern
     options: tuple = ()         # prepare.py flags that shape this corpus's data (kept in the settings)
+    reads: tuple = ()           # its other prepare.py flags, each (flag, whether read with --src too)
     p1_cap: Callable = None     # paragraph blocks per document -> the largest p1 a record keeps, or None
     root_ranks: bool = False    # the sibling-rank statistics count the roots' ranks (a sheet's index)
     filter_docs: Callable = None   # texts -> ({index removed}, {reason: count}): corpus-wide removals

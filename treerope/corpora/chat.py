@@ -10,7 +10,7 @@ by the `chitchat_dataset` package (requirements.txt). Nothing else conversationa
 machine (REFERENCE.md says what was searched).
 
     python prepare.py chat                              # the installed dataset
-    python prepare.py chat --src my.json                # any file in its format
+    python prepare.py chat --src my.json                # any file in its format (a folder: its .json files)
     python prepare.py chat --conversations 200          # its first 200 conversations
 """
 import functools
@@ -21,7 +21,7 @@ import sys
 import numpy as np
 
 import trees
-from treerope.corpora import Corpus, build
+from treerope.corpora import Corpus, build, find_files
 
 
 def default_source():
@@ -37,12 +37,16 @@ def default_source():
 def conversations(path):
     """[(id, [(sender, text)] in order)] of one file in the dataset's format: {id: {"messages":
     [[{"text", "sender", ...}, ...], ...]}}, a list of turns, each a list of messages. A
-    conversation not in that shape is a trees.Skip, counted like a bad document."""
+    conversation not in that shape, or a file not JSON or not such an object, is a trees.Skip, counted
+    like a bad document."""
     with open(path, "rb") as f:
         trees.check_size("a file", os.fstat(f.fileno()).st_size, trees.MAX_FILE_BYTES, "bytes")
-        data = json.load(f)
+        try:
+            data = json.load(f)
+        except ValueError as e:          # empty, truncated, not UTF-8
+            return [("", trees.Skip(f"not JSON ({type(e).__name__})"))]
     if not isinstance(data, dict):
-        sys.exit(f"error: {path} is not a chat file (a JSON object of conversations by id)")
+        return [("", trees.Skip("not a chat file (a JSON object of conversations by id)"))]
     out = []
     for cid, conv in data.items():
         try:
@@ -55,7 +59,7 @@ def conversations(path):
 def sources(args):
     """prepare.py's sources: the conversations of --src files, or of the installed dataset; with
     --conversations N, the first N (in file order)."""
-    files = args.src or [default_source()]
+    files = [p for _, p in find_files(args.src, (".json",))] if args.src else [default_source()]
     if files == [None]:
         sys.exit("error: no chat corpus found: pip install chitchat_dataset (requirements.txt), "
                  "or pass a file in its format: python prepare.py chat --src FILE.json")
@@ -108,4 +112,5 @@ def turns(c, doc):
     return np.r_[True, (c["chat"][1:, :2] != c["chat"][:-1, :2]).any(1)]
 
 
-CORPORA = {"chat": Corpus(sources, functools.partial(build, builder=chat_doc), turns)}
+CORPORA = {"chat": Corpus(sources, functools.partial(build, builder=chat_doc), turns,
+                          reads=(("conversations", True),))}

@@ -388,6 +388,9 @@ def _inventory(wb, rng):
     ws.append(["Items to reorder", None, f'=COUNTIF(F2:F{n + 1},"yes")'])
 
 
+WORKBOOKS = 600   # synthetic workbooks written without --src (prepare.py --workbooks)
+
+
 def synthetic_workbooks(out_dir, n, seed=0):
     """Write n SYNTHETIC .xlsx workbooks (deterministic per seed) into out_dir: realistic shapes
     (timesheets, budgets, invoices, grade books, inventories; several sheets, cross-sheet
@@ -409,8 +412,9 @@ def synthetic_workbooks(out_dir, n, seed=0):
 def sheets_sources(args):
     dirs = args.src
     if not dirs:
-        dirs = [synthetic_workbooks(os.path.join(args.out, "sheets_synthetic_src"), args.workbooks)]
-        print(f"no --src given: using {args.workbooks} SYNTHETIC workbooks written to {dirs[0]} "
+        n = args.workbooks or WORKBOOKS
+        dirs = [synthetic_workbooks(os.path.join(args.out, "sheets_synthetic_src"), n)]
+        print(f"no --src given: using {n} SYNTHETIC workbooks written to {dirs[0]} "
               "(no real spreadsheet corpus is available offline; pass --src for real .xlsx files)")
     items = find_files(dirs, (".xlsx", ".xlsm", ".xls"))
     if not items:
@@ -449,7 +453,7 @@ def rows_or_text_blocks(c, doc):
 
 CORPORA = {
     "sheets": Corpus(sheets_sources, build_sheets, rows, options=("render",), root_ranks=True,
-                     preset="paper_sheets", attention=("cells",)),
+                     preset="paper_sheets", attention=("cells",), reads=(("workbooks", False),)),
     "web_sheets": Corpus(web_sheets_sources, build_web_sheets, rows_or_text_blocks,
-                         options=("render", "blocks"), preset="paper_sheets"),
+                         options=("render", "blocks"), preset="paper_sheets", reads=(("workbooks", False),)),
 }
