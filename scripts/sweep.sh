@@ -18,11 +18,25 @@ if [ $# -lt 3 ]; then
   echo 'usage: bash scripts/sweep.sh CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]' >&2
   exit 2
 fi
-export CORPUS=$1 OUT=${OUT:-out} TRAIN_ARGS="${*:5}"
+# the options, each quoted as given (a --data path with spaces stays one argument): `one` reads them back
+export CORPUS=$1 OUT=${OUT:-out} TRAIN_ARGS=""
+[ $# -le 4 ] || TRAIN_ARGS=$(printf '%q ' "${@:5}")
 configs=$2 seeds=$3 jobs=${4:-1}
 
-# a run named with --name NAME lives in $OUT/$CORPUS/NAME (one configuration per sweep then)
-NAME=$(sed -n 's/.*--name[= ]\([^ ]*\).*/\1/p' <<< "$TRAIN_ARGS")
+# a run named with --name NAME lives in $OUT/$CORPUS/NAME (one configuration per sweep then); the runs'
+# folder is OUT's alone: --out (or its abbreviation) would put them where the sweep never looks
+NAME= next=
+for o in "${@:5}"; do
+  [ "$next" = name ] && NAME=$o
+  next=
+  case $o in
+    --name=*) NAME=${o#--name=} ;;
+    --name) next=name ;;
+    --o|--ou|--out|--o=*|--ou=*|--out=*)
+      echo "error: sweep.sh writes its runs under OUT (OUT=DIR bash scripts/sweep.sh ...); drop $o" >&2
+      exit 2 ;;
+  esac
+done
 export NAME
 
 one() {  # config seed: one run, its output in its own folder; a failure is named, the others go on
@@ -36,8 +50,8 @@ one() {  # config seed: one run, its output in its own folder; a failure is name
   exec 9>"$dir/.sweep.lock"
   flock -n 9 || { echo "skipped: $dir (another sweep is training it)"; return 0; }
   [ -f "$dir/final.json" ] && { echo "skipped: $dir (finished by another sweep)"; return 0; }
-  # shellcheck disable=SC2086  # TRAIN_ARGS: train.py options, split on spaces
-  python "$ROOT/train.py" --corpus "$CORPUS" --config "$1" --seed "$2" --out "$OUT" $TRAIN_ARGS > "$dir/train.log" 2>&1 \
+  eval "local -a options=($TRAIN_ARGS)"   # as printf %q quoted them
+  python "$ROOT/train.py" --corpus "$CORPUS" --config "$1" --seed "$2" --out "$OUT" "${options[@]}" > "$dir/train.log" 2>&1 \
     || { echo "failed: $dir ($(tail -n 1 "$dir/train.log"))"; return 1; }
 }
 export -f one
@@ -51,8 +65,7 @@ for s in $seeds; do
   done
 done
 if [ $finished = 1 ]; then
-  # shellcheck disable=SC2086
-  python "$ROOT/study.py" "$CORPUS" "$configs" "$seeds" --check --out "$OUT" $TRAIN_ARGS | { grep '^done:' || true; }
+  python "$ROOT/study.py" "$CORPUS" "$configs" "$seeds" --check --out "$OUT" "${@:5}" | { grep '^done:' || true; }
 fi
 
 for s in $seeds; do   # seeds outer: a sweep stopped early still pairs every configuration at the seeds it reached
