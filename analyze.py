@@ -228,6 +228,9 @@ def references_markdown(data_dir, r):
 def token_gap(run_a, run_b, draws=2000, seed=0, split="test"):
     """Two runs scored on the same tokens (evaluate.py's eval_<split>_tokens.npz), paired token
     by token: mean Δ = a − b nats/token per kind, with a document-cluster bootstrap 95% CI."""
+    for r in (run_a, run_b):
+        if not os.path.exists(os.path.join(r, f"eval_{split}_tokens.npz")):
+            raise SystemExit(f"error: {r} holds no eval_{split}_tokens.npz: run evaluate.py {r} first")
     za, zb = (np.load(os.path.join(r, f"eval_{split}_tokens.npz")) for r in (run_a, run_b))
     if not (np.array_equal(za["record"], zb["record"]) and np.array_equal(za["kind"], zb["kind"])):
         raise SystemExit("error: the two runs were not scored on the same tokens "
@@ -484,9 +487,12 @@ def main(argv=None):
         raise SystemExit(f"no runs under {args.root}")
     if args.figures:   # before the tables: a folder that cannot be written is one line, not a traceback
         writable(args.figures, "choose another --figures folder")
+    # a variant's label as its rows print it ("seq_depth_hot (lr 0.004)") names it as its name does
+    labels = {named({**r, "config": c}): c for s in runs.values() for c, seeds in s.items()
+              for r in seeds.values()}
     parts = defaultdict(dict)   # each setting against its own default baseline, unless --baseline is given
     for setting, configs in runs.items():
-        parts[args.baseline or default_baseline(configs)][setting] = configs
+        parts[labels.get(args.baseline, args.baseline) or default_baseline(configs)][setting] = configs
     for baseline, part in sorted(parts.items()):
         if len(parts) > 1:   # a folder of tree and hRoPE corpora: one part per baseline, none left out
             print(f"## against {baseline}: {', '.join(sorted({title(s) for s in part}))}\n")
