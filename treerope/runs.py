@@ -98,9 +98,9 @@ def checked_checkpoint(run_dir, device):
     """A run's checkpoint and config.json (read_config), refused in one line where the folder or the
     checkpoint is not the run its config.json describes (`folder_is_run`; another configuration, seed,
     model shape, values or data)."""
+    ck = load_checkpoint(os.path.join(run_dir, "ckpt.pt"), device)
     c = read_config(run_dir, "train the run again (train.py ... --resume=0)", whole=True)
     folder_is_run(run_dir, c["run"])
-    ck = load_checkpoint(os.path.join(run_dir, "ckpt.pt"), device)
     differ = trained_otherwise(ck["run"], ck["config"], c["run"], c["model"], "in ckpt.pt", "in config.json")
     if differ:   # a copied checkpoint would be scored (and tabulated) as this run
         sys.exit(f"error: {run_dir}/ckpt.pt is not the run its config.json describes ({', '.join(differ)}); "

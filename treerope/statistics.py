@@ -16,7 +16,7 @@ from scipy import stats
 
 from rotary import known
 from treerope.files import read_json
-from treerope.runs import folder_is_run, read_config, read_eval, read_final
+from treerope.runs import folder_is_run, read_config, read_eval, read_final, typed
 from treerope.settings import SETTINGS
 
 
@@ -214,6 +214,9 @@ def group_by_training(entries):
     return runs
 
 
+MILESTONE = {"step": int, "val_loss": float}   # what the tables read of a log.jsonl line (train.milestone)
+
+
 def load_runs(root, finished=False):
     """{setting: {config: {seed: run}}} from out/<corpus>/<config>/seed<k>/; with `finished`, only
     runs that wrote final.json (a seed still training would hold every pair to its milestone)."""
@@ -228,11 +231,16 @@ def load_runs(root, finished=False):
         log = []
         with open(log_path) as f:
             for i, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
                 try:
-                    log += [json.loads(line)] if line.strip() else []
+                    log.append(json.loads(line))
                 except json.JSONDecodeError:
                     raise SystemExit(f"error: {log_path} line {i} is not JSON (a damaged log: "
                                      "delete that run or train it again with --resume=0)")
+                # a milestone: the step and loss the tables read, checked as final.json's are
+                typed(log_path, log[-1] if isinstance(log[-1], dict) else {}, MILESTONE, MILESTONE, fix,
+                      f"line {i}: ")
         final = read_final(d, fix) if os.path.exists(os.path.join(d, "final.json")) else None
         if finished and final is None:
             continue
