@@ -296,13 +296,7 @@ def parse(argv):
             ap.error(f"--setting {setting} prepares the {own['corpus']} corpus, not {args.corpus}")
     args.corpus = args.corpus or own.get("corpus") or ap.error("name a corpus or a --setting")
     given = {k: getattr(args, k) for k in PREPARE if getattr(args, k) is not None}
-    entry = corpus(args.corpus)
-    applies = {*entry.options, *(k for k, with_src in entry.reads if with_src or not args.src)}
-    for k in sorted(set(vars(args)) - set(COMMON) - applies):   # one rule for every flag: used or refused
-        if getattr(args, k) is not None:
-            where = " with --src" * (k in dict(entry.reads))   # read without --src alone (workbooks)
-            ap.error(f"--{k} does not apply to the {args.corpus} corpus{where} "
-                     f"(its own: {', '.join(sorted(applies)) or 'none'})")
+    unused(ap, args)
     shape = {**PREPARE, **own.get("prepare", {})}
     departs = [f"--{k} {v}" for k, v in given.items() if v != shape[k]]
     for k, v in {**shape, **given}.items():
@@ -320,6 +314,18 @@ def parse(argv):
     if args.vocab > 65536 * 4:
         ap.error(f"--vocab {args.vocab} is larger than this tokeniser supports (262,144)")
     return args, setting
+
+
+def unused(ap, args):
+    """One rule for every flag: one that is not for every corpus (COMMON) and not the corpus's own
+    (Corpus.options, Corpus.reads) is refused where given, never accepted and ignored."""
+    entry = corpus(args.corpus)
+    applies = {*entry.options, *(k for k, with_src in entry.reads if with_src or not args.src)}
+    for k in sorted(set(vars(args)) - set(COMMON) - applies):
+        if getattr(args, k) is not None:
+            where = " with --src" * (k in dict(entry.reads))   # read without --src alone (workbooks)
+            ap.error(f"--{k} does not apply to the {args.corpus} corpus{where} "
+                     f"(its own: {', '.join(sorted(applies)) or 'none'})")
 
 
 def data_settings(args, entry, items, dirs, setting):
