@@ -512,7 +512,7 @@ def test_finished_leaves_out_a_seed_still_training(tmp_path, capsys):
             (d / "log.jsonl").write_text("".join(json.dumps({"step": s, "val_loss": loss + (s == 10)}) + "\n"
                                                  for s in steps))
             if seed < 2:
-                (d / "final.json").write_text(json.dumps({"test_loss": loss}))
+                (d / "final.json").write_text(json.dumps({"step": 30, "val_loss": loss, "test_loss": loss}))
     analyze.main([str(tmp_path / "web")])
     assert "at step 10" in capsys.readouterr().out
     analyze.main([str(tmp_path / "web"), "--finished"])
@@ -530,7 +530,7 @@ def write_run(root, corpus, folder, seed, val, config=None, **run):
         "run": {"corpus": corpus, "config": config or folder, "seed": seed, "steps": 30, **run},
         "model": {"n_layer": 2, "n_embd": 128, "n_head": 2, "max_len": 256}}))
     (d / "log.jsonl").write_text(json.dumps({"step": 30, "val_loss": val}) + "\n")
-    (d / "final.json").write_text(json.dumps({"val_loss": val, "test_loss": val}))
+    (d / "final.json").write_text(json.dumps({"step": 30, "val_loss": val, "test_loss": val}))
     return d
 
 
@@ -616,7 +616,7 @@ def test_a_best_milestone_run_is_compared_at_the_value_it_reports(tmp_path, caps
                                                  for i, v in enumerate(vals)))
             best = min(range(3), key=lambda i: vals[i]) if rule == "best_milestone" else 2
             (d / "final.json").write_text(json.dumps({
-                "val_loss": vals[-1], "test_loss": vals[-1], "report": rule,
+                "step": 30, "val_loss": vals[-1], "test_loss": vals[-1], "report": rule,
                 "reported": {"val_loss": vals[best], "step": 10 * (best + 1)}}))
     runs = statistics.load_runs(str(tmp_path / "web"))
     (r,) = statistics.compare(runs, "seq_only", "val")
