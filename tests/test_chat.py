@@ -73,3 +73,23 @@ def test_prepare_chat_default_source_and_a_step(tmp_path):
                       "--out", str(tmp_path / "out"), "--steps=1", "--n_layer=1", "--n_embd=128",
                       "--n_head=1", "--max_len=128", "--docs_per_step=4", "--compile=0", "--bf16=0"])
     assert np.isfinite(json.load(open(os.path.join(run, "final.json")))["val_loss"])
+
+
+def test_a_folder_is_read_and_a_bad_file_is_a_counted_skip(tmp_path):
+    """`prepare.py chat --src FOLDER` was an IsADirectoryError and an empty .json a JSONDecodeError: a
+    folder's .json files are read, 40 real conversations in one of them, and an empty file and a file
+    that is not JSON are counted skips."""
+    pytest.importorskip("chitchat_dataset")
+    src = tmp_path / "src" / "nested"
+    os.makedirs(src)
+    real = json.load(open(chat.default_source()))
+    (src / "forty.json").write_text(json.dumps(dict(list(real.items())[:40])))
+    (src / "empty.json").write_text("")
+    (src / "broken.json").write_text('{"a": ')
+    [(_, empty)] = chat.conversations(str(src / "empty.json"))   # a file given alone: the same skip
+    assert isinstance(empty, trees.Skip) and "not JSON" in str(empty)
+    out = prepare.main(["chat", "--src", str(tmp_path / "src"), "--vocab", "300", "--max_len", "128",
+                        "--workers", "1", "--out", str(tmp_path / "d")])
+    meta = json.load(open(os.path.join(out, "meta.json")))
+    assert meta["documents"] + meta["skipped_total"] == 42, meta
+    assert sum(v for k, v in meta["skipped"].items() if k.startswith("not JSON")) == 2, meta["skipped"]

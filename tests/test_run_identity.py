@@ -2,6 +2,8 @@
 with the folder the trial planted (renamed runs, copied checkpoints, variants at another lr, a bf16 run
 in a study, edited config.json files, a refused study). Run: python -m pytest -q tests/test_run_identity.py
 """
+import errno
+import io
 import json
 import os
 import re
@@ -18,7 +20,7 @@ import prepare
 import sample
 import study
 import train
-from treerope import machine
+from treerope import files, machine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--steps=2", "--preset=cpu", "--n_layer=1", "--max_len=64", "--docs_per_step=2", "--val_docs=2",
@@ -81,7 +83,7 @@ def test_1_a_name_is_never_taken_for_a_configuration(tiny_python, tmp_path, caps
     assert [(r["config"], r["n"], round(r["delta"], 6)) for r in rows] == [("seq_depth", 1, -0.1)]
     shutil.copytree(tmp_path / "web" / "seq_only" / "seed0", tmp_path / "web" / "seq_only_copy" / "seed0")
     msg = one_line(lambda: analyze.load_runs(str(tmp_path / "web")), "seq_only seed 0", "seq_only_copy")
-    assert "remove one" in msg
+    assert "remove it" in msg
 
 
 def test_2_evaluate_and_sample_refuse_a_checkpoint_of_another_run(runs, tmp_path):
@@ -258,3 +260,178 @@ def test_a_refused_model_leaves_no_folder(tiny_python, tmp_path):
                                  *args(tiny_python, tmp_path, "--n_embd=8", "--n_head=1")]),
              "seq_tree_depth", "62 planes")
     assert os.listdir(tmp_path) == []
+
+
+# ------------------------------------------------------------- issue 63: the last cases ----
+def test_w1_a_folder_copied_or_renamed_is_not_scored_under_its_name(runs, tmp_path):
+    """`cp -r seq_depth/seed0 tree_only/seed0` was scored (eval_test.json written) and sampled as tree_only,
+    a seed1 folder renamed seed5 scored as seed 5: every reader refuses in one line, nothing written."""
+    copy = tmp_path / "python" / "tree_only" / "seed0"
+    shutil.copytree(runs / "seq_depth" / "seed0", copy)
+    for read in (lambda: evaluate.main([str(copy)]), lambda: sample.load(str(copy), "cpu"),
+                 lambda: analyze.load_runs(str(tmp_path / "python"))):
+        one_line(read, "says tree_only/seed0", "the run is seq_depth/seed0")
+    renamed = tmp_path / "python" / "seq_depth" / "seed5"
+    shutil.copytree(runs / "seq_depth" / "seed1", renamed)
+    one_line(lambda: evaluate.main([str(renamed)]), "says seq_depth/seed5", "seq_depth seed 1")
+    assert not any(p.name.startswith("eval") for p in (*copy.iterdir(), *renamed.iterdir()))
+
+
+@pytest.mark.parametrize("value", ["7.3", None, "removed"])
+def test_t1_a_damaged_final_json_is_one_line_naming_the_key(value, tmp_path):
+    """final.json's test_loss set to "7.3", null or removed was a TypeError or KeyError in analyze.py; it
+    goes through the validating reader config.json does."""
+    for seed in (0, 1):
+        planted(tmp_path, "seq_only", seed, 3.0)
+    run = planted(tmp_path, "seq_depth", 0, 2.9)
+    f = json.load(open(run / "final.json"))
+    f.pop("test_loss") if value == "removed" else f.update(test_loss=value)
+    (run / "final.json").write_text(json.dumps(f))
+    one_line(lambda: analyze.load_runs(str(tmp_path / "web")), "final.json", "test_loss")
+
+
+def test_t1_a_damaged_log_line_is_one_line_naming_the_key(tmp_path):
+    """A log.jsonl milestone without its val_loss was a KeyError in analyze.py's pairing."""
+    for seed in (0, 1):
+        planted(tmp_path, "seq_only", seed, 3.0)
+    run = planted(tmp_path, "seq_depth", 0, 2.9)
+    (run / "log.jsonl").write_text(json.dumps({"step": 30}) + "\n")
+    one_line(lambda: analyze.main([str(tmp_path / "web")]), "log.jsonl", "line 1: val_loss is missing")
+
+
+def test_t1_a_non_finite_loss_is_left_out_with_a_note(tmp_path, capsys):
+    """A NaN test_loss made a row "won 1/2, sign p 1": it is left out, said, and the row counts one seed."""
+    for seed, base, depth in ((0, 3.0, 2.9), (1, 3.0, float("nan"))):
+        planted(tmp_path, "seq_only", seed, base)
+        planted(tmp_path, "seq_depth", seed, depth)
+    runs = analyze.load_runs(str(tmp_path / "web"))
+    assert "test_loss is nan, not a finite loss: left out of the tables" in capsys.readouterr().out
+    [row] = analyze.compare(runs, "seq_only", "test")
+    assert (row["n"], row["won"], round(row["delta"], 6)) == (1, 1, -0.1)
+
+
+def test_t2_a_config_json_without_the_data_identity_is_one_line(runs, tmp_path):
+    """run.data_identity removed from config.json was a TypeError in evaluate.py and sample.py."""
+    run = copy_run(runs, tmp_path, "seq_depth") / "seed0"
+    c = json.load(open(run / "config.json"))
+    del c["run"]["data_identity"]
+    (run / "config.json").write_text(json.dumps(c))
+    one_line(lambda: evaluate.main([str(run)]), "run.data_identity is missing")
+    one_line(lambda: sample.load(str(run), "cpu"), "run.data_identity is missing")
+
+
+def test_t5_tokens_before_evaluate_names_the_step_to_take(runs):
+    """`analyze.py --tokens A B` before evaluate.py was a FileNotFoundError."""
+    pair = [str(runs / "seq_only" / "seed0"), str(runs / "seq_depth" / "seed0")]
+    one_line(lambda: analyze.main(["--tokens", *pair]), "run evaluate.py", "seq_only/seed0")
+
+
+def test_t6_a_study_too_big_for_memory_is_refused_before_any_model_exists(tiny_python, tmp_path, monkeypatch):
+    """`--n_embd=4096 --n_layer=24` (4.8 billion parameters a run) was killed by the kernel: plan_runs built
+    every model before `fits` estimated. Refused with the estimate, no model built, nothing written."""
+    monkeypatch.setattr(machine, "device_bytes", lambda device: 24 * 2**30)
+    monkeypatch.setattr(train, "build_model", lambda *a: pytest.fail("a model was built"))
+    one_line(lambda: study.main(["python", "seq_only seq_depth", "0 1", *args(tiny_python, tmp_path),
+                                 "--n_embd=4096", "--n_layer=24", "--n_head=32"]),
+             "4 runs of 24L d4096", "machine.study_bytes")
+    assert not os.path.exists(tmp_path / "python")
+
+
+def test_m1_an_empty_lock_is_stale_once_its_writer_had_time(tmp_path):
+    """A kill between creating seedN.lock and writing its pid left it empty, and every later writer was
+    refused as "process N" with its own pid. An empty lock a second old is taken over; a fresh one (its
+    writer writing its pid) is refused, named as such."""
+    lock = tmp_path / "seed0.lock"
+    lock.write_text("")
+    one_line(lambda: files.owned(str(tmp_path / "seed0"), "the run").__enter__(), "a process starting now")
+    os.utime(lock, (time.time() - 10, time.time() - 10))
+    with files.owned(str(tmp_path / "seed0"), "the run"):
+        assert lock.read_text() == str(os.getpid())
+    assert not lock.exists()
+
+
+def test_m2_more_records_a_step_than_the_split_holds_is_refused(tiny_python, tmp_path):
+    """`--docs_per_step 5000` on a smaller split trained the whole split a step, config.json keeping
+    5000; train.py and study.py refuse it in one line, before anything is written."""
+    big = args(tiny_python, tmp_path, "--docs_per_step=5000")
+    one_line(lambda: train.main(["--corpus", "python", "--config", "seq_only", *big]),
+             "--docs_per_step 5,000", "train split")
+    one_line(lambda: study.main(["python", "seq_only", "0", *big]), "--docs_per_step 5,000")
+    assert not os.path.exists(tmp_path / "python")
+
+
+@pytest.mark.parametrize("flags,said", [
+    (["json", "--conversations", "5"], "--conversations does not apply to the json corpus"),
+    (["python", "--workbooks", "3"], "--workbooks does not apply to the python corpus"),
+    (["sheets", "--workbooks", "5", "--src", "."], "--workbooks does not apply to the sheets corpus with"),
+], ids=["conversations", "workbooks", "workbooks_src"])
+def test_d1_every_flag_a_corpus_ignores_is_refused(flags, said, tmp_path, capsys):
+    """--conversations, --workbooks were accepted and ignored (not in meta.json): one rule refuses them."""
+    with pytest.raises(SystemExit):
+        prepare.main([*flags, "--out", str(tmp_path / "d")])
+    assert said in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "d")
+
+
+def test_d2_d3_sweep_passes_options_quoted_and_refuses_out(tiny_python, tmp_path):
+    """sweep.sh joined its options and split them on spaces (`--data "dätä dir/x y"` failed every run),
+    and took --out, training where it never looked (a retrain every time): the path passes whole,
+    and --out is refused, nothing written."""
+    data = tmp_path / "dätä dir" / "x y"
+    shutil.copytree(tiny_python, data)
+    env = {**os.environ, "OUT": str(tmp_path / "a")}
+    def sweep(*extra):
+        return subprocess.run(["bash", "scripts/sweep.sh", "python", "seq_only", "0", "1", "--data",
+                               str(data), *TINY, *extra], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=300)
+    refused = sweep("--out", str(tmp_path / "b"))
+    assert refused.returncode == 2 and "drop --out" in refused.stderr, refused.stderr
+    assert not os.path.exists(tmp_path / "a") and not os.path.exists(tmp_path / "b")
+    done = sweep()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert os.path.exists(tmp_path / "a" / "python" / "seq_only" / "seed0" / "final.json")
+
+
+def test_o1_evaluate_leaves_nothing_on_a_full_disk(runs, tmp_path, monkeypatch):
+    """On a full disk evaluate.py left an empty .write_test<pid> in the run's folder: the write that
+    fails after the file was made is cleaned up."""
+    run = copy_run(runs, tmp_path, "seq_depth") / "seed0"
+    before = sorted(os.listdir(run))
+    class Full(io.StringIO):
+        def write(self, s):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    def full(path, mode="r", *a, **k):
+        if "w" not in mode:
+            return open(path, mode, *a, **k)
+        open(path, mode).close()      # the file is made, its write fails
+        return Full()
+    monkeypatch.setattr(files, "open", full, raising=False)
+    one_line(lambda: evaluate.main([str(run)]), "cannot write in", "No space left on device")
+    assert sorted(os.listdir(run)) == before
+
+
+def test_two_evaluations_of_one_run_take_its_lock(runs, tmp_path):
+    """Two evaluate.py processes on one run took no lock: a run held by a live process (its training, or
+    another evaluation) is refused in one line, nothing written; the lock is gone after a run's evaluation."""
+    run = copy_run(runs, tmp_path, "seq_depth") / "seed0"
+    lock = str(run) + ".lock"
+    with open(lock, "w") as f:
+        f.write(str(os.getppid()))               # a live process holds it
+    one_line(lambda: evaluate.main([str(run), "--interventions", "none"]), "being written by process",
+             str(os.getppid()))
+    assert not os.path.exists(run / "eval_test.json")
+    os.remove(lock)
+    evaluate.main([str(run), "--interventions", "none"])
+    assert os.path.exists(run / "eval_test.json") and not os.path.exists(lock)
+
+
+def test_a_variants_printed_label_is_a_baseline(tmp_path, capsys):
+    """`analyze --baseline "seq_depth_hot (lr 0.004)"`, the label a variant's rows print, found no such
+    configuration: it names the variant as its name does."""
+    for seed in (0, 1):
+        planted(tmp_path, "seq_only", seed, 3.0)
+        planted(tmp_path, "seq_depth", seed, 2.8, name="seq_depth_hot", lr=4e-3,
+                given=["config", "lr", "name", "seed"])
+    analyze.main([str(tmp_path / "web"), "--baseline", "seq_depth_hot (lr 0.004)"])
+    out = capsys.readouterr().out
+    assert "val Δ vs seq_depth_hot at step 30" in out and "| seq_only | +0.2000 |" in out, out
