@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import time
 
+import numpy as np
 import pytest
 from conftest import one_line
 
@@ -21,6 +22,7 @@ import sample
 import study
 import train
 from treerope import files, machine
+from treerope.hrope import boundaries, paragraph_depth
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--steps=2", "--preset=cpu", "--n_layer=1", "--max_len=64", "--docs_per_step=2", "--val_docs=2",
@@ -435,3 +437,15 @@ def test_a_variants_printed_label_is_a_baseline(tmp_path, capsys):
     analyze.main([str(tmp_path / "web"), "--baseline", "seq_depth_hot (lr 0.004)"])
     out = capsys.readouterr().out
     assert "val Δ vs seq_depth_hot at step 30" in out and "| seq_only | +0.2000 |" in out, out
+
+
+def test_a_copied_seed_is_not_pooled_twice_by_the_paper_004_tables(tmp_path):
+    """analyze.py --boundary and --paragraphs pool every seed* folder's sums: a seed folder copied beside
+    its run was pooled as another seed; both refuse it with the identity check evaluate.py makes."""
+    run = planted(tmp_path, "hrope_axial", 0, 3.0)
+    np.savez(run / "boundary_test.npz", doc=np.arange(2))
+    np.savez(run / "paragraph_test.npz", max_len=np.int64(64))
+    shutil.copytree(run, run.parent / "seed1")
+    one_line(lambda: boundaries.boundary_pool(str(tmp_path)), "says hrope_axial/seed1", "hrope_axial seed 0")
+    one_line(lambda: paragraph_depth.paragraph_regression(str(run.parent), "test", 400, None),
+             "says hrope_axial/seed1")

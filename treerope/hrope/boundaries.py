@@ -22,7 +22,7 @@ from treerope.corpora import paragraphs
 from treerope.fields import token_coords
 from treerope.files import replacing
 from treerope.hrope.compression import MIN_CLUSTERS
-from treerope.runs import read_config
+from treerope.runs import folder_is_run, read_config
 
 
 # ---------------------------------------------------------------------------- interventions ----
@@ -171,6 +171,7 @@ def boundary_pool(root, split="test"):
     out = {}
     for path in sorted(glob.glob(os.path.join(root, "**", f"boundary_{split}.npz"), recursive=True)):
         r = read_config(os.path.dirname(path), "delete that run's folder")["run"]
+        folder_is_run(os.path.dirname(path), r)   # a copied seed would be pooled twice
         z = np.load(path)
         out.setdefault(r.get("name") or r["config"], []).append(z)
     pooled = {}

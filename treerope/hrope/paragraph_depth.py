@@ -16,7 +16,7 @@ from scipy import stats
 
 from treerope.files import replacing
 from treerope.hrope import candidates
-from treerope.runs import read_config
+from treerope.runs import folder_is_run, read_config
 
 # Paper 004 §6.4 / App. A.10: a Δp1 = 1 pair is scored against same-paragraph pairs at its d and query
 # band b(i) = i // P_BAND (the width is our reading: the paper gives none); d <= 256 as in A.10.
@@ -162,6 +162,8 @@ def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
     if not paths:
         raise SystemExit(f"error: no seed*/paragraph_{split}.npz under {config_dir}; "
                          "run evaluate.py RUN --paragraphs first")
+    for p in paths:   # a copied seed would be pooled twice
+        folder_is_run(os.path.dirname(p), read_config(os.path.dirname(p), "delete that run's folder")["run"])
     cfg = read_config(os.path.dirname(paths[0]), "delete that run's folder")["run"]
     depth, cells = paragraph_depth(paths, gate)
     context = int(np.load(paths[0])["max_len"])
