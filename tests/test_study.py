@@ -10,6 +10,7 @@ import threading
 import numpy as np
 import pytest
 import torch
+from conftest import needs_triton
 
 import bench
 import study
@@ -447,6 +448,7 @@ def test_a_study_too_large_for_the_device_is_refused(tiny_python, tmp_path, monk
 
 
 @pytest.mark.slow   # the kernel in triton's interpreter: about a minute on 2 cores
+@needs_triton
 def test_the_fused_rotation_inside_a_compiled_study_step_trains_the_eager_curve(tiny_python, tmp_path,
                                                                               monkeypatch):
     """CUDA's branch on CPU: the Triton kernel (its custom op, under triton's interpreter) inside the
