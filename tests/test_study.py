@@ -74,6 +74,16 @@ def test_a_study_trains_each_run_as_train_py_did(tiny_python, tmp_path):
     assert again == []
 
 
+def test_a_benchmark_study_writes_no_checkpoint(tiny_python, tmp_path):
+    """--checkpoint=0 (study_bench's runs, through bench.py): train.py's recorded losses, the log and
+    final.json written, no ckpt.pt (at the Python setting 157 MB a run at each milestone)."""
+    out = str(tmp_path)
+    study.main(["python", "seq_depth", "1", "--data", tiny_python, "--out", out, *SMALL, "--checkpoint=0"])
+    assert_matches(losses(out, "seq_depth", 1), ECB659C[("seq_depth", 1)])
+    assert sorted(os.listdir(os.path.join(out, "python", "seq_depth", "seed1"))) == \
+        ["config.json", "final.json", "log.jsonl"]
+
+
 def test_each_run_starts_from_its_seeds_weights(tiny_python, tmp_path):
     """The weights a study starts each run from are train.py's at that seed: equal across
     configurations outside the rotary, different across seeds."""
