@@ -1,5 +1,7 @@
 import math
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -540,3 +542,20 @@ def test_n_planes_of_one_coordinate(monkeypatch):
     assert Rotary("seq_depth4", 128, 1).count() == ([[20]], 4)       # 4 learned rates, no offsets
     m, nll = train_step("seq_depth4", n_layer=1, n_embd=128, n_head=1)
     assert torch.isfinite(nll).all() and m.rotary.rates.grad.abs().min() > 0
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PTXAS = "" if NO_TRITON else os.path.join(os.path.dirname(rotary.triton.__file__), "backends", "nvidia",
+                                          "bin", "ptxas")
+
+
+@pytest.mark.slow   # two ahead-of-time compiles and ptxas: 15-20 s on 2 cores
+@pytest.mark.skipif(not os.path.exists(PTXAS), reason="needs triton's CUDA backend and its ptxas")
+def test_neither_kernel_spills_registers_on_an_h100():
+    """At rotary.py's launch parameters ptxas -v reports no spill for either kernel on sm_90a
+    (scripts/ptxas_report.py; at Triton's default 4 warps: forward 20 B, backward 176 B stored)."""
+    run = subprocess.run([sys.executable, "scripts/ptxas_report.py"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    rows = [line for line in run.stdout.splitlines() if " registers " in line]
+    assert run.returncode == 0 and len(rows) == 2, run.stdout + run.stderr
+    assert all(line.endswith("spills: 0 B stored, 0 B loaded") for line in rows), rows
