@@ -238,7 +238,8 @@ hrope_table() {   # paper 004 Table 11 (25 M parameters, 5,000 steps of 16 x 1,0
   study "$corpus" "hrope_$corpus" "flat ${groups[$group]}"
 }
 
-table_plan() {   # DEVICE.md: 30,000 programs prepare in ~45 s; the rest of the call trains, then scores
+table_plan() {   # DEVICE.md (an H200's 16 cores, ecb659c): 30,000 programs prepared in ~45 s (python_table now
+  # prepares every program: 79,486 took 265 s on 2 cores here); the rest of the call trains, then scores
   plan prepare=$LIMIT_PREPARE "study=$((STAGE_LIMIT - LIMIT_PREPARE - LIMIT_SCORE))" \
     "evaluate=$LIMIT_SCORE"
 }
@@ -322,8 +323,8 @@ if [[ $TABLES == *" ${1:-none} "* ]]; then
     # the figures WHY names (printed in the plan), or TIMINGS=: speed_check 200 s, study_bench 430 s
     : "${STAGE_LIMIT:=510}" "${LIMIT_PREPARE:=$([ "$stage" = study_bench ] && echo 60 || echo 120)}" "${LIMIT_SCORE:=90}" "${LIMIT_TESTS:=110}" \
       "${LIMIT_ROTATION:=60}" "${LIMIT_COMPILED:=160}" "${LIMIT_BENCH:=180}" "${LIMIT_SETUP:=30}"
-    WHY=([tests]="H200 at ecb659c (DEVICE.md): the kernel's tests 26 s; here (2 CPU cores, 2026-12-06) the study's 4 ~25 s"
-         [rotation]="H200 at ecb659c (DEVICE.md): bench.py rotation at 4 sizes compiled in well under a minute; a reading for this one size"
+    WHY=([tests]="the kernel's tests 26 s on an H200 at ecb659c (DEVICE.md); this step --dry on 2 CPU cores here, 19-31 s (2026-12-06)"
+         [rotation]="bench.py rotation ran on an H200 at ecb659c, its time not recorded: a reading for this one size"
          [prepare]="the standard library's programs (the subset): 3.12.1's 8,340 programs, 612 k tokens, 34 s on 2 CPU cores here (2026-12-06), the card's machine has 16"
          [compiled]="never timed on a GPU: study.py --budget times the study's first steps (the compile in them) in this call and trains the seeds that fit"
          [eager]="never timed on a GPU for this model: each row is written as measured, the ratio's (M = 16 study, then 16 processes) first; what overruns is named")
