@@ -518,6 +518,8 @@ def _rotary_bwd(Q, K, DQO, DKO, C, COL, RATE, OFF, OVL, MARK, DQ, DK, PART, T, L
 
 
 BLOCK_T = 32      # tokens per program and step: 32 x 64 planes x 2 halves x q, k per head
+NUM_WARPS = 8     # threads / 32: at Triton's default 4 both kernels spill on sm_90 (255 registers;
+# scripts/ptxas_report.py), at 8 neither does (forward 128, backward 223; REFERENCE.md "The fused kernel")
 PROGRAMS = 2048   # backward programs aimed at: enough to fill a GPU, few partial sums left to add
 
 
@@ -536,7 +538,7 @@ def _runs_fwd(q, k, C, col, rate, offset, overlay, marker):
     tables = [t.contiguous() for t in (col, rate, offset, overlay, marker)]
     _rotary_fwd[(triton.cdiv(B * T, BLOCK_T), M)](
         q, k, C, *tables, qo, ko, T, B * T, H, col.shape[1], *q.stride()[:4], *C.stride()[:3], D // 2,
-        BLOCK_T, triton.next_power_of_2(D // 2))
+        BLOCK_T, triton.next_power_of_2(D // 2), num_warps=NUM_WARPS)
     return qo, ko
 
 
@@ -552,7 +554,7 @@ def _runs_bwd(q, k, dqo, dko, C, col, rate, offset, overlay, marker):
     part = torch.empty(3, M, grid[0], H, D // 2, device=q.device, dtype=torch.float32)
     _rotary_bwd[grid](q, k, dqo, dko, C, *[t.contiguous() for t in (col, rate, offset, overlay, marker)],
                       dq, dk, part, T, B * T, H, col.shape[1], n_iter, *q.stride()[:4], *dqo.stride()[:4],
-                      *C.stride()[:3], D // 2, BLOCK_T, triton.next_power_of_2(D // 2))
+                      *C.stride()[:3], D // 2, BLOCK_T, triton.next_power_of_2(D // 2), num_warps=NUM_WARPS)
     HT = col.shape[1]      # second stage: the partials, and heads sharing a table, added
     return dq, dk, part.view(3, M, grid[0], HT, H // HT, D // 2).sum((2, 4))
 

@@ -22,8 +22,9 @@ every 5% of steps (a milestone); the test split once at the end; no checkpoint i
 its score. Same seed => identical initial weights and identical batches in every configuration.
 `--setting NAME` (treerope/settings.py) trains one of the papers' runs on any device: its preset, recipe and
 lr, its length (in passes over the prepared train split, or steps) and its reporting rule; flags
-given override it. Writes out/<corpus>/<name or config>/seed<k>/: config.json, log.jsonl, ckpt.pt,
-final.json (last; `reported`: the validation loss under the run's reporting rule).
+given override it. Writes out/<corpus>/<name or config>/seed<k>/: config.json, log.jsonl, ckpt.pt (not
+with --checkpoint=0: a benchmark's runs), final.json (last; `reported`: the validation loss under the
+run's reporting rule).
 """
 import argparse
 import contextlib
@@ -356,10 +357,12 @@ def finish(out_dir, log, steps, val_loss, test_loss, val_records, test_records, 
 
 
 def save(out_dir, log, state):
-    """log.jsonl (the milestones), then the checkpoint; each replaced atomically."""
+    """log.jsonl (the milestones), then the checkpoint (state None: none, --checkpoint=0); each replaced
+    atomically."""
     with replacing(os.path.join(out_dir, "log.jsonl")) as tmp, open(tmp, "w") as f:
         f.writelines(json.dumps(e) + "\n" for e in log)
-    save_checkpoint(state, os.path.join(out_dir, "ckpt.pt"))
+    if state is not None:
+        save_checkpoint(state, os.path.join(out_dir, "ckpt.pt"))
 
 
 def main(argv=None):
@@ -552,8 +555,9 @@ def milestone(run, model, opt, log, step, step_loss, val_loss, lr, tokens_seen, 
         entry["mfu"], entry["hfu"] = (f / dt / (PEAK_FLOPS * world) for f in run.flops)
     log.append(entry)
     if run.master:
-        save(run.out_dir, log, {"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1,
-                                "log": log, "config": vars(run.mcfg), "run": cfg})
+        state = {"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1, "log": log,
+                 "config": vars(run.mcfg), "run": cfg}
+        save(run.out_dir, log, state if cfg["checkpoint"] else None)
     if stalled([e["val_loss"] for e in log], cfg["patience"]):   # every rank sees the same losses
         if run.master:
             print(f"early stop at step {step + 1}: no better validation loss in {cfg['patience']} milestones")

@@ -2,16 +2,18 @@
 # The GPU machine's calls, each sized to one (REPRODUCE.md "One paper table per GPU call"):
 #   bash scripts/reproduce_gpu.sh speed_check   the fused rotation and a study on the device (tests), then
 #        `bench.py rotation` at 256k tokens: kernels alone and end to end against a copy (issue goals:
-#        Triton >= 50% of the copy, faster than compile end to end); at most 170 s
+#        Triton >= 50% of the copy, faster than compile end to end); at most 200 s
 #   bash scripts/reproduce_gpu.sh study_bench   16 runs of the Python setting's model (6 layers, d 256, 2 heads,
-#        context 1,024, 64 records a step) as one compiled study: tokens/s and MFU by nanoGPT's count at
-#        true record lengths (issue goal: >= 20% at M >= 16); then M = 16, 1 eager as one study beside M
-#        processes (the ratio); at most 460 s, its estimate printed first, its runs' logs kept on any exit
-# One window (DEVICE.md: 15 minutes from the request): ~60 s start-up + speed_check 170 s + study_bench
-# 460 s = 690 s, leaving 210 s to rerun the shorter. Each step of every stage runs under `timeout`
-# (the plan, printed first, names each limit); what a step printed stays in $OUT/STAGE.log as it comes;
-# a step that fails or overruns ends the stage non-zero, named in its last line. `nvidia-smi dmon`
-# samples the card into $OUT/dmon_STAGE.txt where it exists.
+#        context 1,024, 64 records a step) on the standard library's programs as one compiled study:
+#        tokens/s and MFU by nanoGPT's count at true record lengths (issue goal: >= 20% at M >= 16); then
+#        M = 16, 1 eager as one study beside M processes (the ratio); at most 430 s, no checkpoints
+# One window (15 minutes from the request): ~60 s start-up + speed_check 200 s + study_bench 430 s = 690 s,
+# leaving 210 s to rerun the shorter; each stage plans at most 75% of a call's 600 s (it refuses a plan
+# over that). Each step of every stage runs under `timeout` (the plan, printed first, names each limit and
+# the figure it rests on); what a step printed stays in $OUT/STAGE.log as it comes; a step that fails or
+# overruns ends the stage non-zero, named in its last line. Each step's measured seconds go to
+# $OUT/STAGE_timings.json as it ends: `TIMINGS=FILE` (one carried back) plans the next call from them.
+# `nvidia-smi dmon` samples the card into $OUT/dmon_STAGE.txt where it exists. `--plan`: the plan alone.
 #   bash scripts/reproduce_gpu.sh studies       the CPU-scale studies on the GPU (below)
 # Add --dry to speed_check or study_bench (and to the table stages below): the same code on CPU at toy size.
 set -uo pipefail
@@ -36,10 +38,13 @@ setup_machine() {   # DEVICE.md: the GPU machine has no `python` (a wrapper keep
     mkdir -p /tmp/bin && rm -f /tmp/bin/python && printf '#!/bin/sh\nexec python3 "$@"\n' > /tmp/bin/python
     chmod +x /tmp/bin/python && export PATH=/tmp/bin:$PATH
   fi
+  local wheels=${WHEELS:-.whl} t=$SECONDS
   if ! python3 -c "import rustbpe, openpyxl" 2>/dev/null; then
-    ls .whl/*.whl >/dev/null 2>&1 || { echo "error: rustbpe or openpyxl missing and no .whl/ carried (REPRODUCE.md)"; exit 1; }
-    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+    ls "$wheels"/*.whl >/dev/null 2>&1 || { echo "error: rustbpe or openpyxl missing and no $wheels/ carried (REPRODUCE.md)"; exit 1; }
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site "$wheels"/*.whl 2>&1 | tail -n 3 >&2
+    [ "${PIPESTATUS[0]}" = 0 ] || { echo "error: pip could not install $wheels/*.whl (wheels for another Python than $(python3 -V)?)"; exit 1; }
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    python3 -c "import rustbpe, openpyxl" 2>/dev/null || { echo "error: rustbpe or openpyxl still missing after installing $wheels/*.whl into /tmp/site ($(python3 -V))"; exit 1; }
   fi
   export PYTHONUNBUFFERED=1
   if command -v nvidia-smi >/dev/null; then   # utilisation every 2 s while the stage runs
@@ -48,25 +53,67 @@ setup_machine() {   # DEVICE.md: the GPU machine has no `python` (a wrapper keep
   fi
   trap finish EXIT
   echo "== $name on $DEVICE$([ $DRY = 1 ] && echo ' (--dry: toy sizes)'), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null)"
+  CARD=$(card) || { echo "$CARD"; exit 1; }
+  echo "$CARD"
+  timed setup "$LIMIT_SETUP" $((SECONDS - t)) 0
 }
 
-step() {   # LIMIT WHAT FILE CMD...: CMD under `timeout LIMIT` s, its lines also appended to FILE as they come;
-  # a failure or an overrun ends the stage non-zero, and its last line says which step
-  local limit=$1 what=$2 file=$3 rc
-  shift 3
+card() {   # the card as torch sees it (name, memory, SMs, the peak MFU is counted against) and the software
+  python - "$DEVICE" <<'PY'
+import platform, sys
+import numpy, torch, triton
+from treerope.machine import PEAK_FLOPS
+sw = (f"python {platform.python_version()}, torch {torch.__version__}, triton {triton.__version__}, "
+      f"numpy {numpy.__version__}")
+if torch.cuda.is_available():
+    p = torch.cuda.get_device_properties(0)
+    print(f"card: {p.name}, {p.total_memory / 2**30:.1f} GiB, {p.multi_processor_count} SMs, sm_{p.major}{p.minor}; "
+          f"MFU against {PEAK_FLOPS / 1e12:.0f} TFLOP/s bf16 (machine.PEAK_FLOPS: H100/H200 SXM dense); {sw}")
+elif sys.argv[1] == "cuda":
+    print(f"error: torch sees no CUDA device ({sw})")
+    sys.exit(1)
+else:
+    print(f"card: none, the CPU (--dry); {sw}")
+PY
+}
+
+timed() {   # KEY LIMIT SECONDS EXIT: a step's measured seconds into $OUT/STAGE_timings.json, which TIMINGS= reads
+  python - "$OUT/${name}_timings.json" "$name" "${CARD#card: }" "$(git rev-parse --short HEAD 2>/dev/null)" "$DRY" "$@" <<'PY'
+import json, os, sys, time
+path, stage, card, commit, dry, key, limit, seconds, code = sys.argv[1:]
+t = json.load(open(path)) if os.path.exists(path) else {
+    "stage": stage, "card": card.split(";")[0], "commit": commit, "dry": dry == "1",
+    "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "steps": {}}
+t["steps"][key] = {"limit_s": int(limit), "seconds": int(seconds), "exit": int(code)}
+json.dump(t, open(path + ".tmp", "w"), indent=1)
+os.replace(path + ".tmp", path)
+PY
+}
+
+step() {   # KEY LIMIT WHAT FILE CMD...: CMD under `timeout LIMIT` s, its lines also appended to FILE as they
+  # come, its seconds timed (KEY); a failure or an overrun ends the stage non-zero, its last line says which step
+  local key=$1 limit=$2 what=$3 file=$4 rc t=$SECONDS
+  shift 4
   echo "-- $what (limit ${limit} s)" >&2
   timeout -k 10 "$limit" "$@" 2>&1 | tee -a "$file"
   rc=${PIPESTATUS[0]}
+  timed "$key" "$limit" $((SECONDS - t)) "$rc"
   [ "$rc" = 0 ] && return 0
   echo >&2 "== $name FAILED at: $what ($([ "$rc" = 124 ] || [ "$rc" = 137 ] && echo "ran past its ${limit} s limit" \
     || echo "exit code $rc"))"
   exit 1
 }
 
-plan() {   # the stage's plan, printed first: each step's limit and their sum against the call's 600 s
+plan() {   # the stage's plan, printed first: each step's limit and their sum against the call's 600 s, of
+  # which a speed stage takes at most 450 (25% left: the call's start, a slow step's kill, the tarball)
   local sum=0 x
   for x in "$@"; do sum=$((sum + ${x##*=})); done
-  echo "plan: ${*//=/ <= } s; $sum s in all (a call runs at most 600 s$([ $DRY = 1 ] && echo '; --dry: CPU limits'))"
+  echo "plan: ${*//=/ <= } s; $sum s in all, $([ $DRY = 1 ] && echo '--dry: CPU limits' \
+    || echo "$(((600 - sum) * 100 / 600))% of a call's 600 s left")"
+  if [ $DRY = 0 ] && [ "$sum" -gt 450 ] && [[ " speed_check study_bench " == *" $stage "* ]]; then
+    echo "error: the plan's $sum s leaves less than 25% of a 600 s call; lower a limit"; exit 1
+  fi
+  [ "$PLAN_ONLY" = 0 ] || exit 0
 }
 
 finish() {   # on any exit, an overrun's too: the sampler stopped, the stage's runs kept as far as they got
@@ -104,7 +151,7 @@ pages() {   # $1 (a tarball of python3-doc's html/, or any pages) extracted once
 }
 
 prepare() {   # prepare.py's flags: the setting's data under $W/data, its counts and cost said
-  step "$LIMIT_PREPARE" prepare "$W/prepare.log" python prepare.py "$@" --out "$W/data" --workers $WORKERS >/dev/null
+  step prepare "$LIMIT_PREPARE" prepare "$W/prepare.log" python prepare.py "$@" --out "$W/data" --workers $WORKERS >/dev/null
   grep -E "^(setting|note|WARNING|NOTE)" "$W/prepare.log"
   python - "$W"/data/*/meta.json <<'PY'
 import json, sys
@@ -123,13 +170,13 @@ study() {   # CORPUS SETTING "CONFIGS" [train.py options]: time, fit, train, tab
   local steps=${LENGTH:-0} seeds
   [ "$STEPS_MAX" != 0 ] && steps=$STEPS_MAX   # --dry: its cap
   # study.py --budget: the study's own first steps timed, then as many seeds as fit, said with why
-  step "$((T0 + STAGE_LIMIT - LIMIT_SCORE - $(date +%s)))" "the study: as many of seeds 0-$((SEEDS_MAX - 1)) as fit" \
+  step study "$((T0 + STAGE_LIMIT - LIMIT_SCORE - $(date +%s)))" "the study: as many of seeds 0-$((SEEDS_MAX - 1)) as fit" \
     "$W/study.log" python study.py "$corpus" "$configs" "$(seq -s ' ' 0 $((SEEDS_MAX - 1)))" "${train[@]}" \
     $([ "$steps" != 0 ] && echo --steps "$steps") --out "$W/runs" \
     --budget "$(b=$((T0 + STAGE_LIMIT - LIMIT_SCORE - MARGIN - $(date +%s))); echo $((b > 0 ? b : 1)))"   # spent: "raise --budget"
   seeds=$(ls -d "$W/runs/$corpus"/*/seed* | sed 's/.*seed//' | sort -u | wc -l)
   tabulated "$corpus" "$setting"   # the paired table (final.json's losses) before scoring; the runs: `finish`
-  step "$LIMIT_SCORE" "evaluate.py on every run (the per-kind tables)" /dev/null bash -c 'ls -d "$1"/*/seed* \
+  step evaluate "$LIMIT_SCORE" "evaluate.py on every run (the per-kind tables)" /dev/null bash -c 'ls -d "$1"/*/seed* \
     | xargs -P "$3" -I{} sh -c "python evaluate.py {} --max_docs $2 > {}/eval.log 2>&1 || \
     { echo evaluate failed: {}; exit 1; }"' _ "$W/runs/$corpus" "$EVAL_DOCS" "$EVAL_JOBS"
   tabulated "$corpus" "$setting"
@@ -191,78 +238,105 @@ hrope_table() {   # paper 004 Table 11 (25 M parameters, 5,000 steps of 16 x 1,0
   study "$corpus" "hrope_$corpus" "flat ${groups[$group]}"
 }
 
-table_plan() {   # DEVICE.md: 30,000 programs prepare in ~45 s; the rest of the call trains, then scores
+table_plan() {   # DEVICE.md (an H200's 16 cores, ecb659c): 30,000 programs prepared in ~45 s (python_table now
+  # prepares every program: 79,486 took 265 s on 2 cores here); the rest of the call trains, then scores
   plan prepare=$LIMIT_PREPARE "study=$((STAGE_LIMIT - LIMIT_PREPARE - LIMIT_SCORE))" \
     "evaluate=$LIMIT_SCORE"
 }
 
 speed_check() {   # the fused rotation and the study on the device, then the rotation's speed
-  # DEVICE.md: the kernel's tests ran in 26 s there; the study's in about as long; the rotation's benchmark compiles
-  plan tests=$LIMIT_TESTS rotation=$LIMIT_ROTATION
-  step "$LIMIT_TESTS" "1. the kernel against the reference; a study against train.py's recorded losses" /dev/null \
+  figures tests rotation
+  plan setup=$LIMIT_SETUP tests=$LIMIT_TESTS rotation=$LIMIT_ROTATION
+  step tests "$LIMIT_TESTS" "1. the kernel against the reference; a study against train.py's recorded losses" /dev/null \
     env TRITON_INTERPRET=$INTERPRET python -m pytest -q -m "not slow" tests/test_rotary.py tests/test_study.py \
     -k "triton or each_run_as_train_py or batched_forward_is or non_finite_run"
-  step "$LIMIT_ROTATION" "2. a study's rotation at ${ROTATION:-a toy size of} tokens: kernels alone and end to end" \
+  step rotation "$LIMIT_ROTATION" "2. a study's rotation at ${ROTATION:-a toy size of} tokens: kernels alone and end to end" \
     "$OUT/rotation.txt" env TRITON_INTERPRET=$INTERPRET python bench.py rotation $ROTATION
 }
 
-study_bench() {   # the Python setting's model: M runs as one compiled study (MFU), then eager beside M processes
-  local src=() bench=(--reps=1 --setting python --data "$W/data" --val_docs=64 --test_docs=64
-                      $RECORDS --steps=$BENCH_STEPS --milestones=$BENCH_MILESTONES)
+study_bench() {   # the Python setting's model on the standard library's programs (the subset its limit holds):
+  # M runs as one compiled study (MFU), then eager beside M processes; no checkpoints (--checkpoint=0)
+  local bench=(--reps=1 --setting python --data "$W/data" --val_docs=64 --test_docs=64 --checkpoint=0
+               $RECORDS --steps=$BENCH_STEPS --milestones=$BENCH_MILESTONES)
   rm -rf "$W/bench"   # each measurement's runs and output (bench.py --keep), in $OUT's tarball on any exit
   CORPUS=programs
-  plan prepare=$LIMIT_PREPARE compiled=$LIMIT_COMPILED eager=$LIMIT_BENCH
-  estimate
-  [ $DRY = 1 ] && src=(--src "$(few "$(python -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')" \
-                                   "$W/src" "*.py")")
-  prepare --setting python "${src[@]}"
-  # compiling M separate processes would not fit a call: the compiled study is timed alone, its MFU the row
-  step "$LIMIT_COMPILED" "1. bench.py study at M = $MFU_SIZE, compiled, the study alone" "$OUT/study_bench.txt" \
-    python bench.py study programs $MFU_SIZE --study_only --keep="$W/bench/compiled" "${bench[@]}"
-  step "$LIMIT_BENCH" "2. bench.py study at M = $STUDY_SIZES, eager, beside M processes" "$OUT/study_bench.txt" \
+  figures prepare compiled eager
+  plan setup=$LIMIT_SETUP prepare=$LIMIT_PREPARE compiled=$LIMIT_COMPILED eager=$LIMIT_BENCH
+  prepare --setting python --src "$(few "$(python -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')" \
+                                        "$W/src" "*.py")"
+  # compiling M separate processes would not fit a call: the compiled study is timed alone, its MFU the row;
+  # study.py --budget times its own first steps (the compile in them) and trains the seeds that fit
+  step compiled "$LIMIT_COMPILED" "1. bench.py study at M = $MFU_SIZE, compiled, the study alone, the seeds that fit" \
+    "$OUT/study_bench.txt" python bench.py study programs $MFU_SIZE --study_only --keep="$W/bench/compiled" \
+    "${bench[@]}" --budget=$((LIMIT_COMPILED - MARGIN))
+  step eager "$LIMIT_BENCH" "2. bench.py study at M = $STUDY_SIZES, eager, beside M processes" "$OUT/study_bench.txt" \
     python bench.py study programs $STUDY_SIZES --compile=0 --keep="$W/bench/eager" "${bench[@]}"
 }
 
-estimate() {   # study_bench's time from DEVICE.md's figures (30,000 programs prepared in ~45 s, 2.79 M tokens:
-  # ~93 a record, 64 records a step; one eager run ~119,000 tokens/s, the web model's: a reading for this one)
-  # and two not yet timed there (readings): a process starts in ~10 s, a graph compiles in ~90 s
-  local step_s=$((BENCH_STEPS * 64 * 93 / 119000)) m=${MFU_SIZE} eager=0 M
-  local speed=$((LIMIT_TESTS + LIMIT_ROTATION)) bench=$((LIMIT_PREPARE + LIMIT_COMPILED + LIMIT_BENCH))
-  for M in $STUDY_SIZES; do eager=$((eager + 10 + step_s + ((M + 7) / 8) * (10 + step_s))); done
-  echo "estimate: prepare ~45 s; compiled study ~$((10 + 2 * 90 + step_s)) s (start, 2 graphs, $BENCH_STEPS steps" \
-    "of $m runs, a step no slower than one eager run's); eager at M = $STUDY_SIZES ~$eager s (a study, then M" \
-    "processes 8 at a time). The window: start-up ~60 s + speed_check <= $speed s + study_bench <= $bench s" \
-    "= $((60 + speed + bench)) of 900 s, $((900 - 60 - speed - bench)) s left to rerun speed_check" \
-    "$([ $DRY = 1 ] && echo '(--dry: the GPU figures at toy sizes)')"
+figures() {   # KEY...: each step's limit and the figure it rests on, printed with its source; TIMINGS=FILE (an
+  # earlier call's STAGE_timings.json) replaces a limit by 1.5 x the seconds that step took there, plus 20
+  local key var
+  for key in "$@"; do
+    var=LIMIT_$(echo "$key" | tr a-z A-Z); var=${var/LIMIT_EAGER/LIMIT_BENCH}
+    echo "figure: $key <= ${!var} s: ${WHY[$key]}"
+  done
+  [ -n "${TIMINGS:-}" ] || return 0
+  local set
+  set=$([ -f "$TIMINGS" ] && python - "$TIMINGS" "$DRY" "$@" 2>/dev/null <<'PY'
+import json, math, shlex, sys
+t = json.load(open(sys.argv[1]))
+for key in sys.argv[3:]:
+    s = t["steps"].get(key)
+    took = f"{s['seconds']} s of its {s['limit_s']} s limit, exit {s['exit']}" if s else "not timed"
+    s = s if t["dry"] == (sys.argv[2] == "1") else None   # a CPU's seconds plan no GPU call, nor the reverse
+    if s and s["exit"] == 0:   # an overrun says only that it took longer: its limit stays
+        print(f"{'LIMIT_BENCH' if key == 'eager' else 'LIMIT_' + key.upper()}={math.ceil(1.5 * s['seconds']) + 20}")
+    print("echo " + shlex.quote(f"figure: {key} took {took} in {sys.argv[1]} ({t['card']}, commit {t['commit']}, "
+                                f"{t['date']}{', --dry' if t['dry'] else ''}): its limit "
+                                + ("1.5 x that + 20 s" if s and s["exit"] == 0 else "kept")))
+PY
+) || { echo "error: TIMINGS=$TIMINGS is not a STAGE_timings.json"; exit 1; }
+  eval "$set"
 }
 
 TABLES=" python_table web_table sheets_table hrope_table speed_check study_bench "
 if [[ $TABLES == *" ${1:-none} "* ]]; then
-  stage=$1 DRY=0 ARGS=()
-  for a in "${@:2}"; do if [ "$a" = --dry ]; then DRY=1; else ARGS+=("$a"); fi; done
+  stage=$1 DRY=0 PLAN_ONLY=0 ARGS=()
+  for a in "${@:2}"; do
+    case $a in --dry) DRY=1 ;; --plan) PLAN_ONLY=1 ;; *) ARGS+=("$a") ;; esac
+  done
+  declare -A WHY   # each speed step's limit: the figure it rests on and where that was measured
   if [ $DRY = 1 ]; then   # the sizes: a few steps of one record, one seed, a few source files, the CPU
     DEVICE=cpu SEEDS_MAX=1 STEPS_MAX=1 WORKERS=2 EVAL_DOCS=2 MARGIN=20
     RECORDS="--docs_per_step 1 --val_docs 2 --test_docs 2 --milestones 1 --mb_tokens 1024" FEW=60 WORKBOOKS=40
     INTERPRET=1 ROTATION="" MFU_SIZE=2 STUDY_SIZES="2 1" BENCH_STEPS=2 BENCH_MILESTONES=2 EVAL_JOBS=2
     : "${STAGE_LIMIT:=900}" "${LIMIT_PREPARE:=240}" "${LIMIT_SCORE:=180}" "${LIMIT_TESTS:=400}" \
-      "${LIMIT_ROTATION:=120}" "${LIMIT_COMPILED:=300}" "${LIMIT_BENCH:=600}"   # the CPU is slower
+      "${LIMIT_ROTATION:=120}" "${LIMIT_COMPILED:=300}" "${LIMIT_BENCH:=600}" "${LIMIT_SETUP:=60}"   # the CPU is slower
+    WHY=([tests]="--dry: the CPU's interpreter" [rotation]="--dry: a toy size" [prepare]="--dry: $FEW files"
+         [compiled]="--dry: 2 runs, 2 steps" [eager]="--dry: 2 runs, 2 steps")
   else                    # the setting's own batch, records and milestones; as many seeds as fit
     DEVICE=cuda SEEDS_MAX=${SEEDS_MAX:-10} STEPS_MAX=0 MARGIN=20
     WORKERS=16 EVAL_DOCS=${EVAL_DOCS:-512} RECORDS="" FEW=0 WORKBOOKS=600
     INTERPRET=0 ROTATION=262144 MFU_SIZE=16 STUDY_SIZES="16 1" BENCH_STEPS=${BENCH_STEPS:-120} BENCH_MILESTONES=6
     EVAL_JOBS=8   # bench's steady window: milestone 1 to 6, 100 steps; evaluate.py: 8 processes of 16 cores
-    # limits from DEVICE.md's figures (start-up ~30 s, 30,000 programs prepared in ~45 s, the kernel's tests
-    # 26 s) and study_bench's estimate (printed): a table stage 510 s (8.5 min), speed_check 170 s, study_bench
-    # 460 s (~60 + 170 + 460 = 690 s of the 900 s window: room to rerun speed_check)
-    : "${STAGE_LIMIT:=510}" "${LIMIT_PREPARE:=120}" "${LIMIT_SCORE:=90}" "${LIMIT_TESTS:=110}" \
-      "${LIMIT_ROTATION:=60}" "${LIMIT_COMPILED:=240}" "${LIMIT_BENCH:=100}"
+    # a table stage 510 s (8.5 min) from DEVICE.md's figures (H200, ecb659c); the speed stages' limits from
+    # the figures WHY names (printed in the plan), or TIMINGS=: speed_check 200 s, study_bench 430 s
+    : "${STAGE_LIMIT:=510}" "${LIMIT_PREPARE:=$([ "$stage" = study_bench ] && echo 60 || echo 120)}" "${LIMIT_SCORE:=90}" "${LIMIT_TESTS:=110}" \
+      "${LIMIT_ROTATION:=60}" "${LIMIT_COMPILED:=160}" "${LIMIT_BENCH:=180}" "${LIMIT_SETUP:=30}"
+    WHY=([tests]="the kernel's tests 26 s on an H200 at ecb659c (DEVICE.md); this step --dry on 2 CPU cores here, 19-31 s (2026-12-06)"
+         [rotation]="bench.py rotation ran on an H200 at ecb659c, its time not recorded: a reading for this one size"
+         [prepare]="the standard library's programs (the subset): 3.12.1's 8,340 programs, 612 k tokens, 34 s on 2 CPU cores here (2026-12-06), the card's machine has 16"
+         [compiled]="never timed on a GPU: study.py --budget times the study's first steps (the compile in them) in this call and trains the seeds that fit"
+         [eager]="never timed on a GPU for this model: each row is written as measured, the ratio's (M = 16 study, then 16 processes) first; what overruns is named")
   fi
   name=$stage${ARGS[0]:+_${ARGS[0]}}
   OUT=${OUT:-out/gpu} W=${WORK:-out/$name}   # W: data and runs (ignored; a warm machine keeps it)
-  mkdir -p "$OUT" "$W"
-  exec > >(tee "$OUT/$name.log") 2>&1
-  T0=$(date +%s)
-  setup_machine
+  if [ "$PLAN_ONLY" = 0 ]; then
+    mkdir -p "$OUT" "$W"
+    exec > >(tee "$OUT/$name.log") 2>&1
+    T0=$(date +%s)
+    setup_machine
+  fi
   "$stage" "${ARGS[@]}"
   exit
 fi
@@ -270,7 +344,21 @@ fi
 # The CPU-scale studies of reproduce_cpu.sh (ten seeds: programs, JSON, XML, Markdown; the
 # spreadsheet rows at three), all at once on one GPU: every run keeps the CPU scale's settings
 # (model, steps, batch, recipe) and fp32, so only the device differs; many small runs share the card.
-#   bash scripts/reproduce_gpu.sh studies        (prepared data under data/; outputs under $OUT10, default out10)
+#   bash scripts/reproduce_gpu.sh studies        (prepared data under data/; runs under $OUT10, default out10)
+# What comes back, on any exit, under $OUT (the machine's): MODE.log, MODE_tables.md (every table the mode
+# wrote, each headed by its path) and MODE_runs.tar.gz (the runs' JSON, logs and tables; no checkpoints).
+packed() {   # MODE: the runs under $OUT10 ($OUT inside a mode, for sweep.sh) into $RESULTS's three files
+  find "$OUT" -name '*.md' | sort | while read -r f; do printf '## %s\n\n' "${f#"$OUT"/}"; cat "$f"; echo; done \
+    > "$RESULTS/$1_tables.md"
+  tar czf "$RESULTS/$1_runs.tar.gz" --exclude='*.pt' --exclude='*.npz' -C "$OUT" .
+}
+
+if [ "${1:-}" = studies ] || [ "${1:-}" = hrope ]; then
+  RESULTS=${OUT:-out/gpu}
+  mkdir -p "$RESULTS" "${OUT10:-out10}"
+  exec > >(tee "$RESULTS/$1.log") 2>&1
+  trap "packed $1" EXIT
+fi
 if [ "${1:-}" = studies ]; then
   export OMP_NUM_THREADS=1 OUT=${OUT10:-out10} PYTHONUNBUFFERED=1
   SEEDS=${SEEDS10:-0 1 2 3 4 5 6 7 8 9} J=${JOBS:-4}
@@ -283,7 +371,7 @@ if [ "${1:-}" = studies ]; then
     bash scripts/sweep.sh xml "seq_only seq_depth" "$SEEDS" "$J" $CPU &
     bash scripts/sweep.sh markdown "flat hrope_axial" "$SEEDS" "$J" ${CPU/--preset cpu/--preset cpu_hrope} &
     bash scripts/sweep.sh sheets "seq_only seq_grid seq_tree" "0 1 2" "$J" ${CPU/--steps 200/--steps 120} &
-    wait
+    wait $(jobs -p)   # the sweeps: a bare `wait` would wait for the log's tee too, which never ends
   }
   for d in "$OUT"/{programs,json,xml,markdown}/*/seed* "$OUT"/sheets/*/seed*; do
     [ -f "$d/final.json" ] && [ ! -f "$d/eval_test.json" ] || continue
@@ -303,7 +391,7 @@ if [ "${1:-}" = hrope ]; then
     # shellcheck disable=SC2086
     bash scripts/sweep.sh $c "flat sent_axial hrope_axial rand_axial period_axial" "0 1 2" "$J" $CPU &
   done
-  wait
+  wait $(jobs -p)   # the sweeps, not the log's tee
   # Table 13's hubs are chosen on every seed's contributions pooled: that pass first (hrope/compression.py)
   ls -d "$OUT"/{code,prose,webtext}/hrope_axial/seed[012] | xargs -r -P $((3 * J)) -I{} sh -c \
     '[ -f {}/hub_contrib_test.npz ] || python evaluate.py {} --max_docs 128 --hub_contributions > {}/hub.log 2>&1'
@@ -329,5 +417,5 @@ if [ "${1:-}" = hrope ]; then
   exit
 fi
 echo "usage: bash scripts/reproduce_gpu.sh speed_check | study_bench | python_table | web_table | sheets_table |" \
-  "hrope_table CORPUS [GROUP] [--dry] | studies | hrope" >&2
+  "hrope_table CORPUS [GROUP] [--dry] [--plan] | studies | hrope (REPRODUCE.md \"The GPU check\"; runs nothing)" >&2
 exit 2

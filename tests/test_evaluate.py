@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import stdlib_files
+from conftest import TINY_PYTHON
 
 import analyze
 import evaluate
@@ -152,7 +152,7 @@ def code_corpus(tmp_path, max_len):
     """15 real stdlib files as an hRoPE code corpus (blocks and lines), records of <= max_len."""
     src = tmp_path / "src"
     src.mkdir()
-    for p in stdlib_files()[200:215]:
+    for p in TINY_PYTHON[:15]:
         (src / os.path.basename(p)).write_bytes(open(p, "rb").read())
     data = tmp_path / "data"
     prepare.main(["code", "--src", str(src), "--out", str(data), "--vocab", "300",

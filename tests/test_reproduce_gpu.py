@@ -4,8 +4,10 @@ evaluates, leaves exactly its three files under $OUT (log, table, runs tarball w
 and prints the paired table last, so a stage cannot fail on the device for a reason the CPU could have
 shown. Slow: a paper-size model trains a few steps on CPU.
 Run: python -m pytest -q -m slow tests/test_reproduce_gpu.py"""
+import json
 import os
 import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -60,23 +62,32 @@ def test_a_stage_dry_runs_to_its_table_and_three_files(args, tmp_path):
 def test_the_speed_stages_dry_run_to_their_files(tmp_path):
     """speed_check runs the kernel's and the study's tests and the rotation benchmark; study_bench
     prepares the Python setting, times 2 runs as one study alone, then 2 and 1 runs batched beside
-    separate processes, its estimate printed before any step."""
-    for stage, files, said in (("speed_check", ["rotation.txt", "speed_check.log"], "passed"),
+    separate processes (no checkpoints), its figures and plan printed before any step, the card named
+    and each step's seconds in STAGE_timings.json."""
+    for stage, files, said in (("speed_check", ["rotation.txt", "speed_check.log",
+                                                "speed_check_timings.json"], "passed"),
                                ("study_bench", ["study_bench.log", "study_bench.txt",
-                                                "study_bench_runs.tar.gz"], "M 1  path separate")):
+                                                "study_bench_runs.tar.gz", "study_bench_timings.json"],
+                                "M 1  path separate")):
         run, out = dry([stage], tmp_path)
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         assert sorted(os.listdir(out)) == files and said in run.stdout, run.stdout[-3000:]
+        assert "card: none, the CPU (--dry); python " in run.stdout
+        timed = json.load(open(out / f"{stage}_timings.json"))["steps"]
+        assert all(s["exit"] == 0 and 0 <= s["seconds"] <= s["limit_s"] for s in timed.values()), timed
     rows = [line for line in (out / "study_bench.txt").read_text().splitlines() if line.startswith("M ")]
     assert [r.split("  ")[:2] for r in rows] == [["M 2", "path study"], ["M 2", "path study"],
                                                  ["M 2", "path separate"], ["M 1", "path study"],
                                                  ["M 1", "path separate"]]
-    assert run.stdout.index("estimate: prepare ~45 s") < run.stdout.index("-- prepare")
+    said = run.stdout.index
+    assert said("figure: compiled <= 300 s: --dry") < said("plan: setup <= 60 prepare") < said("-- prepare")
+    assert set(timed) == {"setup", "prepare", "compiled", "eager"}
     with tarfile.open(out / "study_bench_runs.tar.gz") as tar:   # every measurement's logs, no checkpoint
         names = tar.getnames()
     for kept in ("compiled/M2_study", "eager/M2_study", "eager/M2_separate", "eager/M1_separate"):
         assert f"bench/{kept}/programs/seq_only/seed0/log.jsonl" in names
     assert not any(n.endswith(".pt") for n in names)
+    assert not list((tmp_path / "work_study_bench").rglob("ckpt.pt"))   # --checkpoint=0: none written
 
 
 @pytest.mark.slow
@@ -103,7 +114,8 @@ def test_a_step_past_its_limit_ends_the_stage_named_with_its_rows_kept(tmp_path)
     run, out = dry(["speed_check"], tmp_path, LIMIT_ROTATION="2")
     assert run.returncode != 0
     log = (out / "speed_check.log").read_text()
-    assert " passed" in log and "plan: tests <= " in log.splitlines()[1]
+    assert " passed" in log and any(line.startswith("plan: setup <= 60 tests <= 400 rotation <= 2 s")
+                                    for line in log.splitlines()[:6])
     assert log.rstrip().splitlines()[-1].startswith("== speed_check FAILED at: 2. a study's rotation")
     assert "ran past its 2 s limit" in log.rstrip().splitlines()[-1]
 
@@ -123,3 +135,80 @@ def test_a_table_stage_past_its_scoring_limit_keeps_its_table_and_runs(tmp_path)
         assert "runs/programs/seq_depth/seed0/final.json" in tar.getnames()
     last = (out / "python_table.log").read_text().rstrip().splitlines()[-1]
     assert last.startswith("== python_table FAILED at: evaluate.py on every run") and "2 s limit" in last
+
+
+def planned(stage, **env):
+    """`bash scripts/reproduce_gpu.sh STAGE --plan` for the GPU (no setup, nothing run): (exit, output)."""
+    run = subprocess.run(["bash", "scripts/reproduce_gpu.sh", stage, "--plan"], cwd=ROOT, text=True,
+                         env={**os.environ, **env}, capture_output=True, timeout=60)
+    return run.returncode, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("stage,steps", [("speed_check", ["tests", "rotation"]),
+                                         ("study_bench", ["prepare", "compiled", "eager"])])
+def test_a_speed_stage_plans_a_quarter_of_a_call_free_each_limit_with_its_figure(stage, steps):
+    """The GPU plan: each step's limit printed with the figure it rests on, the sum at most 450 of a
+    call's 600 s; a limit planted past that is refused in one line before anything runs."""
+    code, out = planned(stage)
+    total = int(out.split("plan: ")[1].split(" s in all")[0].rsplit("; ", 1)[1])
+    assert code == 0 and total <= 450 and f"{total} s in all" in out, out
+    for key in steps:
+        assert out.index(f"figure: {key} <= ") < out.index("plan: "), out
+    code, out = planned(stage, LIMIT_TESTS="400", LIMIT_COMPILED="400")
+    assert code == 1 and out.splitlines()[-1].startswith("error: the plan's ") and "25%" in out, out
+
+
+def test_an_earlier_calls_timings_plan_the_next(tmp_path):
+    """TIMINGS=FILE (a call's study_bench_timings.json): a step that finished gets 1.5 x its seconds +
+    20 (prepare 30 s -> 65); one that overran keeps its limit (compiled: 160); a --dry file's CPU seconds
+    plan no GPU call; a file that is not one is a one-line error."""
+    timings = {"stage": "study_bench", "card": "NVIDIA H100 80GB HBM3", "commit": "abc1234", "dry": False,
+               "date": "2026-12-07T10:00:00Z",
+               "steps": {"prepare": {"limit_s": 60, "seconds": 30, "exit": 0},
+                         "compiled": {"limit_s": 160, "seconds": 170, "exit": 124}}}
+    path = tmp_path / "study_bench_timings.json"
+    path.write_text(json.dumps(timings))
+    code, out = planned("study_bench", TIMINGS=str(path))
+    assert code == 0 and "plan: setup <= 30 prepare <= 65 compiled <= 160 eager <= 180 s" in out, out
+    assert "figure: prepare took 30 s of its 60 s limit, exit 0 in" in out and "NVIDIA H100 80GB HBM3" in out
+    path.write_text(json.dumps({**timings, "dry": True}))
+    assert "prepare <= 60 compiled" in planned("study_bench", TIMINGS=str(path))[1]
+    path.write_text("{}")
+    code, out = planned("study_bench", TIMINGS=str(path))
+    assert code == 1 and out.splitlines()[-1] == f"error: TIMINGS={path} is not a STAGE_timings.json", out
+
+
+@pytest.mark.parametrize("fails,said", [("pip install", "error: pip could not install"),
+                                        ("import rustbpe", "error: rustbpe or openpyxl still missing")])
+def test_carried_wheels_that_do_not_install_stop_the_stage_in_one_line(tmp_path, fails, said):
+    """A machine without rustbpe/openpyxl (planted: python3 says so) installs the carried wheels: pip's
+    failure, or the packages still missing after it (wheels for another Python), ends the stage there."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "whl").mkdir()
+    (tmp_path / "whl" / "rustbpe-0-cp39-none-any.whl").write_text("not a wheel")
+    shim = tmp_path / "bin" / "python3"
+    shim.write_text(f'#!/bin/sh\ncase "$*" in *"import rustbpe"*|*"{fails}"*) exit 1 ;; '
+                    f'*"pip install"*) exit 0 ;; esac\nexec {sys.executable} "$@"\n')
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "WHEELS": str(tmp_path / "whl"),
+           "OUT": str(tmp_path / "out"), "WORK": str(tmp_path / "work")}
+    run = subprocess.run(["bash", "scripts/reproduce_gpu.sh", "speed_check", "--dry"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and run.stdout.splitlines()[-1].startswith(said), run.stdout + run.stderr
+    assert "-- 1." not in run.stdout + run.stderr
+
+
+@pytest.mark.slow
+def test_the_studies_mode_leaves_three_flat_files_in_out(tmp_path):
+    """`studies` (every CPU-scale study on one GPU) keeps its runs under $OUT10 and, on any exit (here:
+    no data prepared, every run refused in one line), leaves $OUT only its log, tables and runs tarball:
+    what a call brings back (8 files, 2 folders deep at most)."""
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "OUT10": str(tmp_path / "out10"), "SEEDS10": "0", "JOBS": "1",
+           "OMP_NUM_THREADS": "1"}
+    subprocess.run(["bash", "scripts/reproduce_gpu.sh", "studies"], cwd=ROOT, env=env, capture_output=True,
+                   text=True, timeout=600, input="")
+    assert sorted(os.listdir(out)) == ["studies.log", "studies_runs.tar.gz", "studies_tables.md"]
+    assert "is not prepared" in (out / "studies.log").read_text()
+    with tarfile.open(out / "studies_runs.tar.gz") as tar:
+        assert "./programs/seq_only/seed0/train.log" in tar.getnames()

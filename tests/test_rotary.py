@@ -1,8 +1,11 @@
 import math
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
+from conftest import needs_triton
 
 import rotary
 import treerope.configurations  # noqa: F401  (the rarer configurations: hRoPE, references)
@@ -295,7 +298,7 @@ FAMILIES = [("seq_tree_depth", 128, 2, 5, 0, 1), ("all_signals", 128, 1, 3, 0, 1
             ("sent_axial", 64, 1, 4, 0, 1), ("seq_grid", 128, 1, 4, 0, 1), ("ststst", 128, 1, 4, 1, 6)]
 
 
-@pytest.mark.skipif(NO_TRITON, reason="triton not installed")
+@needs_triton
 @pytest.mark.parametrize("name,head_dim,H,T,layer,n_layer", FAMILIES
                          + ([("seq_tree_depth", 128, 2, 1024, 0, 1), ("hrope_axial", 64, 8, 1024, 0, 1)]
                             if DEV == "cuda" else []))
@@ -311,7 +314,7 @@ def test_triton_matches_reference_fp32(name, head_dim, H, T, layer, n_layer):
         assert ref[6].abs().sum() > 0                    # the overlay really is exercised
 
 
-@pytest.mark.skipif(NO_TRITON, reason="triton not installed")
+@needs_triton
 def test_triton_matches_reference_bf16():
     """bf16 tolerance from rounding noise: the kernel must be no further from the fp32
     reference than the bf16 reference itself is (flash-attention's test convention)."""
@@ -362,7 +365,7 @@ def _runs_reference_and_triton(dtype, names=("seq_depth", "ref_directed"), H=2, 
     return res
 
 
-@pytest.mark.skipif(NO_TRITON, reason="triton not installed")
+@needs_triton
 def test_triton_runs_match_reference_fp32():
     """Two runs in one launch, seq_depth (reads t, depth) and configurations.py's ref_directed (t, the tree,
     the reference's path and its overlay marker), each from its own batch: outputs and q, k, rate,
@@ -378,7 +381,7 @@ def test_triton_runs_match_reference_fp32():
     assert ref[4][0, :, 16:18].abs().min() > 0       # run 0's depth planes learn: its own columns are read
 
 
-@pytest.mark.skipif(NO_TRITON, reason="triton not installed")
+@needs_triton
 def test_triton_runs_match_reference_bf16():
     """bf16 tolerance from rounding noise: the kernel is no further from the fp32 reference than the
     bf16 reference itself is, for outputs and every gradient (flash-attention's test convention)."""
@@ -396,7 +399,7 @@ def test_triton_runs_refuse_tables_that_do_not_fit():
         rotary.rotate_runs_triton(q, q, C, *tables)
 
 
-@pytest.mark.skipif(NO_TRITON, reason="triton not installed")
+@needs_triton
 def test_triton_compiled_study_step_has_no_graph_break():
     """torch.compile(fullgraph=True) of a step that builds two runs' tables from their parameters
     (run_table) and rotates with the kernel: one graph, forward and backward (the custom ops' fake
@@ -437,7 +440,7 @@ def test_triton_compiled_model_has_no_graph_break():
 
 
 @pytest.mark.slow   # compiles with inductor on CPU: ~25 s cold, 7 s with a warm compile cache
-@pytest.mark.skipif(NO_TRITON, reason="triton not installed")
+@needs_triton
 def test_triton_bench_smoke_on_cpu():
     """`bench.py rotation` on CPU: every variant of a study's rotation (2 runs, 64 tokens) runs forward
     and backward, kernels alone and end to end, and the kernel's outputs are the readable ones."""
@@ -539,3 +542,20 @@ def test_n_planes_of_one_coordinate(monkeypatch):
     assert Rotary("seq_depth4", 128, 1).count() == ([[20]], 4)       # 4 learned rates, no offsets
     m, nll = train_step("seq_depth4", n_layer=1, n_embd=128, n_head=1)
     assert torch.isfinite(nll).all() and m.rotary.rates.grad.abs().min() > 0
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PTXAS = "" if NO_TRITON else os.path.join(os.path.dirname(rotary.triton.__file__), "backends", "nvidia",
+                                          "bin", "ptxas")
+
+
+@pytest.mark.slow   # two ahead-of-time compiles and ptxas: 15-20 s on 2 cores
+@pytest.mark.skipif(not os.path.exists(PTXAS), reason="needs triton's CUDA backend and its ptxas")
+def test_neither_kernel_spills_registers_on_an_h100():
+    """At rotary.py's launch parameters ptxas -v reports no spill for either kernel on sm_90a
+    (scripts/ptxas_report.py; at Triton's default 4 warps: forward 20 B, backward 176 B stored)."""
+    run = subprocess.run([sys.executable, "scripts/ptxas_report.py"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    rows = [line for line in run.stdout.splitlines() if " registers " in line]
+    assert run.returncode == 0 and len(rows) == 2, run.stdout + run.stderr
+    assert all(line.endswith("spills: 0 B stored, 0 B loaded") for line in rows), rows

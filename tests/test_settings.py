@@ -5,10 +5,11 @@ the lr sweep's pick.  Run: OMP_NUM_THREADS=1 python -m pytest -q tests/test_sett
 import glob
 import json
 import os
+import shutil
 
 import pytest
 import torch
-from conftest import stdlib_files
+from conftest import TINY_PYTHON
 
 import prepare
 import train
@@ -124,10 +125,9 @@ def test_cpu_settings_are_reproduce_cpu_sh(tmp_path):
 
 @pytest.fixture(scope="module")
 def cpu_python(tmp_path_factory):
-    """40 standard-library files prepared by `prepare.py --setting cpu_python`."""
-    import shutil
+    """The 40 committed standard-library files prepared by `prepare.py --setting cpu_python`."""
     src = tmp_path_factory.mktemp("src")
-    for p in stdlib_files()[200:240]:
+    for p in TINY_PYTHON:
         shutil.copy(p, src / os.path.basename(p))
     out = tmp_path_factory.mktemp("data")
     prepare.main(["--setting", "cpu_python", "--src", str(src), "--out", str(out), "--workers", "1"])

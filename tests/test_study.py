@@ -10,6 +10,7 @@ import threading
 import numpy as np
 import pytest
 import torch
+from conftest import needs_triton
 
 import bench
 import study
@@ -71,6 +72,16 @@ def test_a_study_trains_each_run_as_train_py_did(tiny_python, tmp_path):
     # finished runs are skipped, as sweep.sh skips them
     again = study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL])
     assert again == []
+
+
+def test_a_benchmark_study_writes_no_checkpoint(tiny_python, tmp_path):
+    """--checkpoint=0 (study_bench's runs, through bench.py): train.py's recorded losses, the log and
+    final.json written, no ckpt.pt (at the Python setting 157 MB a run at each milestone)."""
+    out = str(tmp_path)
+    study.main(["python", "seq_depth", "1", "--data", tiny_python, "--out", out, *SMALL, "--checkpoint=0"])
+    assert_matches(losses(out, "seq_depth", 1), ECB659C[("seq_depth", 1)])
+    assert sorted(os.listdir(os.path.join(out, "python", "seq_depth", "seed1"))) == \
+        ["config.json", "final.json", "log.jsonl"]
 
 
 def test_each_run_starts_from_its_seeds_weights(tiny_python, tmp_path):
@@ -447,6 +458,7 @@ def test_a_study_too_large_for_the_device_is_refused(tiny_python, tmp_path, monk
 
 
 @pytest.mark.slow   # the kernel in triton's interpreter: about a minute on 2 cores
+@needs_triton
 def test_the_fused_rotation_inside_a_compiled_study_step_trains_the_eager_curve(tiny_python, tmp_path,
                                                                               monkeypatch):
     """CUDA's branch on CPU: the Triton kernel (its custom op, under triton's interpreter) inside the

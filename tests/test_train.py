@@ -164,6 +164,16 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(tiny_python, tmp_path)
         assert x["train_loss"] == pytest.approx(y["train_loss"], abs=1e-5)
 
 
+def test_a_benchmark_run_writes_no_checkpoint_and_trains_the_same(tiny_python, tmp_path):
+    """--checkpoint=0 (a benchmark's runs): the same losses, every file but ckpt.pt."""
+    kept = run(tiny_python, str(tmp_path / "kept"), steps=2)
+    bare = run(tiny_python, str(tmp_path / "bare"), steps=2, extra=["--checkpoint=0"])
+    assert sorted(os.listdir(bare)) == sorted(set(os.listdir(kept)) - {"ckpt.pt"}) and \
+        "ckpt.pt" in os.listdir(kept)
+    log = [[json.loads(line) for line in open(os.path.join(r, "log.jsonl"))] for r in (kept, bare)]
+    assert [e["val_loss"] for e in log[0]] == [e["val_loss"] for e in log[1]]
+
+
 def test_nan_loss_stops_with_message(tiny_python, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         run(tiny_python, str(tmp_path), "seq_only", steps=4, extra=["--lr=1e30"])

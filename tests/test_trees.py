@@ -1,5 +1,6 @@
 import ast
 import random
+import sys
 
 import numpy as np
 import pytest
@@ -97,6 +98,15 @@ def test_round_trip_sample():
     files = stdlib_files()
     random.Random(0).shuffle(files)
     assert sum(bool(round_trips(open(p, "rb").read())) for p in files[:40]) >= 30
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="`type X = ...` is Python 3.12's syntax")
+def test_a_type_alias_name_is_a_node_and_round_trips():
+    """Python 3.12's TypeAlias names its alias with an expression (a Name node), not an identifier:
+    written as the name (not the node's repr, a memory address in the corpus) and decoded back."""
+    src = b"type X[T] = list[T]\n"
+    assert pycorpus.python_doc(src, rename=False).text == "TypeAlias X TypeVar T =Subscript list T"
+    assert round_trips(src)
 
 
 @pytest.mark.slow

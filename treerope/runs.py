@@ -74,7 +74,7 @@ def load_checkpoint(path, device):
 # ------------------------------------------------------------------------ resuming ----
 # Settings a run may change when it resumes: they do not change what is computed. Precision is a
 # property of the machine, so a run resumed elsewhere takes that machine's (each milestone records it).
-RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out", "mb_tokens")
+RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out", "mb_tokens", "checkpoint")
 
 
 def trained_otherwise(run, model, cfg, mcfg, there="there", now="now"):

@@ -25,6 +25,7 @@ DEFAULTS = dict(   # every value a train.py run has; the scales, recipes and set
     steps=None, docs_per_step=None, lr=None, weight_decay=None, min_lr=None, dropout=None, patience=None,
     mb_tokens=8192, val_docs=1024, test_docs=None, milestones=20, depth_dropout=0.0, compile=None, bf16=None,
     device=None, resume=True, setting=None, passes=None, report="final", lr_sweep=False, pack=False,
+    checkpoint=True,   # --checkpoint=0: no ckpt.pt (a benchmark's runs: a 157 MB write per milestone)
 )
 
 # The models, head width 128 (64 planes) for every depth-perception size.

@@ -61,8 +61,12 @@ _ORDER = {"ListComp": ("generators", "elt"), "SetComp": ("generators", "elt"),
 _CONSTANTS = {("Constant", "value"), ("MatchSingleton", "value")}
 
 
+_NOT_SCALAR = {("TypeAlias", "name")}   # Python 3.12's `type X = ...`: its name is an expression (a Name)
+
+
 def _is_scalar(type_name, f):
-    return (type_name, f) in _IDENT_LISTS or (type_name, f) in _CONSTANTS or f in _SCALARS or f in _OPS
+    return (type_name, f) in _IDENT_LISTS or (type_name, f) in _CONSTANTS or f in _OPS or \
+        f in _SCALARS and (type_name, f) not in _NOT_SCALAR
 
 
 def _fields(type_name):
