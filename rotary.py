@@ -313,34 +313,6 @@ class Rotary(nn.Module):
             self.rates.numel() + self.offsets.numel()
 
 
-def run_table(rotary, layer, n_head, names):
-    """One run's plane table for `layer`, per head (H, P), its columns read from a coordinate
-    tensor whose columns are `names` (a study's shared coordinates): (col, rate, offset, overlay,
-    marker column or -1). Heads sharing a head table get copies of it."""
-    i = rotary.layer_layout[layer]
-    col, rate, offset, overlay = rotary.table(i)
-    remap = torch.tensor([names.index(n) for n in rotary.names] + [-1], device=col.device)
-    col = torch.where(col >= 0, remap[col.long()], -1)   # this run's column -> the shared column
-    per = n_head // col.shape[0]
-    marker = names.index(rotary.marker) if rotary.ov_used(i) else -1
-    return (*(t.repeat_interleave(per, 0) for t in (col, rate, offset, overlay)), marker)
-
-
-def angles_runs(C, col, rate, offset, overlay, marker):
-    """Reference angles (M, B, T, H, P) of M runs at once, each with its own table: C (M, B, T, K)
-    shared coordinates; col, rate, offset, overlay (M, H, P); marker (M,) column, -1 none."""
-    M, B, T, K = C.shape
-    H, P = col.shape[1:]
-    at = col.clamp(min=0).long().view(M, 1, 1, H * P).expand(M, B, T, H * P)
-    c = C.gather(-1, at).view(M, B, T, H, P).float()
-    present = (c >= 0) & (col >= 0)[:, None, None]
-    ang = torch.where(present, c * rate[:, None, None] + offset[:, None, None], 0.0)
-    m = torch.as_tensor(marker, device=C.device)
-    marked = (C.gather(-1, m.clamp(min=0).long().view(M, 1, 1, 1).expand(M, B, T, 1)) >= 0) \
-        & (m >= 0).view(M, 1, 1, 1)
-    return ang + torch.where(present & marked[..., None], overlay[:, None, None], 0.0)
-
-
 def rotate(q, k, angles):
     """Readable reference: half-split rotation of q, k (B, T, H, D) by angles (B, T, H|1, P)."""
     cos, sin = angles.cos(), angles.sin()
@@ -404,7 +376,7 @@ def main():
 
 
 # ------------------------------------------------------------------------- the fused kernel ----
-# rotate(q, k, angles_runs(...)) as one Triton kernel forward and one backward, for M runs at once,
+# rotate(q, k, batched.angles_runs(...)) as one Triton kernel forward and one backward, for M runs at once,
 # each with its own plane table, angles computed from the integer coordinates inside the kernel, with
 # gradients for q, k, rates, offsets and overlays. Rotary.forward launches it on CUDA (study.py and
 # bench.py call rotate_runs_triton); on CPU the tests run it in triton's interpreter.

@@ -7,7 +7,7 @@ import torch
 import rotary
 import treerope.configurations  # noqa: F401  (the rarer configurations: hRoPE, references)
 from rotary import FAST, Rotary
-from treerope import batches
+from treerope import batched, batches
 
 # the fused kernel, rotary.py's Triton section; conftest.py runs it in triton's interpreter on CPU
 NO_TRITON = rotary.tl.constexpr is None
@@ -330,7 +330,7 @@ def _study(names, H, T, B=2):
     shared = sorted({c for r in rots for c in r.names})
     C = torch.stack([torch.stack([rotary.coordinate(batch(B, T, seed=m), n) for n in shared], -1)
                      for m in range(len(names))]).int().to(DEV)
-    runs = [rotary.run_table(r, 0, H, shared) for r in rots]
+    runs = [batched.run_table(r, 0, H, shared) for r in rots]
     col = torch.stack([t[0] for t in runs])
     rate, offset, overlay = (torch.stack([t[i] for t in runs]).detach() for i in (1, 2, 3))
     tables = (col, (rate * 1.3).requires_grad_(), (offset + 0.2).requires_grad_(),
@@ -354,7 +354,7 @@ def _runs_reference_and_triton(dtype, names=("seq_depth", "ref_directed"), H=2, 
         for t in params:
             t.grad = None
         if fn == "ref":
-            a, b = rotary.rotate(q, k, rotary.angles_runs(C, col, rate, offset, overlay, marker))
+            a, b = rotary.rotate(q, k, batched.angles_runs(C, col, rate, offset, overlay, marker))
         else:
             a, b = rotary.rotate_runs_triton(q, k, C, col, rate, offset, overlay, marker)
         ((a.transpose(2, 3).float() * w).sum() + (b.transpose(2, 3).float() * w).pow(2).sum()).backward()
@@ -406,7 +406,7 @@ def test_triton_compiled_study_step_has_no_graph_break():
     q, k = (torch.randn(2, 2, 3, 2, 128, device=DEV, requires_grad=True) for _ in range(2))
 
     def step(q, k):
-        runs = [rotary.run_table(r, 0, 2, shared) for r in rots]
+        runs = [batched.run_table(r, 0, 2, shared) for r in rots]
         tables = [torch.stack([t[i] for t in runs]) for i in range(4)]
         marker = torch.tensor([t[4] for t in runs], device=DEV)
         a, b = rotary.rotate_runs_triton(q, k, C, *tables, marker)
