@@ -216,6 +216,32 @@ def lay_out(name, head_dim, n_layer, corpus=None):
     return [layout], [0] * n_layer, rates, offsets
 
 
+class Table(nn.Module):
+    """One Layout as tensors (H or 1 head tables x P planes), moved with the model: the column of the
+    coordinate matrix C each plane reads (-1 unrotated), its fixed rate, where its learned rate, offset
+    and overlay sit in the model's `rates` and `offsets` (-1: fixed, none, none), and `mark`, C's
+    column where the overlay adds (-1 none). Buffers, not parameters: no checkpoint holds them."""
+
+    def __init__(self, layout, names, marker):
+        super().__init__()
+        self.register_buffer("fixed", torch.tensor(layout.rate_init, dtype=torch.float32), persistent=False)
+        self.register_buffer("rate_at", torch.tensor(layout.rate_param), persistent=False)
+        self.register_buffer("offset_at", torch.tensor(layout.offset_param), persistent=False)
+        col = [[names.index(c) if c else -1 for c in h] for h in layout.coord]
+        self.register_buffer("col", torch.tensor(col, dtype=torch.int32), persistent=False)
+        overlay = layout.overlay or [[-1] * len(h) for h in layout.coord]
+        self.register_buffer("overlay_at", torch.tensor(overlay), persistent=False)
+        mark = names.index(marker) if layout.overlay else -1
+        self.register_buffer("mark", torch.tensor([mark]), persistent=False)
+
+    def forward(self, rates, offsets):
+        """(col, rate, offset, overlay offset) tensors (H or 1, P) at the learned values given."""
+        def pick(at, learned, otherwise):     # learned[at] where at >= 0 (index -1 reads a pad)
+            return torch.where(at >= 0, torch.cat([learned, learned.new_zeros(1)])[at], otherwise)
+        return (self.col, pick(self.rate_at, rates, self.fixed), pick(self.offset_at, offsets, 0.0),
+                pick(self.overlay_at, offsets, 0.0))
+
+
 class Rotary(nn.Module):
     """The learned rotary parameters of one model plus its plane tables."""
 
@@ -229,17 +255,7 @@ class Rotary(nn.Module):
         self.marker = EXTRA[config][0] if config in EXTRA else None
         names = {c for L in self.layouts for h in L.coord for c in h if c} | ({self.marker} - {None})
         self.names = sorted(names)
-        for i, L in enumerate(self.layouts):
-            self.register_buffer(f"fixed{i}", torch.tensor(L.rate_init, dtype=torch.float32),
-                                 persistent=False)
-            self.register_buffer(f"rp{i}", torch.tensor(L.rate_param), persistent=False)
-            self.register_buffer(f"op{i}", torch.tensor(L.offset_param), persistent=False)
-            col = [[self.names.index(c) if c else -1 for c in h] for h in L.coord]
-            self.register_buffer(f"col{i}", torch.tensor(col, dtype=torch.int32), persistent=False)
-            ov = L.overlay or [[-1] * len(h) for h in L.coord]
-            self.register_buffer(f"ov{i}", torch.tensor(ov), persistent=False)
-            mark = self.names.index(self.marker) if L.overlay else -1   # C's column where the overlay adds
-            self.register_buffer(f"mark{i}", torch.tensor([mark]), persistent=False)
+        self.tables = nn.ModuleList(Table(L, self.names, self.marker) for L in self.layouts)
 
     def coords(self, batch, generator=None):
         """(B, T, K) int32 matrix of the coordinates this configuration reads (-1 absent), column j
@@ -258,13 +274,7 @@ class Rotary(nn.Module):
 
     def table(self, i):
         """Layout i as (col, rate, offset, overlay_offset) tensors of shape (H or 1, P)."""
-        fixed, rp, op, ov = (getattr(self, f"{n}{i}") for n in ("fixed", "rp", "op", "ov"))
-        def pad(p):                                             # index -1 -> 0
-            return torch.cat([p, p.new_zeros(1)])
-        rate = torch.where(rp >= 0, pad(self.rates)[rp], fixed)
-        offset = torch.where(op >= 0, pad(self.offsets)[op], 0.0)
-        overlay = torch.where(ov >= 0, pad(self.offsets)[ov], 0.0)
-        return getattr(self, f"col{i}"), rate, offset, overlay
+        return self.tables[i](self.rates, self.offsets)
 
     def angles(self, C, i):
         """Reference angles (B, T, H or 1, P) for layout i from the coordinate matrix C."""
@@ -297,7 +307,7 @@ class Rotary(nn.Module):
         if not self.names:                     # no_position: nothing rotates
             return q, k
         if q.is_cuda and FUSED:
-            return rotate_triton(q, k, C, *self.table(i), getattr(self, f"mark{i}"))
+            return rotate_triton(q, k, C, *self.table(i), self.tables[i].mark)
         ang = self.angles(C, i)
         return rotate(q, k, ang.repeat_interleave(q.shape[2] // ang.shape[2], 2))
 

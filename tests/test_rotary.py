@@ -72,6 +72,28 @@ def test_plane_counts(name, planes, learned):
     assert max(max(h) for h in counts) == planes and n == learned
 
 
+@pytest.mark.parametrize("name", ["ref_directed", "ssttnn", "head_split"])
+def test_a_checkpoint_holds_the_learned_parameters_alone_and_every_table_reads_them(name):
+    """Checkpoints hold a Rotary's `rates` and `offsets` alone (the plane tables are rebuilt from the
+    configuration): a state dict of just those keys, as every checkpoint has written them, loads
+    strictly, and each layout's table then reads the loaded values, planted here (rate j = j + 1,
+    offset j = j + 0.5), or its fixed initial rate. A table saved with the checkpoint would refuse
+    the older checkpoints; a table holding copies of the initial values would ignore the loaded ones."""
+    rot = Rotary(name, 128, 6)
+    assert set(rot.state_dict()) == {"rates", "offsets"}
+    rot.load_state_dict({"rates": torch.arange(rot.rates.numel()) + 1.0,
+                         "offsets": torch.arange(rot.offsets.numel()) + 0.5})
+    for i, L in enumerate(rot.layouts):
+        _, rate, offset, overlay = rot.table(i)
+        overlays = L.overlay or [[-1] * len(h) for h in L.coord]
+        assert torch.equal(rate, torch.tensor([[j + 1.0 if j >= 0 else r for j, r in zip(*h)]
+                                               for h in zip(L.rate_param, L.rate_init)]))
+        assert offset.tolist() == [[j + 0.5 if j >= 0 else 0.0 for j in h] for h in L.offset_param]
+        assert overlay.tolist() == [[j + 0.5 if j >= 0 else 0.0 for j in h] for h in overlays]
+    if name == "ref_directed":                        # the overlay is read: its six planes
+        assert (rot.table(0)[3] > 0).sum() == 6
+
+
 def test_layer_and_head_splits():
     rot = Rotary("ssttnn", 128, 6)
     assert rot.layer_layout == [0, 0, 1, 1, 2, 2]
