@@ -5,7 +5,6 @@ import pytest
 import torch
 
 import rotary
-import treerope.configurations  # noqa: F401  (the rarer configurations: hRoPE, references)
 from rotary import FAST, Rotary
 from treerope import batched, batches
 
@@ -386,7 +385,7 @@ def _runs_reference_and_triton(dtype, names=("seq_depth", "ref_directed"), H=2, 
 
 @pytest.mark.skipif(NO_TRITON, reason="triton not installed")
 def test_triton_runs_match_reference_fp32():
-    """Two runs in one launch, seq_depth (reads t, depth) and configurations.py's ref_directed (t, the tree,
+    """Two runs in one launch, seq_depth (reads t, depth) and ref_directed (t, the tree,
     the reference's path and its overlay marker), each from its own batch: outputs and q, k, rate,
     offset and overlay gradients as the reference's. The overlay is planted on both runs; only the
     run with a marker may use it."""
