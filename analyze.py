@@ -29,7 +29,6 @@ from collections import defaultdict
 
 import numpy as np
 
-import treerope.configurations  # noqa: F401  (registers the rarer configurations in rotary's tables)
 import trees
 from rotary import Rotary
 from treerope import figures

@@ -52,15 +52,15 @@ def rotation_inputs(tokens, M, T, H, D, dev, dtype):
 
 
 def run_tables(rots, names, H):
-    """Each run's table from its parameters (rotary.run_table), stacked to (M, H, P): what a study step
+    """Each run's table from its parameters (batched.run_table), stacked to (M, H, P): what a study step
     prepares before it rotates."""
-    runs = [rotary.run_table(r, 0, H, names) for r in rots]
+    runs = [batched.run_table(r, 0, H, names) for r in rots]
     return [torch.stack([t[i] for t in runs]) for i in range(4)]
 
 
 def readable(q, k, C, col, rate, offset, overlay, marker):
     """The reference the kernel must equal: every angle stored, then the rotation."""
-    return rotary.rotate(q, k, rotary.angles_runs(C, col, rate, offset, overlay, marker))
+    return rotary.rotate(q, k, batched.angles_runs(C, col, rate, offset, overlay, marker))
 
 
 def end_to_end(rotate):
@@ -105,7 +105,7 @@ def rotation(sizes=SIZES, M=8, T=1024, H=2, D=128, reps=20, say=lambda out: None
     for tokens in sizes:
         torch._dynamo.reset()    # each size compiled for its own shapes, as a study compiles its one shape
         rots, names, C, q, k, grads = rotation_inputs(tokens, M, T, H, D, dev, dtype)
-        marker = torch.tensor([rotary.run_table(r, 0, H, names)[4] for r in rots], device=dev)
+        marker = torch.tensor([batched.run_table(r, 0, H, names)[4] for r in rots], device=dev)
         tables = [t.detach().requires_grad_(t.dtype.is_floating_point) for t in run_tables(rots, names, H)]
         params = [p for r in rots for p in (r.rates, r.offsets)]
         alone = {"eager": readable, "compile": torch.compile(readable),

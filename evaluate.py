@@ -40,7 +40,6 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-import treerope.configurations  # noqa: F401  (registers the rarer configurations in rotary's tables)
 import trees
 from model import GPT, GPTConfig
 from rotary import coordinate

@@ -1,5 +1,5 @@
-"""Coordinates become angles: the tree rotary, its position configurations, and the rotation.
-Needs torch alone: copy this file into your own GPT (README "Use the tree rotary in your own GPT").
+"""Coordinates become angles: the tree rotary, every position configuration of both papers, and the
+rotation. Needs torch alone: copy this file into your own GPT (README "Use the tree rotary in your own GPT").
 
 A head of width D has P = D/2 planes; plane i rotates dimensions i and i + P (half-split).
 Each plane reads one integer coordinate c of its token and turns by
@@ -13,7 +13,11 @@ has no offset); depth dropout writes -1. A configuration is a list of plane grou
 planes in order; planes left over are unrotated (content channels). Learned rates and offsets
 are one set for the whole model (appendix §5: seq_depth and its control have "the same two learned
 rates"), initialised to fixed values so that two configurations at one seed differ only in
-the rotation. Run `python rotary.py` for every configuration's plane allocation.
+the rotation. Paper 004's hRoPE configurations are fixed spectra calibrated on the corpus (App. C).
+
+In reading order: plane groups, the coordinates they read, CONFIGS (every configuration), their
+layout on a head's planes, the model's `Rotary`, the readable `rotate`, then the fused Triton kernel.
+Run `python rotary.py` for every configuration's plane allocation.
 """
 import math
 import os
@@ -27,13 +31,14 @@ import torch.nn as nn
 try:   # the fused rotation's compiler: optional (this file copied alone runs without it, on PyTorch)
     import triton
     import triton.language as tl
-except ImportError:   # the kernels below are then defined but never launched
+except ImportError:   # the kernels of the last section are then defined but never launched
     triton = tl = SimpleNamespace(jit=lambda fn: fn, constexpr=None)
 
 LEVELS = 22                        # path levels encoded (appendix §5: 22 levels x {fast, slow} planes)
 FAST = math.sqrt(2 * (1 - 0.95))   # 0.316 rad per sibling: adjacent siblings have cosine 0.95
 
 
+# ---------------------------------------------------------------------------- plane groups ----
 @dataclass(frozen=True)
 class Group:
     """`n` planes reading coordinate `coord` at the given initial rates.
@@ -81,7 +86,118 @@ def planes(coord, n, label=None):
                  label or f"{coord} {n}")
 
 
-# -------------------------------------------------------------------------------- registry ----
+def spectrum(coord, n, top):
+    """Paper 004: a fixed spectrum over n planes whose slowest plane turns half a circle over `top`, the
+    largest value the coordinate takes: base_g = (S*M_g/2pi)^(D_g/(D_g-1)) (App. C), rates base^(-i/D_g).
+    Our reading: S = 2 and D_g = the group's plane count (App. C names neither value)."""
+    if n == 1:
+        return Group((coord,), (math.pi / max(top, 1),), False, False, f"{coord} 1")
+    base = max(2 * top / (2 * math.pi), 1.0 + 1e-6) ** (n / (n - 1))
+    return Group((coord,) * n, tuple(base ** (-i / n) for i in range(n)), False, False, f"{coord} {n}")
+
+
+# ----------------------------------------------------------------------------- coordinates ----
+# A configuration names the coordinates its planes read; each name has one reader here: (batch of
+# on-disk fields as tensors, generator) -> (B, T) int64, -1 where absent.
+def field(name, level=None):
+    """An on-disk field as it is, or its `level`-th column (1-based)."""
+    return (lambda b, g: b[name]) if level is None else (lambda b, g: b[name][..., level - 1])
+
+
+def _rank(b, g):
+    """The node's rank among its parent's children = path at its own level."""
+    d = b["depth"].clamp(1, LEVELS) - 1
+    r = b["path"].gather(-1, d.unsqueeze(-1)).squeeze(-1)
+    return torch.where(b["depth"] > 0, r, torch.full_like(r, -1))
+
+
+def _refpath(level):
+    """Reference rotation: the target's level where both have it; the use keeps its own path
+    length (appendix §5)."""
+    def read(b, g):
+        tgt, own = b["ref_path"][..., level - 1], b["path"][..., level - 1]
+        return torch.where((tgt >= 0) & (own >= 0), tgt, own)
+    return read
+
+
+def _refwhole(level):
+    """Whole-path overwrite: a reference takes the target's path."""
+    def read(b, g):
+        isref = b["ref_path"][..., 0] >= 0
+        return torch.where(isref, b["ref_path"][..., level - 1], b["path"][..., level - 1])
+    return read
+
+
+def _isref(b, g):
+    return torch.where(b["ref_path"][..., 0] >= 0, 0, -1)
+
+
+def _two_corpora(role, level=1):
+    """web_sheets, two corpora in one model: a web page's depth ('depth'), a workbook's sheet,
+    row or column ('sheet', level 1-3), or one group with both meanings ('shared')."""
+    def read(b, g):
+        web = b["source"] == 0
+        depth = torch.where(web, b["depth"], -1) if level == 1 else torch.full_like(b["depth"], -1)
+        sheet = torch.where(web, -1, b["path"][..., level - 1])
+        return {"depth": depth, "sheet": sheet, "shared": torch.where(web, depth, sheet)}[role]
+    return read
+
+
+def _depth_label(b, g):
+    """Label on depth (our reading): d + 23 * label, depth capped at the 22 encoded levels, so every
+    (depth, label) pair has its own integer and, within one label, a parent and its child stay one
+    step apart. No label (a token outside every node): depth alone."""
+    d, label = b["depth"], b["label"]
+    return torch.where((d >= 0) & (label >= 0), d.clamp(max=LEVELS) + (LEVELS + 1) * label, d)
+
+
+def _period_p1(b, g):
+    """Paper 004's control (§3.3): the mechanical grid floor(t/L), L = mean paragraph length."""
+    return torch.div(b["pos"], b["p1_period"], rounding_mode="floor")
+
+
+def _rand_p1(b, g):
+    """Paper 004's control (§3.3): a density-matched random paragraph label, fresh each call."""
+    pos = b["pos"]
+    starts = torch.rand(pos.shape, generator=g, device=pos.device) < b["p1_density"]
+    starts = starts & (pos > 0)
+    return torch.cumsum(starts.long(), -1) * (pos >= 0)
+
+
+def _p1(read):
+    """A p1 channel: a substituted p1 (evaluate.py, b['p1_sub']) replaces whatever it reads."""
+    return lambda b, g: b["p1_sub"] if "p1_sub" in b else read(b, g)
+
+
+COORDINATES = {
+    "t": field("pos"), "depth": field("depth"), "within": field("within"), "symbol": field("symbol"),
+    "label": field("label"), "rank": _rank,
+    "grid_row": field("grid", 1), "grid_col": field("grid", 2),          # the statement grid on code
+    "exchange": field("chat", 1), "speaker": field("chat", 2), "turn_pos": field("chat", 3),
+    **{f"path{k}": field("path", k) for k in range(1, LEVELS + 1)},
+    # references: the target's path (two readings) and whether the token is a reference
+    "isref": _isref, **{f"refpath{k}": _refpath(k) for k in range(1, LEVELS + 1)},
+    **{f"refwhole{k}": _refwhole(k) for k in range(1, LEVELS + 1)},
+    # two corpora in one model; the label on the depth planes
+    "owndepth": _two_corpora("depth"),
+    **{f"ownsheet{k}": _two_corpora("sheet", k) for k in (1, 2, 3)},
+    **{f"shared{k}": _two_corpora("shared", k) for k in (1, 2, 3)},
+    "depth_label": _depth_label,
+    # paper 004: paragraph, sentence (line in code), token in its sentence; p1's controls
+    "p1": _p1(field("p", 1)), "p2": field("p", 2), "p3": field("p", 3),
+    "period_p1": _p1(_period_p1), "rand_p1": _p1(_rand_p1),
+}
+
+
+def coordinate(batch, name, generator=None):
+    """One named coordinate, (B, T) int64, -1 where absent. `batch` holds the on-disk fields as
+    tensors (and, for paper 004's controls, the corpus's p1_density and p1_period)."""
+    if name not in COORDINATES:
+        raise KeyError(f"unknown coordinate {name!r}")
+    return COORDINATES[name](batch, generator)
+
+
+# -------------------------------------------------------------------------- configurations ----
 # Each entry: (planes P, corpus statistics) -> layout. A layout is a list of Groups (every layer,
 # every head) or {'layers': [...per layer...]} / {'heads': [...per head...]} of such lists.
 def _seq_layer(P):
@@ -97,6 +213,22 @@ def _layer_split(pattern):
     return lambda P, corpus: {"layers": [kinds[c](P) for c in pattern]}
 
 
+def _hrope(which):
+    """hRoPE (§3.1): P/4 planes for p1 (paragraph), P/4 for p2 (sentence, or line in code), P/2 for
+    p3 (token inside its sentence), each a fixed spectrum calibrated from the corpus maxima M_g.
+    Our reading: the P/4, P/4, P/2 allocation (the paper gives no plane counts). sent_axial leaves
+    the p1 planes unrotated; rand/period replace p1 by a density-matched random label / floor(t/L)."""
+    def make(P, corpus):
+        top = (corpus or {}).get("p_max", [64, 64, 1024])
+        n1, n2 = P // 4, P // 4
+        n3 = P - n1 - n2
+        p1 = (unrotated(n1) if which == "sent"
+              else spectrum(which + "_p1" if which in ("rand", "period") else "p1", n1, top[0]))
+        return [p1, spectrum("p2", n2, top[1]), spectrum("p3", n3, top[2])]
+    return make
+
+
+_on_target = tree(source="refpath", label="tree 44 (references on target)")
 CONFIGS = {   # the depth-perception appendix's configurations (planes of a 128-wide head; glossary names)
     "seq_only": lambda P, c: [seq(16)],
     "tree_only": lambda P, c: [unrotated(16), tree()],
@@ -128,12 +260,48 @@ CONFIGS = {   # the depth-perception appendix's configurations (planes of a 128-
                                          pair("grid_col", "statement column 2"), pair("depth", "depth 2")],
     "seq_chat_grid": lambda P, c: [seq(16), pair("exchange", "exchange 2"), pair("speaker", "speaker 2"),
                                    pair("turn_pos", "position in turn 2")],
+    # reference rotation: a use takes its target's path on the levels the target occupies
+    "ref_rotation": lambda P, c: [seq(16), _on_target],
+    "ref_whole_path": lambda P, c: [seq(16),
+                                    tree(source="refwhole", label="tree 44 (references: whole target path)")],
+    # Directed offset (§5): "the reference sits a learned constant angle away from its target rather
+    # than exactly on it", on the levels it takes from the target (sheets: "its sheet, row and column levels")
+    "ref_directed": lambda P, c: [seq(16), _on_target],
+    "ref_directed_one": lambda P, c: [seq(16), _on_target],
+    # Own plane group (§5): "references rotate a separate group of planes rather than the tree planes":
+    # the target's sheet, row and column there; tree level 22, which no sheet token reaches, gives way
+    "ref_own_group": lambda P, c: [seq(16), tree(range(1, 22), label="tree 42 (levels 1-21)"),
+                                   tree(range(1, 4), source="refpath", label="reference sheet+row+col 6")],
+    # two corpora in one model (web_sheets, §2, the precursor): web pages write depth and workbooks
+    # their grid into one group, level 1 without an offset as every depth plane (our reading), or each
+    # corpus its own
+    "two_corpus_shared": lambda P, c: [seq(16), pair("shared1", "shared: depth | sheet 2"),
+                                       tree(range(2, 4), source="shared", label="shared: row, column 4")],
+    "two_corpus_own": lambda P, c: [seq(16), pair("owndepth", "web depth 2"),
+                                    tree(range(1, 4), source="ownsheet", label="sheet grid 6")],
+    # Figure 4's "label-on-depth variant" (our reading): the label on the depth planes, no extra plane
+    "seq_label_on_depth": lambda P, c: [seq(16), pair("depth_label", "depth + 23 x label 2")],
+    # paper 004: hRoPE's fixed spectra (§3.1) and the p1 controls (§3.3, §4.3), no learned parameters,
+    # calibrated on the corpus statistics meta.json holds (App. C)
+    "flat": lambda P, c: [seq(P)],
+    "sent_axial": _hrope("sent"),
+    "hrope_axial": _hrope("real"),
+    "rand_axial": _hrope("rand"),
+    "period_axial": _hrope("period"),
 }
-# The rarer configurations (references, two corpora in one model, label on depth; paper 004's hRoPE)
-# register into these tables from treerope/configurations.py, which the scripts import.
+
+
+def directed(levels, shared=False):
+    """Directed offset (appendix §5): on the reference-rotation planes of `levels`, a reference
+    token's angle gains a learned constant (init 0), one per plane or one that all of them share.
+    It adds no plane: an extra angle on planes the tree group already fills."""
+    return "isref", tuple(f"refpath{k}" for k in levels), shared
+
+
 # configuration -> an extra learned angle on the planes reading `coords`, added where the `marker`
 # coordinate is present: (marker, coords, one constant shared by all of them); the directed offset
-EXTRA = {}
+EXTRA = {"ref_directed": directed(range(1, 4)),                    # one constant per plane (6)
+         "ref_directed_one": directed(range(1, 4), shared=True)}   # the literal one angle on all six
 
 
 def known(name):
@@ -143,6 +311,7 @@ def known(name):
     return name in CONFIGS or re.fullmatch(r"[stn]{2,}", name) is not None
 
 
+# --------------------------------------------------------------------------------- layouts ----
 @dataclass
 class Layout:
     """One plane table: per head (H or 1) x plane, the coordinate read and the rate/offset."""
@@ -216,6 +385,33 @@ def lay_out(name, head_dim, n_layer, corpus=None):
     return [layout], [0] * n_layer, rates, offsets
 
 
+# ---------------------------------------------------------------------- the model's rotary ----
+class Table(nn.Module):
+    """One Layout as tensors (H or 1 head tables x P planes), moved with the model: the column of the
+    coordinate matrix C each plane reads (-1 unrotated), its fixed rate, where its learned rate, offset
+    and overlay sit in the model's `rates` and `offsets` (-1: fixed, none, none), and `mark`, C's
+    column where the overlay adds (-1 none). Buffers, not parameters: no checkpoint holds them."""
+
+    def __init__(self, layout, names, marker):
+        super().__init__()
+        self.register_buffer("fixed", torch.tensor(layout.rate_init, dtype=torch.float32), persistent=False)
+        self.register_buffer("rate_at", torch.tensor(layout.rate_param), persistent=False)
+        self.register_buffer("offset_at", torch.tensor(layout.offset_param), persistent=False)
+        col = [[names.index(c) if c else -1 for c in h] for h in layout.coord]
+        self.register_buffer("col", torch.tensor(col, dtype=torch.int32), persistent=False)
+        overlay = layout.overlay or [[-1] * len(h) for h in layout.coord]
+        self.register_buffer("overlay_at", torch.tensor(overlay), persistent=False)
+        mark = names.index(marker) if layout.overlay else -1
+        self.register_buffer("mark", torch.tensor([mark]), persistent=False)
+
+    def forward(self, rates, offsets):
+        """(col, rate, offset, overlay offset) tensors (H or 1, P) at the learned values given."""
+        def pick(at, learned, otherwise):     # learned[at] where at >= 0 (index -1 reads a pad)
+            return torch.where(at >= 0, torch.cat([learned, learned.new_zeros(1)])[at], otherwise)
+        return (self.col, pick(self.rate_at, rates, self.fixed), pick(self.offset_at, offsets, 0.0),
+                pick(self.overlay_at, offsets, 0.0))
+
+
 class Rotary(nn.Module):
     """The learned rotary parameters of one model plus its plane tables."""
 
@@ -229,17 +425,7 @@ class Rotary(nn.Module):
         self.marker = EXTRA[config][0] if config in EXTRA else None
         names = {c for L in self.layouts for h in L.coord for c in h if c} | ({self.marker} - {None})
         self.names = sorted(names)
-        for i, L in enumerate(self.layouts):
-            self.register_buffer(f"fixed{i}", torch.tensor(L.rate_init, dtype=torch.float32),
-                                 persistent=False)
-            self.register_buffer(f"rp{i}", torch.tensor(L.rate_param), persistent=False)
-            self.register_buffer(f"op{i}", torch.tensor(L.offset_param), persistent=False)
-            col = [[self.names.index(c) if c else -1 for c in h] for h in L.coord]
-            self.register_buffer(f"col{i}", torch.tensor(col, dtype=torch.int32), persistent=False)
-            ov = L.overlay or [[-1] * len(h) for h in L.coord]
-            self.register_buffer(f"ov{i}", torch.tensor(ov), persistent=False)
-            mark = self.names.index(self.marker) if L.overlay else -1   # C's column where the overlay adds
-            self.register_buffer(f"mark{i}", torch.tensor([mark]), persistent=False)
+        self.tables = nn.ModuleList(Table(L, self.names, self.marker) for L in self.layouts)
 
     def coords(self, batch, generator=None):
         """(B, T, K) int32 matrix of the coordinates this configuration reads (-1 absent), column j
@@ -258,13 +444,7 @@ class Rotary(nn.Module):
 
     def table(self, i):
         """Layout i as (col, rate, offset, overlay_offset) tensors of shape (H or 1, P)."""
-        fixed, rp, op, ov = (getattr(self, f"{n}{i}") for n in ("fixed", "rp", "op", "ov"))
-        def pad(p):                                             # index -1 -> 0
-            return torch.cat([p, p.new_zeros(1)])
-        rate = torch.where(rp >= 0, pad(self.rates)[rp], fixed)
-        offset = torch.where(op >= 0, pad(self.offsets)[op], 0.0)
-        overlay = torch.where(ov >= 0, pad(self.offsets)[ov], 0.0)
-        return getattr(self, f"col{i}"), rate, offset, overlay
+        return self.tables[i](self.rates, self.offsets)
 
     def angles(self, C, i):
         """Reference angles (B, T, H or 1, P) for layout i from the coordinate matrix C."""
@@ -297,7 +477,7 @@ class Rotary(nn.Module):
         if not self.names:                     # no_position: nothing rotates
             return q, k
         if q.is_cuda and FUSED:
-            return rotate_triton(q, k, C, *self.table(i), getattr(self, f"mark{i}"))
+            return rotate_triton(q, k, C, *self.table(i), self.tables[i].mark)
         ang = self.angles(C, i)
         return rotate(q, k, ang.repeat_interleave(q.shape[2] // ang.shape[2], 2))
 
@@ -313,34 +493,7 @@ class Rotary(nn.Module):
             self.rates.numel() + self.offsets.numel()
 
 
-def run_table(rotary, layer, n_head, names):
-    """One run's plane table for `layer`, per head (H, P), its columns read from a coordinate
-    tensor whose columns are `names` (a study's shared coordinates): (col, rate, offset, overlay,
-    marker column or -1). Heads sharing a head table get copies of it."""
-    i = rotary.layer_layout[layer]
-    col, rate, offset, overlay = rotary.table(i)
-    remap = torch.tensor([names.index(n) for n in rotary.names] + [-1], device=col.device)
-    col = torch.where(col >= 0, remap[col.long()], -1)   # this run's column -> the shared column
-    per = n_head // col.shape[0]
-    marker = names.index(rotary.marker) if rotary.ov_used(i) else -1
-    return (*(t.repeat_interleave(per, 0) for t in (col, rate, offset, overlay)), marker)
-
-
-def angles_runs(C, col, rate, offset, overlay, marker):
-    """Reference angles (M, B, T, H, P) of M runs at once, each with its own table: C (M, B, T, K)
-    shared coordinates; col, rate, offset, overlay (M, H, P); marker (M,) column, -1 none."""
-    M, B, T, K = C.shape
-    H, P = col.shape[1:]
-    at = col.clamp(min=0).long().view(M, 1, 1, H * P).expand(M, B, T, H * P)
-    c = C.gather(-1, at).view(M, B, T, H, P).float()
-    present = (c >= 0) & (col >= 0)[:, None, None]
-    ang = torch.where(present, c * rate[:, None, None] + offset[:, None, None], 0.0)
-    m = torch.as_tensor(marker, device=C.device)
-    marked = (C.gather(-1, m.clamp(min=0).long().view(M, 1, 1, 1).expand(M, B, T, 1)) >= 0) \
-        & (m >= 0).view(M, 1, 1, 1)
-    return ang + torch.where(present & marked[..., None], overlay[:, None, None], 0.0)
-
-
+# ------------------------------------------------------------------- the readable rotation ----
 def rotate(q, k, angles):
     """Readable reference: half-split rotation of q, k (B, T, H, D) by angles (B, T, H|1, P)."""
     cos, sin = angles.cos(), angles.sin()
@@ -351,38 +504,7 @@ def rotate(q, k, angles):
     return rot(q), rot(k)
 
 
-# ----------------------------------------------------------------------------- coordinates ----
-# A configuration names the coordinates its planes read; each name has one reader here: (batch of
-# on-disk fields as tensors, generator) -> (B, T) int64, -1 where absent.
-def field(name, level=None):
-    """An on-disk field as it is, or its `level`-th column (1-based)."""
-    return (lambda b, g: b[name]) if level is None else (lambda b, g: b[name][..., level - 1])
-
-
-def _rank(b, g):
-    """The node's rank among its parent's children = path at its own level."""
-    d = b["depth"].clamp(1, LEVELS) - 1
-    r = b["path"].gather(-1, d.unsqueeze(-1)).squeeze(-1)
-    return torch.where(b["depth"] > 0, r, torch.full_like(r, -1))
-
-
-COORDINATES = {
-    "t": field("pos"), "depth": field("depth"), "within": field("within"), "symbol": field("symbol"),
-    "label": field("label"), "rank": _rank,
-    "grid_row": field("grid", 1), "grid_col": field("grid", 2),          # the statement grid on code
-    "exchange": field("chat", 1), "speaker": field("chat", 2), "turn_pos": field("chat", 3),
-    **{f"path{k}": field("path", k) for k in range(1, LEVELS + 1)},
-}
-
-
-def coordinate(batch, name, generator=None):
-    """One named coordinate, (B, T) int64, -1 where absent. `batch` holds the on-disk fields as
-    tensors (and, for paper 004's controls, the corpus's p1_density and p1_period)."""
-    if name not in COORDINATES:
-        raise KeyError(f"unknown coordinate {name!r}")
-    return COORDINATES[name](batch, generator)
-
-
+# --------------------------------------------------------------------- every configuration ----
 def describe(head_dim=128, n_layer=6):
     """(name, rotating planes per head/layer kind, learned parameters, plane groups)."""
     rows = []
@@ -396,7 +518,7 @@ def describe(head_dim=128, n_layer=6):
 
 
 def main():
-    """Print every registered configuration's plane allocation."""
+    """Print every configuration's plane allocation."""
     print(f"{'configuration':20} {'rotating planes':>15} {'learned':>8}  groups (128-wide head, 6 layers)")
     for name, planes, n, groups in describe():
         print(f"{name:20} {planes:>15} {n:>8}  {groups}")
@@ -404,7 +526,7 @@ def main():
 
 
 # ------------------------------------------------------------------------- the fused kernel ----
-# rotate(q, k, angles_runs(...)) as one Triton kernel forward and one backward, for M runs at once,
+# rotate(q, k, batched.angles_runs(...)) as one Triton kernel forward and one backward, for M runs at once,
 # each with its own plane table, angles computed from the integer coordinates inside the kernel, with
 # gradients for q, k, rates, offsets and overlays. Rotary.forward launches it on CUDA (study.py and
 # bench.py call rotate_runs_triton); on CPU the tests run it in triton's interpreter.
@@ -602,5 +724,5 @@ def rotate_triton(q, k, C, col, rate, offset, overlay=None, marker=-1):
     return qo[0], ko[0]
 
 
-if __name__ == "__main__":   # this file's own configurations (python -m treerope.configurations: every one)
+if __name__ == "__main__":   # every configuration of both papers
     main()

@@ -28,7 +28,6 @@ import sys
 import numpy as np
 import torch
 
-import treerope.configurations  # noqa: F401  (registers the rarer configurations in rotary's tables)
 from model import GPT, GPTConfig
 from treerope import tokenizer
 from treerope.batches import coords_for

@@ -45,11 +45,10 @@ import time
 import numpy as np
 import torch
 
-import rotary
 import train
 from model import GPT
 from treerope import machine
-from treerope.batched import Dropout, adamw_runs, clip_runs, forward, handed, stacked
+from treerope.batched import Dropout, adamw_runs, clip_runs, forward, handed, run_table, stacked
 from treerope.batches import DEPTH_READERS, coords_for, fill_blocks, pack
 from treerope.files import owned
 from treerope.runs import folder_is_run, read_config, trained_otherwise
@@ -198,13 +197,13 @@ def columns(rot, names, n_head, n_layer):
     per step)."""
     out = {}
     for layer in range(n_layer):
-        *table, marker = rotary.run_table(rot, layer, n_head, names)
+        *table, marker = run_table(rot, layer, n_head, names)
         out[rot.layer_layout[layer]] = (*table, torch.tensor([marker], device=table[0].device))
     return out
 
 
 def tables(runs, names, n_head, n_layer):
-    """Per layer, the runs' plane tables stacked (rotary.angles_runs' arguments), each run's rates,
+    """Per layer, the runs' plane tables stacked (batched.angles_runs' arguments), each run's rates,
     offsets and overlays read once per layout (its layers share it) from `run.columns`."""
     per = {}
     for m, r in enumerate(runs):

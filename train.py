@@ -43,7 +43,6 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 import rotary
-import treerope.configurations  # noqa: F401  (registers the rarer configurations in rotary's tables)
 import trees
 from model import GPT, GPTConfig
 from treerope.batches import Split, context_note, coords_for, fill_blocks, pack, step_blocks
@@ -140,7 +139,7 @@ def resolve(args, device, corpus, corpus_defaults, setting):
 def check(cfg, model_over, setting):
     """Exit with one line on a value no run can take."""
     if not rotary.known(cfg["config"]):
-        sys.exit(f"error: unknown --config {cfg['config']!r}; `python -m treerope.configurations` lists "
+        sys.exit(f"error: unknown --config {cfg['config']!r}; `python rotary.py` lists "
                  "the configurations")
     if cfg["preset"] not in MODELS:
         sys.exit(f"error: unknown --preset {cfg['preset']!r}; known: {', '.join(MODELS)}")

@@ -3,6 +3,9 @@ block written here, the coordinates passed by name."""
 import ast
 import math
 import pathlib
+import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -95,9 +98,6 @@ def test_rotary_py_imports_torch_alone():
 def test_rotary_py_alone_runs_without_triton(tmp_path):
     """The guard on `import triton`: rotary.py copied alone into a folder where triton cannot be
     imported still imports, builds seq_depth and rotates on CPU (the kernels defined, never launched)."""
-    import shutil
-    import subprocess
-    import sys
     shutil.copy(rotary.__file__, tmp_path / "rotary.py")
     code = ("import sys; sys.path.insert(0, '.'); sys.modules['triton'] = None; import torch, rotary; "
             "assert not rotary.FUSED; "
@@ -107,3 +107,49 @@ def test_rotary_py_alone_runs_without_triton(tmp_path):
     out = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "None"]
+
+
+EVERY = """
+import sys, torch
+sys.path.insert(0, "."); sys.modules["triton"] = None      # rotary.py alone, torch only
+import rotary
+g = torch.Generator().manual_seed(0)
+B, T = 2, 6
+path = torch.randint(0, 5, (B, T, rotary.LEVELS), generator=g)
+depth = torch.randint(0, 8, (B, T), generator=g)
+path[torch.arange(rotary.LEVELS).expand(B, T, -1) >= depth[..., None]] = -1
+fields = {"pos": torch.arange(T).expand(B, T), "path": path, "depth": depth,
+          "ref_path": torch.where(torch.rand(B, T, 1, generator=g) < 0.5, path.roll(1, 1), -1),
+          **{f: torch.randint(-1, 9, (B, T), generator=g) for f in ("within", "symbol", "label", "source")},
+          **{f: torch.randint(-1, 9, (B, T, n), generator=g) for f, n in (("p", 3), ("grid", 2),
+                                                                          ("chat", 3))},
+          "p1_density": 0.3, "p1_period": 2}
+q, k = torch.randn(2, B, T, 2, 128, generator=g)
+out = {}
+for name in sys.argv[1:]:
+    rot = rotary.Rotary(name, 128, 6, {"p_max": [6, 6, 6]})
+    C = rot.coords(fields, torch.Generator().manual_seed(1))
+    out[name] = (C, q, k, [torch.stack(rot(q, k, C, layer)) for layer in range(6)])
+torch.save(out, "out.pt")
+"""
+
+
+def test_every_configuration_of_both_papers_runs_from_rotary_py_alone(tmp_path):
+    """rotary.py copied alone: `python rotary.py` lists every configuration of both papers (the
+    appendix's, its references and two-corpus variants, paper 004's hRoPE and p1 controls), and each
+    one builds and rotates every layer there without triton, as the repository's rotary.py does. A
+    configuration or coordinate reader defined outside rotary.py fails here (a KeyError alone)."""
+    shutil.copy(rotary.__file__, tmp_path / "rotary.py")
+    run = dict(cwd=tmp_path, capture_output=True, text=True)
+    listing = subprocess.run([sys.executable, "-I", "rotary.py"], **run)
+    assert listing.returncode == 0, listing.stderr
+    listed = [line.split()[0] for line in listing.stdout.splitlines()[1:-1]]
+    assert listed == list(rotary.CONFIGS) and {"ref_directed", "two_corpus_shared", "hrope_axial",
+                                               "sent_axial", "rand_axial", "period_axial"} <= set(listed)
+    alone = subprocess.run([sys.executable, "-I", "-c", EVERY, *listed], **run)
+    assert alone.returncode == 0, alone.stderr
+    for name, (C, q, k, rotated) in torch.load(tmp_path / "out.pt").items():
+        rot = rotary.Rotary(name, 128, 6, {"p_max": [6, 6, 6]})
+        assert C.shape[-1] == len(rot.names)
+        for layer, qk in enumerate(rotated):
+            assert torch.isfinite(qk).all() and torch.equal(qk, torch.stack(rot(q, k, C, layer))), name

@@ -8,9 +8,8 @@ import torch
 from conftest import needs_triton
 
 import rotary
-import treerope.configurations  # noqa: F401  (the rarer configurations: hRoPE, references)
 from rotary import FAST, Rotary
-from treerope import batches
+from treerope import batched, batches
 
 # the fused kernel, rotary.py's Triton section; conftest.py runs it in triton's interpreter on CPU
 NO_TRITON = rotary.tl.constexpr is None
@@ -73,6 +72,28 @@ def test_hrope_spectra_by_hand():
 def test_plane_counts(name, planes, learned):
     counts, n = Rotary(name, 128, 6).count()
     assert max(max(h) for h in counts) == planes and n == learned
+
+
+@pytest.mark.parametrize("name", ["ref_directed", "ssttnn", "head_split"])
+def test_a_checkpoint_holds_the_learned_parameters_alone_and_every_table_reads_them(name):
+    """Checkpoints hold a Rotary's `rates` and `offsets` alone (the plane tables are rebuilt from the
+    configuration): a state dict of just those keys, as every checkpoint has written them, loads
+    strictly, and each layout's table then reads the loaded values, planted here (rate j = j + 1,
+    offset j = j + 0.5), or its fixed initial rate. A table saved with the checkpoint would refuse
+    the older checkpoints; a table holding copies of the initial values would ignore the loaded ones."""
+    rot = Rotary(name, 128, 6)
+    assert set(rot.state_dict()) == {"rates", "offsets"}
+    rot.load_state_dict({"rates": torch.arange(rot.rates.numel()) + 1.0,
+                         "offsets": torch.arange(rot.offsets.numel()) + 0.5})
+    for i, L in enumerate(rot.layouts):
+        _, rate, offset, overlay = rot.table(i)
+        overlays = L.overlay or [[-1] * len(h) for h in L.coord]
+        assert torch.equal(rate, torch.tensor([[j + 1.0 if j >= 0 else r for j, r in zip(*h)]
+                                               for h in zip(L.rate_param, L.rate_init)]))
+        assert offset.tolist() == [[j + 0.5 if j >= 0 else 0.0 for j in h] for h in L.offset_param]
+        assert overlay.tolist() == [[j + 0.5 if j >= 0 else 0.0 for j in h] for h in overlays]
+    if name == "ref_directed":                        # the overlay is read: its six planes
+        assert (rot.table(0)[3] > 0).sum() == 6
 
 
 def test_layer_and_head_splits():
@@ -333,7 +354,7 @@ def _study(names, H, T, B=2):
     shared = sorted({c for r in rots for c in r.names})
     C = torch.stack([torch.stack([rotary.coordinate(batch(B, T, seed=m), n) for n in shared], -1)
                      for m in range(len(names))]).int().to(DEV)
-    runs = [rotary.run_table(r, 0, H, shared) for r in rots]
+    runs = [batched.run_table(r, 0, H, shared) for r in rots]
     col = torch.stack([t[0] for t in runs])
     rate, offset, overlay = (torch.stack([t[i] for t in runs]).detach() for i in (1, 2, 3))
     tables = (col, (rate * 1.3).requires_grad_(), (offset + 0.2).requires_grad_(),
@@ -357,7 +378,7 @@ def _runs_reference_and_triton(dtype, names=("seq_depth", "ref_directed"), H=2, 
         for t in params:
             t.grad = None
         if fn == "ref":
-            a, b = rotary.rotate(q, k, rotary.angles_runs(C, col, rate, offset, overlay, marker))
+            a, b = rotary.rotate(q, k, batched.angles_runs(C, col, rate, offset, overlay, marker))
         else:
             a, b = rotary.rotate_runs_triton(q, k, C, col, rate, offset, overlay, marker)
         ((a.transpose(2, 3).float() * w).sum() + (b.transpose(2, 3).float() * w).pow(2).sum()).backward()
@@ -367,7 +388,7 @@ def _runs_reference_and_triton(dtype, names=("seq_depth", "ref_directed"), H=2, 
 
 @needs_triton
 def test_triton_runs_match_reference_fp32():
-    """Two runs in one launch, seq_depth (reads t, depth) and configurations.py's ref_directed (t, the tree,
+    """Two runs in one launch, seq_depth (reads t, depth) and ref_directed (t, the tree,
     the reference's path and its overlay marker), each from its own batch: outputs and q, k, rate,
     offset and overlay gradients as the reference's. The overlay is planted on both runs; only the
     run with a marker may use it."""
@@ -409,7 +430,7 @@ def test_triton_compiled_study_step_has_no_graph_break():
     q, k = (torch.randn(2, 2, 3, 2, 128, device=DEV, requires_grad=True) for _ in range(2))
 
     def step(q, k):
-        runs = [rotary.run_table(r, 0, 2, shared) for r in rots]
+        runs = [batched.run_table(r, 0, 2, shared) for r in rots]
         tables = [torch.stack([t[i] for t in runs]) for i in range(4)]
         marker = torch.tensor([t[4] for t in runs], device=DEV)
         a, b = rotary.rotate_runs_triton(q, k, C, *tables, marker)

@@ -13,6 +13,7 @@ import torch
 from conftest import needs_triton
 
 import bench
+import rotary
 import study
 import train
 from model import GPT, GPTConfig
@@ -470,8 +471,8 @@ def test_the_fused_rotation_inside_a_compiled_study_step_trains_the_eager_curve(
     counters = compiled(monkeypatch)
     def readable(*a):
         raise AssertionError("the readable rotation ran, not the kernel")
-    monkeypatch.setattr(study.rotary, "FUSED", True)
-    monkeypatch.setattr(study.rotary, "angles_runs", readable)
+    monkeypatch.setattr(rotary, "FUSED", True)
+    monkeypatch.setattr(batched, "angles_runs", readable)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     fused = str(tmp_path / "fused")
     study.main([*args, "--out", fused, "--compile=1"])

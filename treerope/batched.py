@@ -130,13 +130,41 @@ def attention(q, k, v, segment, keep, p):
     return y.transpose(1, 2).reshape(M, B, T, H * D)
 
 
+def run_table(rot, layer, n_head, names):
+    """One run's plane table for `layer`, per head (H, P), its columns read from a coordinate
+    tensor whose columns are `names` (a study's shared coordinates): (col, rate, offset, overlay,
+    marker column or -1). Heads sharing a head table get copies of it."""
+    i = rot.layer_layout[layer]
+    col, rate, offset, overlay = rot.table(i)
+    remap = torch.tensor([names.index(n) for n in rot.names] + [-1], device=col.device)
+    col = torch.where(col >= 0, remap[col.long()], -1)   # this run's column -> the shared column
+    per = n_head // col.shape[0]
+    marker = names.index(rot.marker) if rot.ov_used(i) else -1
+    return (*(t.repeat_interleave(per, 0) for t in (col, rate, offset, overlay)), marker)
+
+
+def angles_runs(C, col, rate, offset, overlay, marker):
+    """Reference angles (M, B, T, H, P) of M runs at once, each with its own table: C (M, B, T, K)
+    shared coordinates; col, rate, offset, overlay (M, H, P); marker (M,) column, -1 none."""
+    M, B, T, K = C.shape
+    H, P = col.shape[1:]
+    at = col.clamp(min=0).long().view(M, 1, 1, H * P).expand(M, B, T, H * P)
+    c = C.gather(-1, at).view(M, B, T, H, P).float()
+    present = (c >= 0) & (col >= 0)[:, None, None]
+    ang = torch.where(present, c * rate[:, None, None] + offset[:, None, None], 0.0)
+    m = torch.as_tensor(marker, device=C.device)
+    marked = (C.gather(-1, m.clamp(min=0).long().view(M, 1, 1, 1).expand(M, B, T, 1)) >= 0) \
+        & (m >= 0).view(M, 1, 1, 1)
+    return ang + torch.where(present & marked[..., None], overlay[:, None, None], 0.0)
+
+
 def rotate_runs(q, k, C, table):
     """Every run's rotation at once: the fused kernel on CUDA (rotary.rotate_runs_triton), or on CPU
     under triton's interpreter where FUSED is set (a test's way to the kernel inside a compiled step),
     the readable reference elsewhere."""
     if rotary.FUSED and (q.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
         return rotary.rotate_runs_triton(q, k, C, *table)
-    return rotary.rotate(q, k, rotary.angles_runs(C, *table))
+    return rotary.rotate(q, k, angles_runs(C, *table))
 
 
 def head_nll(x, wte, targets, chunks, kept=None):
@@ -209,7 +237,7 @@ class TiedHead(torch.autograd.Function):
 
 def forward(W, tables, idx, C, targets, segment, n_head, drop, chunks=1, kept=None):
     """model.GPT's forward for M runs at once: idx, targets (M, B, T); C (M, B, T, K) the study's
-    shared coordinates; tables[layer] the runs' plane tables (rotary.angles_runs). Returns the
+    shared coordinates; tables[layer] the runs' plane tables (angles_runs). Returns the
     per-token NLL (M, B, T), 0 where the target is -1 (the head in `chunks` pieces: head_nll)."""
     M, B, T = idx.shape
     wte = W["wte.weight"]

@@ -151,7 +151,7 @@ def reference_counts(path, ref_path, starts):
     """Reference counts over per-token fields (appendix §5): path and ref_path (tokens, 22), -1 absent,
     and the indices where records start. A reference is a run of tokens of one node (one path, one
     target) inside a record; a token is affected where reference rotation changes a level (one both
-    have that differs: configurations._refpath); whole-path overwrite gives a use its target's path length."""
+    have that differs: rotary._refpath); whole-path overwrite gives a use its target's path length."""
     path, ref = np.asarray(path), np.asarray(ref_path)
     is_ref = (ref >= 0).any(1)
     new = np.ones(len(path), bool)
