@@ -59,7 +59,8 @@ from treerope.training import (
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     # ------------------------------------------------------------------------------ values ----
-    # the defaults <- a paper's setting <- the flags given (treerope/settings.py; `--help` lists them)
+    # the defaults (settings.Values; the corpus, device scale and recipe fill the open ones) <- a paper's
+    # setting <- the flags given: `--help` lists each with its default and meaning
     cfg, model_over, origin = parse(argv, __doc__)
     if cfg["lr_sweep"]:
         return lr_sweep(cfg, argv, main)

@@ -1,9 +1,9 @@
 """A run's life, shared by train.py (one run) and study.py (many at once): its values (`parse`: the
-defaults <- a setting <- the flags), its declared shape (`Run`), its opening (`plan`: data, model config
-and steps; `setup`: the model at its seed's weights and the optimiser; `restore`: its checkpoint;
-`record_run`: config.json), its schedule (records and learning rate per step), a milestone (the log
-entry, the checkpoint, the early stop), a divergence, and its finish (final.json). train.py's loop
-and study.py's are the one loop, stepping one run or M.
+defaults <- the corpus's, the device's and the recipe's <- a setting <- the flags), its declared shape
+(`Run`), its opening (`plan`: data, model config and steps; `setup`: the model at its seed's weights
+and the optimiser; `restore`: its checkpoint; `record_run`: config.json), its schedule (records and
+learning rate per step), a milestone (the log entry, the checkpoint, the early stop), a divergence,
+and its finish (final.json). train.py's loop and study.py's are the one loop, stepping one run or M.
 """
 import argparse
 import functools
@@ -50,9 +50,6 @@ n_embd, n_head, max_len)."""
 
 
 # ------------------------------------------------------------------------------ values ----
-
-
-
 def parse(argv, description=None):
     """(run values, model overrides, where each value came from) for a command line; `--help` prints
     `description`, then each value's flag, meaning and default (settings.Values)."""
@@ -173,7 +170,7 @@ def origins(cfg, origin):
     return "values: " + "; ".join(f"{src}: {' '.join(v)}" for src, v in by.items())
 
 # ----------------------------------------------------------------------------- the run ----
-@dataclass
+@dataclass(slots=True)   # slots: a field not declared here cannot be added by the way
 class Run:
     """One configuration at one seed: what it trains on and for how long (`plan`), its model and
     optimiser (`setup`), and where it stands (`restore`, then each step and milestone)."""
