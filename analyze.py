@@ -12,6 +12,7 @@
                                                                                   (hrope/compression.py)
     python analyze.py --boundary out/code              # paper 004 Table 1 (hrope/boundaries.py)
     python analyze.py --candidates data/prose data/code  # paper 004 Table 4 (corpus only: candidates.py)
+    (paper 004's tables are also their layers' own commands: python -m treerope.hrope.<layer> --help)
     python analyze.py --replicates out/web/seq_depth/seed0 out/web/seq_depth_rep1/seed0 \\
         out/web/seq_depth_rep2/seed0
     python analyze.py --references data/python data/sheets   # reference statistics (corpus only)
@@ -286,15 +287,14 @@ def parse(argv):
 
 
 # ------------------------------------------------------------------------------------ modes ----
+# paper 004's tables: each its hrope layer's own entry point (python -m treerope.hrope.<layer>)
 def hub_mode(args):
-    print(hubs.hub_markdown(hubs.hub_table(args.hubs, args.split, draws=args.draws),
-                            f"compression depth under hub masking, {len(args.hubs)} seed(s) pooled "
-                            f"by document (paper 004 Table 13)"))
+    return hubs.main(args.hubs + ["--split", args.split, "--draws", str(args.draws)])
 
 
 def paragraphs_mode(args):
-    print(paragraph_depth.paragraph_markdown([paragraph_depth.paragraph_regression(
-        d, args.split, args.gate, args.embedder) for d in args.paragraphs]))
+    extra = ["--embedder", args.embedder] if args.embedder else []
+    return paragraph_depth.main(args.paragraphs + ["--split", args.split, "--gate", str(args.gate)] + extra)
 
 
 def candidates_mode(args):
@@ -303,13 +303,7 @@ def candidates_mode(args):
 
 
 def boundary_mode(args):
-    pooled = boundaries.boundary_pool(args.boundary, args.split)
-    if not pooled:
-        raise SystemExit(f"error: no boundary_{args.split}.npz under {args.boundary}; "
-                         "run evaluate.py RUN --boundary first")
-    print(boundaries.boundary_markdown(boundaries.boundary_table(pooled, max(args.draws, 4000)),
-                                       f"{args.boundary}: normalised boundary effect, seeds pooled, "
-                                       f"95% document-cluster bootstrap CIs (paper 004 Table 1)"))
+    return boundaries.main([args.boundary, "--split", args.split, "--draws", str(max(args.draws, 4000))])
 
 
 def tokens_mode(args):
@@ -330,17 +324,8 @@ def references_mode(args):
 
 
 def depth_mode(args):
-    """Table 3, then the A.6/A.7 diagnostics of the headline binning; with --figures, Fig. 2 and
-    the A.6 heatmaps."""
-    print(compression.depth_report(args.depth[0], args.depth[1] if len(args.depth) > 1 else None, args.draws))
-    read = [compression.read_paths(p) for p in args.depth[:2]]
-    for p in read:
-        print("\n" + compression.diagnostics_report(p))
-    if args.figures:
-        writable(args.figures, "choose another --figures folder")
-        compression.figure_response(read, args.figures, args.draws)
-        compression.figure_cells(read, args.figures)
-        print(f"\nfigures written to {args.figures}")
+    return compression.main(args.depth + ["--draws", str(args.draws)]
+                            + (["--figures", args.figures] if args.figures else []))
 
 
 # analyze.py --flag ...: each flag one mode, the first given wins; without one, a study's tables

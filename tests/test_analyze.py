@@ -1,5 +1,7 @@
 import math
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -9,6 +11,8 @@ from scipy import stats
 import analyze
 from treerope import statistics
 from treerope.hrope import boundaries, compression, paragraph_depth
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_sign_test_and_perplexity_match_the_paper():
@@ -688,3 +692,28 @@ def test_fig3_spreadsheets_from_a_quarter_of_training(tmp_path):
     for corpus, steps in (("sheets", ["50", "100"]), ("web", ["10", "20", "50", "100"])):
         table = open(tmp_path / f"fig3_gap_{corpus}.csv").read().splitlines()[1:]
         assert [line.split(",")[1] for line in table] == steps
+
+
+@pytest.mark.parametrize("layer", ["boundaries", "compression", "hubs", "paragraph_depth", "candidates"])
+def test_each_hrope_layer_is_its_own_command_with_a_short_help(layer):
+    """Paper 004's layers run as `python -m treerope.hrope.<layer>`, each with its own short --help
+    (usage, one paragraph, its flags): a module without the entry point prints nothing, and
+    candidates' help was its 30-line docstring."""
+    out = subprocess.run([sys.executable, "-m", f"treerope.hrope.{layer}", "--help"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"usage: python -m treerope.hrope.{layer} ") and "Paper 004" in out.stdout
+    assert len(out.stdout.splitlines()) <= 25
+
+
+def test_compression_depth_is_its_own_command(tmp_path, capsys):
+    """`python -m treerope.hrope.compression MODEL.npz` on a planted well (U* = −0.6 at Δp1 = 4)
+    prints Table 3 with it, and analyze.py --depth prints the same (it runs that command)."""
+    path = str(tmp_path / "depth_test.npz")
+    np.savez(path, **planted()[0])
+    out = subprocess.run([sys.executable, "-m", "treerope.hrope.compression", path, "--draws", "40"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "| 2000 | 4.002 | -0.600 |" in out.stdout and "U* 95% CI [-0.601, -0.599]" in out.stdout
+    analyze.main(["--depth", path, "--draws", "40"])
+    assert capsys.readouterr().out == out.stdout

@@ -366,6 +366,9 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     assert rows["hrope_axial"]["delta_C"] != 0.0 and rows["hrope_axial"]["boundaries"] > 0
     analyze.main(["--boundary", str(tmp_path / "out"), "--split", "train", "--draws", "200"])
     out = capsys.readouterr().out
+    boundaries.main([str(tmp_path / "out"), "--split", "train"])   # Table 1's own command (4,000 draws)
+    table1 = capsys.readouterr().out
+    assert table1.count("holds exactly") == 3 and out.endswith(table1)
     figures.figure_demo(statistics.load_runs(str(tmp_path / "out")), str(tmp_path))
     rows = open(tmp_path / "fig3_demo.csv").read().splitlines()[1:]
     assert (tmp_path / "fig3_demo.png").exists() and len(rows) == 4
@@ -380,6 +383,10 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     assert reg["paragraphs"] < reg["paragraphs_every_window"] and reg["context"] == 128
     assert all(np.isfinite(reg[k]["b"]) and reg[k]["se"] > 0 for k in paragraph_depth.PREDICTORS)
     md = paragraph_depth.paragraph_markdown([reg, reg])
+    capsys.readouterr()
+    paragraph_depth.main([os.path.join(str(tmp_path / "out"), "code", "hrope_axial"), "--split", "train",
+                          "--gate", "1"])                                      # Tables 5 and 9's own command
+    assert capsys.readouterr().out.strip() == paragraph_depth.paragraph_markdown([reg]).strip()
     assert "| Embedding coherence |" in md and "STAND-IN" in reg["embedding"] and "| N documents |" in md
     # A.10's d-only pilot and the band decay over the 128-token window's 4 bands of 32
     assert (all(-1 <= reg["pilot"][k] <= 1 for k in ("r_d_only", "r_d_band"))
@@ -406,6 +413,9 @@ def test_boundary_effect_end_to_end_and_h0_exact_for_p1_blind_models(tmp_path, c
     assert all(c["difference"] == c["blocked_pairs"] - c["target_pairs"]
                for c in conds.values() if "target_pairs" in c)
     rows, sweep, draws, checks = table = hubs.hub_table(hub_runs, "train", gate=1, draws=50)
+    capsys.readouterr()
+    hubs.main(hub_runs + ["--split", "train", "--draws", "50"])    # Table 13's own command (gate 2000)
+    assert "2 seed(s) pooled by document (paper 004 Table 13)" in capsys.readouterr().out
     assert [r["condition"] for r in rows] == ["original", "hub", "freq", "random", "pair_matched"]
     # CIs where the paper brackets them
     assert [r["ci"] is None for r in rows] == [False, False, False, True, True]

@@ -2,13 +2,15 @@
 paragraph begins? What evaluate.py and analyze.py run for it, in one place:
 
     fake_merge, fake_split    the boundary interventions (§4.3), among evaluate.py's for every p1 model
-    evaluate.py RUN --boundary   per-document sums -> analyze.py --boundary: Table 1, the normalised
-                                 boundary effect (§3.2-3.3, App. A.1-A.2)
+    evaluate.py RUN --boundary   per-document sums -> python -m treerope.hrope.boundaries ROOT (or
+                                 analyze.py --boundary): Table 1, the normalised boundary effect
+                                 (§3.2-3.3, App. A.1-A.2)
     evaluate.py RUN --probe      the same-paragraph probe per layer (App. A.9) -> Table 8 in analyze.py
     evaluate.py RUN --demo       Fig. 1 on one example -> analyze.py --figures draws it
 
 compression.py holds the rest of the paper (compression depth, paragraph regression), hubs.py hub masking.
 """
+import argparse
 import glob
 import os
 import warnings
@@ -163,7 +165,7 @@ def write_boundary(score, split, ids, cap, path, mb_tokens):
                             b_sums=np.asarray(b_sums, np.float64).reshape(-1, 3))
 
 
-# analyze.py --boundary: Table 1 from those sums
+# python -m treerope.hrope.boundaries (analyze.py --boundary): Table 1 from those sums
 def boundary_pool(root, split="test"):
     """{config: (fit[D, 5], sets[D, 7, 3], b_doc[k], b_sums[k, 3])} from evaluate.py --boundary,
     the seeds of a configuration pooled: sums added per document (the same test documents), the
@@ -438,3 +440,27 @@ def demo(model, data_dir, corpus, text="This is what I love. You are the reason.
     log = {k: v.clamp_min(1e-30).log() for k, v in maps.items()}
     out["d_eff_change_across_boundary"] = float((log["fake_split"] - log["real"])[straddle].mean())
     return out
+
+
+def main(argv=None):
+    """Table 1 from the sums evaluate.py RUN --boundary wrote under a folder of runs."""
+    ap = argparse.ArgumentParser(prog="python -m treerope.hrope.boundaries", description=(
+        "Paper 004 Table 1 (Layer I): the normalised boundary effect, seeds pooled, from the sums "
+        "`evaluate.py RUN --boundary` writes."),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("root", help="a folder of runs, e.g. out/code")
+    ap.add_argument("--split", default="test", help="the split evaluate.py scored")
+    ap.add_argument("--draws", type=int, default=4000, help="document-cluster bootstrap draws")
+    args = ap.parse_args(argv)
+    pooled = boundary_pool(args.root, args.split)
+    if not pooled:
+        raise SystemExit(f"error: no boundary_{args.split}.npz under {args.root}; "
+                         "run evaluate.py RUN --boundary first")
+    rows = boundary_table(pooled, args.draws)
+    print(boundary_markdown(rows, f"{args.root}: normalised boundary effect, seeds pooled, "
+                                  f"95% document-cluster bootstrap CIs (paper 004 Table 1)"))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,8 +1,8 @@
 """Corpus-only candidates for the compression depth (paragraph-boundaries paper §6.1-6.3, App. A.4-A.5).
 
-    python candidates.py data/prose data/code            # Table 4 (and Table 6) for prepared corpora
-    python candidates.py data/prose --ustar -0.48        # with the model's U* per corpus, in order
-    python candidates.py --cutoffs data/prose data/code data/webtext   # Table 14: λ_struct by vocabulary
+    python -m treerope.hrope.candidates data/prose data/code       # Table 4 (and Table 6)
+    python -m treerope.hrope.candidates data/prose --ustar -0.48   # with the model's U* per corpus
+    python -m treerope.hrope.candidates --cutoffs data/prose data/code data/webtext   # Table 14
 
 No model is involved. Paragraphs are read from a prepared paragraph corpus (prepare.py prose/code):
 the records of one document, in order, give its sequence of paragraphs, and each paragraph's
@@ -414,13 +414,17 @@ def table4(results, ustar=None):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m treerope.hrope.candidates", description=(
+        "Paper 004 Table 4 (Layer III; Table 6 beside it, Table 14 with --cutoffs): corpus-only candidates "
+        "for the compression depth, from prepared paragraph corpora; no model. Each quantity and its "
+        "reading: this module's docstring."),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("data", nargs="+", help="prepared paragraph corpora: data/prose data/code ...")
     ap.add_argument("--ustar", type=float, nargs="+",
                     help="the model's compression depth U* per corpus, in order")
-    ap.add_argument("--draws", type=int, default=1000)
+    ap.add_argument("--draws", type=int, default=1000, help="document-bootstrap draws")
     ap.add_argument("--embedder", default=None,
-                    help="a local sentence-embedding model folder (default: the stand-in)")
+                    help="a local sentence-embedding model folder; none: the stand-in")
     ap.add_argument("--cutoffs", action="store_true",
                     help="Table 14 instead: λ_struct at the vocabulary cut-offs (App. F)")
     args = ap.parse_args(argv)

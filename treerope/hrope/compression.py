@@ -3,18 +3,20 @@ than the distance alone predicts, at which displacement Δp1 the compression is 
 what carries it. What evaluate.py and analyze.py run for it, in one place:
 
     evaluate.py RUN --attention   per-document (d, Δp1) cells of log attention (depth_<split>.npz)
-    analyze.py --depth A B        U* by the exact-distance estimator, paired document bootstrap
+    python -m treerope.hrope.compression A B   (or analyze.py --depth A B)
+                                  U* by the exact-distance estimator, paired document bootstrap
                                   (§5.1, App. A.3, A.6), Δp1 by the labels each model reads
                                   (depth_read_<split>.npz where it has one), the true p1 beside;
                                   then App. A.6/A.7's diagnostics, with --figures Fig. 2 and the
-                                  A.6 heatmaps (drawn at the end of this file)
-    evaluate.py RUN --hub_contributions, then --hubs; analyze.py --hubs RUN ...
+                                  A.6 heatmaps (drawn below)
+    evaluate.py RUN --hub_contributions, then --hubs; python -m treerope.hrope.hubs RUN ...
                                   Table 13 (App. E): hubs.py, on these cells
-    evaluate.py RUN --paragraphs  per-paragraph sums -> analyze.py --paragraphs: Tables 5 and 9
-                                  (paragraph_depth.py)
+    evaluate.py RUN --paragraphs  per-paragraph sums -> python -m treerope.hrope.paragraph_depth:
+                                  Tables 5 and 9
 
 boundaries.py holds Layer I: the boundary interventions, Table 1, the probe and the demo.
 """
+import argparse
 import math
 import os
 
@@ -22,6 +24,7 @@ import numpy as np
 import torch
 
 from treerope.figures import pyplot, save_figure, write_table
+from treerope.files import writable
 from treerope.statistics import ci, resample_weights
 
 # ------------------------------------------------------------------------------------ cells ----
@@ -483,3 +486,31 @@ def figure_cells(paths, out_dir, gate=200):
     plt.close(fig)
     write_table(os.path.join(out_dir, "figA6_cells.csv"),
                 ["model", "d", "delta_p1", "pairs", "mean_log_attention", f"contrast_gate{gate}"], table)
+
+
+def main(argv=None):
+    """Table 3, then the A.6/A.7 diagnostics of the headline binning; with --figures, Fig. 2 and
+    the A.6 heatmaps."""
+    ap = argparse.ArgumentParser(prog="python -m treerope.hrope.compression", description=(
+        "Paper 004 Table 3 (Layer II): compression depth U* of a model, and of a control beside it "
+        "(paired document bootstrap), from the cells `evaluate.py RUN --attention` writes; then the "
+        "App. A.6/A.7 diagnostics."),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("depth", nargs="+", metavar="NPZ", help="depth_<split>.npz of the model [and the "
+                    "control]; the depth_read_<split>.npz beside each is read where there is one")
+    ap.add_argument("--draws", type=int, default=2000, help="document bootstrap draws")
+    ap.add_argument("--figures", default=None, help="write Fig. 2 and the A.6 heatmaps here")
+    args = ap.parse_args(argv)
+    print(depth_report(args.depth[0], args.depth[1] if len(args.depth) > 1 else None, args.draws))
+    read = [read_paths(p) for p in args.depth[:2]]
+    for p in read:
+        print("\n" + diagnostics_report(p))
+    if args.figures:
+        writable(args.figures, "choose another --figures folder")
+        figure_response(read, args.figures, args.draws)
+        figure_cells(read, args.figures)
+        print(f"\nfigures written to {args.figures}")
+
+
+if __name__ == "__main__":
+    main()

@@ -7,7 +7,7 @@ aggregates summed over the seeds):
   evaluate.py RUN --hub_contributions   pass 1, every seed: aggregates and pair counts per type
   evaluate.py RUN --hubs                pass 2, every seed: the choice from the pooled pass-1 files
                                         of RUN's sibling seeds, then the masked depth cells
-  analyze.py --hubs RUN ...             Table 13, each document one cluster over the seeds
+  python -m treerope.hrope.hubs RUN ... Table 13, each document one cluster over the seeds
 Hubs: the 5% of types (among those keying a cross-paragraph pair) with the most negative pooled
 aggregate, i.e. carrying the compression (reading: the paper says "top 5% by aggregate
 contribution"). Freq-matched: the 5% most frequent types of the training split (reading of "raw
@@ -17,6 +17,7 @@ cross-paragraph pairs (pooled over the seeds), the nearest achievable count wher
 (the difference is recorded). The mass sweep (App. E): the same, one draw each, at 25%, 50%, 75% of
 the hubs' pairs (the points are our reading; 100% is Pair-matched random itself).
 """
+import argparse
 import glob
 import json
 import math
@@ -211,7 +212,7 @@ def mask_check(blocked, atts):
     return int(blocked.sum()), float((atts.sum(-1) - 1).abs().max()), leak
 
 
-# analyze.py --hubs: Table 13 from those cells
+# python -m treerope.hrope.hubs (analyze.py --hubs): Table 13 from those cells
 def hub_choice(run_dirs, split):
     """Every run's hub_<split>.json, read once; runs masked with other sets than the first are
     refused (a seed whose pass 2 ran before every seed's pass 1)."""
@@ -404,3 +405,24 @@ def hub_markdown(table, title):
                       str(by[c]["cells"]) if c in by else "—" for c in ("hub", "freq"))
                   + " / " + ", ".join(str(c["cells"]) for c in matched) + " (App. E: comparable)."]
     return "\n".join(lines)
+
+
+def main(argv=None):
+    """Table 13 from the masked cells evaluate.py RUN --hubs wrote for each seed."""
+    ap = argparse.ArgumentParser(prog="python -m treerope.hrope.hubs", description=(
+        "Paper 004 Table 13 (App. E): compression depth under hub masking, from the cells "
+        "`evaluate.py RUN --hubs` writes (after --hub_contributions on every seed)."),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("runs", nargs="+", metavar="RUN",
+                    help="the seeds of one configuration, each document's cells summed over them")
+    ap.add_argument("--split", default="test", help="the split evaluate.py scored")
+    ap.add_argument("--draws", type=int, default=2000, help="document bootstrap draws")
+    args = ap.parse_args(argv)
+    table = hub_table(args.runs, args.split, draws=args.draws)
+    print(hub_markdown(table, f"compression depth under hub masking, {len(args.runs)} seed(s) pooled "
+                              f"by document (paper 004 Table 13)"))
+    return table
+
+
+if __name__ == "__main__":
+    main()

@@ -5,8 +5,9 @@ band-decay diagnostic (our reading). The other measure, compression depth U* ove
 is compression.py.
 
     evaluate.py RUN --paragraphs  per-paragraph sums (paragraph_<split>.npz)
-    analyze.py --paragraphs out/prose/hrope_axial out/code/hrope_axial   # Tables 5, 9, A.10's pilot
+    python -m treerope.hrope.paragraph_depth out/prose/hrope_axial out/code/hrope_axial   # Tables 5, 9
 """
+import argparse
 import glob
 import math
 import os
@@ -71,7 +72,7 @@ def write_paragraphs(score, split, max_len, path):
                             count=rows[:, 5].astype(np.int64), max_len=max_len)
 
 
-# analyze.py --paragraphs: Tables 5 and 9 from those sums
+# python -m treerope.hrope.paragraph_depth (analyze.py --paragraphs): Tables 5 and 9 from those sums
 PREDICTORS = ("length", "ttr", "coherence", "position")
 
 
@@ -259,3 +260,25 @@ def paragraph_markdown(results):
                   + ["—"] * (bands - len(r["band_decay"]["shift"])) + [fmt(r["band_decay"]["slope"])])
               for r in results]
     return "\n".join(lines)
+
+
+def main(argv=None):
+    """Tables 5 and 9 and A.10's pilot from the sums evaluate.py RUN --paragraphs wrote."""
+    ap = argparse.ArgumentParser(prog="python -m treerope.hrope.paragraph_depth", description=(
+        "Paper 004 Tables 5 and 9 (§6.4, App. A.10): each paragraph's compression depth regressed on its "
+        "predictors, from the sums `evaluate.py RUN --paragraphs` writes."),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("config_dirs", nargs="+", metavar="CONFIG_DIR",
+                    help="one out/<corpus>/hrope_axial per corpus, its seeds pooled")
+    ap.add_argument("--split", default="test", help="the split evaluate.py scored")
+    ap.add_argument("--gate", type=int, default=400, help="pairs a baseline cell needs (A.10)")
+    ap.add_argument("--embedder", default=None,
+                    help="a local sentence-embedding model folder; none: the stand-in embedding")
+    args = ap.parse_args(argv)
+    results = [paragraph_regression(d, args.split, args.gate, args.embedder) for d in args.config_dirs]
+    print(paragraph_markdown(results))
+    return results
+
+
+if __name__ == "__main__":
+    main()
