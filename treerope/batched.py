@@ -123,12 +123,12 @@ class Draws:
     the graph): per dropout site of model.GPT, in its modules' order, a keep mask (M, *shape)."""
 
     def __init__(self):
-        self.p, self.keep = 0.0, []
+        self.p, self.keep, self.on = 0.0, [], False
 
     def draw(self, p, gens, shapes, device):
-        self.p = p
+        self.p, self.on = p, bool(p and gens)   # a plain bool: torch 2.11 compiles no bool(list)
         self.keep = [torch.stack([torch.rand(s, generator=g, device=device) >= p for g in gens])
-                     for s in shapes] if p and gens else []
+                     for s in shapes] if self.on else []
 
     @staticmethod
     def sites(B, T, E, H, n_layer):
@@ -145,7 +145,7 @@ class Dropped(nn.Module):
         self.draws, self.site = draws, site
 
     def forward(self, x):
-        if not self.draws.keep:
+        if not self.draws.on:
             return x
         return x * self.draws.keep[self.site].view(x.shape) / (1 - self.draws.p)
 
@@ -288,5 +288,5 @@ def forward(gpt, W, tables, idx, C, targets, blocked, chunks=1, kept=None):
     Returns the per-token NLL (M, B, T), 0 where the target is -1 (the head in `chunks` pieces: head_nll)."""
     M, B, T = idx.shape
     (x, wte), _, _ = torch.func.functional_call(gpt, W, (idx.flatten(0, 1), (C, tables)),
-                                                {"blocked": blocked, "return_attn": bool(gpt.draws.keep)})
+                                                {"blocked": blocked, "return_attn": gpt.draws.on})
     return head_nll(x.view(M, B, T, -1), wte, targets, chunks, kept)
