@@ -37,6 +37,7 @@ class Attention(nn.Module):
         self.n_head, self.layer, self.dropout = cfg.n_head, layer, cfg.dropout
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.attn_drop = nn.Dropout(cfg.dropout)   # the explicit path's; SDPA's path draws inside the kernel
         self.resid_drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x, C, rotary, return_attn=False, blocked=None):
@@ -54,7 +55,7 @@ class Attention(nn.Module):
             s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
             s = s.masked_fill(future if blocked is None else future | blocked, float("-inf"))
             att = s.float().softmax(-1)
-            y = F.dropout(att, self.dropout, self.training).to(v.dtype) @ v
+            y = self.attn_drop(att).to(v.dtype) @ v
         elif blocked is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                dropout_p=self.dropout if self.training else 0.0)

@@ -10,11 +10,12 @@ scripts/sweep.sh's arguments (JOBS is accepted and ignored), so `bash scripts/sw
 study and checks its finished runs, training nothing (sweep.sh's check); --budget SECONDS times the
 study's own first steps and trains the seeds that fit (scripts/reproduce_gpu.sh's table stages).
 Both papers work with dozens of small runs (the appendix: 4.7M parameters, 5-20 seeds a
-configuration), and one small run leaves a GPU idle: here the runs share every kernel, their
-weights stacked along a leading run dimension. Each run stays the run train.py would train (its
-losses to float rounding, tests/test_study.py): its seed's initial weights (train.build_model), its
-own batches in train.py's order (train.step_records), its own rotary table, clipping at 1.0 and AdamW
-(made for all runs at once: treerope/batched.py), lr, early stop and non-finite stop, its own
+configuration), and one small run leaves a GPU idle: here the runs share every kernel: model.GPT's
+own modules run once for all of them (batched.runs_of), their weights stacked along a leading run
+dimension, so a fork of model.py trains here as in train.py. Each run stays the run train.py would
+train (its losses to float rounding, tests/test_study.py): its seed's initial weights, its own
+batches in train.py's order, its own rotary table, clipping at 1.0 and AdamW (made for all runs
+at once: treerope/batched.py), lr, early stop and non-finite stop, its own
 milestones on the same validation records, and random draws from generators of its own (with
 dropout or depth dropout not train.py's draws: REFERENCE.md "A study").
 The early-stop rule is train.py's, but its outcome is not covered by "to float rounding": where two
@@ -30,8 +31,7 @@ Batching (RESULTS "Speed" measures it): compiled (a GPU), each run's records are
 the context, a record attending only inside itself, in micro-batches of a fixed number of rows, so
 every micro-batch has one shape; eager (a CPU), a record a row, grouped by length as train.py groups
 them, the runs dealt into one lane per core, each lane batched on a thread of its own, and the head
-fused with its loss (treerope/batched.py). The rows are gathered on the device from the split moved
-there once.
+fused with its loss (batched.TiedHead). The rows are gathered on the device from the split moved once.
 """
 import concurrent.futures
 import contextlib
@@ -45,13 +45,25 @@ import time
 import numpy as np
 import torch
 
-import train
 from model import GPT
 from treerope import machine
-from treerope.batched import Dropout, adamw_runs, clip_runs, forward, handed, run_table, stacked
+from treerope.batched import Draws, adamw_runs, clip_runs, forward, handed, run_table, runs_of, stacked
 from treerope.batches import DEPTH_READERS, coords_for, fill_blocks, pack
 from treerope.files import owned
 from treerope.runs import folder_is_run, read_config, trained_otherwise
+from treerope.settings import DEFAULTS
+from treerope.training import (
+    diverged,
+    finish,
+    lr_at,
+    milestone,
+    parse,
+    plan,
+    record_run,
+    restore,
+    setup,
+    step_records,
+)
 
 
 def memory(runs):
@@ -109,11 +121,11 @@ def plan_runs(corpus, configs, seeds, options):
     for s in seeds:
         for c in configs:
             with contextlib.redirect_stdout(io.StringIO()) if runs else contextlib.nullcontext():
-                cfg, model_over, origin = train.parse([*options, "--corpus", corpus, "--config", c,
+                cfg, model_over, origin = parse([*options, "--corpus", corpus, "--config", c,
                                                        "--seed", s])
                 if cfg["lr_sweep"]:
                     sys.exit("error: --lr_sweep trains runs one after another: use train.py")
-                run = train.plan(cfg, model_over, origin, True)
+                run = plan(cfg, model_over, origin, True)
             if cfg["resume"] and os.path.exists(os.path.join(run.out_dir, "final.json")):
                 finished_alike(run)
                 continue
@@ -135,10 +147,10 @@ def plan_runs(corpus, configs, seeds, options):
 
 
 def built(runs):
-    """Every run's model built (and refused) before any folder is written: train.setup's."""
+    """Every run's model built (and refused) before any folder is written: training.setup's."""
     for i, run in enumerate(runs):
         with contextlib.redirect_stdout(io.StringIO()) if i else contextlib.nullcontext():
-            run.model, run.opt, run.autocast = train.setup(run)
+            setup(run)
     return runs
 
 
@@ -165,15 +177,6 @@ def finished_alike(run):
         sys.exit(f"error: {run.out_dir} finished at {was}, and this study trains at bf16={int(now[0])} "
                  f"compile={int(now[1])}: analyze.py would not pair it; {fix}, or pass its --bf16, --compile")
     print(f"done: {run.out_dir}")
-
-
-def restored(run):
-    """The run's state: its checkpoint, if any, refused where it was trained otherwise (train.restore;
-    with --resume=0 its folder is removed instead)."""
-    run.step, run.log = train.restore(run, run.model, run.opt, 1)
-    run.tokens_seen, run.failed, run.diverged_at, run.elapsed = 0, False, None, 0.0
-    run.done = run.step >= run.steps or (bool(run.log) and train.stalled(
-        [e["val_loss"] for e in run.log], run.cfg["patience"]))
 
 
 def to_device(a, device):
@@ -265,6 +268,7 @@ class Study:
         self.chunks = chunks                                     # the loss's pieces (fits)
         self.laid = {}                                           # evaluation's micro-batches, per split
         self.lanes = lanes(self.cfg, len(runs))
+        self.gpts = [runs_of(first.model) for _ in range(self.lanes)]   # model.GPT over a lane's runs, each
         for split in (self.train, self.val, self.test):          # moved before lanes share them
             split.on(torch.empty(0, device=self.cfg["device"]).device)
 
@@ -293,21 +297,24 @@ class Study:
                     for x in ranked]
             yield np.stack([a for a, _ in laid]), np.stack([s for _, s in laid]), False
 
-    def batched(self, runs, W, at, seg, packed, gens, drop, split, depth_dropout=0.0):
-        """Per-token NLL (M, R, T) of `runs`, their weights stacked in W, on rows at positions `at`
-        (M, R, T) of `split`."""
+    def batched(self, gpt, runs, W, at, seg, packed, gens, split, drop_gens=(), depth_dropout=0.0):
+        """Per-token NLL (M, R, T) of `runs` through `gpt` (runs_of), their weights stacked in W, on rows
+        at positions `at` (M, R, T) of `split`; dropout masks from `drop_gens`, each run's own."""
         dev = self.cfg["device"]
         b = split.gather(to_device(at, dev), to_device(seg, dev))
         C = coordinates(runs, b, self.names, self.corpus, gens, depth_dropout)
         M, R, T = b["tokens"].shape
-        drop.draw(drop.sites(R, T, self.mcfg.n_embd, self.mcfg.n_head, self.mcfg.n_layer), dev)
-        segment = b["seg"] if packed or self.cfg["compile"] else None   # compiled: one kind of mask
+        gpt.draws.draw(self.mcfg.dropout, drop_gens,
+                       Draws.sites(R, T, self.mcfg.n_embd, self.mcfg.n_head, self.mcfg.n_layer), dev)
+        blocked = None   # compiled: always a mask (one kind: one graph); eager, a record a row: SDPA's causal
+        if packed or self.cfg["compile"]:
+            s = b["seg"].flatten(0, 1)
+            blocked = s[:, :, None] != s[:, None, :]     # a row's records attend only inside themselves
         # eager, a record a row: its tokens but the last carry a target (the head runs there alone)
         kept = None if self.fixed else max(1, int(((at >= 0).sum(-1) - (at[..., 0] >= 0)).sum(-1).max()))
         with runs[0].autocast:
-            return self.fwd(W, tables(runs, self.names, self.mcfg.n_head, self.mcfg.n_layer),
-                            b["tokens"], C, b["targets"], segment, self.mcfg.n_head, drop, self.chunks,
-                            kept)
+            return self.fwd(gpt, W, tables(runs, self.names, self.mcfg.n_head, self.mcfg.n_layer),
+                            b["tokens"], C, b["targets"], blocked, self.chunks, kept)
 
     def step(self, runs):
         """One training step of every run in `runs` (each at its own step): their losses (M,), on the
@@ -318,10 +325,10 @@ class Study:
         for r in runs:
             own = []
             if not r.done:
-                lr = train.lr_at(r.step, r.steps, r.cfg["lr"], r.cfg["min_lr"])
+                lr = lr_at(r.step, r.steps, r.cfg["lr"], r.cfg["min_lr"])
                 for g in r.opt.param_groups:
                     g["lr"] = lr
-                own = r.blocks(r.step) if cfg["pack"] else self.rows_of(train.step_records(
+                own = r.blocks(r.step) if cfg["pack"] else self.rows_of(step_records(
                     len(r.train), cfg["docs_per_step"], r.step, r.cfg["seed"]), r.train.len)
             lens.append(np.concatenate([np.atleast_1d(r.train.len[x]) - 1 for x in own] or [[]]))
             rows.append(own)
@@ -329,15 +336,15 @@ class Study:
         seeds = [r.cfg["seed"] * 1_000_003 + r.step for r in runs]
         n_tok_t = to_device(np.maximum(n_tok, 1).astype(np.float32), dev)
 
-        def lane(ms):
+        def lane(i, ms):
             gens = [torch.Generator(device=dev).manual_seed(seeds[m]) for m in ms]
-            drop = Dropout(self.mcfg.dropout, [torch.Generator(device=dev).manual_seed(seeds[m] ^ 0x5EED)
-                                               for m in ms] if self.mcfg.dropout else [])
+            drop = [torch.Generator(device=dev).manual_seed(seeds[m] ^ 0x5EED) for m in ms if cfg["dropout"]]
             own = [runs[m] for m in ms]
             total, laid, W = torch.zeros(len(ms), device=dev), [], stacked([r.model for r in own])
             for at, seg, packed in self.micro_batches([rows[m] for m in ms], self.train):
                 laid.append(np.full(at.shape[1], at.shape[2]))     # each run's rows as laid, padding in
-                nll = self.batched(own, W, at, seg, packed, gens, drop, self.train, cfg["depth_dropout"])
+                nll = self.batched(self.gpts[i], own, W, at, seg, packed, gens, self.train, drop,
+                                   cfg["depth_dropout"])
                 loss = nll.sum((1, 2)) / n_tok_t[ms[0]:ms[-1] + 1]   # each run's token mean over its step
                 loss.sum().backward()                              # runs' gradients stay apart
                 total += loss.detach()
@@ -347,38 +354,40 @@ class Study:
         return total, n_tok, [(r.model.flops(n), r.model.flops(x)) for r, n, x in zip(runs, lens, laid)]
 
     def in_lanes(self, fn, M):
-        """fn(run indices) over the runs dealt into lanes of consecutive runs, each lane on a thread of
-        one core (CPU, eager: `lanes`), else one lane; the lanes' (losses, per-run list) joined."""
+        """fn(lane, run indices) over the runs dealt into lanes of consecutive runs, each lane on a thread
+        of one core (CPU, eager: `lanes`), else one lane; the lanes' (losses, per-run list) joined."""
         parts = [[int(m) for m in p] for p in np.array_split(np.arange(M), self.lanes)]   # lanes ≤ M
         if len(parts) == 1:
-            out = [fn(parts[0])]
+            out = [fn(0, parts[0])]
         else:
             threads = torch.get_num_threads()
             torch.set_num_threads(1)                  # a lane a core (RESULTS "Speed")
             try:
                 with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:
-                    out = list(pool.map(fn, parts))
+                    out = list(pool.map(fn, range(len(parts)), parts))
             finally:
                 torch.set_num_threads(threads)
         return torch.cat([t for t, _ in out]), [x for _, xs in out for x in xs]
 
     def evaluate(self, runs, split, ids):
         """Each run's mean NLL per token over records `ids`, laid into rows as training lays them
-        (each run's generators, as train.evaluate: a fresh one per micro-batch, seeded with its seed)."""
-        dev, drop = self.cfg["device"], Dropout(0.0, [])
+        (each run's generators, as training.evaluate: a fresh one per micro-batch, seeded with its seed)."""
+        dev = self.cfg["device"]
         key = (id(split), len(ids))   # the same records every milestone: laid out once
         if key not in self.laid:
             self.laid[key] = list(self.micro_batches([self.rows_of(ids, split.len)], split))
 
         @torch.no_grad()              # in the lane's own thread: grad mode is per thread
-        def lane(ms):
+        def lane(i, ms):
             own = [runs[m] for m in ms]
-            total, W = torch.zeros(len(ms), device=dev), stacked([r.model for r in own])
+            total, W, gpt = torch.zeros(len(ms), device=dev), stacked([r.model for r in own]), self.gpts[i]
+            gpt.eval()                # no dropout: model.GPT's evaluation mode
             for at, seg, packed in self.laid[key]:
                 gens = [torch.Generator(device=dev).manual_seed(r.cfg["seed"]) for r in own]
-                nll = self.batched(own, W, at.repeat(len(ms), 0), seg.repeat(len(ms), 0), packed, gens, drop,
+                nll = self.batched(gpt, own, W, at.repeat(len(ms), 0), seg.repeat(len(ms), 0), packed, gens,
                                    split)
                 total += nll.float().sum((1, 2))
+            gpt.train()
             return total, [None] * len(ms)
         total, _ = self.in_lanes(lane, len(runs))
         return (total / max(int((split.len[ids] - 1).sum()), 1)).tolist()
@@ -448,18 +457,6 @@ def fitting(step_s, scoring_s, steps, seeds, left):
     return (1, length) if length > 0 else (0, 0)
 
 
-def stop(run, step, what):
-    """A non-finite loss: train.diverged's rule for one run of the study, without exiting. A run
-    reported at its best milestone, with one, ends here; any other is left for a rerun (no final.json)."""
-    print(f"{run.out_dir}: {what} at step {step}: stopping; " + ("the last good checkpoint is kept" if run.log
-          else "no milestone reached: no checkpoint kept, nothing reported (no final.json)"), file=sys.stderr)
-    run.done = True
-    if run.cfg["report"] == "best_milestone" and run.log:
-        run.diverged_at = step
-    else:
-        run.failed = True
-
-
 def sent_to_host(t):
     """A reader of t's values, copied towards the host without waiting for the device (on CUDA pinned,
     non-blocking, an event marking the copy): read a step later, it waits on nothing still to run."""
@@ -479,7 +476,7 @@ def checked(runs, sent):
         if s is None or r.done:            # not stepped then, or stopped since
             continue
         if not math.isfinite(loss):
-            stop(r, s, f"loss is {loss}")
+            diverged(r, s, f"loss is {loss}")
         elif s == r.step - 1:
             r.loss = loss                  # the latest step's loss: its milestone logs it
 
@@ -499,8 +496,6 @@ def trained(study):
     """Step every unfinished run until each ends (its steps, an early stop, or a non-finite loss).
     No step waits for the device: its losses are read a step later, or at a milestone."""
     t0, paused, ahead = time.time(), 0.0, None   # paused: validation and checkpoints, not training time
-    for r in study.runs:
-        r.val_s, r.flops = 0.0, [0.0, 0.0]
     while not all(r.done for r in study.runs):
         total, n_tok, flops = study.step(study.runs)
         now = time.time() - t0 - paused
@@ -529,11 +524,10 @@ def trained(study):
                 r.val_s += time.time() - t1
             for r, val in zip(at_milestone, vals):
                 if not math.isfinite(val):
-                    stop(r, r.step, f"validation loss is {val}")
+                    diverged(r, r.step, f"validation loss is {val}")
                     continue
                 lr = r.opt.param_groups[0]["lr"]
-                r.done = train.milestone(r, r.model, r.opt, r.log, r.step - 1, r.loss, val, lr, r.tokens_seen,
-                                         r.elapsed) or r.step >= r.steps
+                milestone(r, val, lr)
             paused += time.time() - t1
 
 
@@ -549,8 +543,7 @@ def finished(study):
         if not r.log:
             vals = vals or study.evaluate(runs, study.val, runs[0].val_ids)
         val = r.log[-1]["val_loss"] if r.log else vals[runs.index(r)]
-        train.finish(r.out_dir, r.log, r.steps, val, test, len(r.val_ids), len(r.test_ids),
-                     round(r.elapsed_before + r.elapsed, 2), r.cfg["report"], r.diverged_at)
+        finish(r, val, test)
 
 
 REFUSED = ("seed", "config", "corpus")   # given by CORPUS, CONFIGS and SEEDS
@@ -567,7 +560,7 @@ def arguments(argv):
         sys.exit("error: CONFIGS and SEEDS are space-separated lists, SEEDS of whole numbers ≥ 0")
     for o in options:   # argparse would let CORPUS, CONFIGS and SEEDS override these (or an abbreviation)
         k = o[2:].split("=")[0] if o.startswith("--") else ""
-        flag = [d for d in train.DEFAULTS if d.startswith(k)] if k and k not in train.DEFAULTS else [k]
+        flag = [d for d in DEFAULTS if d.startswith(k)] if k and k not in DEFAULTS else [k]
         if len(flag) == 1 and flag[0] in REFUSED:
             sys.exit(f"error: study.py takes --{flag[0]} from its arguments (CORPUS, CONFIGS, SEEDS); "
                      f"drop {o}")
@@ -610,15 +603,15 @@ def main(argv=None):
     built(runs)   # after the memory is said and checked: a study that cannot fit builds nothing
     if runs[0].cfg["resume"]:   # every checkpoint checked before anything is written
         for r in runs:
-            restored(r)
+            restore(r)
     with contextlib.ExitStack() as locks:
         for r in runs:
             locks.enter_context(owned(r.out_dir, "the run"))
         for i, r in enumerate(runs):
             if not r.cfg["resume"]:   # --resume=0: its folder removed, under its lock
-                restored(r)
+                restore(r)
             with contextlib.redirect_stdout(io.StringIO()) if i else contextlib.nullcontext():
-                train.record_run(r.cfg, r.mcfg, r.model, r.meta, r.out_dir)
+                record_run(r)
         named = ", ".join(f"{r.cfg['config']}/{r.cfg['seed']}" for r in runs)
         print(f"study: {len(runs)} run{'s' * (len(runs) > 1)} ({named}) as one batched model")
         study = Study(runs, chunks)

@@ -1,7 +1,8 @@
 """The shape of the repository, read statically from the source (AST), so that no budget can be met by
 hiding an import: every import at the top of its file, no circles, train.py's import closure small
 and printed as the README's reading list, prepare.py's closure free of torch, at most 10 scripts at
-the top, no file over 650 lines. The checks take any source tree; the planting tests show each fails.
+the top, none importing another, no file over 650 lines. The checks take any source tree; the
+planting tests show each fails.
 Run: python -m pytest -q tests/test_layout.py      python tests/test_layout.py   # the reading list"""
 import ast
 import glob
@@ -19,7 +20,7 @@ TOP = {"model", "rotary", "trees", *SCRIPTS}
 # the one kind of import a function may hold: an optional third-party package
 OPTIONAL = {"triton", "matplotlib", "rustbpe", "sentence_transformers", "lxml", "openpyxl",
             "chitchat_dataset"}
-MAX_FILES, MAX_LINES, MAX_FILE_LINES = 12, 1800, 650
+MAX_FILES, MAX_FILE_LINES = 12, 650
 
 
 def code_lines(path):
@@ -178,8 +179,9 @@ def cycles(graph):
 
 
 def reading_list(root=ROOT):
-    """train.py's closure as the README prints it: train -> model -> rotary -> trees, then the package."""
-    first = ("train", "model", "rotary", "trees")
+    """train.py's closure as the README prints it, in the order a learner meets the method: model ->
+    rotary -> trees -> train, then the package."""
+    first = ("model", "rotary", "trees", "train")
     files = sorted(closure(root, "train"), key=lambda f: first.index(f[0]) if f[0] in first else len(first))
     lines = [f"{p:26}{n:5}" for _, p, n in files]
     return "\n".join(lines + [f"{f'{len(files)} files':26}{sum(n for *_, n in files):5}"])
@@ -197,12 +199,13 @@ def test_no_import_circles():
     assert circles(ROOT) == []
 
 
-def test_the_reading_list_is_at_most_12_files_and_1800_code_lines():
+def test_the_reading_list_is_at_most_12_files_without_the_corpora_or_paper_004():
     """train.py's static import closure, every import counted wherever it stands (a registry's
-    importlib targets too), docstrings and comments not counted: the README prints it."""
+    importlib targets too), docstrings and comments not counted: the README prints it. Its lines are
+    no goal (the caps are withdrawn); what a reader must open is."""
     files = closure(ROOT, "train")
     print("\n" + reading_list())
-    assert len(files) <= MAX_FILES and sum(n for *_, n in files) <= MAX_LINES
+    assert len(files) <= MAX_FILES
     assert not any(m.startswith(("treerope.corpora", "treerope.hrope")) for m, _, _ in files)
 
 
@@ -253,10 +256,9 @@ def test_one_importlib_call_and_no_hidden_loading():
 
 
 def test_no_file_imports_an_entry_point_script():
-    """Libraries never import a script; among scripts only study.py and bench.py import train.py (the
-    study trains each run as train.py does, the benchmark drives its loop)."""
-    found = {m: {t for t, _, _ in f} & SCRIPTS for m, f in imports(ROOT).items()
-             if m not in ("study", "bench")}
+    """Nothing imports a script: not a library, not another script (what train.py and study.py share,
+    a run's life, is treerope/training.py's)."""
+    found = {m: {t for t, _, _ in f} & SCRIPTS for m, f in imports(ROOT).items()}
     assert {k: v for k, v in found.items() if v} == {}
 
 
@@ -268,6 +270,15 @@ def planted(tmp_path):
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(p, dst)
     return tmp_path
+
+
+def test_a_planted_script_import_is_caught(tmp_path):
+    """study.py importing train.py again (as it did before treerope/training.py) fails the check."""
+    root = planted(tmp_path)
+    with open(root / "study.py", "a") as f:
+        f.write("\nimport train  # noqa\n")
+    found = {m: {t for t, _, _ in f} & SCRIPTS for m, f in imports(str(root)).items()}
+    assert found["study"] == {"train"}
 
 
 def test_a_planted_lazy_import_is_caught_and_counted(tmp_path):
@@ -351,17 +362,6 @@ def test_model_and_rotary_lift_out_alone(tmp_path):
     assert alone["project"] == ["model", "rotary"] and home["project"] == ["model", "rotary"]
     assert alone["heavy"] == [] and home["heavy"] == []
     assert alone["logits"] == home["logits"] and len(alone["logits"]) == 2 * 16 * 64
-
-
-def test_no_function_over_sixty_lines():
-    """Readable as a tutorial: every function outside tests/ fits on a screen."""
-    long = []
-    for path in modules(ROOT).values():
-        for node in ast.walk(ast.parse(open(path).read())):
-            lines = getattr(node, "end_lineno", 0) - getattr(node, "lineno", 0) + 1
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and lines > 60:
-                long.append(f"{os.path.relpath(path, ROOT)}:{node.name} ({lines})")
-    assert long == []
 
 
 def test_one_command_lists_every_configuration():

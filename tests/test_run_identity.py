@@ -21,7 +21,7 @@ import prepare
 import sample
 import study
 import train
-from treerope import files, machine
+from treerope import files, machine, training
 from treerope.hrope import boundaries, paragraph_depth
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -128,7 +128,7 @@ def test_4_elapsed_is_training_time_alone_in_train_and_study(tiny_python, tmp_pa
             moved[0] += 1000.0
             return f(*a, **k)
         return g
-    monkeypatch.setattr(train, "evaluate", slow(train.evaluate))
+    monkeypatch.setattr(train, "evaluate", slow(training.evaluate))
     monkeypatch.setattr(study.Study, "evaluate", slow(study.Study.evaluate))
     two = args(tiny_python, tmp_path, "--milestones=2")
     runs = [train.main(["--corpus", "python", "--config", "seq_only", *two]),
@@ -143,7 +143,7 @@ def test_4_elapsed_is_training_time_alone_in_train_and_study(tiny_python, tmp_pa
 def test_5_a_studys_early_stop_can_differ_where_losses_tie(tmp_path):
     """The patience rule is train.py's, but a rounding-level difference between a study's loss and
     train.py's flips it (5.3773 against 5.3773 +- 1e-7): study.py's docstring and REFERENCE.md say so."""
-    assert train.stalled([5.3773, 5.3773 + 1e-7], 1) and not train.stalled([5.3773, 5.3773 - 1e-7], 1)
+    assert training.stalled([5.3773, 5.3773 + 1e-7], 1) and not training.stalled([5.3773, 5.3773 - 1e-7], 1)
     doc = " ".join(study.__doc__.split())
     assert "can stop at another milestone than train.py's" in doc and "tie within rounding" in doc
     ref = " ".join(open(os.path.join(ROOT, "REFERENCE.md")).read().split())
@@ -332,7 +332,7 @@ def test_t6_a_study_too_big_for_memory_is_refused_before_any_model_exists(tiny_p
     """`--n_embd=4096 --n_layer=24` (4.8 billion parameters a run) was killed by the kernel: plan_runs built
     every model before `fits` estimated. Refused with the estimate, no model built, nothing written."""
     monkeypatch.setattr(machine, "device_bytes", lambda device: 24 * 2**30)
-    monkeypatch.setattr(train, "build_model", lambda *a: pytest.fail("a model was built"))
+    monkeypatch.setattr(training, "build_model", lambda *a: pytest.fail("a model was built"))
     one_line(lambda: study.main(["python", "seq_only seq_depth", "0 1", *args(tiny_python, tmp_path),
                                  "--n_embd=4096", "--n_layer=24", "--n_head=32"]),
              "4 runs of 24L d4096", "machine.study_bytes")

@@ -14,7 +14,7 @@ from conftest import TINY_PYTHON
 import prepare
 import train
 from model import GPT, GPTConfig
-from treerope import runs, settings
+from treerope import runs, settings, training
 from treerope.settings import MODELS as PRESETS
 from treerope.settings import SETTINGS, preparation, refusal, setting_line
 
@@ -66,7 +66,7 @@ def test_every_setting_is_the_papers(tmp_path):
     for name, (context, shape, millions, lr, (unit, length), report) in PAPER.items():
         s = SETTINGS[name]
         # on CPU: still the paper's
-        cfg = train.parse(["--setting", name, *meta_for(tmp_path / name, name)])[0]
+        cfg = training.parse(["--setting", name, *meta_for(tmp_path / name, name)])[0]
         p = PRESETS[cfg["preset"]]
         assert (p["max_len"], preparation(name)["max_len"]) == (context, context), name
         assert (p["n_layer"], p["n_embd"], p["n_head"]) == shape, name
@@ -93,8 +93,9 @@ def test_every_setting_is_the_papers(tmp_path):
     # "no position ... was run at 0.00015"; "the larger web run tree-only run, which diverged and is
     # reported at its best milestone"; every other configuration there at 0.0006, reported at the final step
     web_large = meta_for(tmp_path / "web_large", "web_large")
-    assert train.parse(["--setting", "web_large", "--config", "no_position", *web_large])[0]["lr"] == 1.5e-4
-    t = train.parse(["--setting", "web_large", "--config", "tree_only", *web_large])[0]
+    got = training.parse(["--setting", "web_large", "--config", "no_position", *web_large])[0]
+    assert got["lr"] == 1.5e-4
+    t = training.parse(["--setting", "web_large", "--config", "tree_only", *web_large])[0]
     assert (t["lr"], t["report"]) == (6e-4, "best_milestone")
     # the sweeps: "five rates (0.0003 to 0.0048, 560 steps each) on four configurations"; web pages "three
     # rates (600 steps) on sequence + tree"; none for spreadsheets ("not re-swept") or the larger web run
@@ -105,14 +106,14 @@ def test_every_setting_is_the_papers(tmp_path):
     assert (len(web_sweep["rates"]), web_sweep["steps"], web_sweep["configs"]) == (3, 600, ("seq_tree",))
     assert SETTINGS["sheets"]["sweep"] is None and SETTINGS["web_large"]["sweep"] is None
     # Table 11: batch 16, weight decay 0.01, min lr 0.01 x base, dropout 0.1, patience 10
-    h = train.parse(["--setting", "hrope_code", *meta_for(tmp_path / "hrope_code", "hrope_code")])[0]
+    h = training.parse(["--setting", "hrope_code", *meta_for(tmp_path / "hrope_code", "hrope_code")])[0]
     assert (h["docs_per_step"], h["weight_decay"], h["min_lr"], h["dropout"], h["patience"]) == \
         (16, 0.01, 0.01, 0.1, 10)
 
 
 def test_cpu_settings_are_reproduce_cpu_sh(tmp_path):
     for name, (corpus, steps, preset, recipe, max_len) in CPU.items():
-        cfg = train.parse(["--setting", name, *meta_for(tmp_path / name, name)])[0]
+        cfg = training.parse(["--setting", name, *meta_for(tmp_path / name, name)])[0]
         assert (cfg["corpus"], cfg["steps"], cfg["preset"], cfg["recipe"], cfg["lr"]) == \
             (corpus, steps, preset, recipe, 1.2e-3), name
         assert (cfg["val_docs"], cfg["test_docs"], cfg["mb_tokens"], cfg["milestones"]) == \
@@ -170,9 +171,9 @@ def test_train_prints_its_setting_and_reports_by_rule(cpu_python, tmp_path, caps
     assert final["report"] == "best_milestone"
     assert final["reported"] == {"val_loss": best["val_loss"], "step": best["step"]}
     # without flags the line is the setting's own: 200 steps of 16 records, nothing given
-    cfg = train.parse(["--setting", "cpu_python", "--data", data])[0]
+    cfg = training.parse(["--setting", "cpu_python", "--data", data])[0]
     mcfg = GPTConfig(**PRESETS["cpu"])
-    plain = setting_line(cfg, mcfg, {}, train.per_step(cfg, mcfg))
+    plain = setting_line(cfg, mcfg, {}, training.per_step(cfg, mcfg))
     assert "200 steps x 16 records, reported at its final step" in plain and "given" not in plain
 
 
@@ -180,18 +181,18 @@ def test_train_refuses_data_prepared_for_another_setting(tmp_path):
     web = meta_for(tmp_path, "web_pages")
     for name in ("cpu_web", "web_large"):
         with pytest.raises(SystemExit) as e:
-            train.parse(["--setting", name, *web])
+            training.parse(["--setting", name, *web])
         assert "prepared for setting web_pages" in e.value.code and "\n" not in e.value.code
     # data prepared by hand (no setting named) serves a setting whose flags it has, and no other
     hand = meta_for(tmp_path / "hand", "cpu_web", record=False)
-    assert train.parse(["--setting", "cpu_web", *hand])[0]["setting"] == "cpu_web"
+    assert training.parse(["--setting", "cpu_web", *hand])[0]["setting"] == "cpu_web"
     with pytest.raises(SystemExit, match="--max_len 256 where the setting has 2048"):
-        train.parse(["--setting", "web_pages", *hand])
+        training.parse(["--setting", "web_pages", *hand])
     with pytest.raises(SystemExit, match="trains the web corpus, not python"):
-        train.parse(["--setting", "web_pages", "--corpus", "python", *web])
+        training.parse(["--setting", "web_pages", "--corpus", "python", *web])
     # flags win
-    assert train.parse(["--setting", "web_pages", "--lr", "3e-3", "--steps", "7", *web])[0]["lr"] == 3e-3
-    assert train.parse(["--setting", "web_pages", "--steps", "7", *web])[0]["passes"] is None
+    assert training.parse(["--setting", "web_pages", "--lr", "3e-3", "--steps", "7", *web])[0]["lr"] == 3e-3
+    assert training.parse(["--setting", "web_pages", "--steps", "7", *web])[0]["passes"] is None
 
 
 def test_contiguous_split_is_three_ranges(cpu_python, tmp_path):
@@ -219,8 +220,8 @@ def test_contiguous_split_is_three_ranges(cpu_python, tmp_path):
 def test_reported_loss_follows_the_rule():
     log = [{"step": 5, "val_loss": 3.0}, {"step": 10, "val_loss": 2.5},
            {"step": 15, "val_loss": float("nan")}, {"step": 20, "val_loss": 2.9}]
-    assert train.reported(log, "final") == (2.9, 20)
-    assert train.reported(log, "best_milestone") == (2.5, 10)
+    assert training.reported(log, "final") == (2.9, 20)
+    assert training.reported(log, "best_milestone") == (2.5, 10)
 
 
 def test_a_diverged_best_milestone_run_is_reported(cpu_python, tmp_path, monkeypatch):
@@ -233,11 +234,11 @@ def test_a_diverged_best_milestone_run_is_reported(cpu_python, tmp_path, monkeyp
         train.main([*args, "--out", str(tmp_path / "at_once"), "--lr=1e30"])
     assert e.value.code == 2
     assert not glob.glob(str(tmp_path / "at_once" / "**" / "final.json"), recursive=True)
-    milestone = train.milestone
-    def poisoned(run, model, *a):
-        stop = milestone(run, model, *a)
+    milestone = training.milestone
+    def poisoned(run, *a):
+        stop = milestone(run, *a)
         with torch.no_grad():
-            model.wte.weight[0, 0] = float("nan")          # the next step's loss is not finite
+            run.model.wte.weight[0, 0] = float("nan")      # the next step's loss is not finite
         return stop
     monkeypatch.setattr(train, "milestone", poisoned)
     out = train.main([*args, "--out", str(tmp_path / "later")])

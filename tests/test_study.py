@@ -10,14 +10,16 @@ import threading
 import numpy as np
 import pytest
 import torch
+import torch.nn as nn
 from conftest import needs_triton
 
 import bench
+import model as model_py
 import rotary
 import study
 import train
 from model import GPT, GPTConfig
-from treerope import batched, machine
+from treerope import batched, machine, training
 from treerope.batches import Split, coords_for
 from treerope.prepared import corpus_stats
 
@@ -75,6 +77,35 @@ def test_a_study_trains_each_run_as_train_py_did(tiny_python, tmp_path):
     assert again == []
 
 
+def test_a_fork_of_model_py_reaches_train_py_and_the_study_alike(tiny_python, tmp_path, monkeypatch):
+    """A planted change to model.py's block, a QK-norm (an RMSNorm with weights on each head's queries
+    and keys before the rotation, as nanochat normalises them), changes train.py's losses, and the study
+    trains the changed model run by run: it runs model.py's own modules, not a copy of them."""
+    init, forward = model_py.Attention.__init__, model_py.Block.forward
+
+    def planted_init(self, cfg, layer):
+        init(self, cfg, layer)
+        self.q_norm, self.k_norm = nn.RMSNorm(cfg.n_embd // cfg.n_head), nn.RMSNorm(cfg.n_embd // cfg.n_head)
+
+    def planted_forward(self, x, C, rotary, return_attn=False, blocked=None):
+        def normed(q, k, C, layer):
+            return rotary(self.attn.q_norm(q), self.attn.k_norm(k), C, layer)
+        return forward(self, x, C, normed, return_attn, blocked)
+    monkeypatch.setattr(model_py.Attention, "__init__", planted_init)
+    monkeypatch.setattr(model_py.Block, "forward", planted_forward)
+    alone, together = str(tmp_path / "train"), str(tmp_path / "study")
+    lr = "--lr=0.003"   # at 0.01 this fork amplifies float rounding past REL in 5 steps (measured: 1.8e-4)
+    train.main(["--corpus", "python", "--config", "seq_depth", "--seed", "1", "--data", tiny_python,
+                "--out", alone, *SMALL, lr])
+    study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", together, *SMALL, lr])
+    planted = losses(alone, "seq_depth", 1)
+    assert abs(planted[0][0] - ECB659C[("seq_depth", 1)][0][0]) > 1e-3   # the fork changed train.py's run
+    assert_matches(losses(together, "seq_depth", 1), planted)              # and the study's alike
+    # the study's checkpoint holds the fork's weights under model.GPT's own names, trained
+    kept = torch.load(os.path.join(together, "python", "seq_depth", "seed1", "ckpt.pt"), weights_only=False)
+    assert not torch.equal(kept["model"]["blocks.0.attn.q_norm.weight"], torch.ones(128))
+
+
 def test_a_benchmark_study_writes_no_checkpoint(tiny_python, tmp_path):
     """--checkpoint=0 (study_bench's runs, through bench.py): train.py's recorded losses, the log and
     final.json written, no ckpt.pt (at the Python setting 157 MB a run at each milestone)."""
@@ -95,7 +126,7 @@ def test_each_run_starts_from_its_seeds_weights(tiny_python, tmp_path):
     assert all(torch.equal(w[2][k], w[3][k]) for k in w[0])            # seed 1
     assert not torch.equal(w[0]["wte.weight"], w[2]["wte.weight"])
     torch.manual_seed(1)
-    ref = train.GPT(runs[3].mcfg).state_dict()
+    ref = training.GPT(runs[3].mcfg).state_dict()
     assert all(torch.equal(ref[k], w[3][k]) for k in w[3])
 
 
@@ -138,12 +169,12 @@ def test_a_runs_random_draws_do_not_depend_on_its_company(tiny_python, tmp_path)
 
 def test_runs_of_other_sizes_are_refused(tiny_python, tmp_path, monkeypatch):
     """A setting's per_config may change any value; one that changes the model's size cannot batch."""
-    plan = train.plan
+    plan = training.plan
     def deeper(cfg, *a):
         run = plan(cfg, *a)
         run.mcfg.n_layer += cfg["config"] == "seq_depth"
         return run
-    monkeypatch.setattr(train, "plan", deeper)
+    monkeypatch.setattr(study, "plan", deeper)
     with pytest.raises(SystemExit, match="one model size.*n_layer 2 vs 3"):
         study.plan_runs("python", ["seq_only", "seq_depth"], ["0"],
                         ["--data", tiny_python, "--out", str(tmp_path), *SMALL])
@@ -154,17 +185,17 @@ def test_a_study_stopped_after_a_milestone_resumes_exactly(tiny_python, tmp_path
     ends on the uninterrupted losses (those recorded from train.py)."""
     out = str(tmp_path)
     args = ["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL]
-    save = train.save_checkpoint
+    save = training.save_checkpoint
     def killed(obj, path):
         save(obj, path)
         if obj["step"] == 2 and "seq_depth/seed1" in path:   # the last run's checkpoint at step 2
             raise KeyboardInterrupt
-    train.save_checkpoint = killed
+    training.save_checkpoint = killed
     try:
         with pytest.raises(KeyboardInterrupt):
             study.main(args)
     finally:
-        train.save_checkpoint = save
+        training.save_checkpoint = save
     assert not any(os.path.exists(os.path.join(out, "python", c, f"seed{s}", "final.json"))
                    for c, s in ECB659C)
     study.main(args)
@@ -201,8 +232,9 @@ def test_records_sharing_a_row_train_as_alone(tiny_python, tmp_path, monkeypatch
 
 
 def test_the_batched_forward_is_each_runs_model(tiny_python):
-    """batched.forward over runs of different configurations — other coordinates, a layer split, a head
-    split, the directed offset's overlay — gives each run's own model.GPT loss, token by token."""
+    """batched.forward (model.GPT's own modules over M runs) over runs of different configurations — other
+    coordinates, a layer split, a head split, the directed offset's overlay — gives each run's own model.GPT
+    loss, token by token."""
     data_dir = os.path.join(tiny_python, "python")
     meta, corpus = corpus_stats(data_dir)
     split = Split(data_dir, "val", 256)
@@ -228,8 +260,10 @@ def test_the_batched_forward_is_each_runs_model(tiny_python):
     M = len(models)
     bb = split.gather(torch.from_numpy(np.stack([at] * M)), torch.from_numpy(np.stack([seg] * M)))
     C = study.coordinates(runs, bb, shared, corpus, [None] * M, 0.0)
-    got = batched.forward(batched.stacked(models), study.tables(runs, shared, 2, 2), bb["tokens"], C,
-                        bb["targets"], bb["seg"], 2, batched.Dropout(0.0, []))
+    s = bb["seg"].flatten(0, 1)
+    got = batched.forward(batched.runs_of(models[0]), batched.stacked(models),
+                          study.tables(runs, shared, 2, 2), bb["tokens"], C, bb["targets"],
+                          s[:, :, None] != s[:, None, :])
     for m, model in enumerate(models):
         blocked = b["segment"][:, :, None] != b["segment"][:, None, :]
         _, want, _ = model(b["tokens"], coords_for(model, dict(b), corpus), b["targets"], blocked=blocked)
@@ -291,7 +325,7 @@ def compiled(monkeypatch):
     from torch._dynamo.utils import counters
     compile_ = torch.compile
     monkeypatch.setattr(torch, "compile", lambda f, **kw: compile_(f, backend="aot_eager"))
-    monkeypatch.setattr(train.shutil, "which", lambda name: name)   # train.build: compile stays on
+    monkeypatch.setattr(training.shutil, "which", lambda name: name)   # train.build: compile stays on
     torch._dynamo.reset()
     counters.clear()
     return counters
@@ -302,13 +336,14 @@ def test_a_run_stopping_early_leaves_one_graph_per_mode_and_its_state(tiny_pytho
     study compiles one training and one evaluation graph (a batch that shrank when the run stopped
     would compile more), and the stopped run keeps its step-2 weights, optimizer moments and step."""
     counters = compiled(monkeypatch)
-    milestone, finished, seen = train.milestone, study.finished, {}
+    milestone, finished, seen = training.milestone, study.finished, {}
     def stops(run, *a):
-        return milestone(run, *a) or (run.cfg["config"], run.cfg["seed"], run.step) == ("seq_depth", 0, 2)
+        run.done = milestone(run, *a) or (run.cfg["config"], run.cfg["seed"], run.step) == ("seq_depth", 0, 2)
+        return run.done
     def keeps(s):
         seen["study"] = s
         return finished(s)
-    monkeypatch.setattr(train, "milestone", stops)
+    monkeypatch.setattr(study, "milestone", stops)
     monkeypatch.setattr(study, "finished", keeps)
     out = str(tmp_path)
     study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out,
@@ -419,7 +454,8 @@ def test_the_runs_update_at_once_as_each_run_updates_alone(monkeypatch):
     def run(lr, wd, n_bias):
         torch.manual_seed(n_bias)
         model = torch.nn.Sequential(torch.nn.Linear(5, 2, bias=False), *map(torch.nn.LayerNorm, [3] * n_bias))
-        return model, torch.optim.AdamW(train.param_groups(model, wd), lr=lr, betas=(0.9, 0.95), fused=True)
+        return model, torch.optim.AdamW(training.param_groups(model, wd), lr=lr, betas=(0.9, 0.95),
+                                        fused=True)
     ours, theirs = [[run(0.1, 0.1, 1), run(0.1, 0.1, 1), run(0.3, 0.5, 2)] for _ in range(2)]
     for (a, _), (b, _) in zip(ours, theirs):
         b.load_state_dict(a.state_dict())

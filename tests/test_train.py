@@ -11,7 +11,7 @@ import torch
 import prepare
 import train
 from model import GPT, GPTConfig
-from treerope import batches, machine, runs, tokenizer
+from treerope import batches, machine, runs, tokenizer, training
 from treerope.prepared import corpus_stats, load_split
 
 TINY = ["--preset=cpu", "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4",
@@ -67,9 +67,9 @@ def test_identical_init_across_configurations():
 
 
 def test_batches_identical_across_configurations_and_packing():
-    a = train.step_records(1000, 16, 7, seed=0)
-    assert (a == train.step_records(1000, 16, 7, seed=0)).all()
-    assert not (a == train.step_records(1000, 16, 7, seed=1)).all()
+    a = training.step_records(1000, 16, 7, seed=0)
+    assert (a == training.step_records(1000, 16, 7, seed=0)).all()
+    assert not (a == training.step_records(1000, 16, 7, seed=1)).all()
     lengths = np.array([5, 300, 40, 41, 1000, 7, 99, 100])
     groups = batches.pack(lengths, 1024)
     assert sorted(i for g in groups for i in g) == list(range(8))      # whole step covered
@@ -104,10 +104,10 @@ def test_run_records_its_provenance(tiny_python, tmp_path):
 
 def test_lr_schedule():
     peak, steps = 1e-3, 1000
-    assert train.lr_at(0, steps, peak) == pytest.approx(peak / 20)
-    assert train.lr_at(19, steps, peak) == pytest.approx(peak)           # end of 2% warmup
-    assert train.lr_at(20, steps, peak) == pytest.approx(peak)
-    assert train.lr_at(999, steps, peak) == pytest.approx(0.1 * peak)    # 10% of peak at the end
+    assert training.lr_at(0, steps, peak) == pytest.approx(peak / 20)
+    assert training.lr_at(19, steps, peak) == pytest.approx(peak)           # end of 2% warmup
+    assert training.lr_at(20, steps, peak) == pytest.approx(peak)
+    assert training.lr_at(999, steps, peak) == pytest.approx(0.1 * peak)    # 10% of peak at the end
 
 
 def test_lr_schedule_is_a_cosine_between_warmup_and_end():
@@ -115,12 +115,12 @@ def test_lr_schedule_is_a_cosine_between_warmup_and_end():
     three quarters: 0.1 + 0.45 (1 + cos(pi f)) = 0.868198, 0.55, 0.231802 of peak (a linear
     decay would give 0.775, 0.55, 0.325)."""
     for step, frac in ((270, 0.868198), (520, 0.55), (770, 0.231802)):
-        assert train.lr_at(step, 1021, 1.0) == pytest.approx(frac, abs=1e-6)
+        assert training.lr_at(step, 1021, 1.0) == pytest.approx(frac, abs=1e-6)
 
 
 def test_weight_decay_groups():
     m = GPT(GPTConfig(vocab_size=300, n_layer=1, n_embd=128, n_head=1, configuration="seq_tree"))
-    decay, no_decay = train.param_groups(m, 0.1)
+    decay, no_decay = training.param_groups(m, 0.1)
     def ids(g):
         return {id(p) for p in g["params"]}
     assert id(m.rotary.rates) in ids(no_decay) and id(m.rotary.offsets) in ids(no_decay)
@@ -136,12 +136,12 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(tiny_python, tmp_path)
     log_w = [json.loads(line) for line in open(os.path.join(whole, "log.jsonl"))]
     assert log_w[-1]["val_loss"] < log_w[0]["val_loss"]       # it learns
     # the same run killed right after its step-4 checkpoint, then restarted
-    kill = ("import sys, train\n"
-            "save = train.save_checkpoint\n"
+    kill = ("import sys, train\nfrom treerope import training\n"
+            "save = training.save_checkpoint\n"
             "def killed(obj, path):\n"
             "    save(obj, path)\n"
             "    if obj['step'] == 4: raise SystemExit(3)\n"
-            "train.save_checkpoint = killed\n"
+            "training.save_checkpoint = killed\n"
             "train.main(sys.argv[1:])\n")
     r = subprocess.run([sys.executable, "-c", kill, *args(str(tmp_path / "killed"))],
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -248,7 +248,7 @@ def test_a_run_resumes_under_another_precision(tiny_python, tmp_path):
 
 def test_device_must_exist(tiny_python, tmp_path):
     with pytest.raises(SystemExit, match="unknown --device"):
-        train.parse(["--device", "tpu"])
+        training.parse(["--device", "tpu"])
     if not torch.cuda.is_available():     # parse still gives CUDA's settings (the preset tests read them)
         with pytest.raises(SystemExit, match="not available on this machine"):
             run(tiny_python, str(tmp_path), extra=["--device", "cuda"])
@@ -310,16 +310,16 @@ def test_cuda_presets_follow_the_paper_per_corpus(monkeypatch, tmp_path):
     prepare.CORPORA says which, through the prepared data's meta.json."""
     from treerope.settings import MODELS as PRESETS
     data = prepared(tmp_path, "python", "web", "sheets")
-    assert train.parse(["--corpus", "web", "--device", "cpu", *data])[0]["preset"] == "cpu"  # CPU stays small
+    assert training.parse(["--corpus", "web", "--device", "cpu", *data])[0]["preset"] == "cpu"  # stays small
     as_if_cuda(monkeypatch)
-    ctx = {c: PRESETS[train.parse(["--corpus", c, "--device", "cuda", *data])[0]["preset"]]["max_len"]
+    ctx = {c: PRESETS[training.parse(["--corpus", c, "--device", "cuda", *data])[0]["preset"]]["max_len"]
            for c in ("python", "web", "sheets")}
     assert ctx == {"python": 1024, "web": 2048, "sheets": 4096}
     assert PRESETS["paper_web_large"] == dict(n_layer=10, n_embd=512, n_head=4, max_len=4096)
-    assert train.parse(["--corpus", "web", "--device", "cuda", "--preset", "paper_web_large",
+    assert training.parse(["--corpus", "web", "--device", "cuda", "--preset", "paper_web_large",
                         *data])[0]["preset"] == "paper_web_large"
     with pytest.raises(SystemExit, match="not prepared"):
-        train.parse(["--corpus", "prose", *data])
+        training.parse(["--corpus", "prose", *data])
 
 
 def test_record_units_restart_level1_ranks():
@@ -351,31 +351,32 @@ def test_hrope_recipe_is_table_11(monkeypatch, tmp_path):
     dropout 0.1, patience 10, 16 blocks per step on CUDA; the tree recipe elsewhere."""
     data = prepared(tmp_path, "prose", "python", "code")
     as_if_cuda(monkeypatch)
-    h = train.parse(["--corpus", "prose", "--device", "cuda", *data])[0]
+    h = training.parse(["--corpus", "prose", "--device", "cuda", *data])[0]
     assert (h["recipe"], h["lr"], h["weight_decay"], h["min_lr"], h["dropout"], h["patience"],
             h["docs_per_step"]) == ("hrope", 3e-4, 0.01, 0.01, 0.1, 10, 16)
-    t = train.parse(["--corpus", "python", *data])[0]
+    t = training.parse(["--corpus", "python", *data])[0]
     assert (t["recipe"], t["lr"], t["weight_decay"], t["min_lr"], t["dropout"], t["patience"]) == \
         ("tree", 1.2e-3, 0.1, 0.1, 0.0, 0)
-    assert train.parse(["--corpus", "code", "--lr", "1e-3", *data])[0]["lr"] == 1e-3  # explicit beats recipe
-    c = train.parse(["--corpus", "code", "--device", "cpu", *data])[0]  # CPU scale: only lr differs
+    assert training.parse(["--corpus", "code", "--lr", "1e-3", *data])[0]["lr"] == 1e-3  # explicit beats it
+    c = training.parse(["--corpus", "code", "--device", "cpu", *data])[0]  # CPU scale: only lr differs
     same = ("weight_decay", "min_lr", "dropout", "patience")
     assert (c["recipe"], c["lr"]) == ("hrope_cpu", 1.2e-3) and [c[k] for k in same] == [h[k] for k in same]
-    assert train.parse(["--corpus", "code", "--device", "cpu", "--recipe", "hrope", *data])[0]["lr"] == 3e-4
+    given = training.parse(["--corpus", "code", "--device", "cpu", "--recipe", "hrope", *data])[0]
+    assert given["lr"] == 3e-4
     # the schedule at its boundaries, 5,000 steps: warmup ends at step 100 (the paper's 100),
     # the last step sits at 1% of the peak, half way through the cosine at 0.505 of it
-    assert train.lr_at(0, 5000, 3e-4, 0.01) == pytest.approx(3e-4 / 100)
-    assert train.lr_at(99, 5000, 3e-4, 0.01) == pytest.approx(3e-4)
-    assert train.lr_at(4999, 5000, 3e-4, 0.01) == pytest.approx(3e-6)
-    assert train.lr_at(100 + 4899 // 2, 5000, 1.0, 0.01) == pytest.approx(0.505, abs=2e-4)
+    assert training.lr_at(0, 5000, 3e-4, 0.01) == pytest.approx(3e-4 / 100)
+    assert training.lr_at(99, 5000, 3e-4, 0.01) == pytest.approx(3e-4)
+    assert training.lr_at(4999, 5000, 3e-4, 0.01) == pytest.approx(3e-6)
+    assert training.lr_at(100 + 4899 // 2, 5000, 1.0, 0.01) == pytest.approx(0.505, abs=2e-4)
 
 
 def test_early_stopping_counts_evaluations_without_improvement():
-    assert not train.stalled([5, 4, 3, 3.5, 3.2], 3)              # two evaluations since the best
-    assert train.stalled([5, 4, 3, 3.5, 3.2, 3.1], 3)             # three, none below 3
-    assert not train.stalled([5, 4, 3, 3.5, 3.2, 2.9], 3)         # the third one is better
-    assert not train.stalled([5, 6, 7, 8], 0)                     # patience 0: never
-    assert not train.stalled([5, 6, 7], 3)                        # nothing to compare with yet
+    assert not training.stalled([5, 4, 3, 3.5, 3.2], 3)              # two evaluations since the best
+    assert training.stalled([5, 4, 3, 3.5, 3.2, 3.1], 3)             # three, none below 3
+    assert not training.stalled([5, 4, 3, 3.5, 3.2, 2.9], 3)         # the third one is better
+    assert not training.stalled([5, 6, 7, 8], 0)                     # patience 0: never
+    assert not training.stalled([5, 6, 7], 3)                        # nothing to compare with yet
 
 
 def test_dropout_in_training_only(tiny_python):
@@ -437,7 +438,8 @@ def test_depth_dropout_in_training_not_in_evaluation(tiny_python, tmp_path, monk
         lost[model.training].append(gone[had])
         return C
 
-    monkeypatch.setattr(train, "coords_for", spy)
+    monkeypatch.setattr(train, "coords_for", spy)          # the loop's
+    monkeypatch.setattr(training, "coords_for", spy)       # evaluation's
     run(tiny_python, str(tmp_path), "seq_depth", steps=2,
         extra=["--depth_dropout=0.3", "--docs_per_step=24", "--n_layer=1"])
     train_lost, eval_lost = torch.cat(lost[True]), torch.cat(lost[False])
@@ -458,10 +460,10 @@ def test_twenty_milestones_every_five_percent_the_last_at_the_final_step():
     """Appendix §4: every 5% of the planned steps, so 20 whatever the length (steps // 20 gave 39
     for 39 steps and 22 for 319); the CPU scale's 200 steps / 10 keep their every-20 rule."""
     for steps in (39, 319, 5000):
-        m = train.milestone_steps(steps, 20)
+        m = training.milestone_steps(steps, 20)
         assert len(m) == 20 and max(m) == steps and min(m) >= steps / 20
-    assert train.milestone_steps(200, 10) == set(range(20, 201, 20))
-    assert train.milestone_steps(7, 20) == set(range(1, 8))
+    assert training.milestone_steps(200, 10) == set(range(20, 201, 20))
+    assert training.milestone_steps(7, 20) == set(range(1, 8))
 
 
 @pytest.mark.skipif(not shutil.which(os.environ.get("CXX", "c++")), reason="inductor needs a C++ compiler")
@@ -490,7 +492,7 @@ def test_the_log_counts_model_flops_at_each_records_length(tiny_python, tmp_path
     d = run(tiny_python, str(tmp_path), steps=4, extra=["--milestones=2"])
     log = [json.loads(line) for line in open(os.path.join(d, "log.jsonl"))]
     split = batches.Split(os.path.join(tiny_python, "python"), "train", 64)
-    n = np.concatenate([split.len[train.step_records(len(split), 4, s, 0)] - 1 for s in range(4)])
+    n = np.concatenate([split.len[training.step_records(len(split), 4, s, 0)] - 1 for s in range(4)])
     V = corpus_stats(os.path.join(tiny_python, "python"))[0]["tokenizer"]["vocab"]
     N = V * 128 + 2 * (2 * 128 + 128 * 384 + 128 * 128 + 2 * 128 * 512) + 128   # wte counted: the tied head
     want = float((n * (6 * N + 12 * 2 * 128 * n)).sum())

@@ -1,10 +1,12 @@
-"""The batched GPT: model.GPT's forward for M runs at once, their weights stacked along a leading run
-dimension (study.py trains a study with it). Each run's tokens see only its own weights, rotary
-tables, coordinates and dropout masks: per run, the loss is model.GPT's (tests/test_study.py)."""
-import math
+"""A study's M runs as one model: model.GPT's own modules run once for all of them (`runs_of`), their
+weights stacked along a leading run dimension; each run's clipping and AdamW at once (study.py trains
+with them). Each run's tokens see only its own weights, rotary tables, coordinates and dropout masks:
+per run, the loss is model.GPT's (tests/test_study.py)."""
+import copy
 import os
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 from torch.optim.adamw import adamw
 from torch.utils.checkpoint import checkpoint
@@ -45,7 +47,7 @@ ADAMW = ("lr", "betas", "eps", "weight_decay", "maximize", "foreach", "capturabl
 
 @torch.no_grad()
 def adamw_runs(optimizers):
-    """Each run's AdamW step (train.setup's: no amsgrad) at once: torch's own update (its functional
+    """Each run's AdamW step (training.setup's: no amsgrad) at once: torch's own update (its functional
     form), one call per set of hyperparameters the runs share (lr: one schedule at one step), the moments
     and step kept in each run's optimizer as its own step() keeps them (checkpoints as train.py's)."""
     shared = {}
@@ -68,66 +70,109 @@ def adamw_runs(optimizers):
               weight_decay=h["weight_decay"], eps=h["eps"], maximize=h["maximize"])
 
 
-def layer_norm(x, w):
-    return F.layer_norm(x, x.shape[-1:]) * w[:, None, None]
+# ------------------------------------------------------------ model.GPT over M runs ----
+# A study runs model.GPT's own forward once for all its runs: the runs ride in the batch (M x B rows,
+# run-major), so attention, which has no weights, sees them as more rows; each module with weights is
+# applied run by run to its run's rows (torch.func.vmap over the module itself), each run's rotary
+# table and dropout masks are its own. A fork of model.py (a norm, an attention variant) reaches it.
+class Runs(nn.Module):
+    """One of model.GPT's modules with weights (a Linear, a LayerNorm, the Embedding, whatever a fork
+    adds) over M runs: its parameters, named as in model.GPT, arrive stacked along a leading run
+    dimension (functional_call in `forward`), and the module itself maps run m's rows with run m's."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = [module]                  # a list: not a submodule, its parameters are this one's
+        self.names = [k for k, _ in module.named_parameters(recurse=False)]
+        for k, p in module.named_parameters(recurse=False):
+            self.register_parameter(k, p)
+
+    def forward(self, x):
+        w = {k: getattr(self, k) for k in self.names}
+        M = w[self.names[0]].shape[0]
+        y = torch.func.vmap(lambda w, x: torch.func.functional_call(self.module[0], w, (x,)))(
+            w, x.unflatten(0, (M, -1)))
+        return y.flatten(0, 1)
 
 
-def normed_linear(x, ln_w, w):
-    """linear(layer_norm(x, ln_w), w), the norm's weight folded into w's input columns: a product over
-    the weights, not over every token (one pass less, forward and backward)."""
-    return linear(F.layer_norm(x, x.shape[-1:]), w * ln_w[:, None])
+class Head(nn.Module):
+    """model.GPT's tied output head, left to the study's loss (`head_nll`, its logits in pieces): the
+    hidden states and the runs' head weights, as they are."""
+
+    def __init__(self, head):
+        super().__init__()
+        self.weight = head.weight               # wte's: tied, as in model.GPT
+
+    def forward(self, x):
+        return x, self.weight
 
 
-def linear(x, w):
-    """x (M, B, T, in) @ w (M, out, in)^T per run."""
-    M, B, T, E = x.shape
-    return torch.bmm(x.reshape(M, B * T, E), w.transpose(1, 2)).view(M, B, T, -1)
+class RunsRotary(nn.Module):
+    """model.GPT's rotary over M runs, each with its own plane table: C is (the study's shared
+    coordinates (M, B, T, K), per layer the runs' stacked tables: `run_table`)."""
+
+    def forward(self, q, k, C, layer):
+        coords, tables = C
+        q, k = rotate_runs(*(t.unflatten(0, (coords.shape[0], -1)) for t in (q, k)), coords, tables[layer])
+        return q.flatten(0, 1), k.flatten(0, 1)
 
 
-class Dropout:
-    """Dropout whose masks come from each run's own generator (a run's draws do not depend on the
-    runs that share its study), drawn by `draw` before the compiled step (a generator inside it
-    breaks the graph) and used in order by the forward."""
+class Draws:
+    """A step's dropout masks, each run's from its own generator (a run's draws do not depend on the
+    runs that share its study), drawn by `draw` before the compiled step (a generator inside it breaks
+    the graph): per dropout site of model.GPT, in its modules' order, a keep mask (M, *shape)."""
 
-    def __init__(self, p, gens):
-        self.p, self.gens, self.keep = p, gens, []
+    def __init__(self):
+        self.p, self.keep, self.on = 0.0, [], False
 
-    def draw(self, shapes, device):
-        """Every site's keep mask (M, *shape), in the forward's order, each run's in turn."""
-        self.keep = [torch.stack([torch.rand(s, generator=g, device=device) >= self.p for g in self.gens])
-                     for s in shapes] if self.gens else []
+    def draw(self, p, gens, shapes, device):
+        self.p, self.on = p, bool(p and gens)   # a plain bool: torch 2.11 compiles no bool(list)
+        self.keep = [torch.stack([torch.rand(s, generator=g, device=device) >= p for g in gens])
+                     for s in shapes] if self.on else []
 
-    def sites(self, B, T, E, H, n_layer):
-        """The forward's dropout sites' shapes: the embeddings, then per layer the attention
-        probabilities and the two residual branches."""
+    @staticmethod
+    def sites(B, T, E, H, n_layer):
+        """model.GPT's dropout sites' shapes, in its modules' order: the embeddings, then per layer the
+        attention probabilities and the two residual branches."""
         return [(B, T, E)] + [(B, H, T, T), (B, T, E), (B, T, E)] * n_layer
 
 
-def dropped(x, keep, p):
-    return x if keep is None else x * keep / (1 - p)
+class Dropped(nn.Module):
+    """One of model.GPT's dropout sites over M runs: the mask `draws` drew for it, run by run."""
+
+    def __init__(self, draws, site):
+        super().__init__()
+        self.draws, self.site = draws, site
+
+    def forward(self, x):
+        if not self.draws.on:
+            return x
+        return x * self.draws.keep[self.site].view(x.shape) / (1 - self.draws.p)
 
 
-def attention(q, k, v, segment, keep, p):
-    """Causal attention of (M, B, T, H, D) inputs, the runs folded into the batch; a row's records
-    attend only inside themselves (model.Attention's `blocked`). Compiled, `segment` is always given
-    (one kind of mask: one graph); eager, None where each row holds one record (SDPA's causal kernel)."""
-    M, B, T, H, D = q.shape
-    q, k, v = (t.reshape(M * B, T, H, D).transpose(1, 2) for t in (q, k, v))
-    future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
-    mask = ~future
-    if segment is not None:
-        s = segment.reshape(M * B, T)
-        other = (s[:, :, None] != s[:, None, :]) & ~torch.eye(T, dtype=torch.bool, device=q.device)
-        mask = ~(future | other)[:, None]
-    if keep is not None:   # dropout on the probabilities, drawn per run: the explicit path
-        s = ((q @ k.transpose(-2, -1)) / math.sqrt(D)).masked_fill(~mask, float("-inf"))
-        att = dropped(s.float().softmax(-1).view(M, B, H, T, T), keep, p).view(M * B, H, T, T)
-        y = att.to(v.dtype) @ v
-    elif segment is None:
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    else:
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    return y.transpose(1, 2).reshape(M, B, T, H * D)
+def runs_of(model):
+    """model.GPT `model`'s own modules, copied, as one model of M runs: each module with weights a
+    `Runs`, the rotary a `RunsRotary`, the tied head a `Head`, each dropout a `Dropped` reading the
+    masks of `gpt.draws`. Its parameters' names are model.GPT's: a study's stacked weights (`stacked`)
+    go in by functional_call."""
+    gpt = copy.deepcopy(model)
+    gpt.draws, site = Draws(), 0
+    for name, module in list(gpt.named_modules()):
+        if not name or name.startswith("rotary."):
+            continue
+        parent, _, child = name.rpartition(".")
+        if module is gpt.rotary:
+            new = RunsRotary()
+        elif module is gpt.lm_head:
+            new = Head(module)
+        elif isinstance(module, nn.Dropout):
+            new, site = Dropped(gpt.draws, site), site + 1
+        elif any(True for _ in module.parameters(recurse=False)):
+            new = Runs(module)
+        else:
+            continue
+        setattr(gpt.get_submodule(parent), child, new)
+    return gpt
 
 
 def run_table(rot, layer, n_head, names):
@@ -235,23 +280,13 @@ class TiedHead(torch.autograd.Function):
         return gx * w[..., None], gw * w[..., None], None, None
 
 
-def forward(W, tables, idx, C, targets, segment, n_head, drop, chunks=1, kept=None):
-    """model.GPT's forward for M runs at once: idx, targets (M, B, T); C (M, B, T, K) the study's
-    shared coordinates; tables[layer] the runs' plane tables (angles_runs). Returns the
-    per-token NLL (M, B, T), 0 where the target is -1 (the head in `chunks` pieces: head_nll)."""
+def forward(gpt, W, tables, idx, C, targets, blocked, chunks=1, kept=None):
+    """model.GPT's forward for M runs at once (`runs_of`'s model), with the runs' weights W (`stacked`):
+    idx, targets (M, B, T); C (M, B, T, K) the study's shared coordinates; tables[layer] the runs'
+    plane tables (run_table); blocked (M x B, T, T) or None, as model.GPT takes it. Dropout, where
+    `gpt.draws` holds masks, takes model.Attention's explicit path (its probabilities' mask drawn too).
+    Returns the per-token NLL (M, B, T), 0 where the target is -1 (the head in `chunks` pieces: head_nll)."""
     M, B, T = idx.shape
-    wte = W["wte.weight"]
-    V, E = wte.shape[1:]
-    keep = iter(drop.keep or [None] * (1 + 3 * len(tables)))   # the masks drawn outside, in order
-    x = dropped(F.embedding(idx + V * torch.arange(M, device=idx.device).view(M, 1, 1), wte.flatten(0, 1)),
-                next(keep), drop.p)
-    for i, tab in enumerate(tables):
-        p = f"blocks.{i}."
-        q, k, v = normed_linear(x, W[p + "ln_1.weight"], W[p + "attn.c_attn.weight"]).split(E, -1)
-        q, k, v = (t.reshape(M, B, T, n_head, E // n_head) for t in (q, k, v))
-        q, k = rotate_runs(q, k, C, tab)
-        y = attention(q, k, v, segment, next(keep), drop.p)
-        x = x + dropped(linear(y, W[p + "attn.c_proj.weight"]), next(keep), drop.p)
-        h = F.gelu(normed_linear(x, W[p + "ln_2.weight"], W[p + "mlp.0.weight"]))
-        x = x + dropped(linear(h, W[p + "mlp.2.weight"]), next(keep), drop.p)
-    return head_nll(layer_norm(x, W["ln_f.weight"]), wte, targets, chunks, kept)
+    (x, wte), _, _ = torch.func.functional_call(gpt, W, (idx.flatten(0, 1), (C, tables)),
+                                                {"blocked": blocked, "return_attn": gpt.draws.on})
+    return head_nll(x.view(M, B, T, -1), wte, targets, chunks, kept)

@@ -188,3 +188,9 @@ def step_blocks(lengths, block, blocks_per_step, seed):
             step, epoch = step - n, epoch + 1
     at(0)         # lays out the first pass, whose length --passes counts in
     return at, max(len(passes[0]) // blocks_per_step, 1)
+
+
+def fixed_groups(n, per):
+    """Compiled: one shape for every micro-batch, `per` rows of the context (-1: an empty row), as
+    study.py lays them."""
+    return [[i if i < n else -1 for i in range(j, j + per)] for j in range(0, n, per)]

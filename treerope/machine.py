@@ -1,7 +1,7 @@
 """The machine a run lands on: the precision it gets (fp32 eager on CPU, bf16 + torch.compile on CUDA,
 each by measurement), the provenance a run records (commit, libraries, device), and data parallel
 under torchrun as nanoGPT runs it: one process per device, gloo on CPU and nccl on CUDA, the model
-under DDP; train.train_step deals each step's micro-batches round-robin to the processes.
+under DDP; train.py's loop deals each step's micro-batches round-robin to the processes.
 
     torchrun --nproc_per_node=2 train.py --corpus python
 """

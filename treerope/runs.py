@@ -162,7 +162,7 @@ def typed(path, obj, types, needed, fix, where=""):
             sys.exit(f"error: {path} is damaged ({where}{k} is {v!r}, not {want.__name__}); {fix}")
 
 
-# final.json's types (train.finish), and an evaluation's (evaluate.py's eval_<split>.json)
+# final.json's types (training.finish), and an evaluation's (evaluate.py's eval_<split>.json)
 FINAL = {"step": int, "val_loss": float, "test_loss": float, "val_records": int, "test_records": int,
          "elapsed": float, "report": str, "reported": dict, "diverged_at": int, "stopped_early": bool}
 EVAL = {"split": str, "records": int, "checkpoint_step": int, "unfinished": bool, "record_ids": str,

@@ -14,19 +14,55 @@ the entry says so and keeps this repository's default.
 """
 import ast
 import sys
+from dataclasses import dataclass, field, fields
 
 # The corpora by name, each with its module in treerope/corpora/ (prepare.py reads only that one)
 CORPORA = {"python": ".python", "programs": ".programs", "web": ".web", "sheets": ".sheets",
            "web_sheets": ".sheets", "prose": ".paragraphs", "code": ".paragraphs", "webtext": ".paragraphs",
            "chat": ".chat", "json": ".formats", "xml": ".formats", "markdown": ".formats"}
 
-DEFAULTS = dict(   # every value a train.py run has; the scales, recipes and settings below change some
-    corpus="web", config="seq_only", name=None, seed=0, preset=None, recipe=None, data="data", out="out",
-    steps=None, docs_per_step=None, lr=None, weight_decay=None, min_lr=None, dropout=None, patience=None,
-    mb_tokens=8192, val_docs=1024, test_docs=None, milestones=20, depth_dropout=0.0, compile=None, bf16=None,
-    device=None, resume=True, setting=None, passes=None, report="final", lr_sweep=False, pack=False,
-    checkpoint=True,   # --checkpoint=0: no ckpt.pt (a benchmark's runs: a 157 MB write per milestone)
-)
+def value(default, meaning):
+    return field(default=default, metadata={"help": meaning})
+
+
+@dataclass(frozen=True)
+class Values:
+    """Every value a train.py run has: its default and its meaning (`python train.py --help` prints both).
+    A default of None is filled from the tables below: the corpus's model size (its corpora/ entry), the
+    device's scale (SCALES), the recipe (RECIPES), the setting named (SETTINGS); a flag given wins."""
+    corpus: str = value("web", "the prepared corpus: data/<corpus>/ (treerope/corpora/)")
+    config: str = value("seq_only", "the rotary configuration (`python rotary.py` lists them)")
+    name: str = value(None, "the run's folder instead of the configuration's (a variant)")
+    seed: int = value(0, "initial weights and batch order: the same in every configuration")
+    preset: str = value(None, "the model size (MODELS)")
+    recipe: str = value(None, "optimiser and schedule: tree (appendix §4) or hrope (paper 004 Table 11)")
+    data: str = value("data", "the folder holding the prepared corpora")
+    out: str = value("out", "runs are written to <out>/<corpus>/<name or config>/seed<k>")
+    steps: int = value(None, "optimiser steps (or give --passes)")
+    docs_per_step: int = value(None, "records a step (with --pack: blocks of the context)")
+    lr: float = value(None, "peak learning rate")
+    weight_decay: float = value(None, "AdamW's, on weight matrices only")
+    min_lr: float = value(None, "the cosine's floor, a fraction of the peak")
+    dropout: float = value(None, "on embeddings, attention and residual branches")
+    patience: int = value(None, "milestones without a better validation loss before an early stop (0: never)")
+    mb_tokens: int = value(8192, "padded tokens a micro-batch at most")
+    val_docs: int = value(1024, "the fixed validation records of every milestone")
+    test_docs: int = value(None, "test records scored at the end (none: the whole split)")
+    milestones: int = value(20, "validations, evenly spaced, the last at the final step")
+    depth_dropout: float = value(0.0, "the share of records whose depth coordinate is hidden in training")
+    compile: bool = value(None, "torch.compile the model (none: the machine's measured choice)")
+    bf16: bool = value(None, "bf16 autocast (none: the machine's measured choice)")
+    device: str = value(None, "cpu, cuda or mps (none: cuda where there is one)")
+    resume: bool = value(True, "go on from the run's checkpoint (0: start it over)")
+    setting: str = value(None, "one of the papers' settings by name (SETTINGS)")
+    passes: float = value(None, "the length in passes over the train split, instead of --steps")
+    report: str = value("final", "the reported validation loss: final, or best_milestone")
+    lr_sweep: bool = value(False, "run the setting's learning-rate sweep instead")
+    pack: bool = value(False, "records packed into blocks of the context (paper 004's batches)")
+    checkpoint: bool = value(True, "write ckpt.pt at milestones (0: a benchmark's runs, no 157 MB writes)")
+
+
+DEFAULTS = {f.name: f.default for f in fields(Values)}
 
 # The models, head width 128 (64 planes) for every depth-perception size.
 MODELS = {

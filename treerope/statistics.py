@@ -73,7 +73,7 @@ BEST = "the reported milestone"   # compare()'s step for a comparison with a bes
 
 
 def best_milestone(run):
-    """Whether a finished run reports its best milestone rather than its final step (train.reported)."""
+    """Whether a finished run reports its best milestone rather than its final step (training.reported)."""
     return bool(run.get("final")) and run["final"].get("report") == "best_milestone"
 
 
@@ -214,7 +214,7 @@ def group_by_training(entries):
     return runs
 
 
-MILESTONE = {"step": int, "val_loss": float}   # what the tables read of a log.jsonl line (train.milestone)
+MILESTONE = {"step": int, "val_loss": float}   # what the tables read of a log.jsonl line (training.milestone)
 
 
 def load_runs(root, finished=False):

@@ -322,7 +322,7 @@ def candidates(data_dir, draws=1000, seed=0, embedder=None):
 
 def paragraph_predictors(data_dir, split, max_len, embedder=None):
     """Paper 004 App. A.10's predictors for every paragraph of a split, keyed as the model sees it:
-    `record` (numbered as train.Split numbers records) and `p1` (counted in its document). Arrays:
+    `record` (numbered as batches.Split numbers records) and `p1` (counted in its document). Arrays:
     length (tokens), ttr (distinct tokens / tokens: lexical diversity over BPE tokens, a reading),
     coherence (mean embedding cosine with the adjacent paragraphs of the document; the stand-in
     fitted on the train split, or the `embedder` folder's model),
@@ -370,7 +370,7 @@ def paragraph_predictors(data_dir, split, max_len, embedder=None):
     same = doc[1:] == doc[:-1]
     nb_sum = np.r_[0, np.where(same, cos, 0)] + np.r_[np.where(same, cos, 0), 0]
     nb_n = np.r_[0, same] + np.r_[same, 0]
-    kept = full >= 2                                                      # records train.Split keeps
+    kept = full >= 2                                                      # records batches.Split keeps
     split_id = np.where(kept, np.cumsum(kept) - 1, -1)
     with np.errstate(invalid="ignore"):
         return {"record": split_id[rec[first]], "p1": p1[first], "length": length.astype(float),

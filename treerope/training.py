@@ -1,0 +1,479 @@
+"""A run's life, shared by train.py (one run) and study.py (many at once): its values (`parse`: the
+defaults <- the corpus's, the device's and the recipe's <- a setting <- the flags), its declared shape
+(`Run`), its opening (`plan`: data, model config and steps; `setup`: the model at its seed's weights
+and the optimiser; `restore`: its checkpoint; `record_run`: config.json), its schedule (records and
+learning rate per step), a milestone (the log entry, the checkpoint, the early stop), a divergence,
+and its finish (final.json). train.py's loop and study.py's are the one loop, stepping one run or M.
+"""
+import argparse
+import functools
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+import rotary
+import trees
+from model import GPT, GPTConfig
+from treerope.batches import Split, context_note, coords_for, pack, step_blocks
+from treerope.files import replacing, write_json
+from treerope.machine import PEAK_FLOPS, precision, provenance
+from treerope.prepared import SPLITS, corpus_stats, identity
+from treerope.runs import resume, save_checkpoint
+from treerope.settings import (
+    CORPORA,
+    CPU_RECIPES,
+    DEFAULTS,
+    MODELS,
+    RECIPES,
+    SCALES,
+    SETTINGS,
+    Values,
+    model_overrides,
+    refusal,
+    setting_line,
+)
+
+AUTO = ("compile", "bf16")   # None: chosen from the device by machine.precision(); --bf16=0/1 overrides
+LAYERS = """A run's values: the defaults above (treerope/settings.py Values), a default of none filled from
+the corpus's entry, the device's scale (SCALES: cpu on a CPU, gpu or gpu_hrope on CUDA) and the recipe
+(RECIPES); then --setting's entry (SETTINGS), then the flags given. The first lines of a run print
+where each value came from. --key=value overrides a field of the model (model.GPTConfig: n_layer,
+n_embd, n_head, max_len)."""
+
+
+# ------------------------------------------------------------------------------ values ----
+def parse(argv, description=None):
+    """(run values, model overrides, where each value came from) for a command line; `--help` prints
+    `description`, then each value's flag, meaning and default (settings.Values)."""
+    ap = argparse.ArgumentParser(description=description, epilog=LAYERS,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    for f in fields(Values):
+        typ = (lambda s: s.lower() in ("1", "true", "yes")) if f.type is bool else f.type
+        ap.add_argument(f"--{f.name}", default=None, type=typ, metavar=f.type.__name__.upper(),
+                        help=f"{f.metadata['help']} (default: {shown(f.name)})".replace("%", "%%"))
+    args, extra = ap.parse_known_args(argv)
+    model_over = {}
+    if extra:   # --key=value overrides of the model's fields (settings.model_overrides)
+        model_over = model_overrides(extra, GPTConfig.__dataclass_fields__)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device.split(":")[0] not in ("cpu", "cuda", "mps"):
+        sys.exit(f"error: unknown --device {device!r}; known: cpu, cuda, mps")
+    setting = {}
+    if args.setting:   # a paper's setting (settings.SETTINGS)
+        setting = SETTINGS.get(args.setting)
+        if not setting:
+            sys.exit(f"error: unknown --setting {args.setting!r}; known: {', '.join(SETTINGS)}")
+        if args.corpus not in (None, setting["corpus"]):
+            sys.exit(f"error: --setting {args.setting} trains the {setting['corpus']} corpus, "
+                     f"not {args.corpus}")
+    corpus = setting.get("corpus") or args.corpus or DEFAULTS["corpus"]
+    if corpus not in CORPORA:   # before the data folder: `prepare.py nope` would be no advice
+        sys.exit(f"error: unknown --corpus {corpus!r}; known: {', '.join(CORPORA)}")
+    data_dir = os.path.join(args.data or DEFAULTS["data"], corpus)
+    meta, _ = corpus_stats(data_dir)   # the corpus's recipe and model, as its corpora/ entry wrote them
+    why = setting and refusal(args.setting, meta["settings"])
+    if why:
+        sys.exit(f"error: {data_dir} cannot train setting {args.setting}: {why}; "
+                 f"run `python prepare.py --setting {args.setting}`, or pass --data to data prepared for it")
+    cfg, origin = resolve(args, device, corpus, meta["settings"]["defaults"], setting)
+    check(cfg, model_over, setting)
+    return cfg, model_over, origin
+
+
+def shown(k):
+    """A value's default as --help says it: the default, or the tables that fill it (settings.Values)."""
+    v = DEFAULTS[k]
+    by = [f"{int(v)}" if isinstance(v, bool) else f"{v}"] if v is not None else \
+        ["the corpus's (its treerope/corpora/ entry)"] if k in ("preset", "recipe") else []
+    by += [f"{scale} scale {values[k]}" for scale, values in SCALES.items() if k in values]
+    by += [f"recipe {name} {values[k]:g}" for name, values in RECIPES.items() if k in values]
+    return "; ".join(by) or "none"
+
+
+def resolve(args, device, corpus, corpus_defaults, setting):
+    """The run's values, layer over layer (later wins), and the layer each came from: the defaults,
+    the corpus's model, the device's scale, the recipe, the setting (and its configuration's
+    exceptions), the flags given."""
+    cuda = device.startswith("cuda")
+    recipe = args.recipe or setting.get("recipe") or corpus_defaults["recipe"]
+    if not cuda and args.recipe is None and not setting:
+        recipe = CPU_RECIPES.get(recipe, recipe)
+    if recipe not in RECIPES:
+        sys.exit(f"error: unknown --recipe {recipe!r}; known: {', '.join(RECIPES)}")
+    scale = "cpu" if not cuda else "gpu_hrope" if recipe == "hrope" else "gpu"   # mps runs the CPU scale
+    explicit = {k: v for k, v in vars(args).items() if v is not None}
+    config = args.config or DEFAULTS["config"]
+    layers = [("defaults", DEFAULTS), (f"corpus {corpus}", {"preset": corpus_defaults["preset"]}),
+              (f"{scale} scale", SCALES[scale]), (f"recipe {recipe}", {**RECIPES[recipe], "recipe": recipe}),
+              (f"setting {args.setting}", {k: v for k, v in setting.items() if k in DEFAULTS}),
+              (f"setting {args.setting}, {config}", setting.get("per_config", {}).get(config, {})),
+              ("given", explicit)]
+    cfg, origin = {}, {}
+    for name, values in layers:
+        cfg.update(values)
+        origin.update(dict.fromkeys(values, name))
+    if "steps" in explicit or "passes" in explicit:   # one length: the one given
+        cfg["passes" if "steps" in explicit else "steps"] = None
+    cfg["given"], cfg["device"] = sorted(explicit), device      # config.json keeps which values were given
+    bf16, compile_, why = precision(device)
+    given = [f"--{k}={int(cfg[k])}" for k in AUTO if cfg[k] is not None]
+    cfg["precision"] = why + (f"; {' '.join(given)} given" if given else "")
+    cfg["bf16"] = bf16 if cfg["bf16"] is None else cfg["bf16"]
+    cfg["compile"] = compile_ if cfg["compile"] is None else cfg["compile"]
+    return cfg, origin
+
+
+def check(cfg, model_over, setting):
+    """Exit with one line on a value no run can take."""
+    if not rotary.known(cfg["config"]):
+        sys.exit(f"error: unknown --config {cfg['config']!r}; `python rotary.py` lists "
+                 "the configurations")
+    if cfg["preset"] not in MODELS:
+        sys.exit(f"error: unknown --preset {cfg['preset']!r}; known: {', '.join(MODELS)}")
+    counts = {k: cfg[k] for k in ("steps", "docs_per_step", "mb_tokens", "val_docs", "test_docs",
+                                  "milestones")}
+    for k, v in {**counts, **model_over}.items():
+        if v is not None and v < 1:
+            sys.exit(f"error: --{k} must be at least 1")
+    if (not (0 <= cfg["depth_dropout"] <= 1 and 0 <= cfg["dropout"] < 1 and 0 <= cfg["min_lr"] <= 1)
+            or not 0 < cfg["lr"] < math.inf or cfg["seed"] < 0):   # `not` so that nan fails too
+        sys.exit("error: --depth_dropout and --min_lr must lie in [0, 1], --dropout in [0, 1), "
+                 "--lr be positive and finite, --seed at least 0")
+    name = cfg["name"]
+    if name is not None and (not name.strip() or "/" in name or os.sep in name or ".." in name
+                             or name != cfg["config"] and rotary.known(name)):   # tables would read it as one
+        sys.exit(f"error: --name {name!r} must be a plain folder name (no '/', no '..'), and not another "
+                 "configuration's: the run is written to <out>/<corpus>/<name>/seed<k>")
+    if cfg["passes"] is not None and cfg["passes"] <= 0:
+        sys.exit("error: --passes must be positive")
+    if cfg["report"] not in ("final", "best_milestone"):
+        sys.exit(f"error: unknown --report {cfg['report']!r}; known: final, best_milestone")
+    if cfg["lr_sweep"] and not setting.get("sweep"):
+        sys.exit(f"error: --lr_sweep needs a --setting whose paper swept its lr; swept: "
+                 f"{', '.join(k for k, v in SETTINGS.items() if v['sweep'])}")
+
+
+def origins(cfg, origin):
+    """One line: the values that are not the defaults, grouped by where they came from."""
+    by = {}
+    for k, src in origin.items():
+        if src != "defaults" and k in cfg:
+            by.setdefault(src, []).append(f"{k}={cfg[k]}")
+    return "values: " + "; ".join(f"{src}: {' '.join(v)}" for src, v in by.items())
+
+# ----------------------------------------------------------------------------- the run ----
+@dataclass(slots=True)   # slots: a field not declared here cannot be added by the way
+class Run:
+    """One configuration at one seed: what it trains on and for how long (`plan`), its model and
+    optimiser (`setup`), and where it stands (`restore`, then each step and milestone)."""
+    cfg: dict                      # its values (`parse`): config.json's "run"
+    mcfg: GPTConfig                # its model's: config.json's "model"
+    master: bool                   # the process that writes (rank 0; a study's every run)
+    data_dir: str
+    out_dir: str                   # <out>/<corpus>/<name or config>/seed<k>
+    meta: dict                     # the prepared data's meta.json
+    corpus: dict                   # the corpus statistics the rotary calibrates from
+    train: Split
+    val: Split
+    test: Split
+    val_ids: np.ndarray            # the fixed validation records of every milestone
+    test_ids: np.ndarray
+    steps: int
+    milestones: set                # the steps after which it is validated (and checkpointed)
+    blocks: object = None          # --pack: a step's blocks of records (batches.step_blocks)
+    model: GPT = None              # `setup`
+    opt: torch.optim.Optimizer = None
+    autocast: object = None
+    step: int = 0                  # steps done (`restore`: a checkpoint's)
+    log: list = field(default_factory=list)    # the milestones' entries, log.jsonl
+    loss: float = math.nan         # the latest step's training loss
+    tokens_seen: int = 0           # predicted tokens trained on since `restore`
+    flops: list = field(default_factory=lambda: [0.0, 0.0])   # model FLOPs, hardware FLOPs executed: since
+    elapsed: float = 0.0           # training seconds since `restore` (validation, checkpoints left out)
+    val_s: float = 0.0             # validation seconds since `restore`
+    resumed_at: dict = field(default_factory=dict)   # the checkpoint's last log entry: its counts go on
+    done: bool = False             # its steps done, stopped early, or diverged
+    failed: bool = False           # diverged with nothing to report: no final.json
+    diverged_at: int = None        # diverged, reported at its best milestone: the step
+    columns: dict = None           # a study's: its layouts' tables in the study's coordinates
+    coord_cols: torch.Tensor = None   # a study's: its coordinates' columns there
+
+
+# ------------------------------------------------------------------------- its opening ----
+def plan(cfg, model_over, origin, master):
+    """A run: what it trains on, and how long: the data, the model's config, the fixed evaluation records
+    and the steps (a length in passes becomes steps here)."""
+    available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+    if not available[cfg["device"].split(":")[0]]:
+        sys.exit(f"error: --device {cfg['device']} is not available on this machine")
+    if master:   # first line: what precision this machine gets, and why; then where the values came from
+        print(f"precision: {'bf16 autocast' if cfg['bf16'] else 'fp32'}, "
+              f"{'compiled' if cfg['compile'] else 'eager'} ({cfg['precision']})")
+        print(origins(cfg, origin))
+    data_dir = os.path.join(cfg["data"], cfg["corpus"])
+    meta, corpus = corpus_stats(data_dir)
+    if meta["settings"].get("format") != trees.FORMAT:   # an older stream or record rule
+        sys.exit(f"error: {data_dir} is from an older prepare.py; rerun prepare.py {cfg['corpus']}")
+    cfg["data_identity"] = identity(data_dir, meta)    # evaluate.py, sample.py, a resume check it
+    cfg["tokenizer"] = cfg["data_identity"]["tokenizer"]
+    mcfg = GPTConfig(**{**MODELS[cfg["preset"]], "vocab_size": meta["tokenizer"]["vocab"],
+                        "configuration": cfg["config"], "corpus": corpus, "dropout": cfg["dropout"],
+                        **model_over})
+    out_dir = os.path.join(cfg["out"], cfg["corpus"], cfg["name"] or cfg["config"], f"seed{cfg['seed']}")
+    prepared = meta["settings"]["max_len"]
+    if mcfg.n_embd % mcfg.n_head == 0 and mcfg.n_embd // mcfg.n_head % 2:   # turned in pairs
+        sys.exit(f"error: n_embd {mcfg.n_embd} over n_head {mcfg.n_head} makes heads of odd width")
+    if prepared < mcfg.max_len and master:   # the model could read longer records
+        print(f"note: {data_dir} holds records of at most {prepared:,} tokens; the {cfg['preset']} "
+              f"context is {mcfg.max_len:,} (prepare.py {cfg['corpus']} --max_len {mcfg.max_len})")
+    train, val, test = load_splits(data_dir, mcfg)
+    n = len(train)
+    if not cfg["pack"] and cfg["docs_per_step"] > n:   # a step would train the split, not the batch asked
+        sys.exit(f"error: --docs_per_step {cfg['docs_per_step']:,} is more than the {n:,} records of "
+                 f"{data_dir}'s train split; give at most {n:,}")
+    note = context_note(np.diff(train.a["doc_start"]), mcfg.max_len, "training", "train", cfg["corpus"])
+    if note and master:
+        print(note)
+    val_ids = np.arange(min(cfg["val_docs"], len(val)))             # the same fixed records
+    test_ids = np.arange(len(test) if cfg["test_docs"] is None else min(cfg["test_docs"], len(test)))
+    per_pass, blocks = max(len(train) // cfg["docs_per_step"], 1), None
+    if cfg["pack"]:
+        blocks, per_pass = step_blocks(train.len, mcfg.max_len, cfg["docs_per_step"], cfg["seed"])
+    if cfg["passes"] is not None:   # a pass: "the number of steps it takes to show the model every training
+        cfg["steps"] = max(1, round(cfg["passes"] * per_pass))   # record once"
+    if cfg["setting"] and master:
+        print(setting_line(cfg, mcfg, model_over, per_step(cfg, mcfg)))
+    return Run(cfg, mcfg, master, data_dir, out_dir, meta, corpus, train, val, test, val_ids, test_ids,
+               cfg["steps"], milestone_steps(cfg["steps"], cfg["milestones"]), blocks)
+
+
+def milestone_steps(steps, n):
+    """Appendix §4: validation "every 5% of a run's planned steps": n evenly spaced steps, the last
+    the final one (fewer when the run has fewer steps)."""
+    return {math.ceil(k * steps / n) for k in range(1, n + 1)}
+
+
+def load_splits(data_dir, mcfg):
+    splits = [Split(data_dir, s, mcfg.max_len, mcfg.vocab_size) for s in SPLITS]
+    for name, split in zip(SPLITS, splits):
+        if not len(split):   # an empty split would score 0.0: a result that looks valid but is not
+            sys.exit(f"error: {data_dir} has no {name} records of 2+ tokens; prepare more documents "
+                     "(documents are split 90/5/5 by name)")
+    return splits
+
+
+def per_step(cfg, mcfg):
+    return (f"{cfg['docs_per_step']} blocks of {mcfg.max_len:,} tokens (records packed)" if cfg["pack"]
+            else f"{cfg['docs_per_step']} records")
+
+
+def setup(run):
+    """The run's model at its seed's initial weights, its optimizer and the autocast context."""
+    cfg = run.cfg
+    run.model = build_model(cfg, run.mcfg, run.val.batch(run.val_ids[:1], "cpu"), run.corpus, run.data_dir)
+    cuda = cfg["device"].startswith("cuda")
+    run.opt = torch.optim.AdamW(param_groups(run.model, cfg["weight_decay"]), lr=cfg["lr"], betas=(0.9, 0.95),
+                                fused=True)                             # one kernel for all parameters
+    run.autocast = torch.autocast("cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=cfg["bf16"])
+    if cfg["compile"] and not cuda and not shutil.which(os.environ.get("CXX", "c++")):
+        cfg["compile"] = False   # inductor writes C++ for the CPU: without a compiler, run eager
+        if run.master:
+            print("note: no C++ compiler found, so --compile is off")
+    return run
+
+
+def build_model(cfg, mcfg, batch, corpus, data_dir):
+    """The GPT at its seed's initial weights (identical in every configuration), checked against
+    the data: `batch` must hold every coordinate the configuration reads."""
+    torch.manual_seed(cfg["seed"])
+    try:
+        model = GPT(mcfg).to(cfg["device"])
+    except (ValueError, KeyError) as e:                             # e.g. more planes than the head has
+        sys.exit(f"error: --config {cfg['config']}: {e.args[0]}")
+    try:
+        coords_for(model, batch, corpus, torch.Generator().manual_seed(0))
+    except KeyError as e:
+        sys.exit(f"error: --config {cfg['config']} reads {e.args[0]!r}, which {data_dir} does not hold "
+                 f"(another corpus, or a folder from an older prepare.py: rerun prepare.py {cfg['corpus']})")
+    return model
+
+
+def param_groups(model, weight_decay):
+    """Decay weight matrices only; rotary rates/offsets and LayerNorm weights are not decayed."""
+    decay, no_decay = [], []
+    for n, p in model.named_parameters():
+        (decay if p.dim() >= 2 and not n.startswith("rotary") else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def restore(run, world=1):
+    """Where the run stands: fresh, or its checkpoint's step and log (--resume=0 starts it over); done
+    already where its steps are, or it had stopped early."""
+    cfg, out_dir = run.cfg, run.out_dir
+    if not cfg["resume"] and run.master and os.path.exists(out_dir):   # explicit: start this run over
+        shutil.rmtree(out_dir)
+        print(f"--resume=0: removed {out_dir}")
+    if world > 1:
+        dist.barrier()
+    if cfg["resume"] and os.path.exists(os.path.join(out_dir, "ckpt.pt")):
+        run.step, run.log = resume(cfg, run.mcfg, run.model, run.opt, out_dir)
+        if run.master:
+            print(f"resuming {out_dir} from step {run.step}")
+    run.resumed_at = run.log[-1] if run.log else {}   # tokens and times count the whole run, not this part
+    run.done = run.step >= run.steps or (bool(run.log) and stalled([e["val_loss"] for e in run.log],
+                                                                   cfg["patience"]))
+    return run
+
+
+def record_run(run):
+    """config.json: the settings, the model, and what made the run (provenance); then its first line."""
+    cfg, mcfg, model = run.cfg, run.mcfg, run.model
+    os.makedirs(run.out_dir, exist_ok=True)
+    write_json({"run": cfg, "model": vars(mcfg), "data_meta_synthetic": run.meta.get("synthetic", False),
+                "non_embedding_params": model.non_embedding_params(),
+                "provenance": provenance(cfg["device"])},
+               os.path.join(run.out_dir, "config.json"))
+    where = cfg["device"].split(":")[0].upper() + (f", setting {cfg['setting']}" if cfg["setting"] else "")
+    print(f"{cfg['corpus']} / {cfg['config']} / seed {cfg['seed']} on {where}; preset {cfg['preset']}, "
+          f"{model.non_embedding_params() / 1e6:.2f}M non-embedding params, {cfg['steps']} steps x "
+          f"{per_step(cfg, mcfg)}{' (SYNTHETIC data)' if run.meta.get('synthetic') else ''}")
+
+
+# ---------------------------------------------------------------------------- schedule ----
+def step_records(n_records, docs_per_step, step, seed):
+    """The records of one step: a seeded permutation per pass, identical for every configuration."""
+    per_pass = max(n_records // docs_per_step, 1)
+    epoch, j = divmod(step, per_pass)
+    return pass_order(n_records, seed, epoch)[j * docs_per_step:(j + 1) * docs_per_step]
+
+
+@functools.lru_cache(maxsize=128)   # a study's runs each hold one pass at a time
+def pass_order(n_records, seed, epoch):
+    """A pass's permutation, drawn once per pass, not every step (71 k records: ~2 ms a draw)."""
+    perm = np.random.default_rng([seed, epoch]).permutation(n_records)
+    perm.flags.writeable = False
+    return perm
+
+
+def lr_at(step, steps, peak, floor=0.1):
+    """Linear warmup over 2% of steps, then cosine to floor x peak at the final step."""
+    warm = max(1, int(0.02 * steps))
+    if step < warm:
+        return peak * (step + 1) / warm
+    frac = (step - warm) / max(1, steps - 1 - warm)
+    return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+
+
+# ------------------------------------------------------------ milestones and the finish ----
+@torch.no_grad()
+def evaluate(model, split, ids, cfg, corpus, autocast, per_token=False):
+    """Mean NLL per token over records `ids` (and optionally each record's per-token NLL)."""
+    model.eval()
+    total, count, per = 0.0, 0, {}
+    for group in pack(split.len[ids], cfg["mb_tokens"]):
+        rec = ids[group]
+        b = split.batch(rec, cfg["device"], model.cfg.max_len if cfg["compile"] else None)
+        g = torch.Generator(device=cfg["device"]).manual_seed(cfg["seed"])
+        with autocast:
+            _, nll, _ = model(b["tokens"], coords_for(model, b, corpus, g), b["targets"])
+        total += nll.sum().item()
+        count += (b["targets"] >= 0).sum().item()
+        if per_token:
+            for j, r in enumerate(rec):
+                per[int(r)] = nll[j, :int(split.len[r]) - 1].float().cpu().numpy()
+    model.train()
+    return (total / max(count, 1), per) if per_token else total / max(count, 1)
+
+
+def milestone(run, val_loss, lr):
+    """The fixed validation records' loss logged after step `run.step` (trained at `lr`, its loss
+    `run.loss`), and the checkpoint; the run is done when it stops early (or its steps are done)."""
+    cfg, before = run.cfg, run.resumed_at   # resumed: the counts go on from the checkpoint's
+    flops, executed = (before.get(k, 0.0) + f for k, f in zip(("flops", "flops_executed"), run.flops))
+    # elapsed: training time alone (validation and checkpoint writes left out); val_elapsed beside it
+    entry = {"step": run.step, "tokens": before.get("tokens", 0) + run.tokens_seen, "train_loss": run.loss,
+             "val_loss": val_loss, "lr": lr, "elapsed": round(before.get("elapsed", 0.0) + run.elapsed, 2),
+             "val_elapsed": round(before.get("val_elapsed", 0.0) + run.val_s, 2),
+             "flops": flops, "flops_executed": executed, "time": round(time.time(), 2),   # the wall clock
+             "bf16": cfg["bf16"], "compile": cfg["compile"]}
+    if cfg["device"].startswith("cuda"):   # model FLOPs utilisation (nanoGPT's count) of every device in use
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        entry["mfu"], entry["hfu"] = (f / run.elapsed / (PEAK_FLOPS * world) for f in run.flops)
+    run.log.append(entry)
+    if run.master:
+        state = {"model": run.model.state_dict(), "opt": run.opt.state_dict(), "step": run.step,
+                 "log": run.log, "config": vars(run.mcfg), "run": cfg}
+        save(run.out_dir, run.log, state if cfg["checkpoint"] else None)
+    run.done = run.step >= run.steps
+    if stalled([e["val_loss"] for e in run.log], cfg["patience"]):   # every rank sees the same losses
+        if run.master:
+            print(f"early stop at step {run.step}: no better validation loss in {cfg['patience']} milestones")
+        run.done = True
+    return run.done
+
+
+def stalled(val_losses, patience):
+    """Early stopping: the last `patience` evaluations all failed to beat the best before them."""
+    return 0 < patience < len(val_losses) and min(val_losses[-patience:]) >= min(val_losses[:-patience])
+
+
+def save(out_dir, log, state):
+    """log.jsonl (the milestones), then the checkpoint (state None: none, --checkpoint=0); each replaced
+    atomically."""
+    with replacing(os.path.join(out_dir, "log.jsonl")) as tmp, open(tmp, "w") as f:
+        f.writelines(json.dumps(e) + "\n" for e in log)
+    if state is not None:
+        save_checkpoint(state, os.path.join(out_dir, "ckpt.pt"))
+
+
+def diverged(run, step, what):
+    """A non-finite loss at `step`: the run stops, keeping its last good checkpoint. One reported at its
+    best milestone, with one, ends there (final.json's diverged_at); any other has failed: no final.json,
+    left for a rerun (train.py exits 2)."""
+    if run.master:
+        kept = f"the last good checkpoint ({run.out_dir}/ckpt.pt) is kept" if run.log else \
+            "no milestone reached: no checkpoint kept, nothing reported (no final.json)"
+        print(f"{what} at step {step}: stopping; {kept}", file=sys.stderr)
+    run.done = True
+    if run.cfg["report"] == "best_milestone" and run.log:
+        run.diverged_at = step
+    else:
+        run.failed = True
+
+
+def finish(run, val_loss, test_loss):
+    """final.json, written last: the run is done (a run without it is resumed by sweep.sh). `reported`
+    is the validation loss under the run's reporting rule; diverged_at: the step whose loss was not finite;
+    elapsed: training seconds alone (log.jsonl's)."""
+    log, report = run.log, run.cfg["report"]
+    value, step = reported(log, report)
+    final = {"step": log[-1]["step"] if log else run.steps,
+             "stopped_early": bool(log) and log[-1]["step"] < run.steps,
+             "val_loss": val_loss, "test_loss": test_loss, "val_records": len(run.val_ids),
+             "test_records": len(run.test_ids),
+             "elapsed": round(run.resumed_at.get("elapsed", 0.0) + run.elapsed, 2),
+             "report": report, "reported": {"val_loss": value, "step": step}, "diverged_at": run.diverged_at}
+    write_json(final, os.path.join(run.out_dir, "final.json"))
+    print(f"final: val {val_loss:.4f} nats/token, test {test_loss:.4f} ({run.out_dir})")
+    if report == "best_milestone" and step is not None:
+        print(f"reported at its best milestone: val {value:.4f} at step {step}"
+              + (f" (diverged at step {run.diverged_at})" if run.diverged_at is not None else ""))
+
+
+def reported(log, rule):
+    """(validation loss, step) a run reports. Appendix §4 "Evaluation": "Results use the final step:
+    no checkpoint is selected by its score. The single exception is the larger web run tree-only
+    run, which diverged and is reported at its best milestone, labelled as such" (rule best_milestone)."""
+    if not log:
+        return None, None
+    e = min(log, key=lambda e: e["val_loss"] if math.isfinite(e["val_loss"]) else math.inf) \
+        if rule == "best_milestone" else log[-1]
+    return e["val_loss"], e["step"]
