@@ -21,7 +21,7 @@ import prepare
 import sample
 import study
 import train
-from treerope import files, machine, training
+from treerope import files, machine, studies, training
 from treerope.hrope import boundaries, paragraph_depth
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -129,7 +129,7 @@ def test_4_elapsed_is_training_time_alone_in_train_and_study(tiny_python, tmp_pa
             return f(*a, **k)
         return g
     monkeypatch.setattr(train, "evaluate", slow(training.evaluate))
-    monkeypatch.setattr(study.Study, "evaluate", slow(study.Study.evaluate))
+    monkeypatch.setattr(studies.Study, "evaluate", slow(studies.Study.evaluate))
     two = args(tiny_python, tmp_path, "--milestones=2")
     runs = [train.main(["--corpus", "python", "--config", "seq_only", *two]),
             *study.main(["python", "seq_depth", "0", *two])]

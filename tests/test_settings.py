@@ -12,6 +12,7 @@ import torch
 from conftest import TINY_PYTHON
 
 import prepare
+import study
 import train
 from model import GPT, GPTConfig
 from treerope import runs, settings, training
@@ -280,3 +281,17 @@ def test_older_programs_data_reads_as_the_old_stream():
     assert refusal("python", {**older, "stream": "compact"}) is None
     web = {k: v for k, v in preparation("web_pages").items() if k != "stream"}
     assert refusal("web_pages", {"corpus": "web", **web}) is None
+
+
+def test_a_study_says_its_plan_once(cpu_python, tmp_path, capsys):
+    """A study of 2 configurations x 2 seeds trains four runs of one data set and one model size: the
+    precision, values, setting and run lines train.py says are said once, by the first run, not four
+    times."""
+    _, data = cpu_python
+    study.main(["python", "seq_only seq_depth", "0 1", "--setting", "cpu_python", "--data", data, "--out",
+                str(tmp_path), *SMALL, "--steps=1", "--milestones=1"])
+    said = capsys.readouterr().out.splitlines()
+    for start in ("precision:", "values:", "setting cpu_python:", "python / "):
+        assert sum(line.startswith(start) for line in said) == 1, (start, said)
+    first = next(line for line in said if line.startswith("python / "))
+    assert first.startswith("python / seq_only / seed 0 ") and "study: 4 runs" in "\n".join(said)

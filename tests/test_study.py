@@ -19,7 +19,7 @@ import rotary
 import study
 import train
 from model import GPT, GPTConfig
-from treerope import batched, machine, training
+from treerope import batched, machine, studies, training
 from treerope.batches import Split, coords_for
 from treerope.prepared import corpus_stats
 
@@ -119,8 +119,8 @@ def test_a_benchmark_study_writes_no_checkpoint(tiny_python, tmp_path):
 def test_each_run_starts_from_its_seeds_weights(tiny_python, tmp_path):
     """The weights a study starts each run from are train.py's at that seed: equal across
     configurations outside the rotary, different across seeds."""
-    runs = study.built(study.plan_runs("python", ["seq_only", "seq_depth"], ["0", "1"],
-                                       ["--data", tiny_python, "--out", str(tmp_path), *SMALL]))
+    runs = study.built(studies.plan_runs("python", ["seq_only", "seq_depth"], ["0", "1"],
+                                         ["--data", tiny_python, "--out", str(tmp_path), *SMALL]))
     w = [{k: v for k, v in r.model.state_dict().items() if not k.startswith("rotary")} for r in runs]
     assert all(torch.equal(w[0][k], w[1][k]) for k in w[0])            # seed 0: seq_only == seq_depth
     assert all(torch.equal(w[2][k], w[3][k]) for k in w[0])            # seed 1
@@ -134,14 +134,14 @@ def test_a_non_finite_run_stops_alone(tiny_python, tmp_path, monkeypatch, capsys
     """seq_depth seed 1 gets a NaN weight before its third step: it stops there with its step-2
     checkpoint and no final.json, the study names it and exits non-zero, and the other three runs
     finish with train.py's losses, untouched by it."""
-    step = study.Study.step
+    step = studies.Study.step
     def poisoned(self, runs):
         for r in runs:
             if (r.cfg["config"], r.cfg["seed"], r.step) == ("seq_depth", 1, 2):
                 with torch.no_grad():
                     r.model.wte.weight[0, 0] = float("nan")
         return step(self, runs)
-    monkeypatch.setattr(study.Study, "step", poisoned)
+    monkeypatch.setattr(studies.Study, "step", poisoned)
     out = str(tmp_path)
     with pytest.raises(SystemExit) as e:
         study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL])
@@ -170,14 +170,14 @@ def test_a_runs_random_draws_do_not_depend_on_its_company(tiny_python, tmp_path)
 def test_runs_of_other_sizes_are_refused(tiny_python, tmp_path, monkeypatch):
     """A setting's per_config may change any value; one that changes the model's size cannot batch."""
     plan = training.plan
-    def deeper(cfg, *a):
-        run = plan(cfg, *a)
+    def deeper(cfg, *a, **kw):
+        run = plan(cfg, *a, **kw)
         run.mcfg.n_layer += cfg["config"] == "seq_depth"
         return run
-    monkeypatch.setattr(study, "plan", deeper)
+    monkeypatch.setattr(studies, "plan", deeper)
     with pytest.raises(SystemExit, match="one model size.*n_layer 2 vs 3"):
-        study.plan_runs("python", ["seq_only", "seq_depth"], ["0"],
-                        ["--data", tiny_python, "--out", str(tmp_path), *SMALL])
+        studies.plan_runs("python", ["seq_only", "seq_depth"], ["0"],
+                          ["--data", tiny_python, "--out", str(tmp_path), *SMALL])
 
 
 def test_a_study_stopped_after_a_milestone_resumes_exactly(tiny_python, tmp_path):
@@ -214,14 +214,14 @@ ECB659C_256 = {
 
 
 def test_records_sharing_a_row_train_as_alone(tiny_python, tmp_path, monkeypatch):
-    monkeypatch.setattr(study, "fixed_rows", lambda cfg: True)   # a compiled study's rows, eager here
-    layouts = study.Study.micro_batches
+    monkeypatch.setattr(studies, "fixed_rows", lambda cfg: True)   # a compiled study's rows, eager here
+    layouts = studies.Study.micro_batches
     packed = []
     def watched(self, rows, split):
         for at, seg, p in layouts(self, rows, split):
             packed.append(p)
             yield at, seg, p
-    monkeypatch.setattr(study.Study, "micro_batches", watched)
+    monkeypatch.setattr(studies.Study, "micro_batches", watched)
     out = str(tmp_path)
     wide = [a for a in SMALL if not a.startswith(("--max_len", "--mb_tokens", "--steps", "--milestones"))]
     study.main(["python", "seq_depth seq_only", "0 1", "--data", tiny_python, "--out", out, *wide,
@@ -255,14 +255,14 @@ def test_the_batched_forward_is_each_runs_model(tiny_python):
     runs = [type("Run", (), {"model": m})() for m in models]
     shared = sorted({n for m in models for n in m.rotary.names})
     for r in runs:
-        study.prepare_run(r, shared, 2, 2)
+        studies.prepare_run(r, shared, 2, 2)
     at, seg = split.positions(rows, 256)
     M = len(models)
     bb = split.gather(torch.from_numpy(np.stack([at] * M)), torch.from_numpy(np.stack([seg] * M)))
-    C = study.coordinates(runs, bb, shared, corpus, [None] * M, 0.0)
+    C = studies.coordinates(runs, bb, shared, corpus, [None] * M, 0.0)
     s = bb["seg"].flatten(0, 1)
     got = batched.forward(batched.runs_of(models[0]), batched.stacked(models),
-                          study.tables(runs, shared, 2, 2), bb["tokens"], C, bb["targets"],
+                          studies.tables(runs, shared, 2, 2), bb["tokens"], C, bb["targets"],
                           s[:, :, None] != s[:, None, :])
     for m, model in enumerate(models):
         blocked = b["segment"][:, :, None] != b["segment"][:, None, :]
@@ -289,9 +289,9 @@ def test_a_compiled_study_has_no_graph_break_and_trains_the_eager_curve(tiny_pyt
 def test_two_runs_in_one_folder_are_refused(tiny_python, tmp_path):
     base = ["--data", tiny_python, "--out", str(tmp_path), *SMALL]
     with pytest.raises(SystemExit, match="share .*seed0"):
-        study.plan_runs("python", ["seq_only"], ["0", "0"], base)
+        studies.plan_runs("python", ["seq_only"], ["0", "0"], base)
     with pytest.raises(SystemExit, match="--name with several configurations"):
-        study.plan_runs("python", ["seq_only", "seq_depth"], ["0"], [*base, "--name", "variant"])
+        studies.plan_runs("python", ["seq_only", "seq_depth"], ["0"], [*base, "--name", "variant"])
 
 
 def test_a_refused_configuration_is_named_before_any_folder_is_written(tiny_python, tmp_path):
@@ -369,7 +369,7 @@ def test_a_budgeted_compiled_study_reuses_its_probes_graphs(tiny_python, tmp_pat
     assert "training seed 0 of 1 at 2 steps" in capsys.readouterr().out
     assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
     calls = []                       # fewer than asked: the time of a second training compile kept too
-    monkeypatch.setattr(study, "fitting", lambda *a: (calls.append(a[-1]), (1, 1))[1])
+    monkeypatch.setattr(studies, "fitting", lambda *a: (calls.append(a[-1]), (1, 1))[1])
     study.main(["python", "seq_only seq_depth", "0", "--data", tiny_python, "--out", str(tmp_path / "short"),
                 *[a for a in SMALL if a != "--compile=0"], "--compile=1", "--steps=2", "--budget=100000"])
     assert len(calls) == 2 and 0 < calls[0] - calls[1] < 100, calls
@@ -530,7 +530,7 @@ def test_eager_rows_hold_a_record_each_grouped_by_length_as_by_hand():
     split = SimpleNamespace(len=lengths, start=np.concatenate([[0], np.cumsum(lengths)[:-1]]))
     split.positions = lambda rows, T: Split.positions(split, rows, T)
     layout = SimpleNamespace(fixed=False, cfg={"mb_tokens": 600})
-    got = list(study.Study.micro_batches(layout, [[0, 1, 2, 3], [4, 5, 6]], split))
+    got = list(studies.Study.micro_batches(layout, [[0, 1, 2, 3], [4, 5, 6]], split))
     # ranks' longest: 100, 260, 310, 300; grouped (sorted): ranks 0-1 at 260, rank 3 at 300, rank 2 at 310
     assert [at.shape for at, _, _ in got] == [(2, 2, 260), (2, 1, 300), (2, 1, 310)]
     firsts = [[[int(split.start[r]) if r is not None else -1 for r in run] for run in mb]
@@ -549,12 +549,12 @@ def test_eager_rows_hold_a_record_each_grouped_by_length_as_by_hand():
 def test_lanes_train_each_run_as_train_py_did(tiny_python, tmp_path, monkeypatch):
     """Dealt into three lanes (two runs, one, one), each lane's runs batched on a thread of its own,
     every run still trains train.py's curve: the lanes' losses are joined in the runs' order."""
-    monkeypatch.setattr(study, "lanes", lambda cfg, M: 3)
-    batched, threads = study.Study.batched, set()
+    monkeypatch.setattr(studies, "lanes", lambda cfg, M: 3)
+    batched, threads = studies.Study.batched, set()
     def watched(self, runs, *a, **kw):
         threads.add(threading.get_ident())
         return batched(self, runs, *a, **kw)
-    monkeypatch.setattr(study.Study, "batched", watched)
+    monkeypatch.setattr(studies.Study, "batched", watched)
     out = str(tmp_path)
     study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL])
     assert len(threads) >= 2 and threading.get_ident() not in threads
@@ -640,14 +640,14 @@ def test_the_update_benchmark_counts_fewer_operators_at_once():
 
 
 def test_a_budget_fits_seeds_then_steps_as_by_hand():
-    """study.fitting: a seed costs 100 steps of 2 s and 10 s of scoring (210 s). 1,000 s fit 4 seeds;
+    """studies.fitting: a seed costs 100 steps of 2 s and 10 s of scoring (210 s). 1,000 s fit 4 seeds;
     5,000 s the 10 asked for; 150 s not one seed, so one seed at (150 - 10) / 2 = 70 steps; 10 s
     nothing, nor -24 s (the start-up overspent the budget)."""
-    assert study.fitting(2.0, 10.0, 100, 10, 1000.0) == (4, 100)
-    assert study.fitting(2.0, 10.0, 100, 10, 5000.0) == (10, 100)
-    assert study.fitting(2.0, 10.0, 100, 10, 150.0) == (1, 70)
-    assert study.fitting(2.0, 10.0, 100, 10, 10.0) == (0, 0)
-    assert study.fitting(2.0, 10.0, 100, 10, -24.0) == (0, 0)                # the budget overspent
+    assert studies.fitting(2.0, 10.0, 100, 10, 1000.0) == (4, 100)
+    assert studies.fitting(2.0, 10.0, 100, 10, 5000.0) == (10, 100)
+    assert studies.fitting(2.0, 10.0, 100, 10, 150.0) == (1, 70)
+    assert studies.fitting(2.0, 10.0, 100, 10, 10.0) == (0, 0)
+    assert studies.fitting(2.0, 10.0, 100, 10, -24.0) == (0, 0)                # the budget overspent
 
 
 def test_a_budgeted_study_drops_its_timed_steps(tiny_python, tmp_path, capsys):
@@ -666,10 +666,10 @@ def test_a_budgeted_study_drops_its_timed_steps(tiny_python, tmp_path, capsys):
 def test_a_budget_probes_only_the_seeds_memory_holds(tiny_python, tmp_path, monkeypatch, capsys):
     """A device that holds one seed's runs but not two: --budget probes and trains seed 0 alone, said,
     where `fits` would refuse the whole study (a table stage asks for ten seeds)."""
-    runs = study.plan_runs("python", ["seq_only", "seq_depth"], ["0", "1"],
-                           ["--data", tiny_python, "--out", str(tmp_path / "plan"), *SMALL])
-    one, two = study.memory(runs[:2])[0], study.memory(runs)[0]
-    monkeypatch.setattr(study.machine, "device_bytes", lambda device: (one + two) / 2 / 0.9)
+    runs = studies.plan_runs("python", ["seq_only", "seq_depth"], ["0", "1"],
+                             ["--data", tiny_python, "--out", str(tmp_path / "plan"), *SMALL])
+    one, two = studies.memory(runs[:2])[0], studies.memory(runs)[0]
+    monkeypatch.setattr(machine, "device_bytes", lambda device: (one + two) / 2 / 0.9)
     out = str(tmp_path / "out")
     study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL,
                 "--budget=100000"])
@@ -682,7 +682,7 @@ def test_a_budget_for_fewer_seeds_trains_those_shortened_or_none(tiny_python, tm
     reading, said), or the first seed none of whose runs began (one at 5 steps would not pair), or none;
     where not one step fits, the study is refused in one line and writes no run."""
     out, args = str(tmp_path), ["python", "seq_only seq_depth", "0 1", "--data", tiny_python, *SMALL]
-    monkeypatch.setattr(study, "fitting", lambda *a: (1, 3))
+    monkeypatch.setattr(studies, "fitting", lambda *a: (1, 3))
     study.main([*args, "--out", out, "--budget=50"])
     assert "seed 0 at 3 steps, fewer than 5 (a reading: a shortened run)" in capsys.readouterr().out
     assert sorted(os.listdir(os.path.join(out, "python", "seq_only"))) == ["seed0"]
@@ -695,7 +695,7 @@ def test_a_budget_for_fewer_seeds_trains_those_shortened_or_none(tiny_python, tm
     with pytest.raises(SystemExit, match="every seed left has runs begun or finished at 5 steps"):
         study.main(["python", "seq_only seq_depth", "0", "--data", tiny_python, *SMALL, "--out", begun,
                     "--budget=50"])
-    monkeypatch.setattr(study, "fitting", lambda *a: (0, 0))
+    monkeypatch.setattr(studies, "fitting", lambda *a: (0, 0))
     with pytest.raises(SystemExit) as e:
         study.main([*args, "--out", str(tmp_path / "none"), "--budget=50"])
     assert "not one step of one seed fits; raise --budget" in str(e.value)

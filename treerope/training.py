@@ -208,13 +208,15 @@ class Run:
 
 
 # ------------------------------------------------------------------------- its opening ----
-def plan(cfg, model_over, origin, master):
+def plan(cfg, model_over, origin, master, quiet=False):
     """A run: what it trains on, and how long: the data, the model's config, the fixed evaluation records
-    and the steps (a length in passes becomes steps here)."""
+    and the steps (a length in passes becomes steps here). Its lines are said by the master, unless
+    `quiet` (a study's runs after its first, whose lines are theirs: one data set, one model size)."""
+    said = master and not quiet
     available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
     if not available[cfg["device"].split(":")[0]]:
         sys.exit(f"error: --device {cfg['device']} is not available on this machine")
-    if master:   # first line: what precision this machine gets, and why; then where the values came from
+    if said:   # first line: what precision this machine gets, and why; then where the values came from
         print(f"precision: {'bf16 autocast' if cfg['bf16'] else 'fp32'}, "
               f"{'compiled' if cfg['compile'] else 'eager'} ({cfg['precision']})")
         print(origins(cfg, origin))
@@ -231,7 +233,7 @@ def plan(cfg, model_over, origin, master):
     prepared = meta["settings"]["max_len"]
     if mcfg.n_embd % mcfg.n_head == 0 and mcfg.n_embd // mcfg.n_head % 2:   # turned in pairs
         sys.exit(f"error: n_embd {mcfg.n_embd} over n_head {mcfg.n_head} makes heads of odd width")
-    if prepared < mcfg.max_len and master:   # the model could read longer records
+    if prepared < mcfg.max_len and said:   # the model could read longer records
         print(f"note: {data_dir} holds records of at most {prepared:,} tokens; the {cfg['preset']} "
               f"context is {mcfg.max_len:,} (prepare.py {cfg['corpus']} --max_len {mcfg.max_len})")
     train, val, test = load_splits(data_dir, mcfg)
@@ -240,7 +242,7 @@ def plan(cfg, model_over, origin, master):
         sys.exit(f"error: --docs_per_step {cfg['docs_per_step']:,} is more than the {n:,} records of "
                  f"{data_dir}'s train split; give at most {n:,}")
     note = context_note(np.diff(train.a["doc_start"]), mcfg.max_len, "training", "train", cfg["corpus"])
-    if note and master:
+    if note and said:
         print(note)
     val_ids = np.arange(min(cfg["val_docs"], len(val)))             # the same fixed records
     test_ids = np.arange(len(test) if cfg["test_docs"] is None else min(cfg["test_docs"], len(test)))
@@ -249,7 +251,7 @@ def plan(cfg, model_over, origin, master):
         blocks, per_pass = step_blocks(train.len, mcfg.max_len, cfg["docs_per_step"], cfg["seed"])
     if cfg["passes"] is not None:   # a pass: "the number of steps it takes to show the model every training
         cfg["steps"] = max(1, round(cfg["passes"] * per_pass))   # record once"
-    if cfg["setting"] and master:
+    if cfg["setting"] and said:
         print(setting_line(cfg, mcfg, model_over, per_step(cfg, mcfg)))
     return Run(cfg, mcfg, master, data_dir, out_dir, meta, corpus, train, val, test, val_ids, test_ids,
                cfg["steps"], milestone_steps(cfg["steps"], cfg["milestones"]), blocks)
@@ -275,8 +277,9 @@ def per_step(cfg, mcfg):
             else f"{cfg['docs_per_step']} records")
 
 
-def setup(run):
-    """The run's model at its seed's initial weights, its optimizer and the autocast context."""
+def setup(run, quiet=False):
+    """The run's model at its seed's initial weights, its optimizer and the autocast context (`quiet`:
+    its note unsaid, as `plan`'s lines)."""
     cfg = run.cfg
     run.model = build_model(cfg, run.mcfg, run.val.batch(run.val_ids[:1], "cpu"), run.corpus, run.data_dir)
     cuda = cfg["device"].startswith("cuda")
@@ -285,7 +288,7 @@ def setup(run):
     run.autocast = torch.autocast("cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=cfg["bf16"])
     if cfg["compile"] and not cuda and not shutil.which(os.environ.get("CXX", "c++")):
         cfg["compile"] = False   # inductor writes C++ for the CPU: without a compiler, run eager
-        if run.master:
+        if run.master and not quiet:
             print("note: no C++ compiler found, so --compile is off")
     return run
 
@@ -333,14 +336,17 @@ def restore(run, world=1):
     return run
 
 
-def record_run(run):
-    """config.json: the settings, the model, and what made the run (provenance); then its first line."""
+def record_run(run, quiet=False):
+    """config.json: the settings, the model, and what made the run (provenance); then its first line
+    (`quiet`: unsaid, as `plan`'s lines)."""
     cfg, mcfg, model = run.cfg, run.mcfg, run.model
     os.makedirs(run.out_dir, exist_ok=True)
     write_json({"run": cfg, "model": vars(mcfg), "data_meta_synthetic": run.meta.get("synthetic", False),
                 "non_embedding_params": model.non_embedding_params(),
                 "provenance": provenance(cfg["device"])},
                os.path.join(run.out_dir, "config.json"))
+    if quiet:
+        return
     where = cfg["device"].split(":")[0].upper() + (f", setting {cfg['setting']}" if cfg["setting"] else "")
     print(f"{cfg['corpus']} / {cfg['config']} / seed {cfg['seed']} on {where}; preset {cfg['preset']}, "
           f"{model.non_embedding_params() / 1e6:.2f}M non-embedding params, {cfg['steps']} steps x "
