@@ -50,8 +50,7 @@ from treerope import machine
 from treerope.batched import Draws, adamw_runs, clip_runs, forward, handed, run_table, runs_of, stacked
 from treerope.batches import DEPTH_READERS, coords_for, fill_blocks, pack
 from treerope.files import owned
-from treerope.runs import folder_is_run, read_config, trained_otherwise
-from treerope.settings import DEFAULTS
+from treerope.runs import DEFAULTS, folder_is_run, read_config, trained_otherwise
 from treerope.training import (
     diverged,
     finish,
@@ -121,11 +120,10 @@ def plan_runs(corpus, configs, seeds, options):
     for s in seeds:
         for c in configs:
             with contextlib.redirect_stdout(io.StringIO()) if runs else contextlib.nullcontext():
-                cfg, model_over, origin = parse([*options, "--corpus", corpus, "--config", c,
-                                                       "--seed", s])
+                cfg, origin = parse([*options, "--corpus", corpus, "--config", c, "--seed", s])
                 if cfg["lr_sweep"]:
                     sys.exit("error: --lr_sweep trains runs one after another: use train.py")
-                run = plan(cfg, model_over, origin, True)
+                run = plan(cfg, origin, True)
             if cfg["resume"] and os.path.exists(os.path.join(run.out_dir, "final.json")):
                 finished_alike(run)
                 continue

@@ -23,7 +23,7 @@ from treerope import batched, machine, training
 from treerope.batches import Split, coords_for
 from treerope.prepared import corpus_stats
 
-SMALL = ["--steps=5", "--preset=cpu", "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64",
+SMALL = ["--steps=5", "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64",
          "--docs_per_step=8", "--val_docs=8", "--test_docs=8", "--compile=0", "--bf16=0", "--milestones=5",
          "--mb_tokens=128", "--lr=0.01"]
 # (training loss, validation loss) at each of 5 steps, recorded from train.py as it was at ecb659c
