@@ -47,6 +47,7 @@ CPU = {"cpu_python": ("python", 200, (4, 128, 1), 256, TREE), "cpu_web": ("web",
        "cpu_sheets": ("sheets", 120, (4, 128, 1), 256, TREE),
        "cpu_prose": ("prose", 200, (4, 128, 2), 256, TABLE_11_CPU),
        "cpu_code": ("code", 200, (4, 128, 2), 256, TABLE_11_CPU),
+       "cpu_webtext": ("webtext", 200, (4, 128, 2), 256, TABLE_11_CPU),
        "cpu_prose_1024": ("prose", 200, (4, 128, 2), 1024, TABLE_11_CPU),
        "cpu_code_1024": ("code", 200, (4, 128, 2), 1024, TABLE_11_CPU)}
 # what every entry must list (its data's: those every corpus has; a corpus's own flags where it sets them)

@@ -381,7 +381,7 @@ def test_the_hrope_recipe_compiles_without_a_graph_break(tiny_python, tmp_path, 
     counters = compiled(monkeypatch)
     study.main(["python", "seq_only seq_depth", "0", "--data", tiny_python, "--out", str(tmp_path),
                 *[a for a in SMALL if a not in ("--compile=0", "--lr=0.01")], "--compile=1",
-                "--recipe=hrope_cpu", "--steps=2", "--milestones=1"])
+                "--dropout=0.1", "--steps=2", "--milestones=1"])
     assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
     assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
 

@@ -249,7 +249,7 @@ def test_a_run_resumes_under_another_precision(tiny_python, tmp_path):
 def test_device_must_exist(tiny_python, tmp_path):
     with pytest.raises(SystemExit, match="unknown --device"):
         training.parse(["--device", "tpu"])
-    if not torch.cuda.is_available():     # parse still gives CUDA's settings (the preset tests read them)
+    if not torch.cuda.is_available():     # parse still gives CUDA's settings (the setting tests read them)
         with pytest.raises(SystemExit, match="not available on this machine"):
             run(tiny_python, str(tmp_path), extra=["--device", "cuda"])
 

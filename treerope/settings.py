@@ -158,7 +158,7 @@ SETTINGS = {
         lr=1.2e-3, weight_decay=0.01, min_lr=0.01, patience=10,
         steps=200, passes=None, docs_per_step=16, pack=False, mb_tokens=1024,
         milestones=10, val_docs=128, test_docs=256, report="final", per_config={}, sweep=None)
-       for c in ("prose", "code")},
+       for c in ("prose", "code", "webtext")},
     # Layer II at paper 004's context: records of 1,024 tokens packed as Table 11's batches, 4 blocks a
     # step (the 256-token setting's tokens per step); a packed 256-token record would add no context
     **{f"cpu_{c}_1024": dict(
