@@ -132,7 +132,7 @@ def training(c, log):
     data's identity and the recipe's values among them), the model's, and bf16 and compile over its life."""
     r = c["run"]
     key = {k: v for k, v in r.items() if k not in PAIR_FREE and k not in MODEL}
-    key.update({k: c["model"].get(k, r.get(k, v)) for k, v in MODEL.items()})   # as a variant's flags name them
+    key.update({k: c["model"].get(k, r.get(k, v)) for k, v in MODEL.items()})   # flat: as flags name them
     key["model"] = {k: v for k, v in c["model"].items() if k not in (*MODEL, "rotary", "configuration")}
     key["precision"] = sorted({(bool(e.get("bf16")), bool(e.get("compile", r.get("compile")))) for e in log}
                               | {(bool(r.get("bf16")), bool(r.get("compile")))})
