@@ -14,7 +14,7 @@ from conftest import TINY_PYTHON
 import prepare
 import train
 from model import GPT, GPTConfig
-from treerope import runs, training
+from treerope import runs, statistics, training
 from treerope.runs import DEFAULTS
 from treerope.settings import PREPARE, SETTINGS, Values, preparation, refusal
 
@@ -174,6 +174,20 @@ def test_a_run_is_the_defaults_then_one_flat_setting_then_the_flags(capsys):
                  "--passes FLOAT the length in passes", "(default: none)", "--n_layer INT (default: 4)",
                  "--dropout FLOAT (default: 0.0)", "hrope_prose"):
         assert line in shown, line
+
+
+def test_a_setting_is_its_values_not_its_name():
+    """reproduce_cpu.sh trained code at the CPU scale with flags before cpu_code existed; the same values
+    named by the setting resume it and pair with it; a value that differs is named."""
+    flags = parsed("--corpus", "code", "--n_head", "2", "--dropout", "0.1", "--weight_decay", "0.01",
+                   "--min_lr", "0.01", "--patience", "10", "--steps", "200", "--milestones", "10")
+    named = parsed("--setting", "cpu_code")
+    model = {k: named[k] for k in runs.MODEL}
+    assert runs.trained_otherwise(flags, model, named, model) == []
+    hotter = parsed("--setting", "cpu_code", "--lr", "3e-4")
+    assert runs.trained_otherwise(flags, model, hotter, model) == ["lr: 0.0012 there, 0.0003 now"]
+    assert statistics.training({"run": flags, "model": model}, []) == \
+        statistics.training({"run": named, "model": model}, [])
 
 
 @pytest.fixture(scope="module")

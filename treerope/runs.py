@@ -80,7 +80,9 @@ MODEL = {f.name: f.default for f in fields(GPTConfig) if f.name not in ("vocab_s
 DEFAULTS = {**{f.name: f.default for f in fields(Values)}, **MODEL}
 # Settings a run may change when it resumes: they do not change what is computed. Precision is a
 # property of the machine, so a run resumed elsewhere takes that machine's (each milestone records it).
-RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out", "mb_tokens", "checkpoint")
+# A setting is the values it lists, compared one by one, not its name (a reading of the one home).
+RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out", "mb_tokens", "checkpoint",
+             "setting")
 
 
 def trained_otherwise(run, model, cfg, mcfg, there="there", now="now"):

@@ -121,10 +121,10 @@ Setting = namedtuple("Setting", "corpus n_layer n_embd n_head max_len steps pack
                      defaults=("", ""))
 # Run values paired runs may differ in: the configuration and seed (what is compared), the name, the
 # flags given, what train.py lets a resume change (nothing computed changes), and bf16 and compile,
-# compared over the run's life instead (training()); a run recorded before values had one home also
-# names its model size (preset) and recipe, whose values its model and run values hold
+# compared over the run's life instead (training()); a setting's and (in a run recorded before values had
+# one home) a model size's and recipe's names: their values are compared, one by one
 PAIR_FREE = ("config", "seed", "name", "given", "resume", "device", "data", "out", "mb_tokens", "precision",
-             "bf16", "compile", "passes", "lr_sweep", "checkpoint", "preset", "recipe")
+             "bf16", "compile", "passes", "lr_sweep", "checkpoint", "setting", "preset", "recipe")
 
 
 def training(c, log):
