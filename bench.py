@@ -28,7 +28,7 @@ from model import GPT, GPTConfig  # noqa: E402
 from treerope import batched, machine  # noqa: E402
 from treerope.batches import Split, pack  # noqa: E402
 from treerope.prepared import corpus_stats  # noqa: E402
-from treerope.settings import MODELS, SCALES  # noqa: E402
+from treerope.settings import Values  # noqa: E402
 from treerope.training import param_groups  # noqa: E402
 
 STUDY = ("seq_tree_depth", "seq_depth", "ref_directed", "seq_tree")   # the runs' configurations, in turn
@@ -145,9 +145,9 @@ def print_rotation(out, M, T, dtype):
 def bare_loop(data_dir, steps, seed=0, lr=1.2e-3):
     """The CPU scale's run written plainly: the same model, records, micro-batches, AdamW, clipping
     and lr schedule as train.py, training steps only. Returns (tokens, seconds)."""
-    docs_per_step, mb_tokens = SCALES["cpu"]["docs_per_step"], SCALES["cpu"]["mb_tokens"]
+    docs_per_step, mb_tokens = Values.docs_per_step, Values.mb_tokens   # the defaults: the CPU scale
     meta, corpus = corpus_stats(data_dir)
-    cfg = GPTConfig(**MODELS["cpu"], vocab_size=meta["tokenizer"]["vocab"], configuration="seq_depth",
+    cfg = GPTConfig(vocab_size=meta["tokenizer"]["vocab"], configuration="seq_depth",
                     corpus=corpus)
     train = Split(data_dir, "train", cfg.max_len)
     torch.manual_seed(seed)
@@ -267,10 +267,10 @@ def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options
 
 
 def update(sizes=(8, 16), reps=30, say=print):
-    """A study's update of M cpu-preset runs (planted gradients), each run's clip_grad_norm_ and
+    """A study's update of M runs of the default model (planted gradients), each run's clip_grad_norm_ and
     AdamW.step() in turn beside batched.clip_runs + adamw_runs: the median of `reps` interleaved timings
     (synchronised) and the operators each calls in one update (torch.profiler; on a GPU, launches)."""
-    cfg = GPTConfig(**MODELS["cpu"], vocab_size=8192, configuration="seq_depth", corpus="web")
+    cfg = GPTConfig(vocab_size=8192, configuration="seq_depth", corpus="web")
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     sync = torch.cuda.synchronize if dev == "cuda" else lambda: None
     for M in sizes:

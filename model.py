@@ -20,7 +20,7 @@ class GPTConfig:
     max_len: int = 256
     configuration: str = "seq_only"            # the rotary configuration
     corpus: dict = field(default_factory=dict)   # corpus statistics hRoPE calibrates from
-    dropout: float = 0.0                          # the hRoPE recipe: 0.1 (settings.RECIPES)
+    dropout: float = 0.0                          # Table 11 (paper 004): 0.1 (settings.py)
 
     @classmethod
     def saved(cls, values):

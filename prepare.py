@@ -36,7 +36,7 @@ from treerope.corpora import worker_pool
 from treerope.fields import restart, token_coords
 from treerope.files import owned
 from treerope.prepared import SPLITS
-from treerope.settings import CORPORA, PREPARE, SETTINGS
+from treerope.settings import CORPORA, PREPARE, SETTINGS, preparation
 from treerope.writer import (
     SplitWriter,
     meta_beyond_web,
@@ -297,7 +297,7 @@ def parse(argv):
     args.corpus = args.corpus or own.get("corpus") or ap.error("name a corpus or a --setting")
     given = {k: getattr(args, k) for k in PREPARE if getattr(args, k) is not None}
     unused(ap, args)
-    shape = {**PREPARE, **own.get("prepare", {})}
+    shape = preparation(setting) if setting else PREPARE
     departs = [f"--{k} {v}" for k, v in given.items() if v != shape[k]]
     for k, v in {**shape, **given}.items():
         setattr(args, k, v)

@@ -41,7 +41,7 @@ import torch
 
 from treerope.files import owned
 from treerope.machine import keep_freed_memory
-from treerope.settings import DEFAULTS
+from treerope.runs import DEFAULTS
 from treerope.studies import Study, fits, held, optimised, plan_runs, probed
 from treerope.training import diverged, finish, milestone, record_run, restore, setup
 

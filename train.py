@@ -1,30 +1,27 @@
 """Train one configuration at one seed.
 
-    python train.py --config seq_depth                     # web corpus, CPU preset on CPU
+    python train.py --config seq_depth                     # the defaults: web corpus, the CPU scale
     python train.py --corpus python --config seq_tree --seed 3 --steps=400
     python train.py --config seq_depth --depth_dropout=0.3 --name seq_depth_dropout   # its own folder
-    python train.py --setting web_pages --config seq_depth  # a paper's setting by name (treerope/settings.py)
+    python train.py --setting web_pages --config seq_depth  # a paper's run by name (treerope/settings.py)
     python train.py --setting python --lr_sweep=1          # its lr sweep, and the rate it picks
     torchrun --nproc_per_node=2 train.py --corpus python   # data parallel
 
-Recipe (depth-perception appendix §4; `--recipe tree`, the default for python/web/sheets; each
-corpus's default and its CUDA model come from its entry in treerope/corpora/, through meta.json):
-AdamW (0.9, 0.95), lr 1.2e-3, weight decay 0.1 on weight matrices only (rotary rates/offsets,
-LayerNorm excluded), clip 1.0, linear warmup over 2% of steps then cosine to 10% of peak, no
-dropout, no early stopping. `--recipe hrope` (paper 004 Table 11, the default for code/prose/webtext):
-lr 3e-4, weight decay 0.01, cosine to 1%, dropout 0.1, early stopping after 10 evaluations
-without a better validation loss, and on CUDA 16 blocks of 1,024 tokens per step, records packed
-into them (`--pack`); on CPU `hrope_cpu`, the same with lr 1.2e-3 (RECIPES says why) and a record
-per row. In both: every step trains whole records (a fixed number, or with --pack a fixed number
-of blocks), its rows grouped by length into micro-batches of at most `mb_tokens` padded tokens; a
-record attends only inside itself, packed or not; validation on a fixed set of records
-every 5% of steps (a milestone); the test split once at the end; no checkpoint is chosen by
-its score. Same seed => identical initial weights and identical batches in every configuration.
-`--setting NAME` (treerope/settings.py) trains one of the papers' runs on any device: its preset, recipe and
-lr, its length (in passes over the prepared train split, or steps) and its reporting rule; flags
-given override it. Writes out/<corpus>/<name or config>/seed<k>/: config.json, log.jsonl, ckpt.pt (not
-with --checkpoint=0: a benchmark's runs), final.json (last; `reported`: the validation loss under the
-run's reporting rule).
+A run's values are the defaults (treerope/settings.py `Values`, and model.GPTConfig's for the model),
+then one of the papers' settings if named, then the flags given; `--help` lists every flag with its
+default and meaning. The defaults are the CPU scale of the appendix §4 recipe: a 4-layer model (d=128,
+one 128-wide head, context 256), AdamW (0.9, 0.95), lr 1.2e-3, weight decay 0.1 on weight matrices only
+(rotary rates/offsets, LayerNorm excluded), clip 1.0, linear warm-up over 2% of the steps then cosine
+to 10% of the peak, no dropout, no early stop, 300 steps of 16 records. Paper 004's recipe (Table 11:
+lr 3e-4, weight decay 0.01, cosine to 1%, dropout 0.1, early stop after 10 validations without a better
+loss, 16 packed blocks of 1,024 tokens a step) is its settings' (`--setting hrope_prose`; at the CPU
+scale `cpu_prose`). Every step trains whole records (a fixed number, or with --pack a fixed number of
+blocks), its rows grouped by length into micro-batches of at most `mb_tokens` padded tokens; a record
+attends only inside itself, packed or not; validation on a fixed set of records at evenly spaced
+milestones; the test split once at the end; no checkpoint is chosen by its score. Same seed => identical
+initial weights and identical batches in every configuration. Writes out/<corpus>/<name or
+config>/seed<k>/: config.json, log.jsonl, ckpt.pt (not with --checkpoint=0: a benchmark's runs),
+final.json (last; `reported`: the validation loss under the run's reporting rule).
 """
 import contextlib
 import math
@@ -59,9 +56,8 @@ from treerope.training import (
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     # ------------------------------------------------------------------------------ values ----
-    # the defaults (settings.Values; the corpus, device scale and recipe fill the open ones) <- a paper's
-    # setting <- the flags given: `--help` lists each with its default and meaning
-    cfg, model_over, origin = parse(argv, __doc__)
+    # the defaults (settings.Values, model.GPTConfig) <- a paper's setting <- the flags given
+    cfg, origin = parse(argv, __doc__)
     if cfg["lr_sweep"]:
         return lr_sweep(cfg, argv, main)
     keep_freed_memory()
@@ -69,7 +65,7 @@ def main(argv=None):
     rank, world = start(cfg) if int(os.environ.get("WORLD_SIZE", "1")) > 1 else (0, 1)
 
     # -------------------------------------------------------------------------------- data ----
-    run = plan(cfg, model_over, origin, rank == 0)   # the splits, the model's config, the steps
+    run = plan(cfg, origin, rank == 0)   # the splits, the model's config, the steps
 
     # ---------------------------------------------------------------- model and optimiser ----
     model, opt = setup(run).model, run.opt   # refused (its planes, its data) before any folder is made

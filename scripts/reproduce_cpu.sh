@@ -56,7 +56,7 @@ if [ "$stage" = all ] || [ "$stage" = hrope ]; then
   for s in $SEEDS; do
     for c in code prose; do
       # the first study ran before the hRoPE recipe existed: it used the tree recipe, kept here
-      for k in flat sent_axial hrope_axial rand_axial; do run $c $k $s --steps $HSTEPS --preset cpu_hrope --recipe tree; done
+      for k in flat sent_axial hrope_axial rand_axial; do run $c $k $s --steps $HSTEPS --n_head 2; done
     done
   done
 fi
@@ -126,7 +126,7 @@ if [ "$stage" = beyond ]; then
   for s in $SEEDS10; do
     OUT=$OUT10 bash scripts/sweep.sh programs "seq_only tree_only tree_within seq_depth" "$s" 1 --steps $STEPS --milestones 10
     for c in json xml; do OUT=$OUT10 bash scripts/sweep.sh $c "seq_only seq_depth" "$s" 1 --steps $STEPS --milestones 10; done
-    OUT=$OUT10 bash scripts/sweep.sh markdown "flat hrope_axial" "$s" 1 --steps $STEPS --preset cpu_hrope --milestones 10
+    OUT=$OUT10 bash scripts/sweep.sh markdown "flat hrope_axial" "$s" 1 --steps $STEPS --n_head 2 --milestones 10
     for c in programs json xml markdown; do
       for d in $OUT10/$c/*/seed$s; do ev $d --max_docs 256; done
     done
@@ -158,7 +158,7 @@ fi
 # Paper 004 Table 1 under our Layer I reading (REFERENCE.md; hrope/boundaries.py), on code at seeds 0-2:
 # hrope_axial and flat (flat: H0(1) exact); the other variants' Δ are 0 by construction (tests).
 if [ "$stage" = table1 ]; then
-  OUT=$OUT10 bash scripts/sweep.sh code "hrope_axial flat" "0 1 2" 1 --steps 200 --preset cpu_hrope --milestones 10
+  OUT=$OUT10 bash scripts/sweep.sh code "hrope_axial flat" "0 1 2" 1 --setting cpu_code
   for s in 0 1 2; do for k in hrope_axial flat; do ev $OUT10/code/$k/seed$s --max_docs 128 --boundary --demo; done; done
   python analyze.py --boundary $OUT10/code > $OUT10/code/boundary.md
 fi
@@ -173,7 +173,7 @@ fi
 if [ "$stage" = tables22 ]; then
   CORPORA22=${CORPORA22:-code prose webtext}
   for c in $CORPORA22; do
-    OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OUT=$OUT10 bash scripts/sweep.sh $c "hrope_axial flat rand_axial" "0 1 2" "${JOBS:-2}" --steps 200 --preset cpu_hrope --milestones 10
+    OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OUT=$OUT10 bash scripts/sweep.sh $c "hrope_axial flat rand_axial" "0 1 2" "${JOBS:-2}" --setting cpu_$c
   done
   for c in $CORPORA22; do for s in 0 1 2; do hub_pass1 $OUT10/$c/hrope_axial/seed$s; done; done
   for c in $CORPORA22; do
@@ -211,18 +211,18 @@ if [ "$stage" = layer2_1024 ]; then
   done
 fi
 
-# hRoPE under paper 004's recipe at CPU scale (train.py picks hrope_cpu for code and prose on CPU):
+# hRoPE under paper 004's recipe at CPU scale (settings cpu_prose and cpu_code: Table 11 at lr 1.2e-3):
 # prose flat / hrope_axial / rand_axial at ten seeds; at seeds 0-2 also prose sent_axial
 # and period_axial, and code with all five (Tables 1, 2, 3, 5, 8, 9, 12, 13, the reverse substitution).
 #   prepare: python prepare.py prose --max_len 256; python prepare.py code --max_len 256
 HRSTEPS=200
 if [ "$stage" = ten_hrope ] || [ "$stage" = ten_hrope_train ]; then
   for s in $SEEDS10; do
-    OUT=$OUT10 bash scripts/sweep.sh prose "flat hrope_axial rand_axial" "$s" 1 --steps $HRSTEPS --preset cpu_hrope --milestones 10
+    OUT=$OUT10 bash scripts/sweep.sh prose "flat hrope_axial rand_axial" "$s" 1 --setting cpu_prose --steps $HRSTEPS
     if [ "$s" -lt 3 ]; then
-      OUT=$OUT10 bash scripts/sweep.sh prose "sent_axial period_axial" "$s" 1 --steps $HRSTEPS --preset cpu_hrope --milestones 10
-      OUT=$OUT10 bash scripts/sweep.sh code "flat sent_axial hrope_axial rand_axial period_axial" "$s" 1 --steps $HRSTEPS \
-        --preset cpu_hrope --milestones 10
+      OUT=$OUT10 bash scripts/sweep.sh prose "sent_axial period_axial" "$s" 1 --setting cpu_prose --steps $HRSTEPS
+      OUT=$OUT10 bash scripts/sweep.sh code "flat sent_axial hrope_axial rand_axial period_axial" "$s" 1 \
+        --setting cpu_code --steps $HRSTEPS
     fi
   done
 fi

@@ -362,14 +362,14 @@ fi
 if [ "${1:-}" = studies ]; then
   export OMP_NUM_THREADS=1 OUT=${OUT10:-out10} PYTHONUNBUFFERED=1
   SEEDS=${SEEDS10:-0 1 2 3 4 5 6 7 8 9} J=${JOBS:-4}
-  CPU="--device cuda --preset cpu --steps 200 --docs_per_step 16 --val_docs 128 --test_docs 256 --mb_tokens 4096
-       --bf16 0 --compile 0 --milestones 10 --recipe tree"
+  CPU="--device cuda --steps 200 --docs_per_step 16 --val_docs 128 --test_docs 256 --mb_tokens 4096
+       --bf16 0 --compile 0 --milestones 10"
   # shellcheck disable=SC2086
   {
     bash scripts/sweep.sh programs "seq_only tree_only tree_within seq_depth" "$SEEDS" $((2 * J)) $CPU &
     bash scripts/sweep.sh json "seq_only seq_depth" "$SEEDS" "$J" $CPU &
     bash scripts/sweep.sh xml "seq_only seq_depth" "$SEEDS" "$J" $CPU &
-    bash scripts/sweep.sh markdown "flat hrope_axial" "$SEEDS" "$J" ${CPU/--preset cpu/--preset cpu_hrope} &
+    bash scripts/sweep.sh markdown "flat hrope_axial" "$SEEDS" "$J" $CPU --n_head 2 &
     bash scripts/sweep.sh sheets "seq_only seq_grid seq_tree" "0 1 2" "$J" ${CPU/--steps 200/--steps 120} &
     wait $(jobs -p)   # the sweeps: a bare `wait` would wait for the log's tee too, which never ends
   }
@@ -385,11 +385,10 @@ fi
 if [ "${1:-}" = hrope ]; then
   export OMP_NUM_THREADS=1 OUT=${OUT10:-out10} PYTHONUNBUFFERED=1
   J=${JOBS:-4}
-  CPU="--device cuda --preset cpu_hrope --steps 200 --docs_per_step 16 --val_docs 128 --test_docs 256 --mb_tokens 4096
-       --bf16 0 --compile 0 --milestones 10 --recipe hrope_cpu"
+  CPU="--device cuda --mb_tokens 4096 --bf16 0 --compile 0"
   for c in code prose webtext; do
     # shellcheck disable=SC2086
-    bash scripts/sweep.sh $c "flat sent_axial hrope_axial rand_axial period_axial" "0 1 2" "$J" $CPU &
+    bash scripts/sweep.sh $c "flat sent_axial hrope_axial rand_axial period_axial" "0 1 2" "$J" --setting cpu_$c $CPU &
   done
   wait $(jobs -p)   # the sweeps, not the log's tee
   # Table 13's hubs are chosen on every seed's contributions pooled: that pass first (hrope/compression.py)

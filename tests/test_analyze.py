@@ -717,3 +717,20 @@ def test_compression_depth_is_its_own_command(tmp_path, capsys):
     assert "| 2000 | 4.002 | -0.600 |" in out.stdout and "U* 95% CI [-0.601, -0.599]" in out.stdout
     analyze.main(["--depth", path, "--draws", "40"])
     assert capsys.readouterr().out == out.stdout
+
+
+def test_a_run_recorded_before_values_had_one_home_pairs_with_one_recorded_now():
+    """Before this redesign a run's config.json named its model size (preset) and recipe, and held its
+    model's values only under "model"; now its run values hold them too. Both train the same thing, so
+    analyze.py pairs them; a named variant's --dropout is a value its row names, as --lr is."""
+    training = statistics.training
+    model = {"vocab_size": 4096, "n_layer": 4, "n_embd": 128, "n_head": 2, "max_len": 256, "dropout": 0.1,
+             "configuration": "seq_only", "corpus": {}}
+    values = {"corpus": "prose", "config": "seq_only", "seed": 0, "lr": 1.2e-3, "steps": 200, "patience": 10}
+    before = {"run": {**values, "preset": "cpu_hrope", "recipe": "hrope_cpu", "dropout": 0.1}, "model": model}
+    now = {"run": {**values, "n_layer": 4, "n_embd": 128, "n_head": 2, "max_len": 256, "dropout": 0.1},
+           "model": model}
+    assert training(before, []) == training(now, [])
+    hotter = {"run": {**now["run"], "dropout": 0.2}, "model": {**model, "dropout": 0.2}}
+    differ = {k for k, v in training(hotter, []).items() if training(now, [])[k] != v}
+    assert differ == {"dropout"}

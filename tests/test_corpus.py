@@ -65,7 +65,7 @@ def test_a_new_corpus_is_one_entry_and_its_builder(monkeypatch, tmp_path):
                   "--workers", "1"])
     meta = json.load(open(os.path.join(out, "toy", "meta.json")))
     assert meta["documents"] == 36 and meta["settings"]["defaults"] == \
-        {"preset": "paper", "recipe": "tree", "attention": ["same_depth"]}
+        {"attention": ["same_depth"]}
     run = train.main(["--corpus", "toy", "--config", "seq_tree", "--data", out,
                       "--out", str(tmp_path / "out"), "--steps=1", "--n_layer=1", "--n_embd=128",
                       "--n_head=1", "--max_len=64", "--docs_per_step=4", "--compile=0", "--bf16=0"])

@@ -229,7 +229,7 @@ def test_a_character_cut_by_a_token_reads_as_content():
 def test_sample_py_end_to_end(tiny, tmp_path, capsys):
     root, _ = tiny("json")
     run = train.main(["--corpus", "json", "--config", "seq_depth", "--data", root, "--out", str(tmp_path),
-                      "--steps=3", "--preset=cpu", "--n_layer=1", "--n_embd=64", "--n_head=1",
+                      "--steps=3", "--n_layer=1", "--n_embd=64", "--n_head=1",
                       "--max_len=128", "--docs_per_step=4", "--val_docs=4", "--test_docs=4", "--milestones=1",
                       "--mb_tokens=512"])
     texts = sample.main([run, "--num_samples", "2", "--max_new_tokens", "20", "--seed", "1"])
@@ -259,7 +259,7 @@ def test_a_run_refuses_data_prepared_again(tiny, tmp_path):
     data_root = tmp_path / "data"
     shutil.copytree(root, data_root)
     run = train.main(["--corpus", "json", "--config", "seq_only", "--data", str(data_root),
-                      "--out", str(tmp_path), "--steps=1", "--preset=cpu", "--n_layer=1", "--n_embd=32",
+                      "--out", str(tmp_path), "--steps=1", "--n_layer=1", "--n_embd=32",
                       "--n_head=1", "--max_len=128", "--docs_per_step=2", "--val_docs=2", "--test_docs=2",
                       "--milestones=1", "--mb_tokens=512"])
     sample.load(run, "cpu")                       # the data it trained on: accepted

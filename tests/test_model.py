@@ -66,7 +66,7 @@ def test_step_loss_is_the_mean_over_predicted_tokens(tiny_python, tmp_path):
     record and other micro-batches must not enter the normaliser."""
     run = train.main(["--compile=0", "--bf16=0", "--corpus", "python", "--config", "seq_depth",
                       "--data", tiny_python, "--out", str(tmp_path), "--seed=5", "--steps=1",
-                      "--milestones=1", "--preset=cpu", "--n_layer=1", "--max_len=256", "--docs_per_step=6",
+                      "--milestones=1", "--n_layer=1", "--max_len=256", "--docs_per_step=6",
                       "--mb_tokens=512", "--val_docs=2", "--test_docs=2"])
     logged = json.loads(open(os.path.join(run, "log.jsonl")).readline())["train_loss"]
     cfg = json.load(open(os.path.join(run, "config.json")))
@@ -91,7 +91,7 @@ def test_a_packed_step_scores_every_record_as_if_alone(tiny_python, tmp_path):
     block each change it."""
     run = train.main(["--compile=0", "--bf16=0", "--corpus", "python", "--config", "seq_depth",
                       "--data", tiny_python, "--out", str(tmp_path), "--seed=5", "--steps=1",
-                      "--milestones=1", "--preset=cpu", "--n_layer=1", "--max_len=256", "--docs_per_step=3",
+                      "--milestones=1", "--n_layer=1", "--max_len=256", "--docs_per_step=3",
                       "--pack=1", "--mb_tokens=512", "--val_docs=2", "--test_docs=2"])
     logged = json.loads(open(os.path.join(run, "log.jsonl")).readline())["train_loss"]
     cfg = json.load(open(os.path.join(run, "config.json")))

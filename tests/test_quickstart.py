@@ -9,7 +9,7 @@ import pytest
 
 import prepare
 import train
-from treerope.settings import MODELS
+from model import GPTConfig
 
 PAGES = sorted(glob.glob("/usr/share/doc/python3-doc/html/library/*.html"))[:24]
 
@@ -22,7 +22,7 @@ def test_quickstart_records_fit_the_context_it_trains(tmp_path, capsys):
         os.symlink(p, src / os.path.basename(p))
     data = str(tmp_path / "data")
     prepare.main(["web", "--src", str(src), "--out", data, "--workers", "1"])
-    context = MODELS["cpu"]["max_len"]
+    context = GPTConfig.max_len   # the defaults' context
     lengths = np.concatenate([np.diff(np.load(os.path.join(data, "web", f"{s}_doc_start.npy")))
                               for s in ("train", "val", "test")])
     assert lengths.max() == context and (lengths > context // 2).mean() > 0.5   # long pages cut at 256

@@ -253,19 +253,19 @@ def test_prepare_refuses_impossible_arguments(flag, value, tmp_path, capsys):
 
 def tiny_args(data, out, *extra, config="seq_only", steps=2):
     return ["--corpus", "python", "--config", config, "--data", data, "--out", out, f"--steps={steps}",
-            "--preset=cpu", "--n_layer=1", "--max_len=64", "--docs_per_step=2", "--val_docs=2",
+            "--n_layer=1", "--max_len=64", "--docs_per_step=2", "--val_docs=2",
             "--test_docs=2", "--milestones=1", "--mb_tokens=128", "--compile=0", "--bf16=0", *extra]
 
 
 @pytest.mark.parametrize("extra,message", [
     (["--config", "seq_nope"], "unknown --config 'seq_nope'"),
-    (["--preset", "huge"], "unknown --preset 'huge'"),
-    (["--n_layer=six"], "--n_layer=six must be int"),
-    (["--n_head=1.5"], "--n_head=1.5 must be int"),
-    (["--rotary=seq_tree"], "--rotary cannot be overridden"),
-    (["--configuration=seq_tree"], "--configuration cannot be overridden"),
-    (["--vocab_size=100"], "--vocab_size cannot be overridden"),
-    (["--dropout_p=0.1"], "unknown option --dropout_p"),
+    (["--preset", "huge"], "unrecognized arguments: --preset huge"),   # the model's size is its flags
+    (["--n_layer=six"], "argument --n_layer: invalid int value: 'six'"),
+    (["--n_head=1.5"], "argument --n_head: invalid int value: '1.5'"),
+    (["--rotary=seq_tree"], "unrecognized arguments: --rotary=seq_tree"),   # --config gives it
+    (["--configuration=seq_tree"], "unrecognized arguments: --configuration"),
+    (["--vocab_size=100"], "unrecognized arguments: --vocab_size=100"),     # the prepared data gives it
+    (["--dropout_p=0.1"], "unrecognized arguments: --dropout_p"),
     (["--steps=0"], "--steps must be at least 1"),
     (["--depth_dropout=1.5"], "--depth_dropout and --min_lr must lie in [0, 1]"),
     (["--dropout=1.0"], "--dropout in [0, 1)"),
@@ -339,7 +339,7 @@ def test_replacing_keeps_the_old_file_when_a_write_fails(tmp_path):
 
 
 # ------------------------------------------------- nothing lost, nothing mixed (issue 51) ----
-JSON_RUN = ["--corpus", "json", "--config", "seq_depth", "--steps=2", "--preset=cpu", "--n_layer=1",
+JSON_RUN = ["--corpus", "json", "--config", "seq_depth", "--steps=2", "--n_layer=1",
             "--n_embd=64", "--n_head=1", "--max_len=64", "--docs_per_step=2", "--val_docs=2", "--test_docs=2",
             "--milestones=1", "--mb_tokens=256", "--compile=0", "--bf16=0"]
 

@@ -25,7 +25,7 @@ from treerope import files, machine, studies, training
 from treerope.hrope import boundaries, paragraph_depth
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ["--steps=2", "--preset=cpu", "--n_layer=1", "--max_len=64", "--docs_per_step=2", "--val_docs=2",
+TINY = ["--steps=2", "--n_layer=1", "--max_len=64", "--docs_per_step=2", "--val_docs=2",
         "--test_docs=2", "--milestones=1", "--mb_tokens=128", "--compile=0", "--bf16=0"]
 
 

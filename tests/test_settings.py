@@ -15,9 +15,9 @@ import prepare
 import study
 import train
 from model import GPT, GPTConfig
-from treerope import runs, settings, training
-from treerope.settings import MODELS as PRESETS
-from treerope.settings import SETTINGS, preparation, refusal, setting_line
+from treerope import runs, statistics, training
+from treerope.runs import DEFAULTS
+from treerope.settings import PREPARE, SETTINGS, Values, preparation, refusal
 
 # name: (context, (layers, width, heads), non-embedding parameters in millions (None: not given),
 #        peak lr, length, reporting rule), from the depth-perception appendix unless marked.
@@ -40,19 +40,26 @@ PAPER = {
        for c in ("prose", "code", "webtext")},
 }
 # reproduce_cpu.sh: STEPS=200 "x 16 records of <= 256 tokens"; HSTEPS=120 for the sheets; --milestones 10;
-# settings.SCALES["cpu"]: preset cpu, 16 records, 128 val and 256 test records, 4,096-token micro-batches
-CPU = {"cpu_python": ("python", 200, "cpu", "tree", 256), "cpu_web": ("web", 200, "cpu", "tree", 256),
-       "cpu_programs": ("programs", 200, "cpu", "tree", 256),
-       "cpu_sheets": ("sheets", 120, "cpu", "tree", 256),
-       "cpu_prose": ("prose", 200, "cpu_hrope", "hrope_cpu", 256),
-       "cpu_code": ("code", 200, "cpu_hrope", "hrope_cpu", 256),
-       "cpu_prose_1024": ("prose", 200, "cpu_hrope_1024", "hrope_cpu", 1024),
-       "cpu_code_1024": ("code", 200, "cpu_hrope_1024", "hrope_cpu", 1024)}
+# 16 records, 128 val and 256 test records, 1,024-token micro-batches. name: (corpus, steps, (layers, width,
+# heads), context, (lr, weight decay, min lr, dropout, patience)); the tree recipe or Table 11's at lr 1.2e-3
+TREE, TABLE_11_CPU = (1.2e-3, 0.1, 0.1, 0.0, 0), (1.2e-3, 0.01, 0.01, 0.1, 10)
+CPU = {"cpu_python": ("python", 200, (4, 128, 1), 256, TREE), "cpu_web": ("web", 200, (4, 128, 1), 256, TREE),
+       "cpu_programs": ("programs", 200, (4, 128, 1), 256, TREE),
+       "cpu_sheets": ("sheets", 120, (4, 128, 1), 256, TREE),
+       "cpu_prose": ("prose", 200, (4, 128, 2), 256, TABLE_11_CPU),
+       "cpu_code": ("code", 200, (4, 128, 2), 256, TABLE_11_CPU),
+       "cpu_webtext": ("webtext", 200, (4, 128, 2), 256, TABLE_11_CPU),
+       "cpu_prose_1024": ("prose", 200, (4, 128, 2), 1024, TABLE_11_CPU),
+       "cpu_code_1024": ("code", 200, (4, 128, 2), 1024, TABLE_11_CPU)}
+# what every entry must list (its data's: those every corpus has; a corpus's own flags where it sets them)
+LISTED = {*DEFAULTS, "vocab", "long", "split", "source", "per_config", "sweep"} - {
+    "config", "seed", "setting", "name", "data", "out", "device", "compile", "bf16", "resume", "checkpoint",
+    "lr_sweep", "depth_dropout"}
 
 
 def meta_for(root, name, record=True):
-    """A data root whose meta.json says what prepare.py --setting NAME records (all parse() reads);
-    record=False: the same flags given by hand, no setting named."""
+    """A data root whose meta.json says what prepare.py --setting NAME records; record=False: the same
+    flags given by hand, no setting named."""
     s = SETTINGS[name]
     os.makedirs(os.path.join(root, s["corpus"]), exist_ok=True)
     recorded = {**preparation(name), **({"setting": name} if record else {})}
@@ -62,17 +69,20 @@ def meta_for(root, name, record=True):
     return ["--data", str(root), "--device", "cpu"]
 
 
-def test_every_setting_is_the_papers(tmp_path):
+def parsed(*argv):
+    return training.parse([*argv, "--device", "cpu"])[0]
+
+
+def test_every_setting_is_the_papers():
     assert set(SETTINGS) == set(PAPER) | set(CPU)
     for name, (context, shape, millions, lr, (unit, length), report) in PAPER.items():
         s = SETTINGS[name]
-        # on CPU: still the paper's
-        cfg = training.parse(["--setting", name, *meta_for(tmp_path / name, name)])[0]
-        p = PRESETS[cfg["preset"]]
-        assert (p["max_len"], preparation(name)["max_len"]) == (context, context), name
-        assert (p["n_layer"], p["n_embd"], p["n_head"]) == shape, name
+        cfg = parsed("--setting", name)   # on CPU: still the paper's
+        assert (cfg["max_len"], preparation(name)["max_len"]) == (context, context), name
+        assert (cfg["n_layer"], cfg["n_embd"], cfg["n_head"]) == shape, name
         if millions:
-            model = GPT(GPTConfig(**p, vocab_size=256))
+            model = GPT(GPTConfig(n_layer=shape[0], n_embd=shape[1], n_head=shape[2], max_len=context,
+                                  vocab_size=256))
             assert round(model.non_embedding_params() / 1e6, 1) == millions, name
         assert (cfg["lr"], cfg[unit], cfg["report"]) == (lr, length, report), name
         assert cfg["steps" if unit == "passes" else "passes"] is None
@@ -80,6 +90,11 @@ def test_every_setting_is_the_papers(tmp_path):
         # documents"; "micro-batches of at most 8,192 padded tokens"
         assert (cfg["milestones"], cfg["val_docs"], cfg["mb_tokens"]) == (20, 1024, 8192), name
         assert s["source"]
+    # appendix §4: weight decay 0.1, no dropout, no early stopping, in every depth-perception setting
+    for name in ("python", "sheets", "web_pages", "web_large"):
+        cfg = parsed("--setting", name)
+        assert (cfg["weight_decay"], cfg["min_lr"], cfg["dropout"], cfg["patience"], cfg["pack"]) == \
+            (0.1, 0.1, 0.0, 0, False), name
     # "A byte-pair tokenizer with 32,768 entries"; "The splits are contiguous record ranges over an
     # unshuffled corpus"
     assert SETTINGS["python"]["corpus"] == "programs"
@@ -93,11 +108,10 @@ def test_every_setting_is_the_papers(tmp_path):
         [8192, 2048, None]
     # "no position ... was run at 0.00015"; "the larger web run tree-only run, which diverged and is
     # reported at its best milestone"; every other configuration there at 0.0006, reported at the final step
-    web_large = meta_for(tmp_path / "web_large", "web_large")
-    got = training.parse(["--setting", "web_large", "--config", "no_position", *web_large])[0]
-    assert got["lr"] == 1.5e-4
-    t = training.parse(["--setting", "web_large", "--config", "tree_only", *web_large])[0]
+    assert parsed("--setting", "web_large", "--config", "no_position")["lr"] == 1.5e-4
+    t = parsed("--setting", "web_large", "--config", "tree_only")
     assert (t["lr"], t["report"]) == (6e-4, "best_milestone")
+    assert parsed("--setting", "web_large", "--config", "seq_depth")["lr"] == 6e-4
     # the sweeps: "five rates (0.0003 to 0.0048, 560 steps each) on four configurations"; web pages "three
     # rates (600 steps) on sequence + tree"; none for spreadsheets ("not re-swept") or the larger web run
     assert SETTINGS["python"]["sweep"] == dict(
@@ -106,23 +120,75 @@ def test_every_setting_is_the_papers(tmp_path):
     web_sweep = SETTINGS["web_pages"]["sweep"]
     assert (len(web_sweep["rates"]), web_sweep["steps"], web_sweep["configs"]) == (3, 600, ("seq_tree",))
     assert SETTINGS["sheets"]["sweep"] is None and SETTINGS["web_large"]["sweep"] is None
-    # Table 11: batch 16, weight decay 0.01, min lr 0.01 x base, dropout 0.1, patience 10
-    h = training.parse(["--setting", "hrope_code", *meta_for(tmp_path / "hrope_code", "hrope_code")])[0]
-    assert (h["docs_per_step"], h["weight_decay"], h["min_lr"], h["dropout"], h["patience"]) == \
-        (16, 0.01, 0.01, 0.1, 10)
+    # Table 11: batch 16, weight decay 0.01, min lr 0.01 x base, dropout 0.1, patience 10, 16 blocks of
+    # 1,024 tokens a step (records packed)
+    for c in ("prose", "code", "webtext"):
+        h = parsed("--setting", f"hrope_{c}")
+        assert (h["corpus"], h["docs_per_step"], h["pack"], h["weight_decay"], h["min_lr"], h["dropout"],
+                h["patience"]) == (c, 16, True, 0.01, 0.01, 0.1, 10)
 
 
-def test_cpu_settings_are_reproduce_cpu_sh(tmp_path):
-    for name, (corpus, steps, preset, recipe, max_len) in CPU.items():
-        cfg = training.parse(["--setting", name, *meta_for(tmp_path / name, name)])[0]
-        assert (cfg["corpus"], cfg["steps"], cfg["preset"], cfg["recipe"], cfg["lr"]) == \
-            (corpus, steps, preset, recipe, 1.2e-3), name
+def test_cpu_settings_are_reproduce_cpu_sh():
+    for name, (corpus, steps, shape, max_len, recipe) in CPU.items():
+        cfg = parsed("--setting", name)
+        assert (cfg["corpus"], cfg["steps"], (cfg["n_layer"], cfg["n_embd"], cfg["n_head"]), cfg["max_len"]) \
+            == (corpus, steps, shape, max_len), name
+        assert tuple(cfg[k] for k in ("lr", "weight_decay", "min_lr", "dropout", "patience")) == recipe, name
         assert (cfg["val_docs"], cfg["test_docs"], cfg["mb_tokens"], cfg["milestones"]) == \
             (128, 256, 1024, 10), name
         # context 1,024: 4 packed blocks a step, the 16 x 256 tokens of the other CPU settings
         assert (cfg["docs_per_step"], cfg["pack"]) == ((16, False) if max_len == 256 else (4, True)), name
-        assert PRESETS[preset]["max_len"] == max_len, name
-        assert preparation(name) == {**settings.PREPARE, "max_len": max_len}, name
+        assert preparation(name) == {**PREPARE, "max_len": max_len}, name
+
+
+def test_a_run_is_the_defaults_then_one_flat_setting_then_the_flags(capsys):
+    """settings.py: every entry lists every value it sets (no base it inherits from), and nothing else;
+    a run takes the defaults, the setting over them, the flags given over both."""
+    data_only = set(PREPARE) - {"max_len"}   # max_len: the model's context and the longest record both
+    for name, s in SETTINGS.items():
+        assert LISTED <= set(s), (name, LISTED - set(s))
+        assert set(s) <= LISTED | data_only, (name, set(s) - LISTED - data_only)
+    # the defaults: Values', the model's (model.GPTConfig's); no setting
+    bare = parsed()
+    assert {k: bare[k] for k in ("lr", "steps", "docs_per_step", "milestones", "n_layer", "n_head",
+                                 "max_len", "setting")} == dict(lr=1.2e-3, steps=300, docs_per_step=16,
+                                                                milestones=5, n_layer=4, n_head=1,
+                                                                max_len=256, setting=None)
+    assert (Values.lr, GPTConfig.n_layer) == (1.2e-3, 4)
+    # a planted setting: what it lists replaces the default, a flag replaces both, the rest stays default
+    planted = {**SETTINGS["cpu_web"], "lr": 7e-4, "n_head": 2, "milestones": 3}
+    try:
+        SETTINGS["planted"] = planted
+        cfg = parsed("--setting", "planted", "--milestones", "4")
+    finally:
+        del SETTINGS["planted"]
+    assert (cfg["lr"], cfg["n_head"], cfg["milestones"], cfg["depth_dropout"]) == (7e-4, 2, 4, 0.0)
+    # one length: the one given
+    web = parsed("--setting", "web_pages", "--steps", "7")
+    assert (web["steps"], web["passes"]) == (7, None)
+    assert parsed("--setting", "hrope_code", "--passes", "2")["steps"] is None
+    # --help: every flag with its default and meaning, the model's fields among them
+    with pytest.raises(SystemExit):
+        training.parse(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for line in ("--lr FLOAT peak learning rate (default: 0.0012)", "--steps INT optimiser steps",
+                 "--passes FLOAT the length in passes", "(default: none)", "--n_layer INT (default: 4)",
+                 "--dropout FLOAT (default: 0.0)", "hrope_prose"):
+        assert line in shown, line
+
+
+def test_a_setting_is_its_values_not_its_name():
+    """reproduce_cpu.sh trained code at the CPU scale with flags before cpu_code existed; the same values
+    named by the setting resume it and pair with it; a value that differs is named."""
+    flags = parsed("--corpus", "code", "--n_head", "2", "--dropout", "0.1", "--weight_decay", "0.01",
+                   "--min_lr", "0.01", "--patience", "10", "--steps", "200", "--milestones", "10")
+    named = parsed("--setting", "cpu_code")
+    model = {k: named[k] for k in runs.MODEL}
+    assert runs.trained_otherwise(flags, model, named, model) == []
+    hotter = parsed("--setting", "cpu_code", "--lr", "3e-4")
+    assert runs.trained_otherwise(flags, model, hotter, model) == ["lr: 0.0012 there, 0.0003 now"]
+    assert statistics.training({"run": flags, "model": model}, []) == \
+        statistics.training({"run": named, "model": model}, [])
 
 
 @pytest.fixture(scope="module")
@@ -162,9 +228,9 @@ def test_train_prints_its_setting_and_reports_by_rule(cpu_python, tmp_path, caps
     out = train.main(["--setting", "cpu_python", "--data", data, "--out", str(tmp_path), "--report",
                       "best_milestone", *SMALL])
     line = [text for text in capsys.readouterr().out.splitlines() if text.startswith("setting ")]
-    assert line == [line[0]] and line[0].startswith("setting cpu_python: python, preset cpu (2 layers, "
-                                                    "d=128, 1 head, context 256), recipe tree, lr 0.0012, "
-                                                    "4 steps x 16 records, reported at its best milestone")
+    assert line == [line[0]] and line[0].startswith("setting cpu_python: python, 2 layers, d=128, 1 head, "
+                                                    "context 256, lr 0.0012, 4 steps x 16 records, "
+                                                    "reported at its best milestone")
     assert "given: " in line[0] and "--steps" in line[0] and "--n_layer" in line[0]
     final = json.load(open(os.path.join(out, "final.json")))
     log = [json.loads(text) for text in open(os.path.join(out, "log.jsonl"))]
@@ -173,8 +239,8 @@ def test_train_prints_its_setting_and_reports_by_rule(cpu_python, tmp_path, caps
     assert final["reported"] == {"val_loss": best["val_loss"], "step": best["step"]}
     # without flags the line is the setting's own: 200 steps of 16 records, nothing given
     cfg = training.parse(["--setting", "cpu_python", "--data", data])[0]
-    mcfg = GPTConfig(**PRESETS["cpu"])
-    plain = setting_line(cfg, mcfg, {}, training.per_step(cfg, mcfg))
+    mcfg = GPTConfig()
+    plain = training.setting_line(cfg, mcfg, training.per_step(cfg, mcfg))
     assert "200 steps x 16 records, reported at its final step" in plain and "given" not in plain
 
 
@@ -182,13 +248,15 @@ def test_train_refuses_data_prepared_for_another_setting(tmp_path):
     web = meta_for(tmp_path, "web_pages")
     for name in ("cpu_web", "web_large"):
         with pytest.raises(SystemExit) as e:
-            training.parse(["--setting", name, *web])
+            training.plan(*training.parse(["--setting", name, *web]), False)
         assert "prepared for setting web_pages" in e.value.code and "\n" not in e.value.code
-    # data prepared by hand (no setting named) serves a setting whose flags it has, and no other
+    # data prepared by hand (no setting named) serves a setting whose flags it has (and then stops at
+    # its missing arrays), and no other
     hand = meta_for(tmp_path / "hand", "cpu_web", record=False)
-    assert training.parse(["--setting", "cpu_web", *hand])[0]["setting"] == "cpu_web"
+    with pytest.raises(SystemExit, match="from an older prepare.py"):
+        training.plan(*training.parse(["--setting", "cpu_web", *hand]), False)
     with pytest.raises(SystemExit, match="--max_len 256 where the setting has 2048"):
-        training.parse(["--setting", "web_pages", *hand])
+        training.plan(*training.parse(["--setting", "web_pages", *hand]), False)
     with pytest.raises(SystemExit, match="trains the web corpus, not python"):
         training.parse(["--setting", "web_pages", "--corpus", "python", *web])
     # flags win

@@ -14,7 +14,7 @@ from model import GPT, GPTConfig
 from treerope import batches, machine, runs, tokenizer, training
 from treerope.prepared import corpus_stats, load_split
 
-TINY = ["--preset=cpu", "--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4",
+TINY = ["--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4",
         "--val_docs=8", "--test_docs=8", "--compile=0", "--bf16=0", "--milestones=4", "--mb_tokens=128"]
 # eager fp32 keeps these tests fast and exact;
 # test_default_cpu_path_takes_the_machines_precision covers the default
@@ -249,7 +249,7 @@ def test_a_run_resumes_under_another_precision(tiny_python, tmp_path):
 def test_device_must_exist(tiny_python, tmp_path):
     with pytest.raises(SystemExit, match="unknown --device"):
         training.parse(["--device", "tpu"])
-    if not torch.cuda.is_available():     # parse still gives CUDA's settings (the preset tests read them)
+    if not torch.cuda.is_available():     # parse still gives CUDA's settings (the setting tests read them)
         with pytest.raises(SystemExit, match="not available on this machine"):
             run(tiny_python, str(tmp_path), extra=["--device", "cuda"])
 
@@ -294,32 +294,20 @@ def as_if_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
 
 
-def prepared(root, *names):
-    """A data root whose meta.json files hold what prepare.py records of each corpus's entry: all
-    that parse() reads of the data. Returns ["--data", root]."""
-    for c in names:
-        os.makedirs(os.path.join(root, c), exist_ok=True)
-        with open(os.path.join(root, c, "meta.json"), "w") as f:
-            json.dump({"settings": {"defaults": prepare.corpus(c).defaults()}}, f)
-    return ["--data", str(root)]
-
-
-def test_cuda_presets_follow_the_paper_per_corpus(monkeypatch, tmp_path):
-    """Appendix §4: the 4.7M model at context 1,024 (Python), 2,048 (web pages), 4,096
-    (spreadsheets); the larger web run 10 layers, d=512, 4 heads at 4,096. The corpus's entry in
-    prepare.CORPORA says which, through the prepared data's meta.json."""
-    from treerope.settings import MODELS as PRESETS
-    data = prepared(tmp_path, "python", "web", "sheets")
-    assert training.parse(["--corpus", "web", "--device", "cpu", *data])[0]["preset"] == "cpu"  # stays small
+def test_a_bare_run_is_the_defaults_on_any_device_and_a_paper_model_its_setting(monkeypatch, tmp_path):
+    """Without --setting a run is the defaults (the CPU scale) on a GPU too; the appendix §4 models are
+    their settings': the 4.7M model at context 1,024 (Python), 2,048 (web pages), 4,096 (spreadsheets);
+    the larger web run 10 layers, d=512, 4 heads at 4,096."""
     as_if_cuda(monkeypatch)
-    ctx = {c: PRESETS[training.parse(["--corpus", c, "--device", "cuda", *data])[0]["preset"]]["max_len"]
-           for c in ("python", "web", "sheets")}
-    assert ctx == {"python": 1024, "web": 2048, "sheets": 4096}
-    assert PRESETS["paper_web_large"] == dict(n_layer=10, n_embd=512, n_head=4, max_len=4096)
-    assert training.parse(["--corpus", "web", "--device", "cuda", "--preset", "paper_web_large",
-                        *data])[0]["preset"] == "paper_web_large"
+    bare = training.parse(["--corpus", "web", "--device", "cuda"])[0]
+    assert (bare["n_layer"], bare["n_embd"], bare["max_len"], bare["steps"]) == (4, 128, 256, 300)
+    shape = {s: tuple(training.parse(["--setting", s, "--device", "cuda"])[0][k]
+                      for k in ("n_layer", "n_embd", "n_head", "max_len"))
+             for s in ("python", "web_pages", "sheets", "web_large")}
+    assert shape == {"python": (6, 256, 2, 1024), "web_pages": (6, 256, 2, 2048),
+                     "sheets": (6, 256, 2, 4096), "web_large": (10, 512, 4, 4096)}
     with pytest.raises(SystemExit, match="not prepared"):
-        training.parse(["--corpus", "prose", *data])
+        training.plan(*training.parse(["--corpus", "prose", "--data", str(tmp_path)]), False)
 
 
 def test_record_units_restart_level1_ranks():
@@ -346,23 +334,21 @@ def test_record_units_restart_level1_ranks():
     assert prepare.record_rank_stats(record)["max"] == 1 and prepare.record_rank_stats(module)["max"] == 5
 
 
-def test_hrope_recipe_is_table_11(monkeypatch, tmp_path):
+def test_hrope_recipe_is_table_11(monkeypatch):
     """Paper 004 Table 11 for code and prose: lr 3e-4, weight decay 0.01, cosine to 1% of lr,
-    dropout 0.1, patience 10, 16 blocks per step on CUDA; the tree recipe elsewhere."""
-    data = prepared(tmp_path, "prose", "python", "code")
+    dropout 0.1, patience 10, 16 blocks per step; at the CPU scale the same with lr 1.2e-3; the tree
+    recipe (the defaults) elsewhere."""
     as_if_cuda(monkeypatch)
-    h = training.parse(["--corpus", "prose", "--device", "cuda", *data])[0]
-    assert (h["recipe"], h["lr"], h["weight_decay"], h["min_lr"], h["dropout"], h["patience"],
-            h["docs_per_step"]) == ("hrope", 3e-4, 0.01, 0.01, 0.1, 10, 16)
-    t = training.parse(["--corpus", "python", *data])[0]
-    assert (t["recipe"], t["lr"], t["weight_decay"], t["min_lr"], t["dropout"], t["patience"]) == \
-        ("tree", 1.2e-3, 0.1, 0.1, 0.0, 0)
-    assert training.parse(["--corpus", "code", "--lr", "1e-3", *data])[0]["lr"] == 1e-3  # explicit beats it
-    c = training.parse(["--corpus", "code", "--device", "cpu", *data])[0]  # CPU scale: only lr differs
+    h = training.parse(["--setting", "hrope_prose", "--device", "cuda"])[0]
+    assert (h["lr"], h["weight_decay"], h["min_lr"], h["dropout"], h["patience"],
+            h["docs_per_step"], h["pack"]) == (3e-4, 0.01, 0.01, 0.1, 10, 16, True)
+    t = training.parse(["--corpus", "python"])[0]
+    assert (t["lr"], t["weight_decay"], t["min_lr"], t["dropout"], t["patience"]) == \
+        (1.2e-3, 0.1, 0.1, 0.0, 0)
+    assert training.parse(["--setting", "hrope_code", "--lr", "1e-3"])[0]["lr"] == 1e-3  # a flag beats it
+    c = training.parse(["--setting", "cpu_code", "--device", "cpu"])[0]  # CPU scale: only lr differs
     same = ("weight_decay", "min_lr", "dropout", "patience")
-    assert (c["recipe"], c["lr"]) == ("hrope_cpu", 1.2e-3) and [c[k] for k in same] == [h[k] for k in same]
-    given = training.parse(["--corpus", "code", "--device", "cpu", "--recipe", "hrope", *data])[0]
-    assert given["lr"] == 3e-4
+    assert c["lr"] == 1.2e-3 and [c[k] for k in same] == [h[k] for k in same]
     # the schedule at its boundaries, 5,000 steps: warmup ends at step 100 (the paper's 100),
     # the last step sits at 1% of the peak, half way through the cosine at 0.505 of it
     assert training.lr_at(0, 5000, 3e-4, 0.01) == pytest.approx(3e-4 / 100)

@@ -107,14 +107,14 @@ def check_identity(data_dir, meta, recorded, run_dir):
 def corpus_stats(data_dir):
     """(meta.json, the corpus figures the hRoPE configurations calibrate on: p_max, p1_density,
     p1_period). meta["settings"]["defaults"]: what the corpus's entry in corpora/ asks of
-    train.py (preset on CUDA, recipe) and evaluate.py (attention shares)."""
+    evaluate.py (attention shares)."""
     path = os.path.join(data_dir, "meta.json")
     if not os.path.exists(path):
         sys.exit(f"error: {data_dir} is not prepared; run `{prepare_command(data_dir)}` first")
     meta = read_json(path, rebuild(data_dir))
     if not isinstance(meta, dict) or not isinstance(meta.get("settings"), dict):
         sys.exit(f"error: {path} is damaged (it holds no settings); {rebuild(data_dir)}")
-    if "defaults" not in meta["settings"]:   # the corpus entry's preset, recipe, attention shares
+    if "defaults" not in meta["settings"]:   # the corpus entry's attention shares
         sys.exit(f"error: {data_dir} was prepared by an older prepare.py (meta.json holds no run defaults); "
                  f"rerun `python prepare.py {os.path.basename(data_dir)}`: the arrays come out the same")
     return meta, {k: meta[k] for k in ("p_max", "p1_density", "p1_period") if k in meta}

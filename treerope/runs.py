@@ -11,6 +11,7 @@ import os
 import pickle
 import sys
 import zipfile
+from dataclasses import fields
 
 import numpy as np
 import torch
@@ -18,7 +19,7 @@ import torch
 from model import GPTConfig
 from treerope.files import read_json, replacing, write_json
 from treerope.prepared import identity_differs
-from treerope.settings import DEFAULTS, RECIPES, SCALES, SETTINGS
+from treerope.settings import SETTINGS, Values
 
 
 # --------------------------------------------------------------------------- checkpoints ----
@@ -72,9 +73,16 @@ def load_checkpoint(path, device):
 
 
 # ------------------------------------------------------------------------ resuming ----
+# Every value a run has, with its default: settings.Values', then the model's (model.GPTConfig's fields,
+# a fork's new ones too) but for those the data and --config give
+MODEL = {f.name: f.default for f in fields(GPTConfig) if f.name not in ("vocab_size", "configuration",
+                                                                       "corpus")}
+DEFAULTS = {**{f.name: f.default for f in fields(Values)}, **MODEL}
 # Settings a run may change when it resumes: they do not change what is computed. Precision is a
 # property of the machine, so a run resumed elsewhere takes that machine's (each milestone records it).
-RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out", "mb_tokens", "checkpoint")
+# A setting is the values it lists, compared one by one, not its name (a reading of the one home).
+RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out", "mb_tokens", "checkpoint",
+             "setting")
 
 
 def trained_otherwise(run, model, cfg, mcfg, there="there", now="now"):
@@ -83,9 +91,9 @@ def trained_otherwise(run, model, cfg, mcfg, there="there", now="now"):
     each. The one comparison of a run's identity: a resume, a study's finished run, and evaluate.py
     and sample.py (a checkpoint against its folder's config.json) all use it."""
     # a key the record lacks is newer than it, and its default keeps the old behaviour: compare
-    # with that default (an hrope run from before --pack must not go on packed)
+    # with that default (an hrope run from before --pack must not go on packed); the model's, below
     differ = [f"{k}: {run.get(k, DEFAULTS[k])} {there}, {cfg.get(k, DEFAULTS[k])} {now}" for k in DEFAULTS
-              if k not in RESUMABLE and run.get(k, DEFAULTS[k]) != cfg.get(k, DEFAULTS[k])]
+              if k not in (*RESUMABLE, *MODEL) and run.get(k, DEFAULTS[k]) != cfg.get(k, DEFAULTS[k])]
     differ += [f"model.{k}: {model.get(k, v)} {there}, {v} {now}"
                for k, v in (mcfg if isinstance(mcfg, dict) else vars(mcfg)).items() if model.get(k, v) != v]
     if run.get("tokenizer", cfg.get("tokenizer")) != cfg.get("tokenizer"):
@@ -119,10 +127,8 @@ def folder_is_run(run_dir, run):
 
 
 # config.json's types: train.py's (an int flag holds an int; a float one an int or a float), the model's
-TYPES = {k: type(v) for k, v in {**DEFAULTS, **RECIPES["tree"], **SCALES["cpu"], "passes": 1.0,
-                                 "config": "", "corpus": "", "name": "", "preset": "", "recipe": "",
-                                 "data": "", "device": "", "setting": "", "test_docs": 1,
-                                 "compile": True, "bf16": True, "data_identity": {}}.items()}
+TYPES = {**{f.name: f.type for f in fields(Values)}, **{k: type(v) for k, v in MODEL.items()},
+         "data_identity": dict}
 # what every reader of a run takes from it (analyze.py's setting); a reader that builds the model, all of it
 NEEDED = {"run": ("corpus", "config", "seed", "steps"), "model": ("n_layer", "n_embd", "n_head", "max_len")}
 WHOLE = ("data", "data_identity")   # and every model field: a reader that builds the model, checks its data

@@ -16,7 +16,7 @@ from scipy import stats
 
 from rotary import known
 from treerope.files import read_json
-from treerope.runs import folder_is_run, read_config, read_eval, read_final, typed
+from treerope.runs import MODEL, folder_is_run, read_config, read_eval, read_final, typed
 from treerope.settings import SETTINGS
 
 
@@ -121,17 +121,19 @@ Setting = namedtuple("Setting", "corpus n_layer n_embd n_head max_len steps pack
                      defaults=("", ""))
 # Run values paired runs may differ in: the configuration and seed (what is compared), the name, the
 # flags given, what train.py lets a resume change (nothing computed changes), and bf16 and compile,
-# compared over the run's life instead (training())
+# compared over the run's life instead (training()); a setting's and (in a run recorded before values had
+# one home) a model size's and recipe's names: their values are compared, one by one
 PAIR_FREE = ("config", "seed", "name", "given", "resume", "device", "data", "out", "mb_tokens", "precision",
-             "bf16", "compile", "passes", "lr_sweep")
+             "bf16", "compile", "passes", "lr_sweep", "checkpoint", "setting", "preset", "recipe")
 
 
 def training(c, log):
     """What a run trained on and how, beyond its named setting: every run value but PAIR_FREE's (the
-    data's identity and the recipe among them), the model, and bf16 and compile over its life."""
+    data's identity and the recipe's values among them), the model's, and bf16 and compile over its life."""
     r = c["run"]
-    key = {k: v for k, v in r.items() if k not in PAIR_FREE}
-    key["model"] = {k: v for k, v in c["model"].items() if k not in ("rotary", "configuration", "dropout")}
+    key = {k: v for k, v in r.items() if k not in PAIR_FREE and k not in MODEL}
+    key.update({k: c["model"].get(k, r.get(k, v)) for k, v in MODEL.items()})   # flat: as flags name them
+    key["model"] = {k: v for k, v in c["model"].items() if k not in (*MODEL, "rotary", "configuration")}
     key["precision"] = sorted({(bool(e.get("bf16")), bool(e.get("compile", r.get("compile")))) for e in log}
                               | {(bool(r.get("bf16")), bool(r.get("compile")))})
     return key

@@ -37,10 +37,10 @@ def plan_runs(corpus, configs, seeds, options, quiet=False):
     lines are said once, by the first run (`quiet`: not at all)."""
     runs = []
     for i, (s, c) in enumerate((s, c) for s in seeds for c in configs):
-        cfg, model_over, origin = parse([*options, "--corpus", corpus, "--config", c, "--seed", s])
+        cfg, origin = parse([*options, "--corpus", corpus, "--config", c, "--seed", s])
         if cfg["lr_sweep"]:
             sys.exit("error: --lr_sweep trains runs one after another: use train.py")
-        run = plan(cfg, model_over, origin, True, quiet=quiet or i > 0)
+        run = plan(cfg, origin, True, quiet=quiet or i > 0)
         if cfg["resume"] and os.path.exists(os.path.join(run.out_dir, "final.json")):
             finished_alike(run)
             if not quiet:

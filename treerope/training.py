@@ -1,5 +1,5 @@
 """A run's life, shared by train.py (one run) and study.py (many at once): its values (`parse`: the
-defaults <- the corpus's, the device's and the recipe's <- a setting <- the flags), its declared shape
+defaults <- one setting <- the flags; treerope/settings.py), its declared shape
 (`Run`), its opening (`plan`: data, model config and steps; `setup`: the model at its seed's weights
 and the optimiser; `restore`: its checkpoint; `record_run`: config.json), its schedule (records and
 learning rate per step), a milestone (the log entry, the checkpoint, the early stop), a divergence,
@@ -12,8 +12,9 @@ import math
 import os
 import shutil
 import sys
+import textwrap
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -26,43 +27,32 @@ from treerope.batches import Split, context_note, coords_for, pack, step_blocks
 from treerope.files import replacing, write_json
 from treerope.machine import PEAK_FLOPS, precision, provenance
 from treerope.prepared import SPLITS, corpus_stats, identity
-from treerope.runs import resume, save_checkpoint
-from treerope.settings import (
-    CORPORA,
-    CPU_RECIPES,
-    DEFAULTS,
-    MODELS,
-    RECIPES,
-    SCALES,
-    SETTINGS,
-    Values,
-    model_overrides,
-    refusal,
-    setting_line,
-)
+from treerope.runs import DEFAULTS, MODEL, resume, save_checkpoint
+from treerope.settings import CORPORA, SETTINGS, Values, refusal
 
 AUTO = ("compile", "bf16")   # None: chosen from the device by machine.precision(); --bf16=0/1 overrides
-LAYERS = """A run's values: the defaults above (treerope/settings.py Values), a default of none filled from
-the corpus's entry, the device's scale (SCALES: cpu on a CPU, gpu or gpu_hrope on CUDA) and the recipe
-(RECIPES); then --setting's entry (SETTINGS), then the flags given. The first lines of a run print
-where each value came from. --key=value overrides a field of the model (model.GPTConfig: n_layer,
-n_embd, n_head, max_len)."""
+LAYERS = textwrap.fill("A run's values: the defaults above, then --setting's entry (treerope/settings.py "
+                       "SETTINGS: one flat entry a paper's run, listing every value it sets), then the flags "
+                       "given. "
+                       "Settings: " + ", ".join(SETTINGS) + ".", 100)
 
 
 # ------------------------------------------------------------------------------ values ----
 def parse(argv, description=None):
-    """(run values, model overrides, where each value came from) for a command line; `--help` prints
-    `description`, then each value's flag, meaning and default (settings.Values)."""
-    ap = argparse.ArgumentParser(description=description, epilog=LAYERS,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    for f in fields(Values):
-        typ = (lambda s: s.lower() in ("1", "true", "yes")) if f.type is bool else f.type
-        ap.add_argument(f"--{f.name}", default=None, type=typ, metavar=f.type.__name__.upper(),
-                        help=f"{f.metadata['help']} (default: {shown(f.name)})".replace("%", "%%"))
-    args, extra = ap.parse_known_args(argv)
-    model_over = {}
-    if extra:   # --key=value overrides of the model's fields (settings.model_overrides)
-        model_over = model_overrides(extra, GPTConfig.__dataclass_fields__)
+    """(run values, where each value came from) for a command line: the defaults <- one setting <- the
+    flags given. `--help` prints `description`, then each value's flag, meaning and default."""
+    ap = Parser(description=description, epilog=LAYERS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    model = ap.add_argument_group("the model", "model.GPTConfig's fields (a fork's new field is a flag "
+                                  "too): blocks, width, heads, the context (and the longest record), dropout")
+    run = Values.__dataclass_fields__
+    for k, v in DEFAULTS.items():
+        typ = type(v) if k in MODEL else run[k].type
+        meaning = "" if k in MODEL else run[k].metadata["help"] + " "
+        shown = "none" if v is None else int(v) if isinstance(v, bool) else v
+        (model if k in MODEL else ap).add_argument(
+            f"--{k}", default=None, type=flag if typ is bool else typ, metavar=typ.__name__.upper(),
+            help=f"{meaning}(default: {shown})".replace("%", "%%"))
+    args = ap.parse_args(argv)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.split(":")[0] not in ("cpu", "cuda", "mps"):
         sys.exit(f"error: unknown --device {device!r}; known: cpu, cuda, mps")
@@ -74,48 +64,31 @@ def parse(argv, description=None):
         if args.corpus not in (None, setting["corpus"]):
             sys.exit(f"error: --setting {args.setting} trains the {setting['corpus']} corpus, "
                      f"not {args.corpus}")
-    corpus = setting.get("corpus") or args.corpus or DEFAULTS["corpus"]
-    if corpus not in CORPORA:   # before the data folder: `prepare.py nope` would be no advice
-        sys.exit(f"error: unknown --corpus {corpus!r}; known: {', '.join(CORPORA)}")
-    data_dir = os.path.join(args.data or DEFAULTS["data"], corpus)
-    meta, _ = corpus_stats(data_dir)   # the corpus's recipe and model, as its corpora/ entry wrote them
-    why = setting and refusal(args.setting, meta["settings"])
-    if why:
-        sys.exit(f"error: {data_dir} cannot train setting {args.setting}: {why}; "
-                 f"run `python prepare.py --setting {args.setting}`, or pass --data to data prepared for it")
-    cfg, origin = resolve(args, device, corpus, meta["settings"]["defaults"], setting)
-    check(cfg, model_over, setting)
-    return cfg, model_over, origin
+    cfg, origin = resolve(args, device)
+    check(cfg, setting)
+    return cfg, origin
 
 
-def shown(k):
-    """A value's default as --help says it: the default, or the tables that fill it (settings.Values)."""
-    v = DEFAULTS[k]
-    by = [f"{int(v)}" if isinstance(v, bool) else f"{v}"] if v is not None else \
-        ["the corpus's (its treerope/corpora/ entry)"] if k in ("preset", "recipe") else []
-    by += [f"{scale} scale {values[k]}" for scale, values in SCALES.items() if k in values]
-    by += [f"recipe {name} {values[k]:g}" for name, values in RECIPES.items() if k in values]
-    return "; ".join(by) or "none"
+class Parser(argparse.ArgumentParser):
+    def error(self, message):   # one line, as every other refusal, not argparse's usage block
+        sys.exit(f"error: {message} (`--help` lists every flag)")
 
 
-def resolve(args, device, corpus, corpus_defaults, setting):
+def flag(text):
+    """A yes/no flag's value: 1, true or yes (any case) is True, anything else False."""
+    return text.lower() in ("1", "true", "yes")
+
+
+def resolve(args, device):
     """The run's values, layer over layer (later wins), and the layer each came from: the defaults,
-    the corpus's model, the device's scale, the recipe, the setting (and its configuration's
-    exceptions), the flags given."""
-    cuda = device.startswith("cuda")
-    recipe = args.recipe or setting.get("recipe") or corpus_defaults["recipe"]
-    if not cuda and args.recipe is None and not setting:
-        recipe = CPU_RECIPES.get(recipe, recipe)
-    if recipe not in RECIPES:
-        sys.exit(f"error: unknown --recipe {recipe!r}; known: {', '.join(RECIPES)}")
-    scale = "cpu" if not cuda else "gpu_hrope" if recipe == "hrope" else "gpu"   # mps runs the CPU scale
+    the setting (and its configuration's exceptions), the flags given."""
     explicit = {k: v for k, v in vars(args).items() if v is not None}
     config = args.config or DEFAULTS["config"]
-    layers = [("defaults", DEFAULTS), (f"corpus {corpus}", {"preset": corpus_defaults["preset"]}),
-              (f"{scale} scale", SCALES[scale]), (f"recipe {recipe}", {**RECIPES[recipe], "recipe": recipe}),
-              (f"setting {args.setting}", {k: v for k, v in setting.items() if k in DEFAULTS}),
-              (f"setting {args.setting}, {config}", setting.get("per_config", {}).get(config, {})),
-              ("given", explicit)]
+    layers = [("defaults", DEFAULTS), ("given", explicit)]
+    if args.setting:   # its values (the data's alone are prepare.py's), its configuration's exceptions
+        s = SETTINGS[args.setting]
+        layers[1:1] = [(f"setting {args.setting}", {k: v for k, v in s.items() if k in DEFAULTS}),
+                       (f"setting {args.setting}, {config}", s["per_config"].get(config, {}))]
     cfg, origin = {}, {}
     for name, values in layers:
         cfg.update(values)
@@ -131,17 +104,16 @@ def resolve(args, device, corpus, corpus_defaults, setting):
     return cfg, origin
 
 
-def check(cfg, model_over, setting):
+def check(cfg, setting):
     """Exit with one line on a value no run can take."""
+    if cfg["corpus"] not in CORPORA:   # before the data folder: `prepare.py nope` would be no advice
+        sys.exit(f"error: unknown --corpus {cfg['corpus']!r}; known: {', '.join(CORPORA)}")
     if not rotary.known(cfg["config"]):
         sys.exit(f"error: unknown --config {cfg['config']!r}; `python rotary.py` lists "
                  "the configurations")
-    if cfg["preset"] not in MODELS:
-        sys.exit(f"error: unknown --preset {cfg['preset']!r}; known: {', '.join(MODELS)}")
-    counts = {k: cfg[k] for k in ("steps", "docs_per_step", "mb_tokens", "val_docs", "test_docs",
-                                  "milestones")}
-    for k, v in {**counts, **model_over}.items():
-        if v is not None and v < 1:
+    for k in ("steps", "docs_per_step", "mb_tokens", "val_docs", "test_docs", "milestones", "n_layer",
+              "n_embd", "n_head", "max_len"):
+        if cfg[k] is not None and cfg[k] < 1:
             sys.exit(f"error: --{k} must be at least 1")
     if (not (0 <= cfg["depth_dropout"] <= 1 and 0 <= cfg["dropout"] < 1 and 0 <= cfg["min_lr"] <= 1)
             or not 0 < cfg["lr"] < math.inf or cfg["seed"] < 0):   # `not` so that nan fails too
@@ -167,7 +139,24 @@ def origins(cfg, origin):
     for k, src in origin.items():
         if src != "defaults" and k in cfg:
             by.setdefault(src, []).append(f"{k}={cfg[k]}")
-    return "values: " + "; ".join(f"{src}: {' '.join(v)}" for src, v in by.items())
+    return "values: " + ("; ".join(f"{src}: {' '.join(v)}" for src, v in by.items()) or "the defaults")
+
+
+def setting_line(cfg, mcfg, per_step):
+    """The line naming the setting a run trains, with the values it runs and the flags that changed them."""
+    s = SETTINGS[cfg["setting"]]
+    over = [f"--{k}" for k in cfg["given"] if k in s]
+    length = f"{cfg['passes']:.3g} passes = " if cfg["passes"] is not None else ""
+    return (f"setting {cfg['setting']}: {cfg['corpus']}, {size(mcfg)}, lr {cfg['lr']:g}, {length}"
+            f"{cfg['steps']:,} steps x {per_step}, reported at its "
+            f"{'best milestone' if cfg['report'] == 'best_milestone' else 'final step'} ({s['source']})"
+            + (f"; given: {' '.join(over)}" if over else ""))
+
+
+def size(mcfg):
+    return (f"{mcfg.n_layer} layers, d={mcfg.n_embd}, {mcfg.n_head} head{'s' * (mcfg.n_head > 1)}, "
+            f"context {mcfg.max_len:,}")
+
 
 # ----------------------------------------------------------------------------- the run ----
 @dataclass(slots=True)   # slots: a field not declared here cannot be added by the way
@@ -208,7 +197,7 @@ class Run:
 
 
 # ------------------------------------------------------------------------- its opening ----
-def plan(cfg, model_over, origin, master, quiet=False):
+def plan(cfg, origin, master, quiet=False):
     """A run: what it trains on, and how long: the data, the model's config, the fixed evaluation records
     and the steps (a length in passes becomes steps here). Its lines are said by the master, unless
     `quiet` (a study's runs after its first, whose lines are theirs: one data set, one model size)."""
@@ -222,20 +211,23 @@ def plan(cfg, model_over, origin, master, quiet=False):
         print(origins(cfg, origin))
     data_dir = os.path.join(cfg["data"], cfg["corpus"])
     meta, corpus = corpus_stats(data_dir)
+    why = cfg["setting"] and refusal(cfg["setting"], meta["settings"])
+    if why:
+        sys.exit(f"error: {data_dir} cannot train setting {cfg['setting']}: {why}; run `python prepare.py "
+                 f"--setting {cfg['setting']}`, or pass --data to data prepared for it")
     if meta["settings"].get("format") != trees.FORMAT:   # an older stream or record rule
         sys.exit(f"error: {data_dir} is from an older prepare.py; rerun prepare.py {cfg['corpus']}")
     cfg["data_identity"] = identity(data_dir, meta)    # evaluate.py, sample.py, a resume check it
     cfg["tokenizer"] = cfg["data_identity"]["tokenizer"]
-    mcfg = GPTConfig(**{**MODELS[cfg["preset"]], "vocab_size": meta["tokenizer"]["vocab"],
-                        "configuration": cfg["config"], "corpus": corpus, "dropout": cfg["dropout"],
-                        **model_over})
+    mcfg = GPTConfig(**{k: cfg[k] for k in MODEL}, vocab_size=meta["tokenizer"]["vocab"],
+                     configuration=cfg["config"], corpus=corpus)
     out_dir = os.path.join(cfg["out"], cfg["corpus"], cfg["name"] or cfg["config"], f"seed{cfg['seed']}")
     prepared = meta["settings"]["max_len"]
     if mcfg.n_embd % mcfg.n_head == 0 and mcfg.n_embd // mcfg.n_head % 2:   # turned in pairs
         sys.exit(f"error: n_embd {mcfg.n_embd} over n_head {mcfg.n_head} makes heads of odd width")
     if prepared < mcfg.max_len and said:   # the model could read longer records
-        print(f"note: {data_dir} holds records of at most {prepared:,} tokens; the {cfg['preset']} "
-              f"context is {mcfg.max_len:,} (prepare.py {cfg['corpus']} --max_len {mcfg.max_len})")
+        print(f"note: {data_dir} holds records of at most {prepared:,} tokens; the model's context is "
+              f"{mcfg.max_len:,} (prepare.py {cfg['corpus']} --max_len {mcfg.max_len})")
     train, val, test = load_splits(data_dir, mcfg)
     n = len(train)
     if not cfg["pack"] and cfg["docs_per_step"] > n:   # a step would train the split, not the batch asked
@@ -252,7 +244,7 @@ def plan(cfg, model_over, origin, master, quiet=False):
     if cfg["passes"] is not None:   # a pass: "the number of steps it takes to show the model every training
         cfg["steps"] = max(1, round(cfg["passes"] * per_pass))   # record once"
     if cfg["setting"] and said:
-        print(setting_line(cfg, mcfg, model_over, per_step(cfg, mcfg)))
+        print(setting_line(cfg, mcfg, per_step(cfg, mcfg)))
     return Run(cfg, mcfg, master, data_dir, out_dir, meta, corpus, train, val, test, val_ids, test_ids,
                cfg["steps"], milestone_steps(cfg["steps"], cfg["milestones"]), blocks)
 
@@ -348,7 +340,7 @@ def record_run(run, quiet=False):
     if quiet:
         return
     where = cfg["device"].split(":")[0].upper() + (f", setting {cfg['setting']}" if cfg["setting"] else "")
-    print(f"{cfg['corpus']} / {cfg['config']} / seed {cfg['seed']} on {where}; preset {cfg['preset']}, "
+    print(f"{cfg['corpus']} / {cfg['config']} / seed {cfg['seed']} on {where}; {size(mcfg)}, "
           f"{model.non_embedding_params() / 1e6:.2f}M non-embedding params, {cfg['steps']} steps x "
           f"{per_step(cfg, mcfg)}{' (SYNTHETIC data)' if run.meta.get('synthetic') else ''}")
 

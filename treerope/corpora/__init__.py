@@ -28,7 +28,7 @@ from treerope import tokenizer
 @dataclass(frozen=True)
 class Corpus:
     """One corpus: where its documents come from, how they become trees and records, and what
-    train.py and evaluate.py should do with it (`defaults`, written into meta.json)."""
+    evaluate.py should do with it (`defaults`, written into meta.json)."""
     sources: Callable           # args -> ([(name, path or payload)], folders read)
     build: Callable             # (name, source) -> (name, Doc or None, skip reason); runs in worker processes
     starts: Callable            # record rule: (coords, Doc) -> bool per token, where a record may start
@@ -41,13 +41,11 @@ class Corpus:
     min_tokens: int = 0         # documents with fewer tokens are counted skips
     record_tally: Callable = None   # training records -> maxima (keys ending "max") and sums; chunks merge
     record_stats: Callable = None   # the merged tally -> what meta.json adds (paper 004: the p1 statistics)
-    preset: str = "paper"       # train.py's model on CUDA (settings.MODELS; the CPU scale has its own)
-    recipe: str = "tree"        # train.py's recipe (settings.RECIPES; hrope runs as hrope_cpu on CPU)
     attention: tuple = field(default=())   # evaluate.py --attention: the corpus's shares
 
     def defaults(self):
-        """What prepare.py writes into meta.json for train.py and evaluate.py to read back."""
-        return {"preset": self.preset, "recipe": self.recipe, "attention": list(self.attention)}
+        """What prepare.py writes into meta.json for evaluate.py to read back."""
+        return {"attention": list(self.attention)}
 
 
 def build(item, builder):

@@ -402,8 +402,7 @@ def paragraph_summary(t):
             "p1_period": max(1, round(t["tokens"] / t["paragraphs"])), "paragraphs": t["paragraphs"]}
 
 
-HROPE = dict(preset="paper_hrope", recipe="hrope", record_tally=paragraph_tally,
-             record_stats=paragraph_summary)
+HROPE = dict(record_tally=paragraph_tally, record_stats=paragraph_summary)
 CORPORA = {
     "prose": Corpus(prose_sources, functools.partial(build, builder=prose), paragraph_starts, **HROPE),
     "code": Corpus(python.python_sources, functools.partial(build, builder=code_doc), paragraph_starts,

@@ -453,7 +453,7 @@ def rows_or_text_blocks(c, doc):
 
 CORPORA = {
     "sheets": Corpus(sheets_sources, build_sheets, rows, options=("render",), root_ranks=True,
-                     preset="paper_sheets", attention=("cells",), reads=(("workbooks", False),)),
+                     attention=("cells",), reads=(("workbooks", False),)),
     "web_sheets": Corpus(web_sheets_sources, build_web_sheets, rows_or_text_blocks,
-                         options=("render", "blocks"), preset="paper_sheets", reads=(("workbooks", False),)),
+                         options=("render", "blocks"), reads=(("workbooks", False),)),
 }

@@ -177,6 +177,6 @@ def build_web(item, blocks="space"):
 
 
 CORPORA = {
-    "web": Corpus(web_sources, build_web, text_blocks, options=("blocks",), preset="paper_web",
+    "web": Corpus(web_sources, build_web, text_blocks, options=("blocks",),
                   attention=("same_depth",)),
 }
