@@ -262,6 +262,7 @@ def tiny_args(data, out, *extra, config="seq_only", steps=2):
     (["--preset", "huge"], "unrecognized arguments: --preset huge"),   # the model's size is its flags
     (["--n_layer=six"], "argument --n_layer: invalid int value: 'six'"),
     (["--n_head=1.5"], "argument --n_head: invalid int value: '1.5'"),
+    (["--compile=ture"], "argument --compile: 'ture' is not 1 or 0"),   # a typo is not False
     (["--rotary=seq_tree"], "unrecognized arguments: --rotary=seq_tree"),   # --config gives it
     (["--configuration=seq_tree"], "unrecognized arguments: --configuration"),
     (["--vocab_size=100"], "unrecognized arguments: --vocab_size=100"),     # the prepared data gives it

@@ -32,9 +32,8 @@ from treerope.settings import CORPORA, SETTINGS, Values, refusal
 
 AUTO = ("compile", "bf16")   # None: chosen from the device by machine.precision(); --bf16=0/1 overrides
 LAYERS = textwrap.fill("A run's values: the defaults above, then --setting's entry (treerope/settings.py "
-                       "SETTINGS: one flat entry a paper's run, listing every value it sets), then the flags "
-                       "given. "
-                       "Settings: " + ", ".join(SETTINGS) + ".", 100)
+                       "SETTINGS: a paper's run each, one flat entry listing every value it sets), then the "
+                       "flags given. Settings: " + ", ".join(SETTINGS) + ".", 100)
 
 
 # ------------------------------------------------------------------------------ values ----
@@ -75,7 +74,9 @@ class Parser(argparse.ArgumentParser):
 
 
 def flag(text):
-    """A yes/no flag's value: 1, true or yes (any case) is True, anything else False."""
+    """A yes/no flag's value: 1, true or yes is True; 0, false or no False (any case); else refused."""
+    if text.lower() not in ("1", "true", "yes", "0", "false", "no"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not 1 or 0 (true/false, yes/no)")
     return text.lower() in ("1", "true", "yes")
 
 
