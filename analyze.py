@@ -349,8 +349,8 @@ def print_deltas(runs, baseline, figure_dir):
         for (setting, step), rs in by_setting.items():
             corpus, L, E, H, T, steps, packed = setting[:7]
             at = step if step == BEST else f"step {step}"
-            print(markdown(rs, f"{title(setting)} ({L} layers, d={E}, {H} heads, context {T}, {steps} steps"
-                               f"{', records packed' if packed else ''}): "
+            print(markdown(rs, f"{title(setting)} ({L} layers, d={E}, {H} head{'s' * (H > 1)}, context {T}, "
+                               f"{steps} steps{', records packed' if packed else ''}): "
                                f"{metric} Δ vs {baseline} at {at}"))
             print()
         if figure_dir:

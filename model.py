@@ -1,5 +1,5 @@
 """The GPT: GPT-2 style, pre-LayerNorm, GELU MLP x4, no biases, tied embeddings, no learned
-position embedding, dropout only under the hRoPE recipe; position enters only through the rotary
+position embedding, dropout (0 by default; paper 004's settings 0.1); position enters only through the rotary
 planes of every head (depth-perception appendix §4 "Model")."""
 import math
 from dataclasses import dataclass, field

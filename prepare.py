@@ -36,7 +36,7 @@ from treerope.corpora import worker_pool
 from treerope.fields import restart, token_coords
 from treerope.files import owned
 from treerope.prepared import SPLITS
-from treerope.settings import CORPORA, PREPARE, SETTINGS, preparation
+from treerope.settings import CORPORA, PREPARE, SETTINGS, Parser, preparation
 from treerope.writer import (
     SplitWriter,
     meta_beyond_web,
@@ -258,12 +258,12 @@ COMMON = ("corpus", "setting", "src", "out", "vocab", "max_len", "long", "split"
 
 def parse(argv):
     """(flags, the setting recorded in meta.json or None): a setting's flags fill those not given."""
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("corpus", nargs="?", choices=sorted(CORPORA), help="implied by --setting")
     ap.add_argument("--setting", help="a paper's setting (treerope/settings.py): its corpus and the flags "
                     "below; flags given override them (meta.json then records no setting)")
     ap.add_argument("--src", action="append", help="source folder or file (repeatable)")
-    ap.add_argument("--out", default="data")
+    ap.add_argument("--out", default="data", help="the data root: <out>/<corpus>/ (default: data)")
     # the flags that shape the data default to None here: settings.PREPARE, or the setting's, fill them
     ap.add_argument("--vocab", type=int, help="BPE entries (paper: 32,768; CPU default 4,096)")
     ap.add_argument("--max_len", type=int, help="longest record in tokens (default 256, the CPU context)")
@@ -271,8 +271,10 @@ def parse(argv):
                     help="longer documents: split at statement/block boundaries (default), crop, or drop")
     ap.add_argument("--split", choices=("hash", "contiguous"),
                     help="90/5/5 by a hash of the name (default) or in source order (the paper's Python)")
-    ap.add_argument("--bpe_bytes", type=int, default=30_000_000, help="training text the BPE sees")
-    ap.add_argument("--workers", type=int, default=os.cpu_count())
+    ap.add_argument("--bpe_bytes", type=int, default=30_000_000, help="training text the BPE sees (default: "
+                    "30,000,000 bytes)")
+    ap.add_argument("--workers", type=int, default=os.cpu_count(), help="processes building trees (default: "
+                    "every core)")
     ap.add_argument("--chunk_tokens", type=int, default=1 << 20, help="tokens built, cut and written at a "
                     "time: memory holds about one chunk's records (the arrays are the same for any value)")
     ap.add_argument("--force", action="store_true", help="rebuild even if the data is up to date")

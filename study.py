@@ -1,6 +1,6 @@
 """Train a study — every (configuration, seed) of a corpus — as one batched model on one device.
 
-    python study.py CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]
+    python study.py CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]   # `python train.py --help`
     python study.py web "seq_only seq_depth" "0 1 2 3" --steps 300
     python study.py python "seq_only tree_only seq_depth" "$(seq 0 9)" --setting python
 

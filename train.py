@@ -73,6 +73,8 @@ def main(argv=None):
         writable(run.out_dir, "choose another --out")
     with owned(run.out_dir, "the run") if run.master else contextlib.nullcontext():
         restore(run, world)                          # a checkpoint to go on from, or none
+        if run.finished:                             # its config.json and final.json are left as they are
+            return run.out_dir
         fwd = torch.compile(model) if cfg["compile"] else model
         if world > 1:
             fwd = wrapped(fwd, cfg)

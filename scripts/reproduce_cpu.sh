@@ -10,7 +10,7 @@
 # A finished run (final.json present) is not re-run, so an interrupted study resumes where it stopped.
 # The runs are treerope/settings.py's CPU settings (cpu_python, cpu_web, cpu_programs, cpu_sheets, cpu_prose,
 # cpu_code; `python train.py --setting cpu_web --config seq_depth` is a run of `ten`), except where
-# a stage changes them: the first study's hRoPE runs (tree recipe, 120 steps), ten_long, ten_vocab.
+# a stage changes them: the first study's hRoPE runs (the appendix's recipe, 120 steps), ten_long, ten_vocab.
 set -euo pipefail
 cd "$(dirname "$0")/.."   # the repository: data/, out/ and the scripts resolve from there
 SEEDS="0 1 2"
@@ -55,7 +55,7 @@ fi
 if [ "$stage" = all ] || [ "$stage" = hrope ]; then
   for s in $SEEDS; do
     for c in code prose; do
-      # the first study ran before the hRoPE recipe existed: it used the tree recipe, kept here
+      # the first study ran before the hRoPE recipe existed: it used the appendix's (the defaults), kept here
       for k in flat sent_axial hrope_axial rand_axial; do run $c $k $s --steps $HSTEPS --n_head 2; done
     done
   done

@@ -268,19 +268,24 @@ def tiny_args(data, out, *extra, config="seq_only", steps=2):
     (["--vocab_size=100"], "unrecognized arguments: --vocab_size=100"),     # the prepared data gives it
     (["--dropout_p=0.1"], "unrecognized arguments: --dropout_p"),
     (["--steps=0"], "--steps must be at least 1"),
-    (["--depth_dropout=1.5"], "--depth_dropout and --min_lr must lie in [0, 1]"),
-    (["--dropout=1.0"], "--dropout in [0, 1)"),
+    (["--depth_dropout=1.5"], "--depth_dropout must be in [0, 1], not 1.5"),
+    (["--dropout=1.0"], "--dropout must be in [0, 1), not 1.0"),
+    (["--weight_decay=nan"], "--weight_decay must be at least 0 and finite, not nan"),
+    (["--patience=-3"], "--patience must be at least 0"),
+    (["--passes=0.5"], "give the length as --steps or as --passes, not both"),   # tiny_args gives --steps
+    (["--name", "."], "--name '.' must be a plain folder name"),
     (["--config", "seq_tree_depth", "--n_embd=100"], "planes"),   # 62 planes do not fit a 100-wide head
     (["--config", "two_corpus_shared"], "reads 'source'"),        # a web_sheets configuration on Python data
 ])
-def test_train_refuses_bad_arguments_in_one_line(extra, message, tiny_python, tmp_path):
+def test_train_refuses_bad_arguments_in_one_line(extra, message, tiny_python, tmp_path, capsys):
     args = tiny_args(tiny_python, str(tmp_path))
     if extra[0] == "--config":
         args[3] = extra[1]
         extra = extra[2:]
     with pytest.raises(SystemExit) as e:
         train.main(args + extra)
-    assert message in str(e.value) and "\n" not in str(e.value)
+    said = capsys.readouterr().err if e.value.code == 2 else str(e.value)   # 2: argparse's, on stderr
+    assert message in said and said.strip().count("\n") == 0
 
 
 def test_empty_split_is_an_error_not_a_zero_score(tmp_path):
@@ -311,6 +316,17 @@ def test_resume_refuses_changed_settings_unless_started_over(tiny_python, tmp_pa
     assert json.load(open(os.path.join(run, "config.json")))["run"]["steps"] == 3
     assert json.load(open(os.path.join(run, "final.json")))["step"] == 3
     assert [e["step"] for e in map(json.loads, open(os.path.join(run, "log.jsonl")))] == [3]   # one schedule
+
+
+def test_a_finished_run_run_again_is_left_as_it_is(tiny_python, tmp_path, capsys):
+    """A finished run given again with values a resume may change (precision, micro-batch, the data's
+    path) was resumed, its config.json rewritten to say bf16 and its test loss scored again; now it is
+    left alone, as study.py leaves it."""
+    run = train.main(tiny_args(tiny_python, str(tmp_path)))
+    kept = {f: open(os.path.join(run, f), "rb").read() for f in ("config.json", "final.json", "log.jsonl")}
+    again = train.main(tiny_args(tiny_python, str(tmp_path), "--bf16=1", "--mb_tokens=300"))
+    assert again == run and f"done: {run} is finished" in capsys.readouterr().out
+    assert {f: open(os.path.join(run, f), "rb").read() for f in kept} == kept
 
 
 def test_evaluate_without_a_checkpoint_is_one_line(tmp_path):

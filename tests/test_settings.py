@@ -167,6 +167,8 @@ def test_a_run_is_the_defaults_then_one_flat_setting_then_the_flags(capsys):
     web = parsed("--setting", "web_pages", "--steps", "7")
     assert (web["steps"], web["passes"]) == (7, None)
     assert parsed("--setting", "hrope_code", "--passes", "2")["steps"] is None
+    with pytest.raises(SystemExit, match="--passes must be positive and finite, not nan"):
+        parsed("--passes", "nan")   # round(nan * passes) would be a traceback at the plan
     # --help: every flag with its default and meaning, the model's fields among them
     with pytest.raises(SystemExit):
         training.parse(["--help"])

@@ -12,12 +12,19 @@ Three words, three things: a configuration (--config) is the rotary's planes (ro
 appendix §4's or paper 004 Table 11's). train.py refuses data prepared for another setting. Where a
 paper leaves a value open the entry says so and keeps this repository's default.
 """
+import argparse
 from dataclasses import dataclass, field
 
 # The corpora by name, each with its module in treerope/corpora/ (prepare.py reads only that one)
 CORPORA = {"python": ".python", "programs": ".programs", "web": ".web", "sheets": ".sheets",
            "web_sheets": ".sheets", "prose": ".paragraphs", "code": ".paragraphs", "webtext": ".paragraphs",
            "chat": ".chat", "json": ".formats", "xml": ".formats", "markdown": ".formats"}
+
+
+class Parser(argparse.ArgumentParser):
+    """The scripts' command lines: a refusal is one line (exit 2, argparse's), not its usage block."""
+    def error(self, message):
+        self.exit(2, f"error: {message}\n")
 
 
 def value(default, meaning):
@@ -149,8 +156,8 @@ SETTINGS = {
         steps=120 if c == "sheets" else 200, passes=None, docs_per_step=16, pack=False, mb_tokens=1024,
         milestones=10, val_docs=128, test_docs=256, report="final", per_config={}, sweep=None)
        for c in ("python", "web", "programs", "sheets")},   # sheets: 120 steps of SYNTHETIC workbooks
-    # Table 11 at the CPU scale: two 64-wide heads, its recipe with the tree recipe's peak lr (at 3e-4 a
-    # 200-step run is too short for the p1 channel to matter: REFERENCE.md "Recipes"), a record a row
+    # Table 11 at the CPU scale: two 64-wide heads, its recipe with the appendix's peak lr (at 3e-4 a
+    # CPU-scale run is too short for the p1 channel to matter: REFERENCE.md "Recipes"), a record a row
     **{f"cpu_{c}": dict(
         corpus=c, source="reproduce_cpu.sh ten_hrope: Table 11 at the CPU scale, lr 1.2e-3",
         vocab=4096, max_len=256, long="split", split="hash",

@@ -28,7 +28,7 @@ from treerope.files import replacing, write_json
 from treerope.machine import PEAK_FLOPS, precision, provenance
 from treerope.prepared import SPLITS, corpus_stats, identity
 from treerope.runs import DEFAULTS, MODEL, resume, save_checkpoint
-from treerope.settings import CORPORA, SETTINGS, Values, refusal
+from treerope.settings import CORPORA, SETTINGS, Parser, Values, refusal
 
 AUTO = ("compile", "bf16")   # None: chosen from the device by machine.precision(); --bf16=0/1 overrides
 LAYERS = textwrap.fill("A run's values: the defaults above, then --setting's entry (treerope/settings.py "
@@ -68,11 +68,6 @@ def parse(argv, description=None):
     return cfg, origin
 
 
-class Parser(argparse.ArgumentParser):
-    def error(self, message):   # one line, as every other refusal, not argparse's usage block
-        sys.exit(f"error: {message} (`--help` lists every flag)")
-
-
 def flag(text):
     """A yes/no flag's value: 1, true or yes is True; 0, false or no False (any case); else refused."""
     if text.lower() not in ("1", "true", "yes", "0", "false", "no"):
@@ -94,6 +89,8 @@ def resolve(args, device):
     for name, values in layers:
         cfg.update(values)
         origin.update(dict.fromkeys(values, name))
+    if "steps" in explicit and "passes" in explicit:
+        sys.exit("error: give the length as --steps or as --passes, not both")
     if "steps" in explicit or "passes" in explicit:   # one length: the one given
         cfg["passes" if "steps" in explicit else "steps"] = None
     cfg["given"], cfg["device"] = sorted(explicit), device      # config.json keeps which values were given
@@ -116,17 +113,22 @@ def check(cfg, setting):
               "n_embd", "n_head", "max_len"):
         if cfg[k] is not None and cfg[k] < 1:
             sys.exit(f"error: --{k} must be at least 1")
-    if (not (0 <= cfg["depth_dropout"] <= 1 and 0 <= cfg["dropout"] < 1 and 0 <= cfg["min_lr"] <= 1)
-            or not 0 < cfg["lr"] < math.inf or cfg["seed"] < 0):   # `not` so that nan fails too
-        sys.exit("error: --depth_dropout and --min_lr must lie in [0, 1], --dropout in [0, 1), "
-                 "--lr be positive and finite, --seed at least 0")
+    ranges = [("lr", 0 < cfg["lr"] < math.inf, "positive and finite"),   # each `not ok` below: nan fails too
+              ("weight_decay", 0 <= cfg["weight_decay"] < math.inf, "at least 0 and finite"),
+              ("min_lr", 0 <= cfg["min_lr"] <= 1, "in [0, 1]"),
+              ("dropout", 0 <= cfg["dropout"] < 1, "in [0, 1)"),
+              ("depth_dropout", 0 <= cfg["depth_dropout"] <= 1, "in [0, 1]"),
+              ("seed", cfg["seed"] >= 0, "at least 0"),
+              ("patience", cfg["patience"] >= 0, "at least 0 (0: never)"),
+              ("passes", cfg["passes"] is None or 0 < cfg["passes"] < math.inf, "positive and finite")]
+    for k, ok, want in ranges:
+        if not ok:
+            sys.exit(f"error: --{k} must be {want}, not {cfg[k]}")
     name = cfg["name"]
-    if name is not None and (not name.strip() or "/" in name or os.sep in name or ".." in name
+    if name is not None and (name.strip() in ("", ".") or "/" in name or os.sep in name or ".." in name
                              or name != cfg["config"] and rotary.known(name)):   # tables would read it as one
         sys.exit(f"error: --name {name!r} must be a plain folder name (no '/', no '..'), and not another "
                  "configuration's: the run is written to <out>/<corpus>/<name>/seed<k>")
-    if cfg["passes"] is not None and cfg["passes"] <= 0:
-        sys.exit("error: --passes must be positive")
     if cfg["report"] not in ("final", "best_milestone"):
         sys.exit(f"error: unknown --report {cfg['report']!r}; known: final, best_milestone")
     if cfg["lr_sweep"] and not setting.get("sweep"):
@@ -191,6 +193,7 @@ class Run:
     val_s: float = 0.0             # validation seconds since `restore`
     resumed_at: dict = field(default_factory=dict)   # the checkpoint's last log entry: its counts go on
     done: bool = False             # its steps done, stopped early, or diverged
+    finished: bool = False         # done and its final.json written: nothing left to do or to rewrite
     failed: bool = False           # diverged with nothing to report: no final.json
     diverged_at: int = None        # diverged, reported at its best milestone: the step
     columns: dict = None           # a study's: its layouts' tables in the study's coordinates
@@ -214,8 +217,9 @@ def plan(cfg, origin, master, quiet=False):
     meta, corpus = corpus_stats(data_dir)
     why = cfg["setting"] and refusal(cfg["setting"], meta["settings"])
     if why:
+        out = f" --out {cfg['data']}" if cfg["data"] != DEFAULTS["data"] else ""
         sys.exit(f"error: {data_dir} cannot train setting {cfg['setting']}: {why}; run `python prepare.py "
-                 f"--setting {cfg['setting']}`, or pass --data to data prepared for it")
+                 f"--setting {cfg['setting']}{out}`, or pass --data to data prepared for it")
     if meta["settings"].get("format") != trees.FORMAT:   # an older stream or record rule
         sys.exit(f"error: {data_dir} is from an older prepare.py; rerun prepare.py {cfg['corpus']}")
     cfg["data_identity"] = identity(data_dir, meta)    # evaluate.py, sample.py, a resume check it
@@ -312,7 +316,7 @@ def param_groups(model, weight_decay):
 
 def restore(run, world=1):
     """Where the run stands: fresh, or its checkpoint's step and log (--resume=0 starts it over); done
-    already where its steps are, or it had stopped early."""
+    already where its steps are, or it had stopped early; finished where its final.json is written too."""
     cfg, out_dir = run.cfg, run.out_dir
     if not cfg["resume"] and run.master and os.path.exists(out_dir):   # explicit: start this run over
         shutil.rmtree(out_dir)
@@ -321,11 +325,13 @@ def restore(run, world=1):
         dist.barrier()
     if cfg["resume"] and os.path.exists(os.path.join(out_dir, "ckpt.pt")):
         run.step, run.log = resume(cfg, run.mcfg, run.model, run.opt, out_dir)
-        if run.master:
-            print(f"resuming {out_dir} from step {run.step}")
     run.resumed_at = run.log[-1] if run.log else {}   # tokens and times count the whole run, not this part
     run.done = run.step >= run.steps or (bool(run.log) and stalled([e["val_loss"] for e in run.log],
                                                                    cfg["patience"]))
+    run.finished = run.done and os.path.exists(os.path.join(out_dir, "final.json"))   # left as it is
+    if run.master and run.step:
+        print(f"done: {out_dir} is finished (final.json); --resume=0 trains it again" if run.finished
+              else f"resuming {out_dir} from step {run.step}")
     return run
 
 
