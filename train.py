@@ -74,6 +74,8 @@ def main(argv=None):
     with owned(run.out_dir, "the run") if run.master else contextlib.nullcontext():
         restore(run, world)                          # a checkpoint to go on from, or none
         if run.finished:                             # its config.json and final.json are left as they are
+            if world > 1:
+                dist.destroy_process_group()
             return run.out_dir
         fwd = torch.compile(model) if cfg["compile"] else model
         if world > 1:
@@ -84,7 +86,8 @@ def main(argv=None):
         # ---------------------------------------------------------------------- the loop ----
         t0, paused = time.time(), 0.0   # paused: validation and checkpoints, not training time
         T = run.mcfg.max_len if cfg["compile"] else None   # compiled: rows of the context, one shape
-        bar = tqdm(range(run.step, run.steps), initial=run.step, total=run.steps, disable=not run.master,
+        last = run.step if run.done else run.steps     # done: stopped early before its final.json
+        bar = tqdm(range(run.step, last), initial=run.step, total=run.steps, disable=not run.master,
                    desc=cfg["config"])
         for step in bar:
             lr = lr_at(step, run.steps, cfg["lr"], cfg["min_lr"])

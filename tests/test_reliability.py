@@ -319,14 +319,22 @@ def test_resume_refuses_changed_settings_unless_started_over(tiny_python, tmp_pa
 
 
 def test_a_finished_run_run_again_is_left_as_it_is(tiny_python, tmp_path, capsys):
-    """A finished run given again with values a resume may change (precision, micro-batch, the data's
-    path) was resumed, its config.json rewritten to say bf16 and its test loss scored again; now it is
-    left alone, as study.py leaves it."""
+    """A finished run given again with values a resume may change (the micro-batch, the data's path)
+    was resumed, its config.json rewritten and its test loss scored again; now it is left alone, as
+    study.py leaves it, and one given another value or precision is refused, with or without ckpt.pt."""
     run = train.main(tiny_args(tiny_python, str(tmp_path)))
     kept = {f: open(os.path.join(run, f), "rb").read() for f in ("config.json", "final.json", "log.jsonl")}
-    again = train.main(tiny_args(tiny_python, str(tmp_path), "--bf16=1", "--mb_tokens=300"))
+    again = train.main(tiny_args(tiny_python + os.sep, str(tmp_path), "--mb_tokens=300"))
     assert again == run and f"done: {run} is finished" in capsys.readouterr().out
+    for given, said in (("--bf16=1", "analyze.py would not pair it"),
+                        ("--lr=0.002", "finished with other values")):
+        with pytest.raises(SystemExit, match=said):
+            train.main(tiny_args(tiny_python, str(tmp_path), given))
+    bench = train.main(tiny_args(tiny_python, str(tmp_path / "bench"), "--checkpoint=0"))   # no ckpt.pt
+    with pytest.raises(SystemExit, match=r"finished with other values \(lr: "):
+        train.main(tiny_args(tiny_python, str(tmp_path / "bench"), "--checkpoint=0", "--lr=0.002"))
     assert {f: open(os.path.join(run, f), "rb").read() for f in kept} == kept
+    assert os.path.exists(os.path.join(bench, "final.json"))
 
 
 def test_evaluate_without_a_checkpoint_is_one_line(tmp_path):
@@ -413,6 +421,7 @@ def test_a_damaged_checkpoint_is_one_line_from_evaluate_resume_and_sample(damage
     evaluate.main([run, "--data", data_root, "--max_docs", "2"])
     before = open(os.path.join(run, "eval_test.json")).read()
     (overwrite_inside_a_tensor if damage == "inside a tensor" else truncate)(ck)
+    os.remove(os.path.join(run, "final.json"))   # a run train.py resumes (a finished one it leaves alone)
     for call in (lambda: evaluate.main([run, "--data", data_root, "--max_docs", "2"]),
                  lambda: train.main(args),
                  lambda: sample.main([run, "--data", data_root, "--num_samples", "1"])):

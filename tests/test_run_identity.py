@@ -184,7 +184,7 @@ def test_8_a_refused_study_leaves_no_folder(tiny_python, tmp_path):
     os.remove(os.path.join(run, "final.json"))                       # stopped before its end
     one_line(lambda: study.main(["python", "seq_only seq_tree seq_depth", "0",
                                  *args(tiny_python, tmp_path, "--steps=3", "--milestones=3", "--lr=0.02")]),
-             "seq_depth/seed0 was trained with other settings", "lr: ")
+             "seq_depth/seed0 was trained with other values", "lr: ")
     assert sorted(os.listdir(tmp_path / "python")) == ["seq_depth"]
 
 

@@ -307,7 +307,7 @@ def test_finished_runs_are_skipped_only_when_trained_as_asked(tiny_python, tmp_p
     args = ["python", "seq_only", "0", "--data", tiny_python, "--out", str(tmp_path), *SMALL]
     study.main([*args, "--steps=2", "--milestones=1"])
     assert study.main([*args, "--steps=2", "--milestones=1"]) == []          # done: skipped
-    with pytest.raises(SystemExit, match="finished with other settings .*steps: 2 there, 3 now"):
+    with pytest.raises(SystemExit, match="finished with other values .*steps: 2 there, 3 now"):
         study.main([*args, "--steps=3", "--milestones=1"])
 
 

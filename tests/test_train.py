@@ -240,10 +240,26 @@ def test_a_run_resumes_under_another_precision(tiny_python, tmp_path):
     state = torch.load(ck, weights_only=False)
     state["step"], state["log"] = 2, state["log"][:1]             # as if stopped at the first milestone
     runs.save_checkpoint(state, ck)
+    os.remove(os.path.join(os.path.dirname(ck), "final.json"))
     d = run(tiny_python, out, steps=4, extra=["--milestones=2", "--bf16=1"])
     log = [json.loads(line) for line in open(os.path.join(d, "log.jsonl"))]
     assert [(e["step"], e["bf16"]) for e in log] == [(2, False), (4, True)]
     assert "--bf16=1 given" in json.load(open(os.path.join(d, "config.json")))["run"]["precision"]
+
+
+def test_a_run_stopped_early_and_killed_before_its_finish_trains_no_further(tiny_python, tmp_path):
+    """A run that stopped early (patience) and was killed before final.json is done when resumed: its
+    finish is written at the step it stopped, as study.py finishes it, not trained on to its last step."""
+    out, extra = str(tmp_path), ["--milestones=3", "--patience=1"]
+    d = run(tiny_python, out, steps=6, extra=extra)
+    state = torch.load(os.path.join(d, "ckpt.pt"), weights_only=False)
+    first, second = state["log"][:2]
+    state["step"], state["log"] = 4, [first, {**second, "val_loss": first["val_loss"] + 1}]   # stalled at 4
+    runs.save_checkpoint(state, os.path.join(d, "ckpt.pt"))
+    os.remove(os.path.join(d, "final.json"))
+    run(tiny_python, out, steps=6, extra=extra)
+    final = json.load(open(os.path.join(d, "final.json")))
+    assert (final["step"], final["stopped_early"]) == (4, True)
 
 
 def test_device_must_exist(tiny_python, tmp_path):

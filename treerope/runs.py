@@ -78,7 +78,7 @@ def load_checkpoint(path, device):
 MODEL = {f.name: f.default for f in fields(GPTConfig) if f.name not in ("vocab_size", "configuration",
                                                                        "corpus")}
 DEFAULTS = {**{f.name: f.default for f in fields(Values)}, **MODEL}
-# Settings a run may change when it resumes: they do not change what is computed. Precision is a
+# Values a run may change when it resumes: they do not change what is computed. Precision is a
 # property of the machine, so a run resumed elsewhere takes that machine's (each milestone records it).
 # A setting is the values it lists, compared one by one, not its name (a reading of the one home).
 RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out", "mb_tokens", "checkpoint",
@@ -207,11 +207,11 @@ def read_eval(path, fix):
 
 def resume(cfg, mcfg, model, opt, out_dir):
     """The step and log to continue from: the run's checkpoint loaded into model and opt, refused
-    when it was trained with other settings (RESUMABLE lists those a resume may change)."""
+    when it was trained with other values (RESUMABLE lists those a resume may change)."""
     ck = load_checkpoint(os.path.join(out_dir, "ckpt.pt"), cfg["device"])
     differ = trained_otherwise(ck["run"], ck["config"], cfg, mcfg)
     if differ:   # a mixed schedule or another model would be filed under this run's name
-        sys.exit(f"error: {out_dir} was trained with other settings ({', '.join(differ)}); "
+        sys.exit(f"error: {out_dir} was trained with other values ({', '.join(differ)}); "
                  "pass --resume=0 to start it over, or choose another --out")
     model.load_state_dict(ck["model"])
     opt.load_state_dict(ck["opt"])

@@ -10,7 +10,6 @@ them, the runs dealt into one lane per core, each lane batched on a thread of it
 fused with its loss (batched.TiedHead). The rows are gathered on the device from the split moved once.
 """
 import concurrent.futures
-import json
 import math
 import os
 import sys
@@ -23,8 +22,7 @@ from model import GPT
 from treerope import machine
 from treerope.batched import Draws, adamw_runs, clip_runs, forward, handed, run_table, runs_of, stacked
 from treerope.batches import DEPTH_READERS, coords_for, fill_blocks, pack
-from treerope.runs import folder_is_run, read_config, trained_otherwise
-from treerope.training import lr_at, parse, plan, step_records
+from treerope.training import finished_alike, lr_at, parse, plan, step_records
 
 # -------------------------------------------------------------------------------- the runs ----
 AGREE = ("device", "bf16", "compile", "docs_per_step", "mb_tokens", "val_docs", "test_docs", "pack", "data")
@@ -61,30 +59,6 @@ def plan_runs(corpus, configs, seeds, options, quiet=False):
             sys.exit(f"error: one study trains runs of one model size and batch; {run.cfg['config']} "
                      f"differs from {runs[0].cfg['config']}: {', '.join(differ)}")
     return runs
-
-
-def finished_alike(run):
-    """A finished run is skipped ("done") only where it was trained as asked now and analyze.py will
-    pair it with the study's runs: the same values (runs.trained_otherwise) and the same precision
-    over its whole life (bf16 and compile, which a resume may change but a pairing may not)."""
-    fix = "pass --resume=0 to train it again, or choose another --out"
-    done = read_config(run.out_dir, fix, whole=True)
-    folder_is_run(run.out_dir, done["run"])
-    differ = trained_otherwise(done["run"], done["model"], run.cfg, run.mcfg)
-    if differ:
-        sys.exit(f"error: {run.out_dir} finished with other settings ({', '.join(differ)}); {fix}")
-    life = {(bool(done["run"].get("bf16")), bool(done["run"].get("compile")))}
-    try:
-        with open(os.path.join(run.out_dir, "log.jsonl")) as f:
-            log = [json.loads(line) for line in f if line.strip()]
-        life |= {(bool(e.get("bf16")), bool(e.get("compile"))) for e in log}
-    except (OSError, ValueError):
-        sys.exit(f"error: {run.out_dir}/log.jsonl is missing or damaged; {fix}")
-    now = (bool(run.cfg["bf16"]), bool(run.cfg["compile"]))
-    if life != {now}:   # analyze.training: runs of another precision are not paired
-        was = ", ".join(f"bf16={int(b)} compile={int(c)}" for b, c in sorted(life))
-        sys.exit(f"error: {run.out_dir} finished at {was}, and this study trains at bf16={int(now[0])} "
-                 f"compile={int(now[1])}: analyze.py would not pair it; {fix}, or pass its --bf16, --compile")
 
 
 # ---------------------------------------------------------------------------------- memory ----

@@ -27,7 +27,15 @@ from treerope.batches import Split, context_note, coords_for, pack, step_blocks
 from treerope.files import replacing, write_json
 from treerope.machine import PEAK_FLOPS, precision, provenance
 from treerope.prepared import SPLITS, corpus_stats, identity
-from treerope.runs import DEFAULTS, MODEL, resume, save_checkpoint
+from treerope.runs import (
+    DEFAULTS,
+    MODEL,
+    folder_is_run,
+    read_config,
+    resume,
+    save_checkpoint,
+    trained_otherwise,
+)
 from treerope.settings import CORPORA, SETTINGS, Parser, Values, refusal
 
 AUTO = ("compile", "bf16")   # None: chosen from the device by machine.precision(); --bf16=0/1 overrides
@@ -193,7 +201,7 @@ class Run:
     val_s: float = 0.0             # validation seconds since `restore`
     resumed_at: dict = field(default_factory=dict)   # the checkpoint's last log entry: its counts go on
     done: bool = False             # its steps done, stopped early, or diverged
-    finished: bool = False         # done and its final.json written: nothing left to do or to rewrite
+    finished: bool = False         # its final.json written: nothing left to do or to rewrite
     failed: bool = False           # diverged with nothing to report: no final.json
     diverged_at: int = None        # diverged, reported at its best milestone: the step
     columns: dict = None           # a study's: its layouts' tables in the study's coordinates
@@ -323,16 +331,45 @@ def restore(run, world=1):
         print(f"--resume=0: removed {out_dir}")
     if world > 1:
         dist.barrier()
+    if cfg["resume"] and os.path.exists(os.path.join(out_dir, "final.json")):   # finished: left as it is
+        finished_alike(run)                      # or refused, where it was trained otherwise
+        if run.master:
+            print(f"done: {out_dir} is finished (final.json); --resume=0 trains it again")
+        run.done = run.finished = True
+        return run
     if cfg["resume"] and os.path.exists(os.path.join(out_dir, "ckpt.pt")):
         run.step, run.log = resume(cfg, run.mcfg, run.model, run.opt, out_dir)
+        if run.master:
+            print(f"resuming {out_dir} from step {run.step}")
     run.resumed_at = run.log[-1] if run.log else {}   # tokens and times count the whole run, not this part
     run.done = run.step >= run.steps or (bool(run.log) and stalled([e["val_loss"] for e in run.log],
                                                                    cfg["patience"]))
-    run.finished = run.done and os.path.exists(os.path.join(out_dir, "final.json"))   # left as it is
-    if run.master and run.step:
-        print(f"done: {out_dir} is finished (final.json); --resume=0 trains it again" if run.finished
-              else f"resuming {out_dir} from step {run.step}")
     return run
+
+
+def finished_alike(run):
+    """A finished run (its final.json written) is left as it is ("done") only where it was trained as
+    asked now and analyze.py will pair it with the runs trained now: the same values (runs.trained_otherwise)
+    and the same precision over its whole life (bf16 and compile, which a resume may change but a pairing
+    may not); refused in one line otherwise."""
+    fix = "pass --resume=0 to train it again, or choose another --out"
+    done = read_config(run.out_dir, fix, whole=True)
+    folder_is_run(run.out_dir, done["run"])
+    differ = trained_otherwise(done["run"], done["model"], run.cfg, run.mcfg)
+    if differ:
+        sys.exit(f"error: {run.out_dir} finished with other values ({', '.join(differ)}); {fix}")
+    life = {(bool(done["run"].get("bf16")), bool(done["run"].get("compile")))}
+    try:
+        with open(os.path.join(run.out_dir, "log.jsonl")) as f:
+            log = [json.loads(line) for line in f if line.strip()]
+        life |= {(bool(e.get("bf16")), bool(e.get("compile"))) for e in log}
+    except (OSError, ValueError):
+        sys.exit(f"error: {run.out_dir}/log.jsonl is missing or damaged; {fix}")
+    now = (bool(run.cfg["bf16"]), bool(run.cfg["compile"]))
+    if life != {now}:   # analyze.training: runs of another precision are not paired
+        was = ", ".join(f"bf16={int(b)} compile={int(c)}" for b, c in sorted(life))
+        sys.exit(f"error: {run.out_dir} finished at {was}, and this run would train at bf16={int(now[0])} "
+                 f"compile={int(now[1])}: analyze.py would not pair it; {fix}, or pass its --bf16, --compile")
 
 
 def record_run(run, quiet=False):
