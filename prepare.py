@@ -265,8 +265,9 @@ def parse(argv):
     ap.add_argument("--src", action="append", help="source folder or file (repeatable)")
     ap.add_argument("--out", default="data", help="the data root: <out>/<corpus>/ (default: data)")
     # the flags that shape the data default to None here: settings.PREPARE, or the setting's, fill them
-    ap.add_argument("--vocab", type=int, help="BPE entries (paper: 32,768; CPU default 4,096)")
-    ap.add_argument("--max_len", type=int, help="longest record in tokens (default 256, the CPU context)")
+    ap.add_argument("--vocab", type=int, help=f"BPE entries (paper: 32,768; default {PREPARE['vocab']:,})")
+    ap.add_argument("--max_len", type=int, help=f"longest record in tokens (default {PREPARE['max_len']}, "
+                    "the default context)")
     ap.add_argument("--long", choices=("split", "crop", "drop"),
                     help="longer documents: split at statement/block boundaries (default), crop, or drop")
     ap.add_argument("--split", choices=("hash", "contiguous"),
@@ -287,7 +288,7 @@ def parse(argv):
     ap.add_argument("--stream", choices=("compact", "old"),
                     help="programs: the compact stream (default; REFERENCE.md) or RESULTS.md's older one")
     ap.add_argument("--max_programs", type=int, help="programs: a fixed sample of this many (default "
-                    "30,000), 0 every program found (the python setting)")
+                    f"{PREPARE['max_programs']:,}), 0 every program found (the python setting)")
     ap.add_argument("--units", choices=("module", "record"),
                     help="python: level-1 sibling ranks count over the module (default) or per record")
     args = ap.parse_args(argv)

@@ -2,7 +2,7 @@
 
     python study.py CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]   # `python train.py --help`
     python study.py web "seq_only seq_depth" "0 1 2 3" --steps 300
-    python study.py python "seq_only tree_only seq_depth" "$(seq 0 9)" --setting python
+    python study.py programs "seq_only tree_only seq_depth" "$(seq 0 9)" --setting python
 
 Both papers work with dozens of small runs (the appendix: 4.7M parameters, 5-20 seeds a
 configuration), and one small run leaves a GPU idle. A study trains them together: model.GPT's own

@@ -5,11 +5,12 @@
     python train.py --config seq_depth --depth_dropout=0.3 --name seq_depth_dropout   # its own folder
     python train.py --setting web_pages --config seq_depth  # a paper's run by name (treerope/settings.py)
     python train.py --setting python --lr_sweep=1          # its lr sweep, and the rate it picks
-    torchrun --nproc_per_node=2 train.py --corpus python   # data parallel
+    torchrun --nproc_per_node=2 train.py --setting python  # data parallel
 
 A run's values are the defaults (treerope/settings.py `Values`, and model.GPTConfig's for the model),
 then one of the papers' settings if named, then the flags given; `--help` lists every flag with its
-default and meaning. The defaults are the CPU scale of the appendix §4 recipe: a 4-layer model (d=128,
+default and meaning. The defaults, on any device (on a GPU name a setting), are the CPU scale of the
+appendix §4 recipe: a 4-layer model (d=128,
 one 128-wide head, context 256), AdamW (0.9, 0.95), lr 1.2e-3, weight decay 0.1 on weight matrices only
 (rotary rates/offsets, LayerNorm excluded), clip 1.0, linear warm-up over 2% of the steps then cosine
 to 10% of the peak, no dropout, no early stop, 300 steps of 16 records. Paper 004's recipe (Table 11:

@@ -2,6 +2,7 @@
 copied here by hand with the sentence they come from; prepare.py --setting recording the name;
 train.py --setting printing it and refusing data prepared otherwise; best-milestone reporting;
 the lr sweep's pick.  Run: OMP_NUM_THREADS=1 python -m pytest -q tests/test_settings.py"""
+import ast
 import glob
 import json
 import os
@@ -15,7 +16,7 @@ import prepare
 import study
 import train
 from model import GPT, GPTConfig
-from treerope import runs, statistics, training
+from treerope import runs, settings, statistics, training
 from treerope.runs import DEFAULTS
 from treerope.settings import PREPARE, SETTINGS, Values, preparation, refusal
 
@@ -87,7 +88,7 @@ def test_every_setting_is_the_papers():
         assert (cfg["lr"], cfg[unit], cfg["report"]) == (lr, length, report), name
         assert cfg["steps" if unit == "passes" else "passes"] is None
         # "Validation loss is scored every 5% of a run's planned steps ... on the same 1,024 validation
-        # documents"; "micro-batches of at most 8,192 padded tokens"
+        # documents"; "micro-batches of at most 8,192 padded tokens" (paper 004's: a reading of these)
         assert (cfg["milestones"], cfg["val_docs"], cfg["mb_tokens"]) == (20, 1024, 8192), name
         assert s["source"]
     # appendix §4: weight decay 0.1, no dropout, no early stopping, in every depth-perception setting
@@ -148,6 +149,20 @@ def test_a_run_is_the_defaults_then_one_flat_setting_then_the_flags(capsys):
     for name, s in SETTINGS.items():
         assert LISTED <= set(s), (name, LISTED - set(s))
         assert set(s) <= LISTED | data_only, (name, set(s) - LISTED - data_only)
+    # flat: no entry is built from another (`dict(BASE, ...)`, `**BASE`), and no value depends on the device
+    tree = ast.parse(open(settings.__file__).read())
+    table = next(n.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "SETTINGS")
+    calls = [n for n in ast.walk(table) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "dict"]
+    assert calls and all(not c.args and all(k.arg for k in c.keywords) for c in calls)
+    spread = [v for n in ast.walk(table) if isinstance(n, ast.Dict)
+              for k, v in zip(n.keys, n.values) if k is None]
+    assert all(isinstance(v, ast.DictComp) for v in spread)   # `**{f"cpu_{c}": dict(...) for c in ...}` only
+    machine = ("device", "bf16", "compile", "precision")
+    for name in (None, "python", "hrope_code"):
+        given = ["--setting", name] if name else []
+        on = [{k: v for k, v in training.parse([*given, "--device", d])[0].items() if k not in machine}
+              for d in ("cpu", "cuda")]
+        assert on[0] == on[1], name
     # the defaults: Values', the model's (model.GPTConfig's); no setting
     bare = parsed()
     assert {k: bare[k] for k in ("lr", "steps", "docs_per_step", "milestones", "n_layer", "n_head",
@@ -174,8 +189,10 @@ def test_a_run_is_the_defaults_then_one_flat_setting_then_the_flags(capsys):
         training.parse(["--help"])
     shown = " ".join(capsys.readouterr().out.split())
     for line in ("--lr FLOAT peak learning rate (default: 0.0012)", "--steps INT optimiser steps",
-                 "--passes FLOAT the length in passes", "(default: none)", "--n_layer INT (default: 4)",
-                 "--dropout FLOAT (default: 0.0)", "hrope_prose"):
+                 "--passes FLOAT the length in passes", "(default: none)",
+                 "--n_layer INT transformer blocks (default: 4)",
+                 "--dropout FLOAT on embeddings, attention and residual branches (default: 0.0)",
+                 "hrope_prose"):
         assert line in shown, line
 
 

@@ -115,8 +115,9 @@ def corpus_stats(data_dir):
     if not isinstance(meta, dict) or not isinstance(meta.get("settings"), dict):
         sys.exit(f"error: {path} is damaged (it holds no settings); {rebuild(data_dir)}")
     if "defaults" not in meta["settings"]:   # the corpus entry's attention shares
-        sys.exit(f"error: {data_dir} was prepared by an older prepare.py (meta.json holds no run defaults); "
-                 f"rerun `python prepare.py {os.path.basename(data_dir)}`: the arrays come out the same")
+        sys.exit(f"error: {data_dir} was prepared by an older prepare.py (meta.json holds no corpus "
+                 f"defaults); rerun `python prepare.py {os.path.basename(data_dir)}`: the arrays come out "
+                 "the same")
     return meta, {k: meta[k] for k in ("p_max", "p1_density", "p1_period") if k in meta}
 
 

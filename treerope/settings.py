@@ -59,7 +59,7 @@ class Values:
     # evaluation
     milestones: int = value(5, "validations, evenly spaced, the last at the final step")
     val_docs: int = value(128, "the fixed validation records of every milestone")
-    test_docs: int = value(256, "test records scored at the end (none: the whole split)")
+    test_docs: int = value(256, "test records scored at the end (a setting's none: the whole split)")
     report: str = value("final", "the reported validation loss: final, or best_milestone")
     # the machine
     device: str = value(None, "cpu, cuda or mps (none: cuda where there is one)")
@@ -69,6 +69,13 @@ class Values:
     checkpoint: bool = value(True, "write ckpt.pt at milestones (0: a benchmark's runs, no 157 MB writes)")
     lr_sweep: bool = value(False, "run the setting's learning-rate sweep instead")
 
+
+# The model's values are model.GPTConfig's fields, each a flag of train.py and study.py (a field a fork
+# adds too, shown with its default alone); what each means:
+MODEL_HELP = dict(n_layer="transformer blocks", n_embd="the residual stream's width",
+                  n_head="attention heads, each n_embd / n_head wide (turned in pairs)",
+                  max_len="the context in tokens (and prepare.py's longest record)",
+                  dropout="on embeddings, attention and residual branches")
 
 # prepare.py's values that shape the data, at their defaults (the CPU scale: max_len is the model's
 # context, so no record is cropped; appendix: "No document is split across steps")
@@ -85,7 +92,9 @@ BEFORE = {("programs", "stream"): "old", ("programs", "max_programs"): 30_000}
 # Appendix §4, every depth-perception setting: AdamW, weight decay 0.1, no dropout, no early stop,
 # micro-batches of at most 8,192 padded tokens, validation every 5% of the planned steps (20
 # milestones) on the same 1,024 documents, results at the final step. The batch (64 records) is not
-# given: ours.
+# given: ours. A reading: compile and bf16 are the machine's (machine.precision: on CUDA both, as §4),
+# not an entry's, and web_pages compiles too: its rows are laid to one shape (§4 left it eager for its
+# "documents of many different lengths").
 SETTINGS = {
     "python": dict(
         corpus="programs", source="appendix, Python: 423,111 programs; 4.7M-parameter model, 1,024-token "
@@ -114,7 +123,7 @@ SETTINGS = {
         corpus="web", source="appendix, web pages: whole pages of at most 2,048 tokens; 4.7M-parameter "
                              "model, a third of a pass",
         # "whole pages of at most 2,048 tokens"; "Web pages drops them, so every web pages page is seen whole"
-        vocab=4096, max_len=2048, long="drop", split="hash",
+        vocab=4096, max_len=2048, long="drop", split="hash",   # a reading: the BPE's size is not given
         n_layer=6, n_embd=256, n_head=2, dropout=0.0,
         lr=1.2e-3, weight_decay=0.1, min_lr=0.1, patience=0,
         steps=None, passes=1 / 3, docs_per_step=64, pack=False, mb_tokens=8192,
@@ -125,7 +134,8 @@ SETTINGS = {
     "web_large": dict(
         corpus="web", source="appendix, the larger web run: a 4,096-token context; 31.5M-parameter model, "
                              "one full pass over 25.4 billion tokens",
-        vocab=4096, max_len=4096, long="crop", split="hash",   # "crops them, keeping the first 4,096 tokens"
+        # "crops them, keeping the first 4,096 tokens"; a reading: the BPE's size is not given
+        vocab=4096, max_len=4096, long="crop", split="hash",
         n_layer=10, n_embd=512, n_head=4, dropout=0.0,
         lr=6e-4, weight_decay=0.1, min_lr=0.1, patience=0,
         steps=None, passes=1, docs_per_step=64, pack=False, mb_tokens=8192,
@@ -140,10 +150,11 @@ SETTINGS = {
     **{f"hrope_{c}": dict(
         corpus=c, source=f"paper 004 Table 11, {name}: 8 layers, 8 heads, d_model 512, batch 16, 5000 "
                          "steps, lr 3e-4",
-        vocab=4096, max_len=1024, long="split", split="hash",
+        vocab=4096, max_len=1024, long="split", split="hash",   # a reading: the BPE's size is not given
         n_layer=8, n_embd=512, n_head=8, dropout=0.1,
         lr=3e-4, weight_decay=0.01, min_lr=0.01, patience=10,
         steps=5000, passes=None, docs_per_step=16, pack=True, mb_tokens=8192,
+        # a reading: Table 11 gives no evaluation interval, validation set or micro-batch: appendix §4's
         milestones=20, val_docs=1024, test_docs=None, report="final", per_config={}, sweep=None)
        for c, name in (("prose", "WikiText-2"), ("code", "Code"), ("webtext", "OpenWebText"))},
     # the CPU scale-downs, as reproduce_cpu.sh trains them: 4 layers, d=128, context 256, 200 steps of 16

@@ -36,7 +36,7 @@ from treerope.runs import (
     save_checkpoint,
     trained_otherwise,
 )
-from treerope.settings import CORPORA, SETTINGS, Parser, Values, refusal
+from treerope.settings import CORPORA, MODEL_HELP, SETTINGS, Parser, Values, refusal
 
 AUTO = ("compile", "bf16")   # None: chosen from the device by machine.precision(); --bf16=0/1 overrides
 LAYERS = textwrap.fill("A run's values: the defaults above, then --setting's entry (treerope/settings.py "
@@ -49,16 +49,15 @@ def parse(argv, description=None):
     """(run values, where each value came from) for a command line: the defaults <- one setting <- the
     flags given. `--help` prints `description`, then each value's flag, meaning and default."""
     ap = Parser(description=description, epilog=LAYERS, formatter_class=argparse.RawDescriptionHelpFormatter)
-    model = ap.add_argument_group("the model", "model.GPTConfig's fields (a fork's new field is a flag "
-                                  "too): blocks, width, heads, the context (and the longest record), dropout")
+    model = ap.add_argument_group("the model", "model.GPTConfig's fields (a field a fork adds is a flag too)")
     run = Values.__dataclass_fields__
     for k, v in DEFAULTS.items():
         typ = type(v) if k in MODEL else run[k].type
-        meaning = "" if k in MODEL else run[k].metadata["help"] + " "
+        meaning = MODEL_HELP.get(k, "") if k in MODEL else run[k].metadata["help"]
         shown = "none" if v is None else int(v) if isinstance(v, bool) else v
         (model if k in MODEL else ap).add_argument(
             f"--{k}", default=None, type=flag if typ is bool else typ, metavar=typ.__name__.upper(),
-            help=f"{meaning}(default: {shown})".replace("%", "%%"))
+            help=f"{meaning} (default: {shown})".strip().replace("%", "%%"))
     args = ap.parse_args(argv)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.split(":")[0] not in ("cpu", "cuda", "mps"):
@@ -139,6 +138,8 @@ def check(cfg, setting):
                  "configuration's: the run is written to <out>/<corpus>/<name>/seed<k>")
     if cfg["report"] not in ("final", "best_milestone"):
         sys.exit(f"error: unknown --report {cfg['report']!r}; known: final, best_milestone")
+    if cfg["lr_sweep"] and "passes" in cfg["given"]:
+        sys.exit("error: --lr_sweep runs the sweep's steps (--steps overrides them), not --passes")
     if cfg["lr_sweep"] and not setting.get("sweep"):
         sys.exit(f"error: --lr_sweep needs a --setting whose paper swept its lr; swept: "
                  f"{', '.join(k for k, v in SETTINGS.items() if v['sweep'])}")

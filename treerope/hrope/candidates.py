@@ -39,7 +39,7 @@ import sys
 import warnings
 
 import numpy as np
-from scipy import optimize, sparse
+from scipy import optimize, sparse, stats
 from scipy.sparse.linalg import svds
 
 from treerope import tokenizer
@@ -391,7 +391,6 @@ def table4(results, ustar=None):
     """Paper 004 Table 4: one row per candidate, one column per corpus; 'ordering matches U*?'
     (deeper U* = more negative against a larger candidate) and the pairwise separations at
     p < 0.05 under the candidate's own bootstrap SE (two-sided z)."""
-    from scipy import stats
     names = [r["corpus"] for r in results]
     lines = [f"| candidate | {' | '.join(names)} | ordering matches U*? | sep. pairs |",
              "| --- |" + " ---: |" * len(names) + " --- | --- |"]
