@@ -1,6 +1,7 @@
 """Every one-call GPU stage of reproduce_gpu.sh dry-runs on CPU (`--dry`: the same code at toy size):
 it prepares, times the study's own first steps and states its seeds (study.py --budget), trains them,
-evaluates, leaves exactly its three files under $OUT (log, table, runs tarball without checkpoints)
+evaluates, leaves exactly its four files under $OUT (log, table, runs tarball without checkpoints,
+each step's seconds)
 and prints the paired table last, so a stage cannot fail on the device for a reason the CPU could have
 shown. Slow: a paper-size model trains a few steps on CPU.
 Run: python -m pytest -q -m slow tests/test_reproduce_gpu.py"""
@@ -36,13 +37,14 @@ def dry(args, tmp_path, **limits):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("args", list(STAGES), ids=["_".join(a) for a in STAGES])
-def test_a_stage_dry_runs_to_its_table_and_three_files(args, tmp_path):
+def test_a_stage_dry_runs_to_its_table_and_four_files(args, tmp_path):
     name, corpus, configs = STAGES[args]
     if not PAGES and corpus in ("web", "prose"):
         pytest.skip("needs python3-doc's pages")
     run, out = dry(args, tmp_path)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert sorted(os.listdir(out)) == [f"{name}.log", f"{name}_runs.tar.gz", f"{name}_table.md"]
+    assert sorted(os.listdir(out)) == [f"{name}.log", f"{name}_runs.tar.gz", f"{name}_table.md",
+                                       f"{name}_timings.json"]
     table = (out / f"{name}_table.md").read_text()
     assert run.stdout.rstrip().endswith(table.rstrip())                    # the table, printed last
     assert "steps of" in run.stdout and "training seed 0 of 1 at 1 steps" in run.stdout   # study.py --budget
@@ -128,7 +130,7 @@ def test_a_table_stage_past_its_scoring_limit_keeps_its_table_and_runs(tmp_path)
     run, out = dry(["python_table"], tmp_path, LIMIT_SCORE="2")
     assert run.returncode != 0
     assert sorted(os.listdir(out)) == ["python_table.log", "python_table_runs.tar.gz",
-                                       "python_table_table.md"]
+                                       "python_table_table.md", "python_table_timings.json"]
     table = (out / "python_table_table.md").read_text().splitlines()
     assert any("seq_depth" in line and line.startswith("|") for line in table)
     with tarfile.open(out / "python_table_runs.tar.gz") as tar:
@@ -209,6 +211,7 @@ def test_the_studies_mode_leaves_three_flat_files_in_out(tmp_path):
     subprocess.run(["bash", "scripts/reproduce_gpu.sh", "studies"], cwd=ROOT, env=env, capture_output=True,
                    text=True, timeout=600, input="")
     assert sorted(os.listdir(out)) == ["studies.log", "studies_runs.tar.gz", "studies_tables.md"]
-    assert "is not prepared" in (out / "studies.log").read_text()
+    log = (out / "studies.log").read_text()   # refused: no data (on a GPU), no CUDA device (here)
+    assert "is not prepared" in log or "--device cuda is not available on this machine" in log
     with tarfile.open(out / "studies_runs.tar.gz") as tar:
         assert "./programs/seq_only/seed0/train.log" in tar.getnames()
