@@ -188,6 +188,8 @@ SETTINGS = {
         milestones=10, val_docs=128, test_docs=256, report="final", per_config={}, sweep=None)
        for c in ("prose", "code")},
 }
+
+
 def preparation(name):
     """The prepare.py values a setting's data is made with (its own, the defaults elsewhere)."""
     return {k: SETTINGS[name].get(k, v) for k, v in PREPARE.items()}
