@@ -23,10 +23,12 @@ import torch
 
 if not torch.cuda.is_available():   # on CPU the Triton kernel runs in triton's interpreter
     os.environ.setdefault("TRITON_INTERPRET", "1")
+from torch.func import functional_call, vmap  # noqa: E402
+
 import rotary  # noqa: E402  (after TRITON_INTERPRET: rotary.py's kernels are made when it is imported)
 from model import GPT, GPTConfig  # noqa: E402
-from treerope import batched, machine  # noqa: E402
-from treerope.batches import Split, pack  # noqa: E402
+from treerope import ensemble, machine  # noqa: E402
+from treerope.batches import Split, by_length  # noqa: E402
 from treerope.prepared import corpus_stats  # noqa: E402
 from treerope.settings import Values  # noqa: E402
 from treerope.training import param_groups  # noqa: E402
@@ -37,8 +39,8 @@ SIZES = (65536, 131072, 262144, 524288)                                 # study 
 
 def rotation_inputs(tokens, M, T, H, D, dev, dtype):
     """A study's rotation at one size: M runs of tokens / M tokens (configurations from STUDY in turn),
-    their Rotary modules, the shared coordinate names, C (M, B, T, K), q and k (M, B, T, H, D) and random
-    contiguous output gradients."""
+    their Rotary modules, their tables in one frame (ensemble.frame), the frame's coordinate names, C (M, B,
+    T, K), q and k (M, B, T, H, D) and random contiguous output gradients."""
     rots = [rotary.Rotary(STUDY[m % len(STUDY)], D, 1).to(dev) for m in range(M)]
     names = sorted({n for r in rots for n in r.names})
     B, g = tokens // (M * T), torch.Generator().manual_seed(0)
@@ -48,26 +50,23 @@ def rotation_inputs(tokens, M, T, H, D, dev, dtype):
          "ref_path": torch.where(torch.rand(M, B, T, 1, generator=g) < 0.2, path, -1)}
     C = torch.stack([rotary.coordinate(b, n) for n in names], -1).int().to(dev)
     q, k, dqo, dko = (torch.randn(M, B, T, H, D, device=dev, dtype=dtype) for _ in range(4))
-    return rots, names, C, q.requires_grad_(), k.requires_grad_(), (dqo, dko)
+    frames = [{k[7:]: v for k, v in ensemble.frame(r, names, H).items()} for r in rots]
+    tables = {k: torch.stack([f[k] for f in frames]) for k in frames[0]}
+    return rots, names, tables, C, q.requires_grad_(), k.requires_grad_(), (dqo, dko)
 
 
-def run_tables(rots, names, H):
-    """Each run's table from its parameters (batched.run_table), stacked to (M, H, P): what a study step
-    prepares before it rotates."""
-    runs = [batched.run_table(r, 0, H, names) for r in rots]
-    return [torch.stack([t[i] for t in runs]) for i in range(4)]
+def rotations(rots, names, tables, kernel):
+    """The runs' rotation as training runs it: Rotary.forward, once per run under vmap, its tables and
+    padded rates and offsets the run's (the readable rotation, or with `kernel` the fused one)."""
+    rot = rotary.Rotary(STUDY[0], rots[0].tables[0].col.shape[-1] * 2, 1).to(rots[0].rates.device)
+    rot.names, rot.kernel = names, kernel
+    longest = {k: max(getattr(r, k).numel() for r in rots) for k in ("rates", "offsets")}
 
-
-def readable(q, k, C, col, rate, offset, overlay, marker):
-    """The reference the kernel must equal: every angle stored, then the rotation."""
-    return rotary.rotate(q, k, batched.angles_runs(C, col, rate, offset, overlay, marker))
-
-
-def end_to_end(rotate):
-    """A study step's rotation: each run's table from its parameters, then `rotate`."""
-    def step(q, k, C, rots, names, marker):
-        return rotate(q, k, C, *run_tables(rots, names, q.shape[3]), marker)
-    return step
+    def rotate(q, k, C):
+        state = {**tables, **{k: torch.stack([ensemble.pad(getattr(r, k), n) for r in rots])
+                              for k, n in longest.items()}}
+        return vmap(lambda s, q, k, C: functional_call(rot, s, (q, k, C, 0)))(state, q, k, C)
+    return rotate
 
 
 def median_seconds(fn, dev, reps, warm=3):
@@ -92,37 +91,29 @@ def median_seconds(fn, dev, reps, warm=3):
 
 
 def rotation(sizes=SIZES, M=8, T=1024, H=2, D=128, reps=20, say=lambda out: None):
-    """Forward + backward of a study's rotation (M runs, each its own table) per size and variant
-    (readable eager, torch.compile of it, the Triton kernel): (a) the kernels alone, tables ready; (b) end
-    to end as a study step calls it, each run's table prepared from its parameters, compiled for compile
-    and Triton. bf16 on CUDA; on CPU fp32 and the kernel in triton's interpreter (a smoke test: use a
-    tiny size). Bytes moved: 10 x the bytes of q (fwd reads q, k, writes both; bwd reads q, k and their
-    output gradients, writes dq, dk) plus C read by each pass; a same-size device copy measured alongside
-    (read + write). Each size said (`say`) as it is measured; returns {tokens: {row: value}}."""
+    """Forward + backward of a study's rotation (M runs, each its own table, as training runs it:
+    `rotations`) per size and variant: the readable rotation eager, torch.compile of it, and the fused
+    Triton kernel (--kernel), compiled. bf16 on CUDA; on CPU fp32 and the kernel in triton's interpreter (a
+    smoke test: use a tiny size). Bytes moved: 10 x the bytes of q (fwd reads q, k, writes both; bwd reads
+    q, k and their output gradients, writes dq, dk) plus C read by each pass; a same-size device copy
+    measured alongside (read + write). Each size said (`say`) as it is measured; returns
+    {tokens: {row: value}}."""
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.bfloat16 if dev == "cuda" else torch.float32
     out = {}
     for tokens in sizes:
         torch._dynamo.reset()    # each size compiled for its own shapes, as a study compiles its one shape
-        rots, names, C, q, k, grads = rotation_inputs(tokens, M, T, H, D, dev, dtype)
-        marker = torch.tensor([batched.run_table(r, 0, H, names)[4] for r in rots], device=dev)
-        tables = [t.detach().requires_grad_(t.dtype.is_floating_point) for t in run_tables(rots, names, H)]
+        rots, names, tables, C, q, k, grads = rotation_inputs(tokens, M, T, H, D, dev, dtype)
         params = [p for r in rots for p in (r.rates, r.offsets)]
-        alone = {"eager": readable, "compile": torch.compile(readable),
-                 "triton": rotary.rotate_runs_triton}
-        e2e = {"eager": end_to_end(readable), "compile": torch.compile(end_to_end(readable)),
-               "triton": torch.compile(end_to_end(rotary.rotate_runs_triton))}
+        readable, fused = rotations(rots, names, tables, False), rotations(rots, names, tables, True)
+        paths = {"eager": readable, "compile": torch.compile(readable), "triton": torch.compile(fused)}
         row = {"bytes": 10 * q.numel() * q.element_size() + 2 * C.numel() * C.element_size()}
         with torch.no_grad():
             row["triton_max_abs_err"] = max((x.float() - y.float()).abs().max().item() for x, y in
-                                            zip(readable(q, k, C, *tables, marker),
-                                                rotary.rotate_runs_triton(q, k, C, *tables, marker)))
-        for name in alone:
-            row[name] = median_seconds(lambda: torch.autograd.grad(
-                alone[name](q, k, C, *tables, marker), [q, k, *tables[1:]], grads), dev, reps)
-            row[name + "_e2e"] = median_seconds(lambda: torch.autograd.grad(
-                e2e[name](q, k, C, rots, names, marker), [q, k, *params], grads, allow_unused=True),
-                dev, reps)
+                                            zip(readable(q, k, C), fused(q, k, C)))
+        for name, f in paths.items():
+            row[name] = median_seconds(lambda: torch.autograd.grad(f(q, k, C), [q, k, *params], grads,
+                                                                   allow_unused=True), dev, reps)
         src = torch.empty(row["bytes"] // 2, dtype=torch.uint8, device=dev)
         dst = torch.empty_like(src)
         row["copy"] = median_seconds(lambda: dst.copy_(src), dev, reps)
@@ -138,8 +129,8 @@ def print_rotation(out, M, T, dtype):
               f"{gb * 1e3:,.0f} MB moved; copy {gb / r['copy']:,.0f} GB/s; "
               f"Triton max |err| {r['triton_max_abs_err']:.2g}")
         for v in ("eager", "compile", "triton"):
-            print(f"  {v:8} kernels {r[v] * 1e3:8.3f} ms {gb / r[v]:7.0f} GB/s {r['copy'] / r[v]:6.1%} of "
-                  f"copy   end to end {r[v + '_e2e'] * 1e3:8.3f} ms", flush=True)
+            print(f"  {v:8} {r[v] * 1e3:8.3f} ms {gb / r[v]:7.0f} GB/s {r['copy'] / r[v]:6.1%} of copy",
+                  flush=True)
 
 
 def bare_loop(data_dir, steps, seed=0, lr=1.2e-3):
@@ -167,7 +158,7 @@ def bare_loop(data_dir, steps, seed=0, lr=1.2e-3):
         order = np.random.default_rng([seed, epoch]).permutation(len(train))
         rows = order[j * docs_per_step:(j + 1) * docs_per_step]
         n_tok = int((train.len[rows] - 1).sum())
-        for group in pack(train.len[rows], mb_tokens):
+        for group in by_length(train.len[rows], mb_tokens):
             b = train.batch(rows[group], "cpu")
             _, nll, _ = model(b["tokens"], model.rotary.coords(b), b["targets"])
             (nll.sum() / n_tok).backward()
@@ -268,7 +259,7 @@ def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options
 
 def update(sizes=(8, 16), reps=30, say=print):
     """A study's update of M runs of the default model (planted gradients), each run's clip_grad_norm_ and
-    AdamW.step() in turn beside batched.clip_runs + adamw_runs: the median of `reps` interleaved timings
+    AdamW.step() in turn beside ensemble.clip + adamw_step: the median of `reps` interleaved timings
     (synchronised) and the operators each calls in one update (torch.profiler; on a GPU, launches)."""
     cfg = GPTConfig(vocab_size=8192, configuration="seq_depth", corpus="web")
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -279,7 +270,7 @@ def update(sizes=(8, 16), reps=30, say=print):
                 for m in models]
         paths = {"each run": lambda: [(torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0), o.step())
                                       for m, o in zip(models, opts)],
-                 "at once": lambda: (batched.clip_runs(models), batched.adamw_runs(opts))}
+                 "at once": lambda: (ensemble.clip(models), ensemble.adamw_step(opts))}
         times, ops = {k: [] for k in paths}, {}
         for _ in range(reps):
             for k, f in paths.items():
@@ -349,8 +340,9 @@ if __name__ == "__main__":
         sizes = tuple(int(a) for a in args[:cut] if a.isdigit()) or ((16, 4, 1) if cuda else (8, 4, 1))
         words = [a for a in args[:cut] if not a.isdigit()]
         where = torch.cuda.get_device_name() if cuda else "CPU"
-        print(f"bench.py study on {where}, {torch.get_num_threads()} threads; precision and compile: "
-              f"{machine.precision('cuda' if cuda else 'cpu')}", flush=True)
+        on, why = machine.switches("cuda" if cuda else "cpu")
+        print(f"bench.py study on {where}, {torch.get_num_threads()} threads; fast paths: "
+              f"{', '.join(f'{k} {int(v)}' for k, v in on.items())} ({why})", flush=True)
         study(words[0] if words else "web", tuple(sorted(sizes, reverse=True)), jobs=8 if cuda else 2,
               options=args[cut:], reps=reps, paths=paths, keep=keep, say=lambda r: print("  ".join(
                   f"{k} {v:,.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()), flush=True))

@@ -43,7 +43,7 @@ from tqdm import tqdm
 import trees
 from model import GPT, GPTConfig
 from rotary import coordinate
-from treerope.batches import Split, context_note, coords_for, pack, record_docs
+from treerope.batches import Split, by_length, context_note, coords_for, record_docs
 from treerope.files import owned, replacing, writable, write_json
 from treerope.hrope import boundaries, compression, hubs, paragraph_depth
 from treerope.hrope.boundaries import fake_merge, fake_split
@@ -227,7 +227,7 @@ def score(model, split, ids, cfg, corpus, change=None, attention=None, seed=0, b
     `block` (batch -> (B, T, T) bool), those (query, key) pairs are blocked (b_row["blocked"])."""
     g = torch.Generator(device=cfg["device"]).manual_seed(seed)
     per = {}
-    for group in pack(split.len[ids], cfg["mb_tokens"]):
+    for group in by_length(split.len[ids], cfg["mb_tokens"]):
         rec = ids[group]
         b = split.batch(rec, cfg["device"])
         b["len"] = torch.as_tensor(split.len[rec])

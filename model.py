@@ -1,6 +1,7 @@
 """The GPT: GPT-2 style, pre-LayerNorm, GELU MLP x4, no biases, tied embeddings, no learned
 position embedding, dropout (0 by default; paper 004's settings 0.1); position enters only through the rotary
-planes of every head (depth-perception appendix §4 "Model")."""
+planes of every head (depth-perception appendix §4 "Model"). Its forward owns the loss: train.py trains it
+as it is, one run or many (a study's runs through torch.func.vmap): a fork of this file reaches every run."""
 import math
 from dataclasses import dataclass, field
 
@@ -31,14 +32,33 @@ class GPTConfig:
         return cls(**values)
 
 
+class Dropout(nn.Module):
+    """nn.Dropout whose keep-mask is handed in (`keep`, a buffer covering a row of the context; the
+    site takes its first x.shape entries): a run draws its masks from its own generator outside the
+    model, so it draws the same in train.py and in a study (torch.func.vmap takes no generator). With
+    no mask handed in, torch's own draw."""
+
+    def __init__(self, p):
+        super().__init__()
+        self.p = p
+        self.register_buffer("keep", None, persistent=False)
+
+    def forward(self, x):
+        if not self.training or self.p == 0:
+            return x
+        if self.keep is None:
+            return F.dropout(x, self.p)
+        return x * self.keep[tuple(slice(0, n) for n in x.shape)] / (1 - self.p)
+
+
 class Attention(nn.Module):
     def __init__(self, cfg, layer):
         super().__init__()
-        self.n_head, self.layer, self.dropout = cfg.n_head, layer, cfg.dropout
+        self.n_head, self.layer = cfg.n_head, layer
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
-        self.attn_drop = nn.Dropout(cfg.dropout)   # the explicit path's; SDPA's path draws inside the kernel
-        self.resid_drop = nn.Dropout(cfg.dropout)
+        self.attn_drop = Dropout(cfg.dropout)
+        self.resid_drop = Dropout(cfg.dropout)
 
     def forward(self, x, C, rotary, return_attn=False, blocked=None):
         B, T, E = x.shape
@@ -46,23 +66,23 @@ class Attention(nn.Module):
         q, k, v = (t.view(B, T, self.n_head, E // self.n_head) for t in (q, k, v))
         q, k = rotary(q, k, C, self.layer)                      # rotary on q and k, every head
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))        # (B, H, T, Dh)
-        att = None
-        if return_attn or blocked is not None:   # the default SDPA path needs no mask tensor
+        # explicit: the probabilities for evaluate.py, or dropped by a mask drawn outside (SDPA draws inside)
+        explicit = return_attn or self.training and self.attn_drop.p > 0
+        if explicit or blocked is not None:   # the default SDPA path needs no mask tensor
             future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
         if blocked is not None:  # (B, T, T) (query, key) pairs set to -inf (paper 004 App. E); never self
             blocked = (blocked & ~torch.eye(T, dtype=torch.bool, device=x.device))[:, None]
-        if return_attn:   # explicit path: the attention probabilities, for evaluate.py
+        att = None
+        if explicit:
             s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
             s = s.masked_fill(future if blocked is None else future | blocked, float("-inf"))
             att = s.float().softmax(-1)
             y = self.attn_drop(att).to(v.dtype) @ v
         elif blocked is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                               dropout_p=self.dropout if self.training else 0.0)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=~(future | blocked),
-                                               dropout_p=self.dropout if self.training else 0.0)
-        return self.resid_drop(self.c_proj(y.transpose(1, 2).reshape(B, T, E))), att
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=~(future | blocked))
+        return self.resid_drop(self.c_proj(y.transpose(1, 2).reshape(B, T, E))), att if return_attn else None
 
 
 class Block(nn.Module):
@@ -72,7 +92,7 @@ class Block(nn.Module):
         self.attn = Attention(cfg, layer)
         self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=False)
         self.mlp = nn.Sequential(nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=False), nn.GELU(),
-                                 nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=False), nn.Dropout(cfg.dropout))
+                                 nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=False), Dropout(cfg.dropout))
 
     def forward(self, x, C, rotary, return_attn=False, blocked=None):
         a, att = self.attn(self.ln_1(x), C, rotary, return_attn, blocked)
@@ -87,7 +107,7 @@ class GPT(nn.Module):
             raise ValueError(f"n_embd {cfg.n_embd} is not a multiple of n_head {cfg.n_head}")
         self.cfg = cfg
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
-        self.drop = nn.Dropout(cfg.dropout)   # nanoGPT's places: embeddings, attention, residual branches
+        self.drop = Dropout(cfg.dropout)   # nanoGPT's places: embeddings, attention, residual branches
         self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.n_embd, bias=False)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)

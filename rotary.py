@@ -20,7 +20,6 @@ layout on a head's planes, the model's `Rotary`, the readable `rotate`, then the
 Run `python rotary.py` for every configuration's plane allocation.
 """
 import math
-import os
 import re
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -157,9 +156,11 @@ def _period_p1(b, g):
 
 
 def _rand_p1(b, g):
-    """Paper 004's control (§3.3): a density-matched random paragraph label, fresh each call."""
+    """Paper 004's control (§3.3): a density-matched random paragraph label, fresh each call (from
+    b["uniform"] where the batch brings its draws, else from the generator)."""
     pos = b["pos"]
-    starts = torch.rand(pos.shape, generator=g, device=pos.device) < b["p1_density"]
+    u = b["uniform"] if "uniform" in b else torch.rand(pos.shape, generator=g, device=pos.device)
+    starts = u < b["p1_density"]
     starts = starts & (pos > 0)
     return torch.cumsum(starts.long(), -1) * (pos >= 0)
 
@@ -426,6 +427,7 @@ class Rotary(nn.Module):
         names = {c for L in self.layouts for h in L.coord for c in h if c} | ({self.marker} - {None})
         self.names = sorted(names)
         self.tables = nn.ModuleList(Table(L, self.names, self.marker) for L in self.layouts)
+        self.kernel = False    # the fused Triton rotation instead of the readable one (a run's --kernel)
 
     def coords(self, batch, generator=None):
         """(B, T, K) int32 matrix of the coordinates this configuration reads (-1 absent), column j
@@ -447,26 +449,26 @@ class Rotary(nn.Module):
         return self.tables[i](self.rates, self.offsets)
 
     def angles(self, C, i):
-        """Reference angles (B, T, H or 1, P) for layout i from the coordinate matrix C."""
+        """Angles (B, T, H or 1, P) of layout i from the coordinate matrix C: c * rate + offset where a
+        plane's coordinate is present, 0 where absent, plus the extra angle where the marker is present
+        (EXTRA; no marker: mark is -1). One law for every configuration, as data: a study stacks its runs'
+        tables and runs it under vmap, and the fused kernel is held to it (`kernel_differs`)."""
         col, rate, offset, overlay = self.table(i)
+        mark = self.tables[i].mark
         c = C[..., col.clamp(min=0).long()].float()             # (B, T, Hl, P)
         present = (c >= 0) & (col >= 0)
-        ang = torch.where(present, c * rate + offset, 0.0)
-        if self.ov_used(i):   # the extra angle, where the marker is present
-            marked = C[..., self.names.index(self.marker)].float().unsqueeze(-1).unsqueeze(-1) >= 0
-            ang = ang + torch.where(marked & present, overlay, 0.0)
-        return ang
-
-    def ov_used(self, i):
-        return self.layouts[i].overlay is not None
+        marked = (C[..., mark.clamp(min=0).long()] >= 0) & (mark >= 0)   # (B, T, 1)
+        return torch.where(present, c * rate + offset, 0.0) + \
+            torch.where(present & marked[..., None], overlay, 0.0)
 
     def forward(self, q, k, C, layer):
         """Rotate q, k of shape (B, T, H, D) for `layer` (the layer-split configurations give layers
         different tables). C: the coordinates, a dict by name (`by_name`) or the (B, T, K) matrix of
         `coords`, whose width is checked (shapes only: free inside a compiled step); a matrix of the
         right width in another column order cannot be told apart, so hand-built ones go by name.
-        Triton on CUDA, PyTorch elsewhere. A layout with HT head tables gives each a contiguous
-        block of H / HT heads (head_split with 4 heads: two sequence heads, then two tree heads)."""
+        The readable rotation, or with `kernel` set the fused Triton one (`kernel_differs` checks it
+        first). A layout with HT head tables gives each a contiguous block of H / HT heads (head_split
+        with 4 heads: two sequence heads, then two tree heads)."""
         if isinstance(C, dict):
             C = self.by_name(C)
         if C.shape[-1] != len(self.names) or C.shape[:2] != q.shape[:2]:
@@ -476,7 +478,7 @@ class Rotary(nn.Module):
         i = self.layer_layout[layer]
         if not self.names:                     # no_position: nothing rotates
             return q, k
-        if q.is_cuda and FUSED:
+        if self.kernel:
             return rotate_triton(q, k, C, *self.table(i), self.tables[i].mark)
         ang = self.angles(C, i)
         return rotate(q, k, ang.repeat_interleave(q.shape[2] // ang.shape[2], 2))
@@ -526,12 +528,11 @@ def main():
 
 
 # ------------------------------------------------------------------------- the fused kernel ----
-# rotate(q, k, batched.angles_runs(...)) as one Triton kernel forward and one backward, for M runs at once,
-# each with its own plane table, angles computed from the integer coordinates inside the kernel, with
-# gradients for q, k, rates, offsets and overlays. Rotary.forward launches it on CUDA (study.py and
-# bench.py call rotate_runs_triton); on CPU the tests run it in triton's interpreter.
-FUSED = torch.cuda.is_available() and tl.constexpr is not None \
-    and os.environ.get("TREEROPE_TRITON", "1") == "1"
+# Rotary.angles then rotate, as one Triton kernel forward and one backward, for M runs at once, each
+# with its own plane table, angles computed from the integer coordinates inside the kernel, with gradients
+# for q, k, rates, offsets and overlays. A fast path, off unless a run asks for it (--kernel): not yet
+# measured faster than the readable rotation compiled (RESULTS "Not yet run on a GPU"), and held to it by
+# `kernel_differs`. On CPU the tests run it in triton's interpreter.
 
 
 @triton.jit
@@ -701,6 +702,16 @@ if not hasattr(torch.ops.treerope, "rotate_runs"):   # once per process: custom 
         return dq, dk, None, None, *(g.to(t.dtype) for g, t in zip(d, (rate, offset, overlay))), None
     _op.register_autograd(_backward, setup_context=lambda ctx, inputs, output: ctx.save_for_backward(*inputs))
 
+    def _vmapped(info, in_dims, *args):
+        """Under vmap (a study's runs, each calling Rotary.forward): the vmapped runs join the kernel's own
+        run dimension, one launch for all of them."""
+        n = info.batch_size
+        flat = [(a.movedim(d, 0) if d is not None else a.expand(n, *a.shape)).flatten(0, 1)
+                for a, d in zip(args, in_dims)]
+        qo, ko = torch.ops.treerope.rotate_runs(*flat)
+        return (qo.unflatten(0, (n, -1)), ko.unflatten(0, (n, -1))), (0, 0)
+    torch.library.register_vmap("treerope::rotate_runs", _vmapped)
+
 
 def rotate_runs_triton(q, k, C, col, rate, offset, overlay, marker):
     """Fused kernel for M runs at once, each with its own table: rotate(q, k, angles_runs(C, col, rate,
@@ -722,6 +733,35 @@ def rotate_triton(q, k, C, col, rate, offset, overlay=None, marker=-1):
     overlay = torch.zeros_like(offset) if overlay is None else overlay
     qo, ko = rotate_runs_triton(*(t.unsqueeze(0) for t in (q, k, C, col, rate, offset, overlay)), marker)
     return qo[0], ko[0]
+
+
+def kernel_differs(rot, C, n_head, tol=1e-3):
+    """Where the fused kernel and the readable rotation (Rotary.angles, then `rotate`) disagree on
+    coordinates C (B, T, K), a run's own: random q and k through every layout, the outputs and the
+    gradients of the rates and offsets compared (relative to the largest); a line naming the worst
+    difference, or None. A run with --kernel is refused where they differ, so a forked angle law is
+    never bypassed by the kernel unnoticed."""
+    g = torch.Generator(device=C.device).manual_seed(0)
+    D = 2 * rot.tables[0].col.shape[-1]
+    q, k = (torch.randn(*C.shape[:2], n_head, D, generator=g, device=C.device) for _ in range(2))
+    kernel, worst = rot.kernel, (0.0, None)
+    try:
+        for i in sorted(set(rot.layer_layout)):
+            layer = rot.layer_layout.index(i)
+            got = []
+            for rot.kernel in (False, True):
+                out = rot(q, k, C, layer)
+                grads = torch.autograd.grad(sum((o * w).sum() for o, w in zip(out, (q, k))),
+                                            [rot.rates, rot.offsets], allow_unused=True)
+                got.append([*out, *(torch.zeros(0) if x is None else x for x in grads)])
+            for name, a, b in zip(("q", "k", "rate gradients", "offset gradients"), *got):
+                scale = a.abs().max().item() if a.numel() else 0.0
+                err = (a - b).abs().max().item() / max(scale, 1e-12) if a.numel() else 0.0
+                if err > worst[0]:
+                    worst = (err, f"{name} of layout {i}")
+    finally:
+        rot.kernel = kernel
+    return f"{worst[1]} differ by {worst[0]:.2g} (relative)" if worst[0] > tol else None
 
 
 if __name__ == "__main__":   # every configuration of both papers

@@ -16,7 +16,7 @@ import torch
 import rotary
 import train
 from model import GPT, GPTConfig
-from treerope import batches, training
+from treerope import batches
 from treerope.hrope import hubs
 
 B, T, CUT = 2, 12, 5
@@ -71,9 +71,9 @@ def test_step_loss_is_the_mean_over_predicted_tokens(tiny_python, tmp_path):
     logged = json.loads(open(os.path.join(run, "log.jsonl")).readline())["train_loss"]
     cfg = json.load(open(os.path.join(run, "config.json")))
     split = batches.Split(os.path.join(tiny_python, "python"), "train", 256)
-    rec = training.step_records(len(split), 6, 0, 5)   # seed 5: lengths 79 and 238 share a micro-batch
+    rec = batches.step_records(len(split), 6, 0, 5)   # seed 5: lengths 79 and 238 share a micro-batch
     lengths = split.len[rec]
-    assert len(set(lengths.tolist())) > 1 and len(batches.pack(lengths, 512)) > 1   # the case that matters
+    assert len(set(lengths.tolist())) > 1 and len(batches.by_length(lengths, 512)) > 1   # the case at issue
     torch.manual_seed(5)
     m = GPT(GPTConfig.saved(cfg["model"]))                      # the same initial weights as step 0
     total = 0.0

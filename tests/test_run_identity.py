@@ -21,7 +21,7 @@ import prepare
 import sample
 import study
 import train
-from treerope import files, machine, studies, training
+from treerope import files, machine, training
 from treerope.hrope import boundaries, paragraph_depth
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,6 +31,11 @@ TINY = ["--steps=2", "--n_layer=1", "--max_len=64", "--docs_per_step=2", "--val_
 
 def args(data, out, *extra):
     return ["--data", data, "--out", str(out), *TINY, *extra]
+
+
+def study_main(argv):
+    """study.py's command line, run in this process: train.py with its runs given at once."""
+    return train.main(study.arguments(argv))
 
 
 def planted(root, config, seed, val, name=None, folder=None, **run):
@@ -51,7 +56,7 @@ def planted(root, config, seed, val, name=None, folder=None, **run):
 def runs(tiny_python, tmp_path_factory):
     """seq_only and seq_depth at seeds 0 and 1 (one study), and a d=64 seq_depth run (--name small)."""
     out = tmp_path_factory.mktemp("identity")
-    study.main(["python", "seq_only seq_depth", "0 1", *args(tiny_python, out)])
+    study_main(["python", "seq_only seq_depth", "0 1", *args(tiny_python, out)])
     train.main(["--corpus", "python", "--config", "seq_depth", "--name", "small", "--n_embd=64",
                 *args(tiny_python, out)])
     return out / "python"
@@ -129,10 +134,9 @@ def test_4_elapsed_is_training_time_alone_in_train_and_study(tiny_python, tmp_pa
             return f(*a, **k)
         return g
     monkeypatch.setattr(train, "evaluate", slow(training.evaluate))
-    monkeypatch.setattr(studies.Study, "evaluate", slow(studies.Study.evaluate))
     two = args(tiny_python, tmp_path, "--milestones=2")
     runs = [train.main(["--corpus", "python", "--config", "seq_only", *two]),
-            *study.main(["python", "seq_depth", "0", *two])]
+            *study_main(["python", "seq_depth seq_tree", "0", *two])]
     for run in runs:
         log = [json.loads(line) for line in open(os.path.join(run, "log.jsonl"))]
         assert [e["step"] for e in log] == [1, 2]
@@ -144,7 +148,7 @@ def test_5_a_studys_early_stop_can_differ_where_losses_tie(tmp_path):
     """The patience rule is train.py's, but a rounding-level difference between a study's loss and
     train.py's flips it (5.3773 against 5.3773 +- 1e-7): study.py's docstring and REFERENCE.md say so."""
     assert training.stalled([5.3773, 5.3773 + 1e-7], 1) and not training.stalled([5.3773, 5.3773 - 1e-7], 1)
-    doc = " ".join(study.__doc__.split())
+    doc = " ".join(train.__doc__.split())
     assert "can stop at another milestone than train.py's" in doc and "tie within rounding" in doc
     ref = " ".join(open(os.path.join(ROOT, "REFERENCE.md")).read().split())
     assert "a study's run can stop at another milestone than train.py's" in ref
@@ -153,9 +157,9 @@ def test_5_a_studys_early_stop_can_differ_where_losses_tie(tmp_path):
 def test_6_a_bf16_run_is_not_done_in_an_fp32_study(tiny_python, tmp_path, capsys):
     """A finished --bf16 1 run was printed `done:` and then left unpaired by analyze: the study refuses
     it in one line, before anything is written."""
-    study.main(["python", "seq_only", "0", *args(tiny_python, tmp_path), "--bf16=1"])
+    study_main(["python", "seq_only", "0", *args(tiny_python, tmp_path), "--bf16=1"])
     capsys.readouterr()
-    one_line(lambda: study.main(["python", "seq_only seq_depth", "0", *args(tiny_python, tmp_path)]),
+    one_line(lambda: study_main(["python", "seq_only seq_depth", "0", *args(tiny_python, tmp_path)]),
              "seq_only/seed0 finished at bf16=1", "analyze.py would not pair it")
     assert "done:" not in capsys.readouterr().out and not os.path.exists(tmp_path / "python" / "seq_depth")
 
@@ -163,7 +167,7 @@ def test_6_a_bf16_run_is_not_done_in_an_fp32_study(tiny_python, tmp_path, capsys
 def test_7_sweep_follows_the_studys_finished_run_rule(tiny_python, tmp_path):
     """sweep.sh over runs finished at 2 steps with --steps 3 exited 0 and kept them: it now refuses them
     in one line, as study.py does; asked as they were trained, it keeps them and says so."""
-    study.main(["python", "seq_only", "0", *args(tiny_python, tmp_path)])
+    study_main(["python", "seq_only", "0", *args(tiny_python, tmp_path)])
     env = {**os.environ, "OUT": str(tmp_path)}
     def sweep(*extra):
         return subprocess.run(["bash", "scripts/sweep.sh", "python", "seq_only", "0", "1", "--data",
@@ -182,34 +186,37 @@ def test_8_a_refused_study_leaves_no_folder(tiny_python, tmp_path):
     run = train.main(["--corpus", "python", "--config", "seq_depth", *args(tiny_python, tmp_path, "--steps=3",
                                                                              "--milestones=3")])
     os.remove(os.path.join(run, "final.json"))                       # stopped before its end
-    one_line(lambda: study.main(["python", "seq_only seq_tree seq_depth", "0",
+    one_line(lambda: study_main(["python", "seq_only seq_tree seq_depth", "0",
                                  *args(tiny_python, tmp_path, "--steps=3", "--milestones=3", "--lr=0.02")]),
              "seq_depth/seed0 was trained with other values", "lr: ")
     assert sorted(os.listdir(tmp_path / "python")) == ["seq_depth"]
 
 
-def test_9_messages_agree_with_what_happened(tiny_python, tmp_path):
+def test_9_messages_agree_with_what_happened(tiny_python, tmp_path, capsys):
     """At --lr 1e30 every run diverges before its first milestone, keeping no checkpoint: the closing
     line no longer promises a retry from the last checkpoint."""
-    msg = one_line(lambda: study.main(["python", "seq_only seq_depth", "0",
-                                       *args(tiny_python, tmp_path, "--lr=1e30")]), "no checkpoint kept")
-    assert "last checkpoint" not in msg
+    with pytest.raises(SystemExit) as e:
+        study_main(["python", "seq_only seq_depth", "0", *args(tiny_python, tmp_path, "--lr=1e30")])
+    msg = capsys.readouterr().err
+    assert e.value.code == 2 and "no checkpoint kept" in msg and "last checkpoint" not in msg
 
 
 def test_10_every_option_is_used_or_refused(tiny_python, tmp_path, capsys):
     """`study.py ... --seed 5` trained seed 0; `prepare.py python --max_programs 5 --src` prepared every
     document; study.py --help exited 1; the GPU probe went on with -24 s left. Each is now refused in
     one line, or (--help) the docstring printed with exit 0."""
-    for given in (["--seed", "5"], ["--seed=5"], ["--config", "seq_tree"]):
-        one_line(lambda: study.main(["python", "seq_only", "0", *args(tiny_python, tmp_path), *given]),
+    for given in (["--seed", "5"], ["--seed=5"], ["--config", "seq_tree"], ["--se", "5"]):
+        one_line(lambda: study.arguments(["python", "seq_only", "0", *args(tiny_python, tmp_path), *given]),
                  "study.py takes --")
     assert not os.path.exists(tmp_path / "python")
-    assert study.main(["--help"]) == [] and "python study.py CORPUS" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        study.arguments(["--help"])
+    assert e.value.code == 0 and "python study.py CORPUS" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         prepare.main(["python", "--max_programs", "5", "--src", str(tmp_path), "--out", str(tmp_path / "d")])
     assert "--max_programs does not apply to the python corpus" in capsys.readouterr().err
     # the table stages' budget overspent (study.py --budget): refused in one line, no run written
-    one_line(lambda: study.main(["python", "seq_only", "0", *args(tiny_python, tmp_path), "--budget=0.001"]),
+    one_line(lambda: study_main(["python", "seq_only", "0", *args(tiny_python, tmp_path), "--budget=0.001"]),
              "not one step of one seed fits; raise --budget")
     assert not os.path.exists(tmp_path / "python")
 
@@ -219,7 +226,7 @@ def test_11_an_odd_head_width_is_one_line_before_anything_is_written(tiny_python
     """`--n_layer=1 --n_embd=63` was a RuntimeError after config.json was written."""
     odd = args(tiny_python, tmp_path, "--n_embd=63")
     one_line(lambda: train.main(["--corpus", "python", "--config", "seq_only", *odd]), "63", "odd width")
-    one_line(lambda: study.main(["python", "seq_only seq_depth", "0", *odd]), "63", "odd width")
+    one_line(lambda: study_main(["python", "seq_only seq_depth", "0", *odd]), "63", "odd width")
     assert not os.path.exists(tmp_path / "python")
 
 
@@ -241,18 +248,17 @@ def test_12_an_edited_config_json_is_one_line_naming_the_key(edit, named, runs, 
 
 def test_13_a_model_that_cannot_fit_is_refused_with_the_estimate(tiny_python, tmp_path, monkeypatch):
     """`study.py ... --max_len=100000` was killed by the kernel: rows of 100,000 tokens need T x T masks
-    and scores. It is refused in one line with machine.study_bytes's estimate, nothing written."""
+    and scores. It is refused in one line with machine.step_bytes's estimate, nothing written."""
     monkeypatch.setattr(machine, "device_bytes", lambda device: 24 * 2**30)   # the trial's 24 GB machine
-    msg = one_line(lambda: study.main(["python", "seq_only seq_depth", "0",
+    msg = one_line(lambda: study_main(["python", "seq_only seq_depth", "0",
                                        *args(tiny_python, tmp_path, "--max_len=100000")]),
-                   "GiB a step (machine.study_bytes)", "24.0 GiB")
+                   "GiB a step (machine.step_bytes)", "24.0 GiB")
     assert float(re.search(r"about ([\d.,]+) GiB", msg).group(1).replace(",", "")) > 100
     assert not os.path.exists(tmp_path / "python")
     # the estimate by hand: 1 run, 1 layer, d 2, 1 head, vocab 4, a row of 2 tokens, 56 parameters, fp32:
     # 56 x 16 bytes of weights and moments; activations 2 tokens x (34 x 2 + 5 x 1 x 2) x 4 / 2 = 312;
-    # masks 2 x 2 x (1 + 1) = 8; logits 2 x 4 x (4 + 8) = 96, or 48 in two pieces
-    assert machine.study_bytes(1, 1, 2, 1, 2, 1, 4, 56, False) == 896 + 312 + 8 + 96
-    assert machine.study_bytes(1, 1, 2, 1, 2, 1, 4, 56, False, chunks=2) == 896 + 312 + 8 + 48
+    # masks 2 x 2 x (1 + 1) = 8; logits 2 x 4 x (4 + 8) = 96 (model.GPT's loss takes them whole)
+    assert machine.step_bytes(1, 1, 2, 1, 2, 1, 4, 56, False) == 896 + 312 + 8 + 96
 
 
 def test_a_refused_model_leaves_no_folder(tiny_python, tmp_path):
@@ -333,9 +339,9 @@ def test_t6_a_study_too_big_for_memory_is_refused_before_any_model_exists(tiny_p
     every model before `fits` estimated. Refused with the estimate, no model built, nothing written."""
     monkeypatch.setattr(machine, "device_bytes", lambda device: 24 * 2**30)
     monkeypatch.setattr(training, "build_model", lambda *a: pytest.fail("a model was built"))
-    one_line(lambda: study.main(["python", "seq_only seq_depth", "0 1", *args(tiny_python, tmp_path),
+    one_line(lambda: study_main(["python", "seq_only seq_depth", "0 1", *args(tiny_python, tmp_path),
                                  "--n_embd=4096", "--n_layer=24", "--n_head=32"]),
-             "4 runs of 24L d4096", "machine.study_bytes")
+             "4 runs of 24L d4096", "machine.step_bytes")
     assert not os.path.exists(tmp_path / "python")
 
 
@@ -358,7 +364,7 @@ def test_m2_more_records_a_step_than_the_split_holds_is_refused(tiny_python, tmp
     big = args(tiny_python, tmp_path, "--docs_per_step=5000")
     one_line(lambda: train.main(["--corpus", "python", "--config", "seq_only", *big]),
              "--docs_per_step 5,000", "train split")
-    one_line(lambda: study.main(["python", "seq_only", "0", *big]), "--docs_per_step 5,000")
+    one_line(lambda: study_main(["python", "seq_only", "0", *big]), "--docs_per_step 5,000")
     assert not os.path.exists(tmp_path / "python")
 
 

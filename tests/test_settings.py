@@ -54,8 +54,8 @@ CPU = {"cpu_python": ("python", 200, (4, 128, 1), 256, TREE), "cpu_web": ("web",
        "cpu_code_1024": ("code", 200, (4, 128, 2), 1024, TABLE_11_CPU)}
 # what every entry must list (its data's: those every corpus has; a corpus's own flags where it sets them)
 LISTED = {*DEFAULTS, "vocab", "long", "split", "source", "per_config", "sweep"} - {
-    "config", "seed", "setting", "name", "data", "out", "device", "compile", "bf16", "resume", "checkpoint",
-    "lr_sweep", "depth_dropout"}
+    "config", "seed", "setting", "name", "data", "out", "device", "compile", "bf16", "kernel", "resume",
+    "checkpoint", "lr_sweep", "check", "budget", "depth_dropout"}
 
 
 def meta_for(root, name, record=True):
@@ -71,7 +71,7 @@ def meta_for(root, name, record=True):
 
 
 def parsed(*argv):
-    return training.parse([*argv, "--device", "cpu"])[0]
+    return training.parse([*argv, "--device", "cpu"])[0][0]
 
 
 def test_every_setting_is_the_papers():
@@ -157,10 +157,11 @@ def test_a_run_is_the_defaults_then_one_flat_setting_then_the_flags(capsys):
     spread = [v for n in ast.walk(table) if isinstance(n, ast.Dict)
               for k, v in zip(n.keys, n.values) if k is None]
     assert all(isinstance(v, ast.DictComp) for v in spread)   # `**{f"cpu_{c}": dict(...) for c in ...}` only
-    machine = ("device", "bf16", "compile", "precision")
+    machine = ("device", "bf16", "compile", "kernel", "precision")
     for name in (None, "python", "hrope_code"):
         given = ["--setting", name] if name else []
-        on = [{k: v for k, v in training.parse([*given, "--device", d])[0].items() if k not in machine}
+        on = [{k: v for k, v in training.parse([*given, "--device", d])[0][0].as_dict().items()
+               if k not in machine}
               for d in ("cpu", "cuda")]
         assert on[0] == on[1], name
     # the defaults: Values', the model's (model.GPTConfig's); no setting
@@ -203,11 +204,12 @@ def test_a_setting_is_its_values_not_its_name():
                    "--min_lr", "0.01", "--patience", "10", "--steps", "200", "--milestones", "10")
     named = parsed("--setting", "cpu_code")
     model = {k: named[k] for k in runs.MODEL}
-    assert runs.trained_otherwise(flags, model, named, model) == []
+    recorded = flags.as_dict()                                    # as config.json holds it
+    assert runs.trained_otherwise(recorded, model, named, model) == []
     hotter = parsed("--setting", "cpu_code", "--lr", "3e-4")
-    assert runs.trained_otherwise(flags, model, hotter, model) == ["lr: 0.0012 there, 0.0003 now"]
-    assert statistics.training({"run": flags, "model": model}, []) == \
-        statistics.training({"run": named, "model": model}, [])
+    assert runs.trained_otherwise(recorded, model, hotter, model) == ["lr: 0.0012 there, 0.0003 now"]
+    assert statistics.training({"run": recorded, "model": model}, []) == \
+        statistics.training({"run": named.as_dict(), "model": model}, [])
 
 
 @pytest.fixture(scope="module")
@@ -257,7 +259,7 @@ def test_train_prints_its_setting_and_reports_by_rule(cpu_python, tmp_path, caps
     assert final["report"] == "best_milestone"
     assert final["reported"] == {"val_loss": best["val_loss"], "step": best["step"]}
     # without flags the line is the setting's own: 200 steps of 16 records, nothing given
-    cfg = training.parse(["--setting", "cpu_python", "--data", data])[0]
+    cfg = training.parse(["--setting", "cpu_python", "--data", data])[0][0]
     mcfg = GPTConfig()
     plain = training.setting_line(cfg, mcfg, training.per_step(cfg, mcfg))
     assert "200 steps x 16 records, reported at its final step" in plain and "given" not in plain
@@ -267,20 +269,20 @@ def test_train_refuses_data_prepared_for_another_setting(tmp_path):
     web = meta_for(tmp_path, "web_pages")
     for name in ("cpu_web", "web_large"):
         with pytest.raises(SystemExit) as e:
-            training.plan(*training.parse(["--setting", name, *web]), False)
+            training.plan(*training.parse(["--setting", name, *web])[0], False)
         assert "prepared for setting web_pages" in e.value.code and "\n" not in e.value.code
     # data prepared by hand (no setting named) serves a setting whose flags it has (and then stops at
     # its missing arrays), and no other
     hand = meta_for(tmp_path / "hand", "cpu_web", record=False)
     with pytest.raises(SystemExit, match="from an older prepare.py"):
-        training.plan(*training.parse(["--setting", "cpu_web", *hand]), False)
+        training.plan(*training.parse(["--setting", "cpu_web", *hand])[0], False)
     with pytest.raises(SystemExit, match="--max_len 256 where the setting has 2048"):
-        training.plan(*training.parse(["--setting", "web_pages", *hand]), False)
+        training.plan(*training.parse(["--setting", "web_pages", *hand])[0], False)
     with pytest.raises(SystemExit, match="trains the web corpus, not python"):
         training.parse(["--setting", "web_pages", "--corpus", "python", *web])
     # flags win
-    assert training.parse(["--setting", "web_pages", "--lr", "3e-3", "--steps", "7", *web])[0]["lr"] == 3e-3
-    assert training.parse(["--setting", "web_pages", "--steps", "7", *web])[0]["passes"] is None
+    assert training.parse(["--setting", "web_pages", "--lr", "3e-3", "--steps", "7", *web])[0][0].lr == 3e-3
+    assert training.parse(["--setting", "web_pages", "--steps", "7", *web])[0][0].passes is None
 
 
 def test_contiguous_split_is_three_ranges(cpu_python, tmp_path):
@@ -375,10 +377,10 @@ def test_a_study_says_its_plan_once(cpu_python, tmp_path, capsys):
     precision, values, setting and run lines train.py says are said once, by the first run, not four
     times."""
     _, data = cpu_python
-    study.main(["python", "seq_only seq_depth", "0 1", "--setting", "cpu_python", "--data", data, "--out",
-                str(tmp_path), *SMALL, "--steps=1", "--milestones=1"])
+    train.main(study.arguments(["python", "seq_only seq_depth", "0 1", "--setting", "cpu_python", "--data",
+                                data, "--out", str(tmp_path), *SMALL, "--steps=1", "--milestones=1"]))
     said = capsys.readouterr().out.splitlines()
     for start in ("precision:", "values:", "setting cpu_python:", "python / "):
         assert sum(line.startswith(start) for line in said) == 1, (start, said)
     first = next(line for line in said if line.startswith("python / "))
-    assert first.startswith("python / seq_only / seed 0 ") and "study: 4 runs" in "\n".join(said)
+    assert first.startswith("python / seq_only / seed 0 ") and "4 runs at once" in "\n".join(said)

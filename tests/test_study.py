@@ -1,8 +1,10 @@
-"""study.py: a study of runs trained as one batched model is each run as train.py trains it.
-Run: python -m pytest -q tests/test_study.py"""
+"""Runs trained at once (train.py with several configurations and seeds, study.py's arguments) are each
+the run train.py trains alone: model.GPT's own forward and loss under vmap, a fork of model.py reaching
+every run, the same random draws, one step. Run: python -m pytest -q tests/test_study.py"""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -11,15 +13,16 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
-from conftest import needs_triton
+from conftest import TINY_PYTHON, needs_triton
 
 import bench
 import model as model_py
+import prepare
 import rotary
 import study
 import train
 from model import GPT, GPTConfig
-from treerope import batched, machine, studies, training
+from treerope import budget, ensemble, machine, training
 from treerope.batches import Split, coords_for
 from treerope.prepared import corpus_stats
 
@@ -45,8 +48,9 @@ ECB659C = {
 }
 
 
-def losses(out, config, seed):
-    log = [json.loads(line) for line in open(os.path.join(out, "python", config, f"seed{seed}", "log.jsonl"))]
+def losses(out, config, seed, corpus=None):
+    corpus = corpus or next(c for c in ("python", "code") if os.path.exists(os.path.join(out, c)))
+    log = [json.loads(line) for line in open(os.path.join(out, corpus, config, f"seed{seed}", "log.jsonl"))]
     return [(e["train_loss"], e["val_loss"]) for e in log]
 
 
@@ -62,9 +66,14 @@ def assert_matches(got, want):
         assert t == pytest.approx(t0, rel=REL) and v == pytest.approx(v0, rel=REL)
 
 
+def trained(corpus, configs, seeds, *options):
+    """train.py over every (configuration, seed) at once, with study.py's arguments."""
+    return train.main(study.arguments([corpus, configs, seeds, *options]))
+
+
 def test_a_study_trains_each_run_as_train_py_did(tiny_python, tmp_path):
     out = str(tmp_path)
-    dirs = study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL])
+    dirs = trained("python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL)
     assert len(dirs) == 4
     for (config, seed), want in ECB659C.items():
         assert_matches(losses(out, config, seed), want)
@@ -73,14 +82,12 @@ def test_a_study_trains_each_run_as_train_py_did(tiny_python, tmp_path):
         final = json.load(open(os.path.join(run, "final.json")))
         assert final["val_loss"] == pytest.approx(want[-1][1], rel=REL) and final["test_records"] == 8
     # finished runs are skipped, as sweep.sh skips them
-    again = study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL])
-    assert again == []
+    assert trained("python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL) == []
 
 
-def test_a_fork_of_model_py_reaches_train_py_and_the_study_alike(tiny_python, tmp_path, monkeypatch):
-    """A planted change to model.py's block, a QK-norm (an RMSNorm with weights on each head's queries
-    and keys before the rotation, as nanochat normalises them), changes train.py's losses, and the study
-    trains the changed model run by run: it runs model.py's own modules, not a copy of them."""
+# ------------------------------------------------------------ a fork of model.py reaches every run ----
+def qk_norm(monkeypatch):
+    """nanochat's QK-norm: an RMSNorm with weights on each head's queries and keys before the rotation."""
     init, forward = model_py.Attention.__init__, model_py.Block.forward
 
     def planted_init(self, cfg, layer):
@@ -93,34 +100,177 @@ def test_a_fork_of_model_py_reaches_train_py_and_the_study_alike(tiny_python, tm
         return forward(self, x, C, normed, return_attn, blocked)
     monkeypatch.setattr(model_py.Attention, "__init__", planted_init)
     monkeypatch.setattr(model_py.Block, "forward", planted_forward)
-    alone, together = str(tmp_path / "train"), str(tmp_path / "study")
-    lr = "--lr=0.003"   # at 0.01 this fork amplifies float rounding past REL in 5 steps (measured: 1.8e-4)
+
+
+def untied_head(bias):
+    """The output head untied from the embedding, with a bias or without (initialised away from 0)."""
+    def plant(monkeypatch):
+        init = model_py.GPT.__init__
+
+        def planted(self, cfg):
+            init(self, cfg)
+            self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=bias)
+            nn.init.normal_(self.lm_head.weight, 0.0, 0.02)
+            if bias:
+                nn.init.normal_(self.lm_head.bias, 0.0, 1.0)
+        monkeypatch.setattr(model_py.GPT, "__init__", planted)
+    return plant
+
+
+def rewritten(term=None, hidden=None):
+    """GPT.forward as a fork rewrites it: `hidden`(model, x) on the final hidden state, `term`(logits,
+    nll, targets) in the loss branch (logits first, then the NLL): a gain, a z-loss or a soft-cap written
+    where a fork writes them, the rest of the forward model.py's own."""
+    def plant(monkeypatch):
+        def forward(self, idx, C, targets=None, return_attn=False, blocked=None):
+            x = self.drop(self.wte(idx))
+            for block in self.blocks:
+                x, _ = block(x, C, self.rotary, return_attn, blocked)
+            x = self.ln_f(x) if hidden is None else hidden(self, self.ln_f(x))
+            logits = self.lm_head(x).float()
+            logits = logits if term is None else term(logits, None, None)
+            if targets is None:
+                return logits, None, None
+            nll = nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-1,
+                                              reduction="none").view(targets.shape)
+            return None, nll if term is None else term(logits, nll, targets), None
+        monkeypatch.setattr(model_py.GPT, "forward", forward)
+    return plant
+
+
+def z_loss(logits, nll, targets):
+    """PaLM's auxiliary z-loss, 1e-2 x log(Z)^2 per predicted token (large: 5 steps must show it)."""
+    return logits if nll is None else nll + 1e-2 * logits.logsumexp(-1).square() * (targets >= 0)
+
+
+def soft_cap(logits, nll, targets):
+    """Gemma's logit soft-cap, 2 tanh(logits / 2): tight, so 5 steps show it."""
+    return 2.0 * torch.tanh(logits / 2.0) if nll is None else nll
+
+
+def a_gain_on_gpt(monkeypatch):
+    """A parameter set directly on GPT (not in a submodule): a learned gain on the final hidden state,
+    used in GPT.forward itself."""
+    init = model_py.GPT.__init__
+
+    def planted(self, cfg):
+        init(self, cfg)
+        self.gain = nn.Parameter(torch.full((cfg.n_embd,), 1.7))
+    monkeypatch.setattr(model_py.GPT, "__init__", planted)
+    rewritten(hidden=lambda model, x: x * model.gain)(monkeypatch)
+
+
+def a_new_dropout_site(monkeypatch):
+    """A dropout site model.GPT did not have: on the attention's queries and keys, before the rotation."""
+    init, forward = model_py.Attention.__init__, model_py.Block.forward
+
+    def planted_init(self, cfg, layer):
+        init(self, cfg, layer)
+        self.qk_drop = model_py.Dropout(0.3)
+
+    def planted_forward(self, x, C, rotary, return_attn=False, blocked=None):
+        def dropped(q, k, C, layer):
+            return rotary(self.attn.qk_drop(q), k, C, layer)
+        return forward(self, x, C, dropped, return_attn, blocked)
+    monkeypatch.setattr(model_py.Attention, "__init__", planted_init)
+    monkeypatch.setattr(model_py.Block, "forward", planted_forward)
+
+
+def an_angle_law(monkeypatch):
+    """Rotary.angles changed: every present coordinate turns by 1.5 x its angle (a steeper law)."""
+    angles = rotary.Rotary.angles
+    monkeypatch.setattr(rotary.Rotary, "angles", lambda self, C, i: 1.5 * angles(self, C, i))
+
+
+FORKS = {"qk_norm": qk_norm, "untied_head": untied_head(False), "lm_head_bias": untied_head(True),
+         "z_loss": rewritten(z_loss), "soft_cap": rewritten(soft_cap), "gain_on_gpt": a_gain_on_gpt,
+         "new_dropout_site": a_new_dropout_site, "angle_law": an_angle_law}
+
+
+FORK_LR = "--lr=0.003"   # at 0.01 a fork amplifies float rounding past REL in 5 steps (QK-norm: 1.8e-4)
+
+
+@pytest.fixture(scope="module")
+def unforked(tiny_python, tmp_path_factory):
+    """train.py's seq_depth seed 1 at FORK_LR, model.py as it is: what each fork must move."""
+    out = str(tmp_path_factory.mktemp("unforked"))
     train.main(["--corpus", "python", "--config", "seq_depth", "--seed", "1", "--data", tiny_python,
-                "--out", alone, *SMALL, lr])
-    study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", together, *SMALL, lr])
+                "--out", out, *SMALL, FORK_LR])
+    return losses(out, "seq_depth", 1)
+
+
+@pytest.mark.parametrize("fork", FORKS)
+def test_a_fork_of_model_py_reaches_train_py_and_the_study_alike(fork, tiny_python, unforked, tmp_path,
+                                                                  monkeypatch):
+    """Each fork a card's user makes for an ablation, planted in-process, moves train.py's losses (by more
+    than 1e-3 at some step), and the study of four runs trains the forked model run by run at REL: there is
+    no second head, loss, dropout list or angle law for a fork to miss (at 6e209dc the study kept its own
+    head and loss, so the z-loss, soft-cap and bias never reached it, and the gain, new site and angle law
+    failed or were ignored there)."""
+    FORKS[fork](monkeypatch)
+    alone, together = str(tmp_path / "train"), str(tmp_path / "study")
+    train.main(["--corpus", "python", "--config", "seq_depth", "--seed", "1", "--data", tiny_python,
+                "--out", alone, *SMALL, FORK_LR])
+    trained("python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", together, *SMALL, FORK_LR)
     planted = losses(alone, "seq_depth", 1)
-    assert abs(planted[0][0] - ECB659C[("seq_depth", 1)][0][0]) > 1e-3   # the fork changed train.py's run
-    assert_matches(losses(together, "seq_depth", 1), planted)              # and the study's alike
-    # the study's checkpoint holds the fork's weights under model.GPT's own names, trained
-    kept = torch.load(os.path.join(together, "python", "seq_depth", "seed1", "ckpt.pt"), weights_only=False)
-    assert not torch.equal(kept["model"]["blocks.0.attn.q_norm.weight"], torch.ones(128))
+    assert max(abs(a - b) for p, q in zip(planted, unforked) for a, b in zip(p, q)) > 1e-3   # train.py moved
+    assert_matches(losses(together, "seq_depth", 1), planted)                              # the study alike
+
+
+def test_a_run_with_dropout_draws_alike_alone_and_in_a_study(tiny_python, tmp_path):
+    """With dropout 0.1 and depth dropout 0.3, seq_depth seed 1 trained alone (train.py) and in a study of
+    four (its rows grouped with the others', padded otherwise) gives the same losses at REL: each row's
+    masks and hidden depths come from the row's own generator, whatever its micro-batch (at 6e209dc the two
+    were 3e-4 apart: other generators, and depth hidden per row of a micro-batch)."""
+    noisy = [*SMALL, "--dropout=0.1", "--depth_dropout=0.3"]
+    alone, together = str(tmp_path / "a"), str(tmp_path / "b")
+    train.main(["--corpus", "python", "--config", "seq_depth", "--seed", "1", "--data", tiny_python,
+                "--out", alone, *noisy])
+    trained("python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", together, *noisy)
+    a, b = losses(alone, "seq_depth", 1), losses(together, "seq_depth", 1)
+    assert abs(a[-1][0] - ECB659C[("seq_depth", 1)][-1][0]) > 1e-3      # dropout did change the run
+    assert_matches(b, a)
+
+
+def test_rand_axials_labels_are_drawn_alike_alone_and_in_a_study(tmp_path):
+    """rand_axial's random paragraph labels (paper 004 §3.3) are a row's draws too: alone and beside
+    another configuration and seed, the same losses (on the code corpus of the 40 distutils files)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for p in TINY_PYTHON:
+        shutil.copy(p, src / os.path.basename(p))
+    data = str(tmp_path / "data")
+    prepare.main(["code", "--src", str(src), "--out", data, "--vocab", "300", "--max_len", "64",
+                  "--workers", "1"])
+    args = ["--data", data, *SMALL, "--n_head=2"]
+    alone, together = str(tmp_path / "a"), str(tmp_path / "b")
+    train.main(["--corpus", "code", "--config", "rand_axial", "--seed", "1", "--out", alone, *args])
+    trained("code", "flat rand_axial", "0 1", "--out", together, *args)
+    a = losses(alone, "rand_axial", 1)
+    assert_matches(losses(together, "rand_axial", 1), [(t, v) for t, v in a])
 
 
 def test_a_benchmark_study_writes_no_checkpoint(tiny_python, tmp_path):
     """--checkpoint=0 (study_bench's runs, through bench.py): train.py's recorded losses, the log and
     final.json written, no ckpt.pt (at the Python setting 157 MB a run at each milestone)."""
     out = str(tmp_path)
-    study.main(["python", "seq_depth", "1", "--data", tiny_python, "--out", out, *SMALL, "--checkpoint=0"])
+    trained("python", "seq_depth", "1", "--data", tiny_python, "--out", out, *SMALL, "--checkpoint=0")
     assert_matches(losses(out, "seq_depth", 1), ECB659C[("seq_depth", 1)])
     assert sorted(os.listdir(os.path.join(out, "python", "seq_depth", "seed1"))) == \
         ["config.json", "final.json", "log.jsonl"]
 
 
+def planned(tiny_python, tmp_path, configs, seeds, *options):
+    """Each run of a command line planned and its model built (training.plan, training.setup)."""
+    values = training.parse(study.arguments(["python", configs, seeds, "--data", tiny_python, "--out",
+                                             str(tmp_path), *SMALL, *options]))
+    return [training.setup(training.plan(c, origin, True, quiet=True)) for c, origin in values]
+
+
 def test_each_run_starts_from_its_seeds_weights(tiny_python, tmp_path):
-    """The weights a study starts each run from are train.py's at that seed: equal across
-    configurations outside the rotary, different across seeds."""
-    runs = study.built(studies.plan_runs("python", ["seq_only", "seq_depth"], ["0", "1"],
-                                         ["--data", tiny_python, "--out", str(tmp_path), *SMALL]))
+    """The weights each run starts from are train.py's at that seed: equal across configurations
+    outside the rotary, different across seeds."""
+    runs = planned(tiny_python, tmp_path, "seq_only seq_depth", "0 1")
     w = [{k: v for k, v in r.model.state_dict().items() if not k.startswith("rotary")} for r in runs]
     assert all(torch.equal(w[0][k], w[1][k]) for k in w[0])            # seed 0: seq_only == seq_depth
     assert all(torch.equal(w[2][k], w[3][k]) for k in w[0])            # seed 1
@@ -132,79 +282,74 @@ def test_each_run_starts_from_its_seeds_weights(tiny_python, tmp_path):
 
 def test_a_non_finite_run_stops_alone(tiny_python, tmp_path, monkeypatch, capsys):
     """seq_depth seed 1 gets a NaN weight before its third step: it stops there with its step-2
-    checkpoint and no final.json, the study names it and exits non-zero, and the other three runs
-    finish with train.py's losses, untouched by it."""
-    step = studies.Study.step
-    def poisoned(self, runs):
-        for r in runs:
-            if (r.cfg["config"], r.cfg["seed"], r.step) == ("seq_depth", 1, 2):
-                with torch.no_grad():
-                    r.model.wte.weight[0, 0] = float("nan")
-        return step(self, runs)
-    monkeypatch.setattr(studies.Study, "step", poisoned)
+    checkpoint and no final.json, train.py names it and exits 2, and the other three runs finish with
+    train.py's losses, untouched by it."""
+    rows = train.step_rows
+
+    def poisoned(run, T=None):
+        if (run.cfg.config, run.cfg.seed, run.step) == ("seq_depth", 1, 2):
+            with torch.no_grad():
+                run.model.wte.weight[0, 0] = float("nan")
+        return rows(run, T)
+    monkeypatch.setattr(train, "step_rows", poisoned)
     out = str(tmp_path)
     with pytest.raises(SystemExit) as e:
-        study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL])
-    bad = os.path.join(out, "python", "seq_depth", "seed1")
-    assert "diverged" in str(e.value.code) and bad in str(e.value.code)
+        trained("python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL)
+    bad, said = os.path.join(out, "python", "seq_depth", "seed1"), capsys.readouterr().err
+    assert e.value.code == 2 and "diverged" in said and bad in said
     assert not os.path.exists(os.path.join(bad, "final.json"))
     assert [e["step"] for e in map(json.loads, open(os.path.join(bad, "log.jsonl")))] == [1, 2]
-    assert "loss is nan at step 2" in capsys.readouterr().err
+    assert "loss is nan at step 2" in said
     for key in [("seq_only", 0), ("seq_only", 1), ("seq_depth", 0)]:
         assert_matches(losses(out, *key), ECB659C[key])
 
 
 def test_a_runs_random_draws_do_not_depend_on_its_company(tiny_python, tmp_path):
     """With dropout and depth dropout on, seq_depth seed 0 trained alone and beside seq_only seed 1
-    gives the same losses: its masks come from its own generators (one shared stream would differ
+    gives the same losses: its masks come from its own rows' generators (one shared stream would differ
     by ~1e-2 nats here)."""
     noisy = [*SMALL, "--dropout=0.2", "--depth_dropout=0.5"]
     alone, company = str(tmp_path / "a"), str(tmp_path / "b")
-    study.main(["python", "seq_depth", "0", "--data", tiny_python, "--out", alone, *noisy])
-    study.main(["python", "seq_only seq_depth", "1 0", "--data", tiny_python, "--out", company, *noisy])
+    trained("python", "seq_depth", "0", "--data", tiny_python, "--out", alone, *noisy)
+    trained("python", "seq_only seq_depth", "1 0", "--data", tiny_python, "--out", company, *noisy)
     a, b = losses(alone, "seq_depth", 0), losses(company, "seq_depth", 0)
     assert_matches(b, a)
     assert abs(a[-1][0] - ECB659C[("seq_depth", 0)][-1][0]) > 1e-3      # dropout did change the run
 
 
 def test_runs_of_other_sizes_are_refused(tiny_python, tmp_path, monkeypatch):
-    """A setting's per_config may change any value; one that changes the model's size cannot batch."""
-    plan = training.plan
-    def deeper(cfg, *a, **kw):
-        run = plan(cfg, *a, **kw)
-        run.mcfg.n_layer += cfg["config"] == "seq_depth"
-        return run
-    monkeypatch.setattr(studies, "plan", deeper)
-    with pytest.raises(SystemExit, match="one model size.*n_layer 2 vs 3"):
-        studies.plan_runs("python", ["seq_only", "seq_depth"], ["0"],
-                          ["--data", tiny_python, "--out", str(tmp_path), *SMALL])
+    """A setting's per_config may change any value; one that changes the model's size cannot be
+    trained at once with the others."""
+    runs = planned(tiny_python, tmp_path, "seq_only seq_depth", "0")
+    runs[1].mcfg.n_layer += 1
+    with pytest.raises(SystemExit, match="one model size and batch.*n_layer 2 vs 3"):
+        training.alike(runs)
 
 
-def test_a_study_stopped_after_a_milestone_resumes_exactly(tiny_python, tmp_path):
+def test_a_study_stopped_after_a_milestone_resumes_exactly(tiny_python, tmp_path, monkeypatch):
     """Killed right after its step-2 checkpoints, the same command resumes every run from step 2 and
     ends on the uninterrupted losses (those recorded from train.py)."""
     out = str(tmp_path)
     args = ["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL]
     save = training.save_checkpoint
+
     def killed(obj, path):
         save(obj, path)
         if obj["step"] == 2 and "seq_depth/seed1" in path:   # the last run's checkpoint at step 2
             raise KeyboardInterrupt
-    training.save_checkpoint = killed
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            study.main(args)
-    finally:
-        training.save_checkpoint = save
+    monkeypatch.setattr(training, "save_checkpoint", killed)
+    with pytest.raises(KeyboardInterrupt):
+        trained(*args)
+    monkeypatch.setattr(training, "save_checkpoint", save)
     assert not any(os.path.exists(os.path.join(out, "python", c, f"seed{s}", "final.json"))
                    for c, s in ECB659C)
-    study.main(args)
+    trained(*args)
     for key, want in ECB659C.items():
         assert_matches(losses(out, *key), want)
 
 
 # the same, recorded from train.py at ecb659c with a context of 256: one record per row there, while
-# the study lays short records into shared rows, each attending only inside itself
+# rows of the context (compiled, --pack) lay short records into shared rows, each attending only inside itself
 ECB659C_256 = {
     ("seq_depth", 0): [(6.2769246101379395, 6.185602100972597), (6.117104887962341, 5.868822126824239),
                        (5.749936103820801, 5.537140589680163), (5.437602937221527, 5.512566193711334)],
@@ -214,27 +359,32 @@ ECB659C_256 = {
 
 
 def test_records_sharing_a_row_train_as_alone(tiny_python, tmp_path, monkeypatch):
-    monkeypatch.setattr(studies, "fixed_rows", lambda cfg: True)   # a compiled study's rows, eager here
-    layouts = studies.Study.micro_batches
-    packed = []
-    def watched(self, rows, split):
-        for at, seg, p in layouts(self, rows, split):
-            packed.append(p)
-            yield at, seg, p
-    monkeypatch.setattr(studies.Study, "micro_batches", watched)
+    """Rows of the context (a compiled run's, eager here) lay several records in a row, each attending
+    only inside itself: every run trains as it did one record a row."""
+    context = lambda run: run.mcfg.max_len   # noqa: E731
+    monkeypatch.setattr(training, "fixed_rows", context)       # closed()'s evaluation
+    monkeypatch.setattr(train, "fixed_rows", context)
+    layouts, shared = Split.micro_batches, []
+
+    def watched(self, rows, budget_, T=None):
+        for at, seg, which in layouts(self, rows, budget_, T):
+            shared.append(bool((seg > 0).any()))
+            yield at, seg, which
+    monkeypatch.setattr(Split, "micro_batches", watched)
     out = str(tmp_path)
     wide = [a for a in SMALL if not a.startswith(("--max_len", "--mb_tokens", "--steps", "--milestones"))]
-    study.main(["python", "seq_depth seq_only", "0 1", "--data", tiny_python, "--out", out, *wide,
-                "--max_len=256", "--mb_tokens=512", "--steps=4", "--milestones=4"])
-    assert sum(packed) >= 4                                   # rows holding two or more records
+    trained("python", "seq_depth seq_only", "0 1", "--data", tiny_python, "--out", out, *wide,
+            "--max_len=256", "--mb_tokens=512", "--steps=4", "--milestones=4")
+    assert sum(shared) >= 4                                   # rows holding two or more records
     for key, want in ECB659C_256.items():
         assert_matches(losses(out, *key), want)
 
 
-def test_the_batched_forward_is_each_runs_model(tiny_python):
-    """batched.forward (model.GPT's own modules over M runs) over runs of different configurations — other
-    coordinates, a layer split, a head split, the directed offset's overlay — gives each run's own model.GPT
-    loss, token by token."""
+def test_the_ensemble_is_each_runs_model(tiny_python):
+    """ensemble.Ensemble (model.GPT's own forward and loss under vmap, each run's weights, its rotary
+    tables in one frame, its dropout masks) over runs of different configurations — other coordinates, a
+    layer split, a head split, the directed offset's overlay — gives each run's own model.GPT NLL token
+    by token and its gradients, with a row holding two records and with dropout masks handed in."""
     data_dir = os.path.join(tiny_python, "python")
     meta, corpus = corpus_stats(data_dir)
     split = Split(data_dir, "val", 256)
@@ -243,42 +393,49 @@ def test_the_batched_forward_is_each_runs_model(tiny_python):
     for i, name in enumerate(names):
         torch.manual_seed(i)
         models.append(GPT(GPTConfig(vocab_size=meta["tokenizer"]["vocab"], n_layer=2, n_embd=256, n_head=2,
-                                    max_len=256, configuration=name, corpus=corpus)))
+                                    max_len=256, configuration=name, corpus=corpus, dropout=0.1)))
         with torch.no_grad():   # trained-looking rates, offsets and norms' weights, unequal across planes
             for n, p in models[-1].named_parameters():
                 if n.startswith("rotary") or ".ln_" in n or n.startswith("ln_"):
                     p.add_(torch.rand(p.shape, generator=torch.Generator().manual_seed(i)) * 0.3)
     short = [int(i) for i in np.argsort(split.len)[:2]]
-    assert split.len[short].sum() <= 256
     rows = [[short[0] + 1], short, [3]]                           # a shared row: attention per record
-    b = split.batch(rows, "cpu", 256)
-    runs = [type("Run", (), {"model": m})() for m in models]
-    shared = sorted({n for m in models for n in m.rotary.names})
-    for r in runs:
-        studies.prepare_run(r, shared, 2, 2)
+    M, ens = len(models), ensemble.Ensemble(models)
     at, seg = split.positions(rows, 256)
-    M = len(models)
-    bb = split.gather(torch.from_numpy(np.stack([at] * M)), torch.from_numpy(np.stack([seg] * M)))
-    C = studies.coordinates(runs, bb, shared, corpus, [None] * M, 0.0)
-    s = bb["seg"].flatten(0, 1)
-    got = batched.forward(batched.runs_of(models[0]), batched.stacked(models),
-                          studies.tables(runs, shared, 2, 2), bb["tokens"], C, bb["targets"],
-                          s[:, :, None] != s[:, None, :])
+    b = split.gather(torch.from_numpy(np.stack([at] * M)), torch.from_numpy(np.stack([seg] * M)))
+    C = torch.stack([training.coordinates({k: v[m] for k, v in b.items()}, ens.names, corpus)
+                     for m in range(M)])
+    g = torch.Generator().manual_seed(0)
+    masks = {k: torch.rand(M, len(rows), *shape, generator=g) > p for k, (p, shape) in ens.sites.items()}
+    assert len(masks) == 1 + 3 * 2                                # embeddings, then 3 sites a layer
+    s = b["seg"]
+    W = ens.weights()
+    got = ens(W, masks, b["tokens"], C, b["targets"], s[..., :, None] != s[..., None, :])
+    got.sum().backward()
+    ens.hand(W)
     for m, model in enumerate(models):
-        blocked = b["segment"][:, :, None] != b["segment"][:, None, :]
-        _, want, _ = model(b["tokens"], coords_for(model, dict(b), corpus), b["targets"], blocked=blocked)
+        mine = {k: p.grad for k, p in model.named_parameters()}
+        model.zero_grad(set_to_none=True)
+        for k, v in masks.items():
+            model.get_submodule(k).keep = v[m]
+        own = {k: v[m] for k, v in b.items()}
+        _, want, _ = model(own["tokens"], coords_for(model, own, corpus), own["targets"],
+                           blocked=own["seg"][:, :, None] != own["seg"][:, None, :])
+        want.sum().backward()
         assert torch.allclose(got[m], want, atol=1e-5, rtol=1e-5), names[m]
+        for k, p in model.named_parameters():
+            assert torch.allclose(mine[k], p.grad, atol=1e-5, rtol=1e-4), (names[m], k)
     assert not torch.allclose(got[0], got[1], atol=1e-3)         # the configurations do differ
 
 
-@pytest.mark.slow   # two compiles of the batched step: about a minute on 2 cores
-@pytest.mark.skipif(not __import__("shutil").which(os.environ.get("CXX", "c++")), reason="inductor needs C++")
+@pytest.mark.slow   # two compiles of the step: about a minute on 2 cores
+@pytest.mark.skipif(not shutil.which(os.environ.get("CXX", "c++")), reason="inductor needs C++")
 def test_a_compiled_study_has_no_graph_break_and_trains_the_eager_curve(tiny_python, tmp_path):
     from torch._dynamo.utils import counters
     counters.clear()
     out = str(tmp_path)
-    study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out,
-                *[a for a in SMALL if a != "--compile=0"], "--compile=1"])
+    trained("python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out,
+            *[a for a in SMALL if a != "--compile=0"], "--compile=1")
     assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
     assert counters["stats"]["unique_graphs"] >= 1
     for key, want in ECB659C.items():
@@ -288,35 +445,37 @@ def test_a_compiled_study_has_no_graph_break_and_trains_the_eager_curve(tiny_pyt
 
 def test_two_runs_in_one_folder_are_refused(tiny_python, tmp_path):
     base = ["--data", tiny_python, "--out", str(tmp_path), *SMALL]
-    with pytest.raises(SystemExit, match="share .*seed0"):
-        studies.plan_runs("python", ["seq_only"], ["0", "0"], base)
+    with pytest.raises(SystemExit, match="two runs would share a folder"):
+        trained("python", "seq_only", "0 0", *base)
     with pytest.raises(SystemExit, match="--name with several configurations"):
-        studies.plan_runs("python", ["seq_only", "seq_depth"], ["0"], [*base, "--name", "variant"])
+        trained("python", "seq_only seq_depth", "0", *base, "--name", "variant")
 
 
 def test_a_refused_configuration_is_named_before_any_folder_is_written(tiny_python, tmp_path):
     """tree_only needs 60 planes; 64-wide heads have 32: refused, named, and seq_only's folder (planned
     first) not written."""
     with pytest.raises(SystemExit, match="--config tree_only: configuration needs 60 planes"):
-        study.main(["python", "seq_only tree_only", "0", "--data", tiny_python, "--out", str(tmp_path),
-                    *SMALL, "--n_head=2"])
+        trained("python", "seq_only tree_only", "0", "--data", tiny_python, "--out", str(tmp_path), *SMALL,
+                "--n_head=2")
     assert not os.path.exists(os.path.join(str(tmp_path), "python", "seq_only"))
 
 
 def test_finished_runs_are_skipped_only_when_trained_as_asked(tiny_python, tmp_path):
     args = ["python", "seq_only", "0", "--data", tiny_python, "--out", str(tmp_path), *SMALL]
-    study.main([*args, "--steps=2", "--milestones=1"])
-    assert study.main([*args, "--steps=2", "--milestones=1"]) == []          # done: skipped
+    trained(*args, "--steps=2", "--milestones=1")
+    assert trained(*args, "--steps=2", "--milestones=1") == []          # done: skipped
     with pytest.raises(SystemExit, match="finished with other values .*steps: 2 there, 3 now"):
-        study.main([*args, "--steps=3", "--milestones=1"])
+        trained(*args, "--steps=3", "--milestones=1")
 
 
-def test_a_best_milestone_run_that_diverges_before_any_milestone_reports_nothing(tiny_python, tmp_path):
+def test_a_best_milestone_run_that_diverges_before_any_milestone_reports_nothing(tiny_python, tmp_path,
+                                                                                 capsys):
     """Reported at its best milestone, a run with none has nothing to report: no final.json, named."""
     out = str(tmp_path)
-    with pytest.raises(SystemExit, match="diverged"):
-        study.main(["python", "seq_only", "0", "--data", tiny_python, "--out", out, *SMALL, "--lr=1e30",
-                    "--report", "best_milestone", "--milestones=1"])
+    with pytest.raises(SystemExit) as e:
+        trained("python", "seq_only", "0", "--data", tiny_python, "--out", out, *SMALL, "--lr=1e30",
+                "--report", "best_milestone", "--milestones=1")
+    assert e.value.code == 2 and "diverged" in capsys.readouterr().err
     assert not os.path.exists(os.path.join(out, "python", "seq_only", "seed0", "final.json"))
 
 
@@ -325,7 +484,7 @@ def compiled(monkeypatch):
     from torch._dynamo.utils import counters
     compile_ = torch.compile
     monkeypatch.setattr(torch, "compile", lambda f, **kw: compile_(f, backend="aot_eager"))
-    monkeypatch.setattr(training.shutil, "which", lambda name: name)   # train.build: compile stays on
+    monkeypatch.setattr(training.shutil, "which", lambda name: name)   # training.setup: compile stays on
     torch._dynamo.reset()
     counters.clear()
     return counters
@@ -336,21 +495,23 @@ def test_a_run_stopping_early_leaves_one_graph_per_mode_and_its_state(tiny_pytho
     study compiles one training and one evaluation graph (a batch that shrank when the run stopped
     would compile more), and the stopped run keeps its step-2 weights, optimizer moments and step."""
     counters = compiled(monkeypatch)
-    milestone, finished, seen = training.milestone, study.finished, {}
+    milestone, close, seen = training.milestone, training.closed, {}
+
     def stops(run, *a):
-        run.done = milestone(run, *a) or (run.cfg["config"], run.cfg["seed"], run.step) == ("seq_depth", 0, 2)
+        run.done = milestone(run, *a) or (run.cfg.config, run.cfg.seed, run.step) == ("seq_depth", 0, 2)
         return run.done
-    def keeps(s):
-        seen["study"] = s
-        return finished(s)
-    monkeypatch.setattr(study, "milestone", stops)
-    monkeypatch.setattr(study, "finished", keeps)
+
+    def keeps(runs, lanes_):
+        seen["runs"] = runs
+        return close(runs, lanes_)
+    monkeypatch.setattr(train, "milestone", stops)
+    monkeypatch.setattr(train, "closed", keeps)
     out = str(tmp_path)
-    study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out,
-                *[a for a in SMALL if a != "--compile=0"], "--compile=1"])
+    trained("python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out,
+            *[a for a in SMALL if a != "--compile=0"], "--compile=1")
     assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
     assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
-    r = next(r for r in seen["study"].runs if (r.cfg["config"], r.cfg["seed"]) == ("seq_depth", 0))
+    r = next(r for r in seen["runs"] if (r.cfg.config, r.cfg.seed) == ("seq_depth", 0))
     ck = torch.load(os.path.join(out, "python", "seq_depth", "seed0", "ckpt.pt"), weights_only=False)
     assert r.step == ck["step"] == 2
     assert all(torch.equal(v, ck["model"][k]) for k, v in r.model.state_dict().items())
@@ -360,28 +521,28 @@ def test_a_run_stopping_early_leaves_one_graph_per_mode_and_its_state(tiny_pytho
 
 
 def test_a_budgeted_compiled_study_reuses_its_probes_graphs(tiny_python, tmp_path, monkeypatch, capsys):
-    """--budget's timed steps compile the training graph; the study planned afresh after them, every
-    seed fitting, trains on it (dynamo's cache: the same function, backend and shapes): one training
+    """--budget's timed steps compile the training graph; the runs planned afresh after them, every
+    seed fitting, train on it (dynamo's cache: the same function, backend and shapes): one training
     and one evaluation graph in all, not a second training one."""
     counters = compiled(monkeypatch)
-    study.main(["python", "seq_only seq_depth", "0", "--data", tiny_python, "--out", str(tmp_path),
-                *[a for a in SMALL if a != "--compile=0"], "--compile=1", "--steps=2", "--budget=100000"])
+    trained("python", "seq_only seq_depth", "0", "--data", tiny_python, "--out", str(tmp_path),
+            *[a for a in SMALL if a != "--compile=0"], "--compile=1", "--steps=2", "--budget=100000")
     assert "training seed 0 of 1 at 2 steps" in capsys.readouterr().out
     assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
     calls = []                       # fewer than asked: the time of a second training compile kept too
-    monkeypatch.setattr(studies, "fitting", lambda *a: (calls.append(a[-1]), (1, 1))[1])
-    study.main(["python", "seq_only seq_depth", "0", "--data", tiny_python, "--out", str(tmp_path / "short"),
-                *[a for a in SMALL if a != "--compile=0"], "--compile=1", "--steps=2", "--budget=100000"])
+    monkeypatch.setattr(budget, "fitting", lambda *a: (calls.append(a[-1]), (1, 1))[1])
+    trained("python", "seq_only seq_depth", "0", "--data", tiny_python, "--out", str(tmp_path / "short"),
+            *[a for a in SMALL if a != "--compile=0"], "--compile=1", "--steps=2", "--budget=100000")
     assert len(calls) == 2 and 0 < calls[0] - calls[1] < 100, calls
 
 
 def test_the_hrope_recipe_compiles_without_a_graph_break(tiny_python, tmp_path, monkeypatch):
-    """The hRoPE recipe's dropout 0.1 draws each run's masks from its own generator: drawn inside the
-    compiled step, a generator breaks the graph ("Failed to convert args/kwargs to proxy")."""
+    """The hRoPE recipe's dropout 0.1 draws each run's masks outside the compiled step (a generator inside
+    it breaks the graph: "Failed to convert args/kwargs to proxy") and hands them in."""
     counters = compiled(monkeypatch)
-    study.main(["python", "seq_only seq_depth", "0", "--data", tiny_python, "--out", str(tmp_path),
-                *[a for a in SMALL if a not in ("--compile=0", "--lr=0.01")], "--compile=1",
-                "--dropout=0.1", "--steps=2", "--milestones=1"])
+    trained("python", "seq_only seq_depth", "0", "--data", tiny_python, "--out", str(tmp_path),
+            *[a for a in SMALL if a not in ("--compile=0", "--lr=0.01")], "--compile=1",
+            "--dropout=0.1", "--steps=2", "--milestones=1")
     assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
     assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
 
@@ -389,7 +550,6 @@ def test_the_hrope_recipe_compiles_without_a_graph_break(tiny_python, tmp_path, 
 def test_rows_are_laid_by_index_arithmetic_as_by_hand():
     """Split.positions (vectorised): records laid end to end in their rows, -1 after; an empty row
     stays padding; a bare record id is a row of one."""
-    from treerope.batches import Split
     s = Split.__new__(Split)
     s.len, s.start = np.array([3, 1, 4]), np.array([0, 3, 10])
     at, seg = s.positions([[0, 1], [], 2, [1, 0]], 6)
@@ -397,56 +557,8 @@ def test_rows_are_laid_by_index_arithmetic_as_by_hand():
     assert seg.tolist() == [[0, 0, 0, 1, -1, -1], [-1] * 6, [0, 0, 0, 0, -1, -1], [0, 1, 1, 1, -1, -1]]
 
 
-def test_the_loss_in_pieces_is_the_loss_whole():
-    """batched.head_nll in 3 pieces (each piece's logits recomputed in backward), and eager where a
-    target is (TiedHead), gives the whole head's NLL and gradients: a piece dropped, shifted or scored
-    twice fails here."""
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 3, 5, 8, generator=g, requires_grad=True)
-    wte = torch.randn(2, 11, 8, generator=g, requires_grad=True)
-    targets = torch.randint(-1, 11, (2, 3, 5), generator=g)
-    targets[0, :, -1], targets[1, 0] = -1, -1                       # rows' last tokens, an empty row
-    want = torch.nn.functional.cross_entropy((x @ wte.transpose(1, 2)[:, None]).flatten(0, 2),
-                                             targets.flatten(), ignore_index=-1, reduction="none")
-    grads = torch.autograd.grad(want.sum(), [x, wte])
-    kept = int((targets >= 0).flatten(1).sum(1).max())          # eager: the head where a target is
-    assert kept < 15                                                # some positions are skipped
-    for got in (batched.head_nll(x, wte, targets, 3), batched.head_nll(x, wte, targets, 1, kept),
-                batched.head_nll(x, wte, targets, 2, kept)):
-        assert torch.allclose(got.flatten(), want, atol=1e-6)
-        for a, b in zip(torch.autograd.grad(got.sum(), [x, wte]), grads):
-            assert torch.allclose(a, b, atol=1e-5)
-
-
-def test_the_fused_head_is_the_head_in_pieces_and_weighted_per_run():
-    """TiedHead, a piece of rows at a time with its gradient taken in the forward, gives cross-entropy's
-    NLL and gradients when each run's tokens carry a weight of their own (a step's 1 / tokens): a
-    backward that ignores the weights, a piece dropped or scored twice, a row without a target given a
-    gradient, fails here. Weights that differ inside a run are refused, not silently misapplied."""
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(3, 15, 8, generator=g, requires_grad=True)
-    wte = torch.randn(3, 11, 8, generator=g, requires_grad=True)
-    targets = torch.randint(-1, 11, (3, 15), generator=g)
-    targets[2] = -1                                                    # a run with no target at all
-    per_run = torch.tensor([0.25, 3.0, 1.0])
-    want = torch.nn.functional.cross_entropy((x @ wte.transpose(1, 2)).flatten(0, 1), targets.flatten(),
-                                             ignore_index=-1, reduction="none").view(3, 15)
-    grads = torch.autograd.grad((want * per_run[:, None]).sum(), [x, wte])
-    for rows in (4, 15, 100):                                          # pieces of 4, 4, 4, 3; one; one
-        got = batched.TiedHead.apply(x, wte, targets, rows)
-        assert torch.allclose(got, want, atol=1e-6) and (got[2] == 0).all()
-        for a, b in zip(torch.autograd.grad((got * per_run[:, None]).sum(), [x, wte]), grads):
-            assert torch.allclose(a, b, atol=1e-5)
-    uneven = batched.TiedHead.apply(x, wte, targets, 4) * torch.linspace(1, 2, 15)
-    with pytest.raises(RuntimeError, match="weighted alike"):
-        uneven.sum().backward()
-    with torch.autocast("cpu", dtype=torch.bfloat16):                  # products in bf16: about equal
-        low = batched.TiedHead.apply(x, wte, targets, 4)
-    assert low.dtype == torch.float32 and torch.allclose(low, want, atol=0.1, rtol=0.05)
-
-
 def test_the_runs_update_at_once_as_each_run_updates_alone(monkeypatch):
-    """clip_runs + adamw_runs are, run by run, torch's clip_grad_norm_(1.0) then the run's own
+    """ensemble.clip + adamw_step are, run by run, torch's clip_grad_norm_(1.0) then the run's own
     AdamW.step(): weights, moments and step counts equal over two steps, the state as step() writes it
     (train.py resumes from it). A run over the clip (norm 6, planted) is scaled to 1 and one under it
     (0.5) is not; a norm taken over all runs, or a run's lr or decay given to another, fails here.
@@ -459,8 +571,8 @@ def test_the_runs_update_at_once_as_each_run_updates_alone(monkeypatch):
     ours, theirs = [[run(0.1, 0.1, 1), run(0.1, 0.1, 1), run(0.3, 0.5, 2)] for _ in range(2)]
     for (a, _), (b, _) in zip(ours, theirs):
         b.load_state_dict(a.state_dict())
-    calls, adamw = [], batched.adamw
-    monkeypatch.setattr(batched, "adamw", lambda *a, **k: calls.append(k["lr"]) or adamw(*a, **k))
+    calls, adamw = [], ensemble.adamw
+    monkeypatch.setattr(ensemble, "adamw", lambda *a, **k: calls.append(k["lr"]) or adamw(*a, **k))
     for step in range(2):
         for i, (model, _) in enumerate(ours):
             for p in model.parameters():       # run 0: all 1.5, norm 6 over 16 values; run 1: norm 0.5
@@ -469,10 +581,10 @@ def test_the_runs_update_at_once_as_each_run_updates_alone(monkeypatch):
             for p, q in zip(a.parameters(), b.parameters()):
                 q.grad = p.grad.clone()
         assert sum(p.grad.square().sum() for p in ours[0][0].parameters()).sqrt() == pytest.approx(6.0)
-        batched.clip_runs([m for m, _ in ours])
+        ensemble.clip([m for m, _ in ours])
         assert ours[0][0][0].weight.grad.tolist() == [[pytest.approx(1.5 / 6)] * 5] * 2   # scaled to norm 1
         assert (ours[1][0][0].weight.grad == 0.125).all()                    # under 1: as it was
-        batched.adamw_runs([o for _, o in ours])
+        ensemble.adamw_step([o for _, o in ours])
         for model, opt in theirs:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
@@ -491,52 +603,61 @@ def test_the_runs_update_at_once_as_each_run_updates_alone(monkeypatch):
 def test_a_study_too_large_for_the_device_is_refused(tiny_python, tmp_path, monkeypatch):
     monkeypatch.setattr(machine, "device_bytes", lambda device: 2 ** 20)   # a 1 MiB device
     with pytest.raises(SystemExit, match="would need about .* GiB a step .*; train fewer seeds"):
-        study.main(["python", "seq_only", "0", "--data", tiny_python, "--out", str(tmp_path), *SMALL])
+        trained("python", "seq_only", "0", "--data", tiny_python, "--out", str(tmp_path), *SMALL)
+    assert not os.path.exists(tmp_path / "python")
 
 
 @pytest.mark.slow   # the kernel in triton's interpreter: about a minute on 2 cores
 @needs_triton
 def test_the_fused_rotation_inside_a_compiled_study_step_trains_the_eager_curve(tiny_python, tmp_path,
                                                                               monkeypatch):
-    """CUDA's branch on CPU: the Triton kernel (its custom op, under triton's interpreter) inside the
-    compiled batched step, without a graph break, trains the readable eager rotation's losses."""
+    """--kernel on CPU: the Triton kernel (its custom op under vmap, in triton's interpreter) inside the
+    compiled step of two runs, without a graph break, trains the readable eager rotation's losses."""
     args = ["python", "seq_depth seq_tree_depth", "0", "--data", tiny_python, *SMALL, "--steps=2",
             "--milestones=2", "--n_embd=256", "--n_head=2"]
     eager = str(tmp_path / "eager")
-    study.main([*args, "--out", eager])
-    counters = compiled(monkeypatch)
-    def readable(*a):
-        raise AssertionError("the readable rotation ran, not the kernel")
-    monkeypatch.setattr(rotary, "FUSED", True)
-    monkeypatch.setattr(batched, "angles_runs", readable)
+    trained(*args, "--out", eager)
+    counters, launched = compiled(monkeypatch), []
+    kernel = rotary.rotate_triton
+    monkeypatch.setattr(rotary, "rotate_triton", lambda *a: launched.append(1) or kernel(*a))
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     fused = str(tmp_path / "fused")
-    study.main([*args, "--out", fused, "--compile=1"])
-    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+    trained(*args, "--out", fused, "--compile=1", "--kernel=1")
+    assert launched and sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
     assert counters["stats"]["unique_graphs"] == 2
     for config in ("seq_depth", "seq_tree_depth"):
         for (t, v), (t0, v0) in zip(losses(fused, config, 0), losses(eager, config, 0)):
             assert t == pytest.approx(t0, rel=1e-4) and v == pytest.approx(v0, rel=1e-4)
 
 
+@needs_triton
+def test_the_kernel_is_refused_where_it_is_not_the_angle_law(tiny_python, tmp_path, monkeypatch):
+    """--kernel checks the fused rotation against Rotary.angles on the run's own coordinates (outputs
+    and rate gradients): a forked angle law (x 1.5) is refused in one line before anything is written,
+    not trained past by the kernel, which keeps the law it was written with."""
+    an_angle_law(monkeypatch)
+    with pytest.raises(SystemExit, match="--kernel: the fused rotation is not Rotary.angles' here"):
+        train.main(["--corpus", "python", "--config", "seq_depth", "--data", tiny_python, "--out",
+                    str(tmp_path), *SMALL, "--kernel=1", "--max_len=32"])
+    assert not os.path.exists(tmp_path / "python")
+
+
 def test_eager_rows_hold_a_record_each_grouped_by_length_as_by_hand():
     """Eager, a row is one record: each run's records sorted by length, rank by rank the runs' longest
-    grouped as train.py groups records (batches.pack, 600 padded tokens here), each micro-batch padded
+    grouped as one run's records are (batches.by_length, 600 padded tokens here), each micro-batch padded
     to its own longest. Planted: run A's lengths 100, 300, 200, 250; run B's 260, 90, 310."""
     from types import SimpleNamespace
-
-    from treerope.batches import Split
     lengths = np.array([100, 300, 200, 250, 260, 90, 310])
     split = SimpleNamespace(len=lengths, start=np.concatenate([[0], np.cumsum(lengths)[:-1]]))
     split.positions = lambda rows, T: Split.positions(split, rows, T)
-    layout = SimpleNamespace(fixed=False, cfg={"mb_tokens": 600})
-    got = list(studies.Study.micro_batches(layout, [[0, 1, 2, 3], [4, 5, 6]], split))
+    got = list(Split.micro_batches(split, [[0, 1, 2, 3], [4, 5, 6]], 600))
     # ranks' longest: 100, 260, 310, 300; grouped (sorted): ranks 0-1 at 260, rank 3 at 300, rank 2 at 310
     assert [at.shape for at, _, _ in got] == [(2, 2, 260), (2, 1, 300), (2, 1, 310)]
     firsts = [[[int(split.start[r]) if r is not None else -1 for r in run] for run in mb]
               for mb in ([[0, 2], [5, 4]], [[1], [None]], [[3], [6]])]
     assert [at[:, :, 0].tolist() for at, _, _ in got] == firsts
-    assert not any(p for _, _, p in got)                               # no shared row: no mask
+    # each row's place in its run's rows (the draws' generator): A's 0, 2 then 1 then 3; B's 1, 0 then none, 2
+    assert [w.tolist() for _, _, w in got] == [[[0, 2], [1, 0]], [[1], [-1]], [[3], [2]]]
     for at, seg, _ in got:                                             # each row its record, then padding
         for m in range(2):
             for row_at, row_seg in zip(at[m], seg[m]):
@@ -547,19 +668,38 @@ def test_eager_rows_hold_a_record_each_grouped_by_length_as_by_hand():
 
 
 def test_lanes_train_each_run_as_train_py_did(tiny_python, tmp_path, monkeypatch):
-    """Dealt into three lanes (two runs, one, one), each lane's runs batched on a thread of its own,
+    """Dealt into three lanes (two runs, one, one), each lane's runs stepped on a thread of its own,
     every run still trains train.py's curve: the lanes' losses are joined in the runs' order."""
-    monkeypatch.setattr(studies, "lanes", lambda cfg, M: 3)
-    batched, threads = studies.Study.batched, set()
-    def watched(self, runs, *a, **kw):
-        threads.add(threading.get_ident())
-        return batched(self, runs, *a, **kw)
-    monkeypatch.setattr(studies.Study, "batched", watched)
+    threads = set()
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)   # three cores: three lanes
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    batch = training.micro_batch
+    monkeypatch.setattr(train, "micro_batch", lambda *a: threads.add(threading.get_ident()) or batch(*a))
     out = str(tmp_path)
-    study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL])
+    trained("python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL)
     assert len(threads) >= 2 and threading.get_ident() not in threads
     for key, want in ECB659C.items():
         assert_matches(losses(out, *key), want)
+
+
+def test_a_dropout_run_begun_under_the_old_draws_is_refused_on_resume(tiny_python, tmp_path):
+    """A dropout run whose checkpoint predates a row's own draws (its config records no "draws") would go
+    on drawn otherwise: resuming it is refused in one line; a dropout-free one resumes."""
+    for extra, refused in ((["--dropout=0.1"], True), ([], False)):
+        out = str(tmp_path / str(refused))
+        args = ["--corpus", "python", "--config", "seq_depth", "--data", tiny_python, "--out", out, *SMALL,
+                *extra]
+        train.main([*args, "--steps=2", "--milestones=2"])
+        run = os.path.join(out, "python", "seq_depth", "seed0")
+        ck = torch.load(os.path.join(run, "ckpt.pt"), weights_only=False)
+        del ck["run"]["draws"], ck["checksum"]
+        torch.save(ck, os.path.join(run, "ckpt.pt"))
+        os.remove(os.path.join(run, "final.json"))
+        if refused:
+            with pytest.raises(SystemExit, match="made as before they were each row's own"):
+                train.main([*args, "--steps=2", "--milestones=2"])
+        else:
+            train.main([*args, "--steps=2", "--milestones=2"])
 
 
 def test_the_benchmark_pairs_each_repetitions_paths(monkeypatch):
@@ -640,22 +780,22 @@ def test_the_update_benchmark_counts_fewer_operators_at_once():
 
 
 def test_a_budget_fits_seeds_then_steps_as_by_hand():
-    """studies.fitting: a seed costs 100 steps of 2 s and 10 s of scoring (210 s). 1,000 s fit 4 seeds;
+    """budget.fitting: a seed costs 100 steps of 2 s and 10 s of scoring (210 s). 1,000 s fit 4 seeds;
     5,000 s the 10 asked for; 150 s not one seed, so one seed at (150 - 10) / 2 = 70 steps; 10 s
     nothing, nor -24 s (the start-up overspent the budget)."""
-    assert studies.fitting(2.0, 10.0, 100, 10, 1000.0) == (4, 100)
-    assert studies.fitting(2.0, 10.0, 100, 10, 5000.0) == (10, 100)
-    assert studies.fitting(2.0, 10.0, 100, 10, 150.0) == (1, 70)
-    assert studies.fitting(2.0, 10.0, 100, 10, 10.0) == (0, 0)
-    assert studies.fitting(2.0, 10.0, 100, 10, -24.0) == (0, 0)                # the budget overspent
+    assert budget.fitting(2.0, 10.0, 100, 10, 1000.0) == (4, 100)
+    assert budget.fitting(2.0, 10.0, 100, 10, 5000.0) == (10, 100)
+    assert budget.fitting(2.0, 10.0, 100, 10, 150.0) == (1, 70)
+    assert budget.fitting(2.0, 10.0, 100, 10, 10.0) == (0, 0)
+    assert budget.fitting(2.0, 10.0, 100, 10, -24.0) == (0, 0)                # the budget overspent
 
 
 def test_a_budgeted_study_drops_its_timed_steps(tiny_python, tmp_path, capsys):
     """--budget times the study's own first steps and, with room for every seed, trains them all from
     their initial weights: the losses train.py recorded, not runs PROBE steps ahead."""
     out = str(tmp_path)
-    study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL,
-                "--budget", "100000"])
+    trained("python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL,
+            "--budget", "100000")
     said = capsys.readouterr().out
     assert "training seeds 0, 1 of 2 at 5 steps" in said
     assert said.count("values:") == said.count("precision:") == 1    # the plan said once, not re-said
@@ -666,13 +806,12 @@ def test_a_budgeted_study_drops_its_timed_steps(tiny_python, tmp_path, capsys):
 def test_a_budget_probes_only_the_seeds_memory_holds(tiny_python, tmp_path, monkeypatch, capsys):
     """A device that holds one seed's runs but not two: --budget probes and trains seed 0 alone, said,
     where `fits` would refuse the whole study (a table stage asks for ten seeds)."""
-    runs = studies.plan_runs("python", ["seq_only", "seq_depth"], ["0", "1"],
-                             ["--data", tiny_python, "--out", str(tmp_path / "plan"), *SMALL])
-    one, two = studies.memory(runs[:2])[0], studies.memory(runs)[0]
+    runs = planned(tiny_python, tmp_path / "plan", "seq_only seq_depth", "0 1")
+    one, two = training.memory(runs[:2])[0], training.memory(runs)[0]
     monkeypatch.setattr(machine, "device_bytes", lambda device: (one + two) / 2 / 0.9)
     out = str(tmp_path / "out")
-    study.main(["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL,
-                "--budget=100000"])
+    trained("python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL,
+            "--budget=100000")
     assert "memory holds 2 of the 4 runs: seeds 0-0 of 2" in capsys.readouterr().out
     assert sorted(os.listdir(os.path.join(out, "python", "seq_depth"))) == ["seed0"]
 
@@ -682,24 +821,26 @@ def test_a_budget_for_fewer_seeds_trains_those_shortened_or_none(tiny_python, tm
     reading, said), or the first seed none of whose runs began (one at 5 steps would not pair), or none;
     where not one step fits, the study is refused in one line and writes no run."""
     out, args = str(tmp_path), ["python", "seq_only seq_depth", "0 1", "--data", tiny_python, *SMALL]
-    monkeypatch.setattr(studies, "fitting", lambda *a: (1, 3))
-    study.main([*args, "--out", out, "--budget=50"])
+    monkeypatch.setattr(budget, "fitting", lambda *a: (1, 3))
+    trained(*args, "--out", out, "--budget=50")
     assert "seed 0 at 3 steps, fewer than 5 (a reading: a shortened run)" in capsys.readouterr().out
     assert sorted(os.listdir(os.path.join(out, "python", "seq_only"))) == ["seed0"]
     assert json.load(open(os.path.join(out, "python", "seq_depth", "seed0", "final.json")))["step"] == 3
     begun = str(tmp_path / "begun")        # seed 0's seq_only finished at 5 steps: seed 1 is shortened
-    study.main(["python", "seq_only", "0", "--data", tiny_python, *SMALL, "--out", begun])
-    study.main([*args, "--out", begun, "--budget=50"])
+    trained("python", "seq_only", "0", "--data", tiny_python, *SMALL, "--out", begun)
+    trained(*args, "--out", begun, "--budget=50")
     assert "seed 1 at 3 steps, fewer than 5" in capsys.readouterr().out
     assert not os.path.exists(os.path.join(begun, "python", "seq_depth", "seed0"))
     with pytest.raises(SystemExit, match="every seed left has runs begun or finished at 5 steps"):
-        study.main(["python", "seq_only seq_depth", "0", "--data", tiny_python, *SMALL, "--out", begun,
-                    "--budget=50"])
-    monkeypatch.setattr(studies, "fitting", lambda *a: (0, 0))
+        trained("python", "seq_only seq_depth", "0", "--data", tiny_python, *SMALL, "--out", begun,
+                "--budget=50")
+    monkeypatch.setattr(budget, "fitting", lambda *a: (0, 0))
     with pytest.raises(SystemExit) as e:
-        study.main([*args, "--out", str(tmp_path / "none"), "--budget=50"])
+        trained(*args, "--out", str(tmp_path / "none"), "--budget=50")
     assert "not one step of one seed fits; raise --budget" in str(e.value)
     assert not (tmp_path / "none").exists()
-    for bad in ("--budget=0", "--budget=soon"):
-        with pytest.raises(SystemExit, match="--budget takes the seconds"):
-            study.main([*args, "--out", out, bad])
+    with pytest.raises(SystemExit, match="--budget must be seconds"):
+        trained(*args, "--out", out, "--budget=0")
+    with pytest.raises(SystemExit) as e:
+        trained(*args, "--out", out, "--budget=soon")
+    assert e.value.code == 2 and "invalid float value: 'soon'" in capsys.readouterr().err

@@ -11,7 +11,7 @@ import torch
 import prepare
 import train
 from model import GPT, GPTConfig
-from treerope import batches, machine, runs, tokenizer, training
+from treerope import batches, ensemble, machine, runs, tokenizer, training
 from treerope.prepared import corpus_stats, load_split
 
 TINY = ["--n_layer=2", "--n_embd=128", "--n_head=1", "--max_len=64", "--docs_per_step=4",
@@ -67,11 +67,11 @@ def test_identical_init_across_configurations():
 
 
 def test_batches_identical_across_configurations_and_packing():
-    a = training.step_records(1000, 16, 7, seed=0)
-    assert (a == training.step_records(1000, 16, 7, seed=0)).all()
-    assert not (a == training.step_records(1000, 16, 7, seed=1)).all()
+    a = batches.step_records(1000, 16, 7, seed=0)
+    assert (a == batches.step_records(1000, 16, 7, seed=0)).all()
+    assert not (a == batches.step_records(1000, 16, 7, seed=1)).all()
     lengths = np.array([5, 300, 40, 41, 1000, 7, 99, 100])
-    groups = batches.pack(lengths, 1024)
+    groups = batches.by_length(lengths, 1024)
     assert sorted(i for g in groups for i in g) == list(range(8))      # whole step covered
     for g in groups:
         assert max(lengths[g]) * len(g) <= 1024                         # within the budget
@@ -208,10 +208,12 @@ def test_data_parallel_two_cpu_processes(tiny_python, tmp_path):
 
 def test_precision_is_the_measured_rule():
     """CPU: fp32 eager, measured faster than bf16 + compile at the quickstart's length even on a
-    processor that multiplies bf16 natively (RESULTS "Speed"); CUDA compiles (fixed batch shapes)."""
-    assert machine.precision("cpu")[:2] == (False, False) and "measured" in machine.precision("cpu")[2]
-    assert machine.precision("cuda")[1] is True
-    assert machine.precision("mps")[:2] == (False, False)
+    processor that multiplies bf16 natively (RESULTS "Speed"); CUDA compiles (fixed batch shapes); the
+    fused rotation is nowhere the default until a GPU measures it faster than the readable one compiled."""
+    on, why = machine.switches("cpu")
+    assert on == {"bf16": False, "compile": False, "kernel": False} and "measured" in why
+    assert machine.switches("cuda")[0]["compile"] is True and machine.switches("cuda")[0]["kernel"] is False
+    assert machine.switches("mps")[0] == {"bf16": False, "compile": False, "kernel": False}
 
 
 def test_default_cpu_path_is_fp32_eager(tiny_python, tmp_path, capsys):
@@ -315,15 +317,15 @@ def test_a_bare_run_is_the_defaults_on_any_device_and_a_paper_model_its_setting(
     their settings': the 4.7M model at context 1,024 (Python), 2,048 (web pages), 4,096 (spreadsheets);
     the larger web run 10 layers, d=512, 4 heads at 4,096."""
     as_if_cuda(monkeypatch)
-    bare = training.parse(["--corpus", "web", "--device", "cuda"])[0]
+    bare = training.parse(["--corpus", "web", "--device", "cuda"])[0][0]
     assert (bare["n_layer"], bare["n_embd"], bare["max_len"], bare["steps"]) == (4, 128, 256, 300)
-    shape = {s: tuple(training.parse(["--setting", s, "--device", "cuda"])[0][k]
+    shape = {s: tuple(training.parse(["--setting", s, "--device", "cuda"])[0][0][k]
                       for k in ("n_layer", "n_embd", "n_head", "max_len"))
              for s in ("python", "web_pages", "sheets", "web_large")}
     assert shape == {"python": (6, 256, 2, 1024), "web_pages": (6, 256, 2, 2048),
                      "sheets": (6, 256, 2, 4096), "web_large": (10, 512, 4, 4096)}
     with pytest.raises(SystemExit, match="not prepared"):
-        training.plan(*training.parse(["--corpus", "prose", "--data", str(tmp_path)]), False)
+        training.plan(*training.parse(["--corpus", "prose", "--data", str(tmp_path)])[0], False)
 
 
 def test_record_units_restart_level1_ranks():
@@ -355,14 +357,14 @@ def test_hrope_recipe_is_table_11(monkeypatch):
     dropout 0.1, patience 10, 16 blocks per step; at the CPU scale the same with lr 1.2e-3; the tree
     recipe (the defaults) elsewhere."""
     as_if_cuda(monkeypatch)
-    h = training.parse(["--setting", "hrope_prose", "--device", "cuda"])[0]
+    h = training.parse(["--setting", "hrope_prose", "--device", "cuda"])[0][0]
     assert (h["lr"], h["weight_decay"], h["min_lr"], h["dropout"], h["patience"],
             h["docs_per_step"], h["pack"]) == (3e-4, 0.01, 0.01, 0.1, 10, 16, True)
-    t = training.parse(["--corpus", "python"])[0]
+    t = training.parse(["--corpus", "python"])[0][0]
     assert (t["lr"], t["weight_decay"], t["min_lr"], t["dropout"], t["patience"]) == \
         (1.2e-3, 0.1, 0.1, 0.0, 0)
-    assert training.parse(["--setting", "hrope_code", "--lr", "1e-3"])[0]["lr"] == 1e-3  # a flag beats it
-    c = training.parse(["--setting", "cpu_code", "--device", "cpu"])[0]  # CPU scale: only lr differs
+    assert training.parse(["--setting", "hrope_code", "--lr", "1e-3"])[0][0].lr == 1e-3  # a flag beats it
+    c = training.parse(["--setting", "cpu_code", "--device", "cpu"])[0][0]  # CPU scale: only lr differs
     same = ("weight_decay", "min_lr", "dropout", "patience")
     assert c["lr"] == 1.2e-3 and [c[k] for k in same] == [h[k] for k in same]
     # the schedule at its boundaries, 5,000 steps: warmup ends at step 100 (the paper's 100),
@@ -387,7 +389,7 @@ def test_dropout_in_training_only(tiny_python):
                       dropout=0.1))
     x = torch.randint(0, 512, (2, 16))
     C = m.rotary.coords({"pos": torch.arange(16).expand(2, 16)})
-    for path in (False, True):                                    # SDPA and the explicit path
+    for path in (False, True):                                    # without and with the probabilities
         m.train()
         a, b = m(x, C, return_attn=path)[0], m(x, C, return_attn=path)[0]
         assert not torch.allclose(a, b)                           # a fresh mask each forward
@@ -400,52 +402,45 @@ def test_dropout_in_training_only(tiny_python):
 
 
 def test_depth_dropout_hides_depth_on_the_records_the_generator_picks():
-    """At 0.3 about 30% of 2,000 records lose their depth: exactly those whose draw from the
-    seeded generator falls under 0.3. A configuration that reads no depth gets the coordinates
-    it gets without dropout, its own random draws included (rand_axial)."""
+    """At 0.3 about 30% of 2,000 records (a record a row) lose their depth: exactly those whose first
+    draw from their row's own generator (seed 0, step 7, the row's place) falls under 0.3. A configuration
+    that reads no depth keeps every depth, and rand_axial's labels come from the same rows' draws."""
     B, T = 2000, 6
     g = torch.Generator().manual_seed(0)
-    b = {"pos": torch.arange(T).expand(B, T), "depth": torch.randint(1, 22, (B, T), generator=g),
+    b = {"tokens": torch.zeros(B, T, dtype=torch.long), "pos": torch.arange(T).expand(B, T),
+         "depth": torch.randint(1, 22, (B, T), generator=g), "seg": torch.zeros(B, T, dtype=torch.long),
          "path": torch.randint(0, 8, (B, T, 22), generator=g),
          "p": torch.randint(0, 5, (B, T, 3), generator=g)}
-    corpus = {"p1_density": 0.2, "p1_period": 3}
-    picked = torch.rand(B, generator=torch.Generator().manual_seed(7)) < 0.3   # one draw per record
+    picked = torch.tensor([torch.rand(T, generator=batches.row_generator(0, 7, r, "cpu"))[0] < 0.3
+                           for r in range(B)])
     assert 0.27 < picked.float().mean() < 0.33
     for name in ("seq_depth", "seq_depth_rank", "seq_only", "seq_tree", "rand_axial"):
-        m = GPT(GPTConfig(vocab_size=300, n_layer=1, n_embd=128, n_head=1, configuration=name))
-        C, C0 = (batches.coords_for(m, dict(b), corpus, torch.Generator().manual_seed(7), p)
-                 for p in (0.3, 0.0))
+        m = GPT(GPTConfig(vocab_size=300, n_layer=1, n_embd=128, n_head=1, max_len=T, configuration=name))
+        own = dict(b)
+        assert batches.drawn(own, np.arange(B), 0, 7, {}, 0.3, m.rotary.names, T) == {}
         reads_depth = "depth" in name
-        assert torch.equal((C != C0).flatten(1).any(1),
-                           picked if reads_depth else torch.zeros_like(picked)), name
-        if reads_depth:
-            d = m.rotary.names.index("depth")
-            assert (C[picked, :, d] == -1).all() and torch.equal(C[~picked, :, d], b["depth"][~picked].int())
+        lost = (own["depth"] == -1).all(1)
+        assert torch.equal(lost, picked if reads_depth else torch.zeros_like(picked)), name
+        assert ("uniform" in own) == (name == "rand_axial")
 
 
 def test_depth_dropout_in_training_not_in_evaluation(tiny_python, tmp_path, monkeypatch):
-    """A seq_depth run with --depth_dropout=0.3: every training micro-batch loses depth on the
-    records its step's generator picks (about 30% over the run), no evaluation batch on any."""
-    lost = {True: [], False: []}                                  # model.training -> per record
-    coords_for = batches.coords_for
+    """A seq_depth run with --depth_dropout=0.3: every training micro-batch loses depth on the records
+    its rows' generators pick (about 30% over the run), no evaluation batch on any."""
+    lost = {True: [], False: []}                                  # training -> per record
+    drawn = batches.drawn
 
-    def spy(model, b, corpus, generator=None, depth_dropout=0.0):
-        had = (b["depth"] >= 1).any(1)
-        twin = torch.Generator()
-        twin.set_state(generator.get_state())                     # the draws coords_for will make
-        picked = torch.rand(len(had), generator=twin) < depth_dropout
-        C = coords_for(model, b, corpus, generator, depth_dropout)
-        gone = had & (b["depth"] == -1).all(1)
-        assert torch.equal(gone, picked & had)
-        lost[model.training].append(gone[had])
-        return C
+    def spy(b, which, seed, step, sites, depth_dropout, names, T):
+        had = ((b["depth"] >= 1) & (b["seg"] >= 0)).any(1)
+        masks = drawn(b, which, seed, step, sites, depth_dropout, names, T)
+        lost[step >= 0].append((had & ((b["depth"] == -1) | (b["seg"] < 0)).all(1))[had])
+        return masks
 
-    monkeypatch.setattr(train, "coords_for", spy)          # the loop's
-    monkeypatch.setattr(training, "coords_for", spy)       # evaluation's
+    monkeypatch.setattr(ensemble, "drawn", spy)
     run(tiny_python, str(tmp_path), "seq_depth", steps=2,
         extra=["--depth_dropout=0.3", "--docs_per_step=24", "--n_layer=1"])
     train_lost, eval_lost = torch.cat(lost[True]), torch.cat(lost[False])
-    assert len(train_lost) > 48 and 0.2 < train_lost.float().mean() < 0.4    # 48 records and a 1-record probe
+    assert len(train_lost) == 48 and 0.2 < train_lost.float().mean() < 0.4    # 2 steps of 24 records
     assert len(eval_lost) and not eval_lost.any()
 
 
@@ -494,7 +489,7 @@ def test_the_log_counts_model_flops_at_each_records_length(tiny_python, tmp_path
     d = run(tiny_python, str(tmp_path), steps=4, extra=["--milestones=2"])
     log = [json.loads(line) for line in open(os.path.join(d, "log.jsonl"))]
     split = batches.Split(os.path.join(tiny_python, "python"), "train", 64)
-    n = np.concatenate([split.len[training.step_records(len(split), 4, s, 0)] - 1 for s in range(4)])
+    n = np.concatenate([split.len[batches.step_records(len(split), 4, s, 0)] - 1 for s in range(4)])
     V = corpus_stats(os.path.join(tiny_python, "python"))[0]["tokenizer"]["vocab"]
     N = V * 128 + 2 * (2 * 128 + 128 * 384 + 128 * 128 + 2 * 128 * 512) + 128   # wte counted: the tied head
     want = float((n * (6 * N + 12 * 2 * 128 * n)).sum())

@@ -1,14 +1,18 @@
-"""Batches: a prepared split's records as padded micro-batches of tensors (Split), grouped by length
-(pack) or, as paper 004 Table 11 batches them, packed into blocks of the context's length (train.py
---pack: fill_blocks, step_blocks, a record never split, each attending only inside itself, model.py's
-`blocked`); and the coordinate matrix a position configuration reads from a batch (coords_for).
+"""Batches: a prepared split's records as padded micro-batches of tensors (Split), one run's or M runs'
+at once (Split.micro_batches): a record a row, grouped by length (by_length), or rows of the context
+holding records (compiled; --pack, paper 004 Table 11's blocks: fill_blocks, step_blocks), a record never
+split and attending only inside itself (model.py's `blocked`); every random draw of a row from the row's
+own generator (`drawn`: depth dropout, rand_p1's labels, dropout masks), so a run draws the same however
+its rows are grouped; and the coordinate matrix a position configuration reads (`coordinates`).
 """
+import functools
 import os
 import sys
 
 import numpy as np
 import torch
 
+import rotary
 from treerope.prepared import FIELDS, load_split, rebuild
 
 
@@ -66,12 +70,37 @@ class Split:
         at[r, col], seg[r, col] = np.repeat(self.start[ids], n) + within, np.repeat(k, n)
         return at, seg
 
+    def micro_batches(self, rows, budget, T=None):
+        """Micro-batches of M runs' rows at once, each (at, seg, which): positions and the record of each
+        token in its row (M, B, T), -1 padding (`positions`), and each row's place in its run's `rows`
+        (M, B), -1 an empty row. A row is a record, or with T (compiled, --pack) a list of records laid
+        in a row of T tokens. With T: budget // T rows of every run, empty rows after a run's last.
+        Without: each run's records sorted by length and, rank by rank, the runs' longest grouped as
+        `by_length` groups records (one run: its own records so grouped), each padded to its longest."""
+        if T is not None:
+            per = max(1, budget // T)
+            for j in range(0, -(-max(map(len, rows)) // per) * per, per):
+                which = np.array([[i if i < len(x) else -1 for i in range(j, j + per)] for x in rows])
+                laid = [self.positions([x[i] if i >= 0 else [] for i in w], T) for x, w in zip(rows, which)]
+                yield np.stack([a for a, _ in laid]), np.stack([s for _, s in laid]), which
+            return
+        ranked = [np.argsort(self.len[np.asarray(x, np.int64)], kind="stable") for x in rows]
+        longest = np.zeros(max(map(len, rows)), np.int64)
+        for x, order in zip(rows, ranked):
+            longest[:len(x)] = np.maximum(longest[:len(x)], self.len[np.asarray(x, np.int64)[order]])
+        for group in by_length(longest, budget):
+            which = np.array([[order[i] if i < len(x) else -1 for i in group]
+                              for x, order in zip(rows, ranked)])
+            T = int(longest[group].max())
+            laid = [self.positions([[x[i]] if i >= 0 else [] for i in w], T) for x, w in zip(rows, which)]
+            yield np.stack([a for a, _ in laid]), np.stack([s for _, s in laid]), which
+
     def on(self, device):
-        """The split's fields moved to `device`, once."""
+        """The split's fields moved to `device`, once (before lanes share it: training.lanes)."""
         if getattr(self, "device", None) != device:
-            self.device = device
             self.flat = {f: torch.from_numpy(np.array(self.a[f], np.int32 if f == "tokens" else None))
                          .to(device) for f in ("tokens", *FIELDS) if f in self.a}
+            self.device = device
 
     def gather(self, at, seg):
         """The batch at positions `at` (..., T) on the device (`seg` as positions gives it), every
@@ -113,7 +142,7 @@ def record_docs(split, ids):
     return np.asarray(ids)
 
 
-def pack(lengths, budget):
+def by_length(lengths, budget):
     """Group records (sorted by length) into micro-batches of at most `budget` padded tokens.
     Returns lists of positions into `lengths`; no record is split."""
     order = np.argsort(lengths, kind="stable")
@@ -134,17 +163,95 @@ def pack(lengths, budget):
 DEPTH_READERS = {"depth", "rank", "owndepth", "shared1", "depth_label"}
 
 
-def coords_for(model, b, corpus, generator=None, depth_dropout=0.0):
-    """The coordinate matrix for a micro-batch, with the hRoPE control inputs and depth dropout."""
+def coordinates(b, names, corpus, generator=None):
+    """The (..., T, K) coordinate matrix of the coordinates `names` (rotary.COORDINATES) for batch b, with
+    the corpus's hRoPE control inputs; rand_p1's labels from b["uniform"] (a row's draws, `drawn`), else
+    from `generator` (evaluate.py, sample.py)."""
     if "p1_density" in corpus:
-        b["p1_density"] = corpus["p1_density"]
-        b["p1_period"] = corpus["p1_period"]
-    # depth withheld on a random fraction of rows (records; with --pack, blocks); a configuration
-    # that reads no depth draws nothing
-    if depth_dropout > 0 and "depth" in b and DEPTH_READERS & set(model.rotary.names):
-        drop = torch.rand(b["depth"].shape[0], generator=generator, device=b["depth"].device) < depth_dropout
-        b["depth"] = torch.where(drop[:, None], torch.full_like(b["depth"], -1), b["depth"])
-    return model.rotary.coords(b, generator)
+        b["p1_density"], b["p1_period"] = corpus["p1_density"], corpus["p1_period"]
+    if not names:
+        return b["pos"].new_zeros(*b["pos"].shape, 0).int()
+    return torch.stack([rotary.coordinate(b, n, generator) for n in names], -1).int()
+
+
+def coords_for(model, b, corpus, generator=None):
+    """`coordinates` of the columns model.rotary reads (Rotary.coords' order)."""
+    return coordinates(b, model.rotary.names, corpus, generator)
+
+
+# --------------------------------------------------------------------------------- draws ----
+def row_generator(seed, step, row, device):
+    """A row's own generator, seeded by (run seed, step, the row's place in the step's rows): every random
+    draw of a training row comes from it, so a run draws the same alone (train.py) and in a study, however
+    its rows are grouped into micro-batches and padded; evaluation passes step -1."""
+    key = np.random.SeedSequence([seed, step + 1, row]).generate_state(2, np.uint32)
+    return torch.Generator(device=device).manual_seed(int(key[0]) << 31 | int(key[1]) >> 1)
+
+
+def drawn(b, which, seed, step, sites, depth_dropout, names, T):
+    """One run's random draws for its rows in batch b (fields (B, T)), each row's from its own generator
+    (`row_generator`) in one order: depth dropout (appendix §4: depth hidden on a random share of the
+    records, each record of a row drawn), rand_p1's uniforms (a row of the context), then a keep-mask per
+    dropout site (`sites`: {name: (p, the shape of one row of the context)}). Depth is hidden in b; returns
+    the masks {site: (B, *shape)}. `which`: each row's place in its run's step (-1: an empty row)."""
+    hide = depth_dropout > 0 and "depth" in b and bool(DEPTH_READERS & set(names))
+    uniform = "rand_p1" in names
+    if not (hide or uniform or sites):
+        return {}
+    dev = b["tokens"].device
+    hidden, u, keep = [], [], {k: [] for k in sites}
+    for row in which:
+        if row < 0:    # an empty row (a run with fewer rows than another): nothing drawn, nothing read
+            hidden.append(torch.zeros(T, dtype=torch.bool, device=dev))
+            u.append(torch.ones(T, device=dev))
+            for k, masks in keep.items():
+                masks.append(torch.ones(sites[k][1], dtype=torch.bool, device=dev))
+            continue
+        g = row_generator(seed, step, int(row), dev)
+        if hide:       # one draw per record a row can hold (its tokens' `seg`: the record's index in the row)
+            hidden.append(torch.rand(T, generator=g, device=dev) < depth_dropout)
+        if uniform:
+            u.append(torch.rand(T, generator=g, device=dev))
+        for k, (p, shape) in sites.items():
+            keep[k].append(torch.rand(shape, generator=g, device=dev) >= p)
+    if hide:
+        seg = b["seg"].clamp(min=0)
+        b["depth"] = torch.where(torch.stack(hidden).gather(1, seg) & (b["seg"] >= 0), -1, b["depth"])
+    if uniform:
+        b["uniform"] = torch.stack(u)[:, :b["tokens"].shape[1]]
+    return {k: torch.stack(v) for k, v in keep.items()}
+
+
+# -------------------------------------------------------------------------- a step's rows ----
+def step_rows(run, T=None):
+    """A run's rows at its step: its records (a seeded permutation per pass, the same in every
+    configuration), with --pack its blocks of records; with T (compiled) the records laid into rows of
+    the context."""
+    if run.cfg.pack:
+        return run.blocks(run.step)
+    records = step_records(len(run.train), run.cfg.docs_per_step, run.step, run.cfg.seed)
+    return fill_blocks(records, run.train.len, T, len(records)) if T else list(records)
+
+
+def fixed_rows(run):
+    """The context's length where a run's rows are rows of the context (compiled: one shape; --pack's
+    blocks), else None (a record a row, grouped by length: no padding to the context)."""
+    return run.mcfg.max_len if run.cfg.compile or run.cfg.pack else None
+
+
+def step_records(n_records, docs_per_step, step, seed):
+    """The records of one step: a seeded permutation per pass, identical for every configuration."""
+    per_pass = max(n_records // docs_per_step, 1)
+    epoch, j = divmod(step, per_pass)
+    return pass_order(n_records, seed, epoch)[j * docs_per_step:(j + 1) * docs_per_step]
+
+
+@functools.lru_cache(maxsize=128)   # runs trained at once each hold one pass at a time
+def pass_order(n_records, seed, epoch):
+    """A pass's permutation, drawn once per pass, not every step (71 k records: ~2 ms a draw)."""
+    perm = np.random.default_rng([seed, epoch]).permutation(n_records)
+    perm.flags.writeable = False
+    return perm
 
 
 # ---------------------------------------------------------- paper 004's packed blocks ----
@@ -189,8 +296,3 @@ def step_blocks(lengths, block, blocks_per_step, seed):
     at(0)         # lays out the first pass, whose length --passes counts in
     return at, max(len(passes[0]) // blocks_per_step, 1)
 
-
-def fixed_groups(n, per):
-    """Compiled: one shape for every micro-batch, `per` rows of the context (-1: an empty row), as
-    study.py lays them."""
-    return [[i if i < n else -1 for i in range(j, j + per)] for j in range(0, n, per)]

@@ -1,7 +1,7 @@
-"""The machine a run lands on: the precision it gets (fp32 eager on CPU, bf16 + torch.compile on CUDA,
-each by measurement), the provenance a run records (commit, libraries, device), and data parallel
-under torchrun as nanoGPT runs it: one process per device, gloo on CPU and nccl on CUDA, the model
-under DDP; train.py's loop deals each step's micro-batches round-robin to the processes.
+"""The machine a run lands on: its fast paths (fp32 eager on CPU, bf16 + torch.compile on CUDA, the
+fused rotation nowhere yet, each by measurement), the provenance a run records (commit, libraries,
+device), and data parallel under torchrun as nanoGPT runs it: one process per device, gloo on CPU and
+nccl on CUDA, the model under DDP; train.py's loop deals each step's micro-batches round-robin to them.
 
     torchrun --nproc_per_node=2 train.py --corpus python
 """
@@ -13,19 +13,25 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+SWITCHES = ("compile", "bf16", "kernel")   # the fast paths: a run's --bf16, --compile, --kernel (none: below)
 
-def precision(device):
-    """(bf16, compile, why) for a device, chosen by measurement (RESULTS.md "Speed"). CPU: fp32 eager,
-    since bf16 autocast + torch.compile ran the quickstart slower even where bf16 is native. CUDA:
-    bf16 where supported, compiled: its batches have fixed shapes (appendix §4 compiles every run whose
-    batch shapes do not vary). MPS: fp32 eager (our reading: untested in this repository)."""
+
+def switches(device):
+    """({switch: on} for SWITCHES, why) on a device, each chosen by measurement (RESULTS.md "Speed"). CPU:
+    fp32 eager, bf16 autocast + torch.compile ran the quickstart slower even where bf16 is native. CUDA:
+    bf16 where supported, compiled (its batches have fixed shapes; appendix §4 compiles every run whose
+    batch shapes do not vary). The fused Triton rotation: off everywhere until a GPU measures it faster
+    than the readable rotation compiled (twice measured slower on an H200). MPS: fp32 eager (our
+    reading: untested in this repository)."""
     if device.startswith("cuda"):
         ok = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-        return ok, True, "CUDA " + ("supports bf16" if ok else "without bf16 (pre-Ampere)") + ", compiled"
+        bf16 = "supports bf16" if ok else "without bf16 (pre-Ampere)"
+        return {"compile": True, "bf16": ok, "kernel": False}, f"CUDA {bf16}, compiled, the readable rotation"
     if device == "mps":
-        return False, False, "MPS: fp32 eager (bf16 autocast there is untested in this repository)"
-    return False, False, ("CPU: fp32 eager, measured faster than bf16 + compile at the quickstart's length "
-                          "(RESULTS.md Speed)")
+        return {"compile": False, "bf16": False, "kernel": False}, \
+            "MPS: fp32 eager (bf16 autocast there is untested in this repository)"
+    return {"compile": False, "bf16": False, "kernel": False}, \
+        "CPU: fp32 eager, measured faster than bf16 + compile at the quickstart's length (RESULTS.md Speed)"
 
 
 def keep_freed_memory():
@@ -61,43 +67,46 @@ def provenance(device):
 
 
 # ----------------------------------------------------------------------- data parallel ----
-def start(cfg):
-    """(rank, world) of this process, its process group joined and, on CUDA, its device set."""
-    dist.init_process_group("nccl" if cfg["device"] == "cuda" else "gloo")
-    if cfg["device"] == "cuda":
-        cfg["device"] = f"cuda:{int(os.environ['LOCAL_RANK'])}"
-        torch.cuda.set_device(cfg["device"])
-    return dist.get_rank(), dist.get_world_size()
+def start(device):
+    """(rank, world, device) of this process, its process group joined and, on CUDA, its device set."""
+    dist.init_process_group("nccl" if device == "cuda" else "gloo")
+    if device == "cuda":
+        device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+        torch.cuda.set_device(device)
+    return dist.get_rank(), dist.get_world_size(), device
 
 
-def wrapped(fwd, cfg):
-    """fwd under DDP: each process's gradients averaged over the processes at a sync."""
-    return DDP(fwd, device_ids=[torch.cuda.current_device()] if cfg["device"].startswith("cuda") else None)
+def wrapped(fwd, device):
+    """fwd under DDP: each process's gradients averaged over the processes at a sync (a dropout mask is
+    each process's own: buffers are not broadcast)."""
+    return DDP(fwd, device_ids=[torch.cuda.current_device()] if device.startswith("cuda") else None,
+               broadcast_buffers=False)
 
 
 def summed(values, device):
-    """Values summed over the processes (a step's loss: the NaN stop must agree; its FLOPs executed)."""
-    t = torch.tensor(values, dtype=torch.float64, device=device)
+    """Values summed over the processes (a step's losses: the NaN stop must agree; its FLOPs executed),
+    as they came: a tensor, or a list."""
+    t = torch.as_tensor(values, dtype=torch.float64, device=device).clone()
     dist.all_reduce(t)
-    return t.tolist()
+    return t if torch.is_tensor(values) else t.tolist()
 
 
 PEAK_FLOPS = 989e12   # H100/H200 SXM dense bf16 (nanoGPT's estimate_mfu uses the A100's 312e12)
 
 
-def study_bytes(M, rows, T, n_layer, n_embd, n_head, vocab, n_params, bf16, chunks=1):
-    """A study step's memory on its device, roughly (our estimate, for refusing a study that cannot
-    fit): every run's weights, gradients and AdamW moments (16 bytes a parameter); the activations
-    autograd keeps, ~34 E + 5 H T values a token a layer (Korthikanti et al. 2022's count); the
-    attention masks; and one of `chunks` pieces of the logits (the value, fp32 copy and gradient)."""
+def step_bytes(M, rows, T, n_layer, n_embd, n_head, vocab, n_params, bf16):
+    """The memory a step of M runs needs on its device, roughly (our estimate, for refusing runs that
+    cannot fit): every run's weights, gradients and AdamW moments (16 bytes a parameter); the activations
+    autograd keeps, ~34 E + 5 H T values a token a layer (Korthikanti et al. 2022's count, attention's
+    probabilities and dropout masks in it); the attention masks; the logits (value, fp32 copy, gradient)."""
     tokens, width = M * rows * T, 2 if bf16 else 4
     acts = tokens * n_layer * (34 * n_embd + 5 * n_head * T) * width / 2
     masks = M * rows * T * T * (1 + n_layer)
-    return 16 * M * n_params + acts + masks + tokens * vocab * (width + 8) / chunks
+    return 16 * M * n_params + acts + masks + tokens * vocab * (width + 8)
 
 
 def device_bytes(device):
-    """The memory a study may use: the card's, or the host's on CPU (None where the system does not say)."""
+    """The memory a step may use: the card's, or the host's on CPU (None where the system does not say)."""
     if device.startswith("cuda"):
         return torch.cuda.get_device_properties(device).total_memory
     try:

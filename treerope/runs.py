@@ -19,7 +19,7 @@ import torch
 from model import GPTConfig
 from treerope.files import read_json, replacing, write_json
 from treerope.prepared import identity_differs
-from treerope.settings import SETTINGS, Values
+from treerope.settings import FLAGS, SETTINGS, Values
 
 
 # --------------------------------------------------------------------------- checkpoints ----
@@ -73,16 +73,17 @@ def load_checkpoint(path, device):
 
 
 # ------------------------------------------------------------------------ resuming ----
-# Every value a run has, with its default: settings.Values', then the model's (model.GPTConfig's fields,
-# a fork's new ones too) but for those the data and --config give
+# Every value a run has, with its default: settings.Values' flags, then the model's (model.GPTConfig's
+# fields, a fork's new ones too) but for those the data and --config give
 MODEL = {f.name: f.default for f in fields(GPTConfig) if f.name not in ("vocab_size", "configuration",
                                                                        "corpus")}
-DEFAULTS = {**{f.name: f.default for f in fields(Values)}, **MODEL}
-# Values a run may change when it resumes: they do not change what is computed. Precision is a
-# property of the machine, so a run resumed elsewhere takes that machine's (each milestone records it).
-# A setting is the values it lists, compared one by one, not its name (a reading of the one home).
-RESUMABLE = ("resume", "device", "compile", "bf16", "precision", "data", "out", "mb_tokens", "checkpoint",
-             "setting")
+DEFAULTS = {**{k: f.default for k, f in FLAGS.items()}, **MODEL}
+# Values a run may change when it resumes: they do not change what is computed. Precision (and the
+# fused rotation, held to the readable one) is a property of the machine, so a run resumed elsewhere takes
+# that machine's (each milestone records it). A setting is the values it lists, compared one by one, not
+# its name (a reading of the one home). What the command does (--check, --budget) is no run's value.
+RESUMABLE = ("resume", "device", "compile", "bf16", "kernel", "precision", "data", "out", "mb_tokens",
+             "checkpoint", "setting", "check", "budget")
 
 
 def trained_otherwise(run, model, cfg, mcfg, there="there", now="now"):
@@ -92,6 +93,7 @@ def trained_otherwise(run, model, cfg, mcfg, there="there", now="now"):
     and sample.py (a checkpoint against its folder's config.json) all use it."""
     # a key the record lacks is newer than it, and its default keeps the old behaviour: compare
     # with that default (an hrope run from before --pack must not go on packed); the model's, below
+    cfg = cfg.as_dict() if isinstance(cfg, Values) else cfg
     differ = [f"{k}: {run.get(k, DEFAULTS[k])} {there}, {cfg.get(k, DEFAULTS[k])} {now}" for k in DEFAULTS
               if k not in (*RESUMABLE, *MODEL) and run.get(k, DEFAULTS[k]) != cfg.get(k, DEFAULTS[k])]
     differ += [f"model.{k}: {model.get(k, v)} {there}, {v} {now}"
@@ -127,8 +129,8 @@ def folder_is_run(run_dir, run):
 
 
 # config.json's types: train.py's (an int flag holds an int; a float one an int or a float), the model's
-TYPES = {**{f.name: f.type for f in fields(Values)}, **{k: type(v) for k, v in MODEL.items()},
-         "data_identity": dict}
+TYPES = {**{f.name: f.type for f in fields(Values) if f.name != "model"},
+         **{k: type(v) for k, v in MODEL.items()}}
 # what every reader of a run takes from it (analyze.py's setting); a reader that builds the model, all of it
 NEEDED = {"run": ("corpus", "config", "seed", "steps"), "model": ("n_layer", "n_embd", "n_head", "max_len")}
 WHOLE = ("data", "data_identity")   # and every model field: a reader that builds the model, checks its data
@@ -208,14 +210,23 @@ def read_eval(path, fix):
 def resume(cfg, mcfg, model, opt, out_dir):
     """The step and log to continue from: the run's checkpoint loaded into model and opt, refused
     when it was trained with other values (RESUMABLE lists those a resume may change)."""
-    ck = load_checkpoint(os.path.join(out_dir, "ckpt.pt"), cfg["device"])
+    ck = load_checkpoint(os.path.join(out_dir, "ckpt.pt"), cfg.device)
     differ = trained_otherwise(ck["run"], ck["config"], cfg, mcfg)
     if differ:   # a mixed schedule or another model would be filed under this run's name
         sys.exit(f"error: {out_dir} was trained with other values ({', '.join(differ)}); "
                  "pass --resume=0 to start it over, or choose another --out")
+    if drew(cfg) and ck["run"].get("draws") != cfg.draws:
+        sys.exit(f"error: {out_dir} was begun with its random draws (dropout, depth dropout, rand_p1's "
+                 "labels) made as before they were each row's own: the rest would be drawn otherwise; pass "
+                 "--resume=0 to train it again")
     model.load_state_dict(ck["model"])
     opt.load_state_dict(ck["opt"])
     return ck["step"], ck["log"]
+
+
+def drew(cfg):
+    """Whether a run draws at random as it trains: dropout, depth dropout, or rand_p1's labels."""
+    return cfg.model.dropout > 0 or cfg.depth_dropout > 0 or cfg.config == "rand_axial"
 
 
 # ---------------------------------------------------------------------- lr sweeps ----
@@ -234,15 +245,15 @@ def lr_sweep(cfg, argv, main):
     <out>/lr_sweep; a finished run is read back, a diverged one (non-finite loss) counts as infinite.
     Prints the final validation losses and the rate picked; writes lr_sweep.json; returns the rate.
     `main` is train.py's: each run is one of it."""
-    sweep = SETTINGS[cfg["setting"]]["sweep"]
-    steps = cfg["steps"] if "steps" in cfg["given"] else sweep["steps"]
-    out = os.path.join(cfg["out"], "lr_sweep")
+    sweep = SETTINGS[cfg.setting]["sweep"]
+    steps = cfg.steps if "steps" in cfg.given else sweep["steps"]
+    out = os.path.join(cfg.out, "lr_sweep")
     losses = {}
     for config in sweep["configs"]:
         for lr in sweep["rates"]:
             run = [f"--config={config}", f"--lr={lr}", f"--steps={steps}", f"--name={config}_lr{lr:g}",
                    f"--out={out}"]
-            final = os.path.join(out, cfg["corpus"], f"{config}_lr{lr:g}", f"seed{cfg['seed']}", "final.json")
+            final = os.path.join(out, cfg.corpus, f"{config}_lr{lr:g}", f"seed{cfg.seed}", "final.json")
             if not os.path.exists(final):
                 try:
                     main([*argv, "--lr_sweep=0", *run])
@@ -254,15 +265,15 @@ def lr_sweep(cfg, argv, main):
                 with open(final) as f:
                     losses[config, lr] = json.load(f)["val_loss"]
     best = pick_lr(losses)
-    print(f"\nlr sweep, setting {cfg['setting']}: {len(sweep['rates'])} rates x {steps} steps, "
-          f"seed {cfg['seed']}; final validation loss (inf: diverged)\n| config | "
+    print(f"\nlr sweep, setting {cfg.setting}: {len(sweep['rates'])} rates x {steps} steps, "
+          f"seed {cfg.seed}; final validation loss (inf: diverged)\n| config | "
           + " | ".join(f"{r:g}" for r in sweep["rates"]) + " |")
     for config in sweep["configs"]:
         print(f"| {config} | " + " | ".join(f"{losses[config, r]:.4f}" for r in sweep["rates"]) + " |")
     print(f"picked lr {best:g}: the lowest mean final validation loss over {len(sweep['configs'])} "
           "configuration(s) "
-          f"(the setting's lr: {SETTINGS[cfg['setting']]['lr']:g})")
-    write_json({"setting": cfg["setting"], "steps": steps, "seed": cfg["seed"], "picked": best,
+          f"(the setting's lr: {SETTINGS[cfg.setting]['lr']:g})")
+    write_json({"setting": cfg.setting, "steps": steps, "seed": cfg.seed, "picked": best,
                 "losses": [{"config": c, "lr": r, "val_loss": v} for (c, r), v in losses.items()]},
-               os.path.join(out, cfg["corpus"], "lr_sweep.json"))
+               os.path.join(out, cfg.corpus, "lr_sweep.json"))
     return best

@@ -13,6 +13,7 @@ appendix §4's or paper 004 Table 11's). train.py refuses data prepared for anot
 paper leaves a value open the entry says so and keeps this repository's default.
 """
 import argparse
+import dataclasses
 from dataclasses import dataclass, field
 
 # The corpora by name, each with its module in treerope/corpora/ (prepare.py reads only that one)
@@ -31,11 +32,18 @@ def value(default, meaning):
     return field(default=default, metadata={"help": meaning})
 
 
-@dataclass(frozen=True)
+def kept(default=None):
+    """A value train.py sets as it plans the run (not a flag): config.json keeps it."""
+    return field(default=default, metadata={"flag": False})
+
+
+@dataclass
 class Values:
-    """Every value of a train.py run but the model's (model.GPTConfig: n_layer, n_embd, n_head, max_len,
-    dropout), with its default and meaning; `python train.py --help` prints both. The defaults are the
-    CPU scale: the appendix §4 recipe on a 4-layer model, 300 steps of 16 records, minutes on 2 cores."""
+    """A run's values, each with its default and meaning (`python train.py --help` prints both); the
+    model's are model.GPTConfig's fields, in `model` (a field a fork adds there is a value, and a flag,
+    too). The defaults are the CPU scale: the appendix §4 recipe on a 4-layer model, 300 steps of 16
+    records, minutes on 2 cores. `parse` (treerope/training.py) makes one: the defaults <- a setting <-
+    the flags given."""
     # what is trained, and where it is written
     corpus: str = value("web", "the prepared corpus: data/<corpus>/ (treerope/corpora/)")
     config: str = value("seq_only", "the rotary configuration (`python rotary.py` lists them)")
@@ -61,13 +69,39 @@ class Values:
     val_docs: int = value(128, "the fixed validation records of every milestone")
     test_docs: int = value(256, "test records scored at the end (a setting's none: the whole split)")
     report: str = value("final", "the reported validation loss: final, or best_milestone")
-    # the machine
+    # the machine, and its fast paths (machine.switches: each one's measured default and why)
     device: str = value(None, "cpu, cuda or mps (none: cuda where there is one)")
     compile: bool = value(None, "torch.compile the model (none: the machine's measured choice)")
     bf16: bool = value(None, "bf16 autocast (none: the machine's measured choice)")
+    kernel: bool = value(None, "the fused Triton rotation, checked against the readable one (none: the "
+                               "machine's measured choice, off)")
     resume: bool = value(True, "go on from the run's checkpoint (0: start it over)")
     checkpoint: bool = value(True, "write ckpt.pt at milestones (0: a benchmark's runs, no 157 MB writes)")
+    # what the command does with its runs
     lr_sweep: bool = value(False, "run the setting's learning-rate sweep instead")
+    check: bool = value(False, "plan every run and check the finished ones; train nothing")
+    budget: float = value(None, "seconds: time the runs' first steps, then train the seeds that fit")
+    # set as the run is planned
+    model: object = kept()          # its model.GPTConfig (parse makes it; plan adds the data's vocabulary)
+    given: list = kept(())          # the flags given (config.json: which values were)
+    precision: str = kept()         # the machine's fast paths, and why (machine.switches)
+    data_identity: dict = kept()    # the prepared data's (prepared.identity)
+    tokenizer: str = kept()         # its tokenizer.json's hash
+    draws: str = kept("rows")       # a row's random draws, from its own generator (batches.drawn)
+
+    def __getitem__(self, k):       # the values by name, the model's among them (config.json's "run")
+        return getattr(self, k) if k in VALUES else getattr(self.model, k)
+
+    def as_dict(self):
+        """config.json's "run": every value by name, the model's among them (but those the data and
+        --config give it)."""
+        model = {f.name: getattr(self.model, f.name) for f in dataclasses.fields(self.model)
+                 if f.name not in ("vocab_size", "configuration", "corpus")}
+        return {**{k: getattr(self, k) for k in VALUES if k != "model"}, **model}
+
+
+VALUES = {f.name: f for f in dataclasses.fields(Values)}
+FLAGS = {k: f for k, f in VALUES.items() if f.metadata.get("flag", True)}
 
 
 # The model's values are model.GPTConfig's fields, each a flag of train.py and study.py (a field a fork

@@ -124,7 +124,8 @@ Setting = namedtuple("Setting", "corpus n_layer n_embd n_head max_len steps pack
 # compared over the run's life instead (training()); a setting's and (in a run recorded before values had
 # one home) a model size's and recipe's names: their values are compared, one by one
 PAIR_FREE = ("config", "seed", "name", "given", "resume", "device", "data", "out", "mb_tokens", "precision",
-             "bf16", "compile", "passes", "lr_sweep", "checkpoint", "setting", "preset", "recipe")
+             "bf16", "compile", "kernel", "passes", "lr_sweep", "check", "budget", "draws", "checkpoint",
+             "setting", "preset", "recipe")
 
 
 def training(c, log):

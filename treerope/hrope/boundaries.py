@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from treerope import tokenizer
-from treerope.batches import coords_for, pack, record_docs
+from treerope.batches import by_length, coords_for, record_docs
 from treerope.corpora import paragraphs
 from treerope.fields import token_coords
 from treerope.files import replacing
@@ -334,7 +334,7 @@ def probe(model, split, ids, cfg, corpus, test_share=0.3):
     feats, labels, docs = [], [], []
     all_docs = record_docs(split, np.arange(len(split.len)))
     try:
-        for group in pack(split.len[ids], cfg["mb_tokens"]):
+        for group in by_length(split.len[ids], cfg["mb_tokens"]):
             rec = ids[group]
             b = split.batch(rec, cfg["device"])
             hidden.clear()
