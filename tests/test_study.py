@@ -462,8 +462,10 @@ def test_a_refused_configuration_is_named_before_any_folder_is_written(tiny_pyth
 
 def test_finished_runs_are_skipped_only_when_trained_as_asked(tiny_python, tmp_path):
     args = ["python", "seq_only", "0", "--data", tiny_python, "--out", str(tmp_path), *SMALL]
-    trained(*args, "--steps=2", "--milestones=1")
-    assert trained(*args, "--steps=2", "--milestones=1") == []          # done: skipped
+    run = trained(*args, "--steps=2", "--milestones=1")
+    final = os.path.join(run, "final.json")
+    when = os.stat(final).st_mtime_ns
+    assert trained(*args, "--steps=2", "--milestones=1") == run and os.stat(final).st_mtime_ns == when  # done
     with pytest.raises(SystemExit, match="finished with other values .*steps: 2 there, 3 now"):
         trained(*args, "--steps=3", "--milestones=1")
 
@@ -673,7 +675,7 @@ def test_lanes_train_each_run_as_train_py_did(tiny_python, tmp_path, monkeypatch
     threads = set()
     monkeypatch.setattr(torch, "get_num_threads", lambda: 3)   # three cores: three lanes
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
-    batch = training.micro_batch
+    batch = ensemble.micro_batch
     monkeypatch.setattr(train, "micro_batch", lambda *a: threads.add(threading.get_ident()) or batch(*a))
     out = str(tmp_path)
     trained("python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL)
