@@ -466,6 +466,8 @@ def main(argv=None):
             return mode(args)
     if not args.root:
         ap.error("give out/<corpus> or --depth")
+    if not os.path.isdir(args.root):
+        sys.exit(f"error: no such folder: {args.root}")
     runs = load_runs(args.root, args.finished)
     if not runs:
         raise SystemExit(f"no runs under {args.root}")

@@ -6,12 +6,14 @@ memory), refused arguments (one line, no traceback), empty splits, resume with c
 settings, atomic output files. Run: pytest tests/test_reliability.py
 """
 import collections
+import contextlib
 import gzip
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 
@@ -26,7 +28,7 @@ import evaluate
 import prepare
 import train
 import trees
-from treerope import batches, files, prepared, runs, statistics, tokenizer
+from treerope import batches, corpora, files, prepared, runs, statistics, tokenizer
 from treerope.corpora import paragraphs, warc, web
 from treerope.corpora import python as pycorpus
 
@@ -223,6 +225,80 @@ def test_too_many_tokens_is_a_counted_skip(tmp_path, monkeypatch):
     meta = json.load(open(os.path.join(d, "meta.json")))
     assert meta["skipped"]["too large: a document over 20 tokens"] == 2
     assert meta["documents"] == 1 and meta["splits"]["train"]["documents"] == 1
+
+
+WALKED = {"python": ".py", "programs": ".py", "code": ".py", "web": ".html", "webtext": ".html",
+          "web_sheets": ".html", "sheets": ".xlsx", "prose": ".md", "chat": ".json", "json": ".json",
+          "xml": ".xml", "markdown": ".md"}
+
+
+@contextlib.contextmanager
+def tripwire(path):
+    """A FIFO at `path`, and a list that gets an entry each time anything opens it for reading (that
+    open unblocks ours for writing, closed at once: a reader sees an empty file, never a hang)."""
+    os.mkfifo(path)
+    opened, done = [], []
+    def writer():
+        while True:
+            os.close(os.open(path, os.O_WRONLY))
+            if done:
+                return
+            opened.append(path)
+    threading.Thread(target=writer, daemon=True).start()
+    try:
+        yield opened
+    finally:
+        done.append(True)
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))   # lets the writer go
+
+
+PROGRAM = "def f(x):\n    y = x + 1\n    return y\n"
+PLANTED = {   # issue 71's row: what it plants in --src (and a readable file beside it), what each corpus says
+    "H1 a FIFO": (b"x", "not a regular file (a FIFO: never opened)"),
+    "T4 a name with a non-UTF-8 byte": (b"name_\xff", None),
+    "T5 a dangling link": (b"broken", "unreadable (No such file or directory)"),
+    "S1 a symlinked folder": (b"linked", corpora.LINKED)}
+
+
+@pytest.mark.parametrize("row", sorted(PLANTED))
+def test_what_a_src_walk_cannot_read_is_a_counted_skip_and_a_fifo_is_never_opened(row, tmp_path):
+    """Issue 71: a FIFO under --src hung prepare.py (read to hash the settings, or in `sources`), a name
+    with a non-UTF-8 byte crashed the settings hash, a dangling link crashed prose, and a symlinked folder
+    went unread with no count. One walk rule for every corpus: each is read (its name hashed), or a
+    counted skip with its reason, and nothing is opened before os.stat says it is a regular file."""
+    name, reason = PLANTED[row]
+    for corpus, ext in WALKED.items():
+        src = tmp_path / corpus
+        os.makedirs(src / "sub")
+        for e in set(WALKED.values()):   # a readable file of each kind (web_sheets reads two)
+            (src / "sub" / f"ok{e}").write_text(PROGRAM)
+        planted = os.path.join(os.fsencode(src), name + ext.encode())
+        with contextlib.ExitStack() as stack:
+            opened = []
+            if row.startswith("H1"):
+                opened = stack.enter_context(tripwire(planted))
+            elif row.startswith("T4"):
+                with open(planted, "w") as f:
+                    f.write(PROGRAM)
+            elif row.startswith("T5"):
+                os.symlink(tmp_path / "missing", planted)
+            else:
+                os.makedirs(tmp_path / "elsewhere", exist_ok=True)
+                (tmp_path / "elsewhere" / f"a{ext}").write_text(PROGRAM)
+                os.symlink(tmp_path / "elsewhere", src / "linked")
+            args, _ = prepare.parse([corpus, "--src", str(src), "--out", str(tmp_path / "out"),
+                                     "--workers", "1"])
+            entry = prepare.corpus(corpus)
+            items, dirs = entry.sources(args)
+            prepare.data_settings(args, entry, items, dirs, None)      # every source's content hashed
+            reasons = {n.removeprefix("0/"): why   # programs: named <index of its --src>/<file>
+                       for n, _, why in map(prepare.builder(args, entry), items)}
+            assert not opened, f"{corpus}: the FIFO was opened"
+        key = os.fsdecode(name) + (ext if not row.startswith("S1") else "")
+        assert any(n.startswith(key) for n in reasons), (corpus, reasons)
+        if reason:
+            assert reasons[key] == reason, (corpus, reasons)
+        assert not any(n.startswith("linked/") for n in reasons)
 
 
 def test_hostile_python_files_keep_their_text():
