@@ -6,12 +6,18 @@ under DDP; train.py's loop deals each step's micro-batches round-robin to the pr
     torchrun --nproc_per_node=2 train.py --corpus python
 """
 import ctypes
+import dataclasses
+import math
 import os
 import subprocess
+import sys
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+from model import GPT
+from rotary import Rotary
 
 
 def precision(device):
@@ -94,6 +100,50 @@ def study_bytes(M, rows, T, n_layer, n_embd, n_head, vocab, n_params, bf16, chun
     acts = tokens * n_layer * (34 * n_embd + 5 * n_head * T) * width / 2
     masks = M * rows * T * T * (1 + n_layer)
     return 16 * M * n_params + acts + masks + tokens * vocab * (width + 8) / chunks
+
+
+def step_memory(mcfg, cfg, M=1):
+    """(bytes a step of M runs of the model `mcfg` needs (study_bytes), bytes the device has or None, the
+    pieces the loss is computed in: a GiB of logits at most): study.py's estimate for its M runs, and
+    train.py's for its one. A configuration the model cannot take is refused here, as training.build_model
+    refuses it (this runs first)."""
+    rows, T = max(1, cfg["mb_tokens"] // mcfg.max_len), mcfg.max_len
+    chunks = max(1, math.ceil(M * rows * T * mcfg.vocab_size * 12 / 2 ** 30))
+    try:
+        n_params = parameters(mcfg)
+    except (ValueError, KeyError) as e:                             # e.g. more planes than the head has
+        sys.exit(f"error: --config {mcfg.configuration}: {e.args[0]}")
+    need = study_bytes(M, rows, T, mcfg.n_layer, mcfg.n_embd, mcfg.n_head, mcfg.vocab_size, n_params,
+                       cfg["bf16"], chunks)
+    return need, device_bytes(cfg["device"]), chunks
+
+
+def parameters(mcfg):
+    """model.GPT(mcfg)'s parameters, counted on the meta device (none allocated). Every block holds the
+    same ones, so a model deeper than 8 layers is counted from its 1- and 2-layer forms: building 100,000
+    blocks, even on the meta device, takes minutes. A layer pattern has a depth of its own: checked at
+    this one (the rotary alone is quick to build), then counted whole."""
+    def count(n_layer):
+        with torch.device("meta"):
+            return GPT(dataclasses.replace(mcfg, n_layer=n_layer)).num_params()
+    if mcfg.n_layer <= 8:
+        return count(mcfg.n_layer)
+    try:
+        one, two = count(1), count(2)
+    except ValueError:
+        Rotary(mcfg.configuration, mcfg.n_embd // mcfg.n_head, mcfg.n_layer, mcfg.corpus)
+        return count(mcfg.n_layer)
+    return one + (mcfg.n_layer - 1) * (two - one)
+
+
+def refuse_over(need, have, mcfg, cfg, M, advice):
+    """Exit in one line, before anything is built or written, where a step's `need` (step_memory) is over
+    0.9 of the device's `have`: M runs of a study, or train.py's one; `advice` says what to lower."""
+    if have and need > 0.9 * have:
+        rows, T = max(1, cfg["mb_tokens"] // mcfg.max_len), mcfg.max_len
+        sys.exit(f"error: {M} run{'s' * (M > 1)} of {mcfg.n_layer}L d{mcfg.n_embd}, {rows} x {T:,} tokens a "
+                 f"micro-batch, would need about {need / 2 ** 30:,.1f} GiB a step (machine.study_bytes), "
+                 f"over 0.9 of the {have / 2 ** 30:,.1f} GiB on {cfg['device']}; {advice}")
 
 
 def device_bytes(device):

@@ -27,8 +27,22 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message}\n")
 
 
+def at_least_one(text):
+    """A flag's whole number of at least 1 (bootstrap draws, the pairs a cell needs): 0 draws is no
+    interval, a gate of 0 passes a cell without a pair."""
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
+
+
 def value(default, meaning):
     return field(default=default, metadata={"help": meaning})
+
+
+# A seed (train.py, study.py, sample.py) and a run's steps are below it: each step's generator is seeded
+# with seed * 1_000_003 + step, and torch.manual_seed takes < 2**64 (numpy's default_rng, any)
+SEED_LIMIT = 2 ** 32
 
 
 @dataclass(frozen=True)

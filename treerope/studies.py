@@ -10,7 +10,6 @@ them, the runs dealt into one lane per core, each lane batched on a thread of it
 fused with its loss (batched.TiedHead). The rows are gathered on the device from the split moved once.
 """
 import concurrent.futures
-import math
 import os
 import sys
 import time
@@ -18,7 +17,6 @@ import time
 import numpy as np
 import torch
 
-from model import GPT
 from treerope import machine
 from treerope.batched import Draws, adamw_runs, clip_runs, forward, handed, run_table, runs_of, stacked
 from treerope.batches import DEPTH_READERS, coords_for, fill_blocks, pack
@@ -64,29 +62,18 @@ def plan_runs(corpus, configs, seeds, options, quiet=False):
 # ---------------------------------------------------------------------------------- memory ----
 def memory(runs):
     """(bytes a step of `runs` as one study needs (machine.study_bytes), bytes the device has or None,
-    the pieces the loss is computed in: a GiB of logits at most)."""
-    cfg, c, M = runs[0].cfg, runs[0].mcfg, len(runs)
-    rows, T = max(1, cfg["mb_tokens"] // c.max_len), c.max_len
-    chunks = max(1, math.ceil(M * rows * T * c.vocab_size * 12 / 2 ** 30))
-    with torch.device("meta"):   # the model's parameters counted, none allocated: no model is built yet
-        n_params = GPT(c).num_params()
-    need = machine.study_bytes(M, rows, T, c.n_layer, c.n_embd, c.n_head, c.vocab_size, n_params, cfg["bf16"],
-                               chunks)
-    return need, machine.device_bytes(cfg["device"]), chunks
+    the pieces the loss is computed in: a GiB of logits at most): machine.step_memory, train.py's too."""
+    return machine.step_memory(runs[0].mcfg, runs[0].cfg, len(runs))
 
 
 def fits(runs):
     """The loss's pieces, after the study's memory estimate is said; refused in one line, before anything
     is written, where it exceeds the device's memory (a context of 100,000 tokens, too many runs)."""
-    (need, have, chunks), c, dev = memory(runs), runs[0].mcfg, runs[0].cfg["device"]
-    rows, T, M = max(1, runs[0].cfg["mb_tokens"] // c.max_len), c.max_len, len(runs)
+    (need, have, chunks), dev = memory(runs), runs[0].cfg["device"]
     print(f"memory: about {need / 2 ** 30:,.1f} GiB a step of the {(have or 0) / 2 ** 30:,.1f} GiB on {dev} "
           f"(machine.study_bytes); the loss in {chunks} piece{'s' * (chunks > 1)}")
-    if have and need > 0.9 * have:
-        sys.exit(f"error: {M} run{'s' * (M > 1)} of {c.n_layer}L d{c.n_embd}, {rows} x {T:,} tokens a "
-                 f"micro-batch, would need about {need / 2 ** 30:,.1f} GiB a step (machine.study_bytes), "
-                 f"over 0.9 of the {have / 2 ** 30:,.1f} GiB on {dev}; train fewer seeds or configurations "
-                 "a study, or lower --max_len or --mb_tokens")
+    machine.refuse_over(need, have, runs[0].mcfg, runs[0].cfg, len(runs),
+                        "train fewer seeds or configurations a study, or lower --max_len or --mb_tokens")
     return chunks
 
 

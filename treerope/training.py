@@ -25,18 +25,20 @@ import trees
 from model import GPT, GPTConfig
 from treerope.batches import Split, context_note, coords_for, pack, step_blocks
 from treerope.files import replacing, write_json
-from treerope.machine import PEAK_FLOPS, precision, provenance
+from treerope.machine import PEAK_FLOPS, precision, provenance, refuse_over, step_memory
 from treerope.prepared import SPLITS, corpus_stats, identity
 from treerope.runs import (
     DEFAULTS,
     MODEL,
     folder_is_run,
     read_config,
+    read_final,
+    read_log,
     resume,
     save_checkpoint,
     trained_otherwise,
 )
-from treerope.settings import CORPORA, MODEL_HELP, SETTINGS, Parser, Values, refusal
+from treerope.settings import CORPORA, MODEL_HELP, SEED_LIMIT, SETTINGS, Parser, Values, refusal
 
 AUTO = ("compile", "bf16")   # None: chosen from the device by machine.precision(); --bf16=0/1 overrides
 LAYERS = textwrap.fill("A run's values: the defaults above, then --setting's entry (treerope/settings.py "
@@ -98,8 +100,9 @@ def resolve(args, device):
         origin.update(dict.fromkeys(values, name))
     if "steps" in explicit and "passes" in explicit:
         sys.exit("error: give the length as --steps or as --passes, not both")
-    if "steps" in explicit or "passes" in explicit:   # one length: the one given
-        cfg["passes" if "steps" in explicit else "steps"] = None
+    if "steps" in explicit or "passes" in explicit:   # one length: the one given (the other cleared by it)
+        cleared = "passes" if "steps" in explicit else "steps"
+        cfg[cleared], origin[cleared] = None, "given"
     cfg["given"], cfg["device"] = sorted(explicit), device      # config.json keeps which values were given
     bf16, compile_, why = precision(device)
     given = [f"--{k}={int(cfg[k])}" for k in AUTO if cfg[k] is not None]
@@ -125,7 +128,8 @@ def check(cfg, setting):
               ("min_lr", 0 <= cfg["min_lr"] <= 1, "in [0, 1]"),
               ("dropout", 0 <= cfg["dropout"] < 1, "in [0, 1)"),
               ("depth_dropout", 0 <= cfg["depth_dropout"] <= 1, "in [0, 1]"),
-              ("seed", cfg["seed"] >= 0, "at least 0"),
+              ("seed", 0 <= cfg["seed"] < SEED_LIMIT, f"in [0, {SEED_LIMIT:,})"),
+              ("steps", cfg["steps"] is None or cfg["steps"] < SEED_LIMIT, f"below {SEED_LIMIT:,}"),
               ("patience", cfg["patience"] >= 0, "at least 0 (0: never)"),
               ("passes", cfg["passes"] is None or 0 < cfg["passes"] < math.inf, "positive and finite")]
     for k, ok, want in ranges:
@@ -256,7 +260,11 @@ def plan(cfg, origin, master, quiet=False):
     if cfg["pack"]:
         blocks, per_pass = step_blocks(train.len, mcfg.max_len, cfg["docs_per_step"], cfg["seed"])
     if cfg["passes"] is not None:   # a pass: "the number of steps it takes to show the model every training
-        cfg["steps"] = max(1, round(cfg["passes"] * per_pass))   # record once"
+        steps = cfg["passes"] * per_pass                          # record once"
+        if not steps < SEED_LIMIT:
+            sys.exit(f"error: --passes {cfg['passes']:g} is {steps:.3g} steps of {per_pass:,} a pass; a run "
+                     f"has fewer than {SEED_LIMIT:,}: give at most {(SEED_LIMIT - 1) / per_pass:.4g} passes")
+        cfg["steps"] = max(1, round(steps))
     if cfg["setting"] and said:
         print(setting_line(cfg, mcfg, per_step(cfg, mcfg)))
     return Run(cfg, mcfg, master, data_dir, out_dir, meta, corpus, train, val, test, val_ids, test_ids,
@@ -287,6 +295,8 @@ def setup(run, quiet=False):
     """The run's model at its seed's initial weights, its optimizer and the autocast context (`quiet`:
     its note unsaid, as `plan`'s lines)."""
     cfg = run.cfg
+    need, have, _ = step_memory(run.mcfg, cfg)   # study.py's estimate, for one run: before the model is built
+    refuse_over(need, have, run.mcfg, cfg, 1, "lower --n_layer, --n_embd, --max_len or --mb_tokens")
     run.model = build_model(cfg, run.mcfg, run.val.batch(run.val_ids[:1], "cpu"), run.corpus, run.data_dir)
     cuda = cfg["device"].startswith("cuda")
     run.opt = torch.optim.AdamW(param_groups(run.model, cfg["weight_decay"]), lr=cfg["lr"], betas=(0.9, 0.95),
@@ -352,20 +362,16 @@ def finished_alike(run):
     """A finished run (its final.json written) is left as it is ("done") only where it was trained as
     asked now and analyze.py will pair it with the runs trained now: the same values (runs.trained_otherwise)
     and the same precision over its whole life (bf16 and compile, which a resume may change but a pairing
-    may not); refused in one line otherwise."""
+    may not); refused in one line otherwise, as is a damaged config.json, final.json or log.jsonl."""
     fix = "pass --resume=0 to train it again, or choose another --out"
     done = read_config(run.out_dir, fix, whole=True)
     folder_is_run(run.out_dir, done["run"])
     differ = trained_otherwise(done["run"], done["model"], run.cfg, run.mcfg)
     if differ:
         sys.exit(f"error: {run.out_dir} finished with other values ({', '.join(differ)}); {fix}")
+    read_final(run.out_dir, fix)                 # what analyze.py will read of it, checked now
     life = {(bool(done["run"].get("bf16")), bool(done["run"].get("compile")))}
-    try:
-        with open(os.path.join(run.out_dir, "log.jsonl")) as f:
-            log = [json.loads(line) for line in f if line.strip()]
-        life |= {(bool(e.get("bf16")), bool(e.get("compile"))) for e in log}
-    except (OSError, ValueError):
-        sys.exit(f"error: {run.out_dir}/log.jsonl is missing or damaged; {fix}")
+    life |= {(bool(e.get("bf16")), bool(e.get("compile"))) for e in read_log(run.out_dir, fix)}
     now = (bool(run.cfg["bf16"]), bool(run.cfg["compile"]))
     if life != {now}:   # analyze.training: runs of another precision are not paired
         was = ", ".join(f"bf16={int(b)} compile={int(c)}" for b, c in sorted(life))
