@@ -377,7 +377,8 @@ def test_a_sweep_reuses_a_run_only_where_train_py_would(cpu_python, tmp_path, mo
     _, data = cpu_python
     sweep = dict(rates=(3e-3,), steps=3, configs=("seq_only",))
     monkeypatch.setitem(SETTINGS, "cpu_python", {**SETTINGS["cpu_python"], "sweep": sweep})
-    argv = ["--setting", "cpu_python", "--lr_sweep=1", "--data", data, "--out", str(tmp_path), *SMALL[1:]]
+    argv = ["--setting", "cpu_python", "--lr_sweep=1", "--data", data, "--out", str(tmp_path), *SMALL[1:],
+            "--docs_per_step=2", "--val_docs=2", "--test_docs=2", "--milestones=1"]
     train.main([*argv, "--steps=1"])
     run = os.path.join(tmp_path, "lr_sweep", "python", "seq_only_lr0.003", "seed0")
     one_step = json.load(open(os.path.join(run, "final.json")))["val_loss"]
