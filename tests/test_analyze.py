@@ -1,3 +1,4 @@
+import json
 import math
 import os
 import subprocess
@@ -478,7 +479,6 @@ def test_paper_004s_entry_points_refuse_what_they_cannot_count(tmp_path, capsys,
     run's cells twice, `paragraph_depth --gate 0` or `-1` was accepted (a cell without a pair passes
     such a gate), and its refusal of too few paragraphs advised "or lower --gate" at any gate. Each is
     refused in one line; the advice is given where the gate can be lowered."""
-    import json
     run = tmp_path / "code" / "hrope_axial" / "seed0"
     os.makedirs(run)
     for call, said in ((lambda: candidates.main([str(tmp_path), "--draws", "0"]),
@@ -584,7 +584,6 @@ def write_run(root, corpus, folder, seed, val, config=None, **run):
 def test_a_damaged_evaluation_is_one_line_naming_the_key(kinds, interventions, key, tmp_path):
     """Issue 71 T3: an eval_test.json whose kinds.all lacked `tokens` was a KeyError in the paired-by-kind
     table (read_eval checked `nll` alone): the reader checks every key the tables read of it."""
-    import json
     for name in ("seq_only", "seq_depth"):
         d = write_run(tmp_path, "web", name, 0, 2.0)
         (d / "eval_test.json").write_text(json.dumps({"kinds": kinds, "interventions": interventions}))
@@ -596,7 +595,6 @@ def test_a_run_left_out_or_in_part_is_named(tmp_path, capsys):
     finished run whose log.jsonl was empty (the whole validation table with it), and counted an
     eval_test.json whose nll was NaN as a seed won ("–" beside "won 1/2"), each without a word. Each is
     named in a note and left out (a NaN score: that evaluation, as a stale one is); the others pair."""
-    import json
     for root in ("no_config", "empty_log", "nan"):
         for name, val in (("seq_only", 2.0), ("seq_depth", 1.9)):
             for seed in (0, 1):

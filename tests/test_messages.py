@@ -9,6 +9,8 @@ import time
 import pytest
 from conftest import one_line
 
+import analyze
+import prepare
 import train
 from tests.test_ownership import ROOT, pages, script
 
@@ -191,8 +193,6 @@ def test_evaluate_refusals_name_what_was_typed(web, tmp_path, capsys):
 def test_a_path_that_holds_nothing_is_named_as_given(tmp_path):
     """Issue 71 M5: `analyze.py /tmp/nonexistent` said "no runs under" it (not that no such folder exists),
     and `prepare.py chat --src EMPTYDIR` "no usable documents in [] (skipped: {})", naming no folder."""
-    import analyze
-    import prepare
     missing = str(tmp_path / "nonexistent")
     assert one_line(lambda: analyze.main([missing])) == f"error: no such folder: {missing}"
     os.makedirs(tmp_path / "empty")
