@@ -35,6 +35,7 @@ from rotary import Rotary
 from treerope import figures
 from treerope.files import replacing, writable
 from treerope.hrope import boundaries, candidates, compression, hubs, paragraph_depth
+from treerope.settings import Parser, at_least_one
 from treerope.statistics import (
     BEST,
     HROPE_VARIANTS,
@@ -255,7 +256,7 @@ def token_gap(run_a, run_b, draws=2000, seed=0, split="test"):
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("root", nargs="?", help="out/<corpus> (or out/)")
     ap.add_argument("--baseline", default=None, help="default: seq_only (flat for hRoPE runs)")
     ap.add_argument("--figures", default=None, help="write PNG figures + their numbers here")
@@ -265,7 +266,7 @@ def parse(argv):
                     "[control]; Table 3 reads the depth_read_<split>.npz beside each where there is one; "
                     "then the App. A.6/A.7 diagnostics, and with --figures Fig. 2 and the A.6 heatmaps")
     ap.add_argument("--tokens", nargs=2, metavar="RUN", help="pair two runs token by token (evaluate.py npz)")
-    ap.add_argument("--draws", type=int, default=2000)
+    ap.add_argument("--draws", type=at_least_one, default=2000)
     ap.add_argument("--boundary", metavar="ROOT",
                     help="paper 004 Table 1 from evaluate.py --boundary sums under ROOT")
     ap.add_argument("--split", default="test", help="with --boundary: the split evaluate.py scored")
@@ -273,7 +274,7 @@ def parse(argv):
                     "the seeds of one configuration, each document's cells summed over them")
     ap.add_argument("--paragraphs", nargs="+", metavar="CONFIG_DIR", help="paper 004 Tables 5 and 9 from "
                     "evaluate.py --paragraphs: one out/<corpus>/hrope_axial per corpus, its seeds pooled")
-    ap.add_argument("--gate", type=int, default=400,
+    ap.add_argument("--gate", type=at_least_one, default=400,
                     help="with --paragraphs: pairs a baseline cell needs (A.10: 400)")
     ap.add_argument("--embedder", default=None, help="with --paragraphs / --candidates: a local "
                     "sentence-embedding model folder (default: the stand-in embedding)")
@@ -466,6 +467,8 @@ def main(argv=None):
             return mode(args)
     if not args.root:
         ap.error("give out/<corpus> or --depth")
+    if not os.path.isdir(args.root):
+        sys.exit(f"error: no such folder: {args.root}")
     runs = load_runs(args.root, args.finished)
     if not runs:
         raise SystemExit(f"no runs under {args.root}")

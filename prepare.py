@@ -333,13 +333,15 @@ def unused(ap, args):
 
 def data_settings(args, entry, items, dirs, setting):
     """What the data is made from and with: meta.json's "settings", compared to rebuild or not."""
+    # a name os.walk read with a non-UTF-8 byte holds a surrogate: hashed as split_of hashes it
+    files = "\n".join(f"{n}:{_digest(p)}" for n, p in items).encode("utf-8", "surrogatepass")
     return {"format": trees.FORMAT, "corpus": args.corpus, "sources": [os.path.abspath(d) for d in dirs],
             "vocab": args.vocab, "max_len": args.max_len, "long": args.long, "bpe_bytes": args.bpe_bytes,
             **{k: getattr(args, k) for k in entry.options},
             **({"split": args.split} if args.split != PREPARE["split"] else {}),   # older data: hash
             **({"setting": setting} if setting else {}),
             "defaults": entry.defaults(),
-            "files": hashlib.sha1("\n".join(f"{n}:{_digest(p)}" for n, p in items).encode()).hexdigest()}
+            "files": hashlib.sha1(files).hexdigest()}
 
 
 @contextlib.contextmanager

@@ -34,11 +34,13 @@ from treerope.batches import coords_for
 from treerope.corpora import formats
 from treerope.fields import token_coords
 from treerope.prepared import check_identity, check_tokenizer, corpus_stats
-from treerope.runs import checked_checkpoint
+from treerope.runs import checked_checkpoint, no_checkpoint
+from treerope.settings import SEED_LIMIT
 
 ONLINE = {"json": formats.json_coords, "xml": formats.xml_coords, "markdown": formats.markdown_coords}
 PROMPT = {"json": "{", "xml": "<", "markdown": "# "}   # how the corpus's documents begin
-START = {"json": r"\s*[-{\[\"0-9tfn]", "xml": r"\s*<[A-Za-z_?!]", "markdown": ""}   # what can begin one
+# what can begin one: each PROMPT does (xml's "<" ends before the name it opens)
+START = {"json": r"\s*[-{\[\"0-9tfn]", "xml": r"\s*<(?:[A-Za-z_?!]|$)", "markdown": ""}
 
 
 def parses(corpus, text):
@@ -152,8 +154,10 @@ def main(argv=None):
         ap.error("--num_samples, --max_new_tokens and --top_k must be at least 1")
     if not args.temperature > 0:   # `not` so that nan fails too
         ap.error("--temperature must be positive")
+    if not 0 <= args.seed < SEED_LIMIT:   # torch's generator, as train.py's seeds
+        sys.exit(f"error: --seed must be in [0, {SEED_LIMIT:,}), not {args.seed}")
     if not os.path.exists(os.path.join(args.run, "ckpt.pt")):
-        sys.exit(f"error: {args.run} holds no ckpt.pt (train it first)")
+        sys.exit(f"error: {no_checkpoint(args.run)}")
     model, run, data_dir = load(args.run, "cpu", args.data)
     if args.prompt is None and run["corpus"] not in PROMPT:
         sys.exit(f"error: give --prompt: the {run['corpus']} corpus has no one way its documents begin")

@@ -1,3 +1,4 @@
+import json
 import math
 import os
 import subprocess
@@ -6,11 +7,12 @@ import sys
 import numpy as np
 import pytest
 import torch
+from conftest import one_line
 from scipy import stats
 
 import analyze
 from treerope import statistics
-from treerope.hrope import boundaries, compression, paragraph_depth
+from treerope.hrope import boundaries, candidates, compression, hubs, paragraph_depth
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -472,6 +474,41 @@ def test_d_only_pilot_and_band_decay_by_hand(tmp_path):
     assert np.isnan(shift[0]) and shift[1] == 0 and np.isnan(slope)
 
 
+def test_paper_004s_entry_points_refuse_what_they_cannot_count(tmp_path, capsys, monkeypatch):
+    """Issue 71 P1: `candidates --draws 0` was a TypeError inside the bootstrap, `hubs RUN RUN` pooled one
+    run's cells twice, `paragraph_depth --gate 0` or `-1` was accepted (a cell without a pair passes
+    such a gate), and its refusal of too few paragraphs advised "or lower --gate" at any gate. Each is
+    refused in one line; the advice is given where the gate can be lowered."""
+    run = tmp_path / "code" / "hrope_axial" / "seed0"
+    os.makedirs(run)
+    for call, said in ((lambda: candidates.main([str(tmp_path), "--draws", "0"]),
+                        "error: argument --draws: must be at least 1, not 0"),
+                       (lambda: hubs.main([str(run), f"{run}/"]),
+                        f"error: the run {run}/ is given twice (as {run}): give each seed once"),
+                       (lambda: analyze.main(["--hubs", str(run), "--draws", "-5"]),
+                        "error: argument --draws: must be at least 1, not -5"),
+                       (lambda: paragraph_depth.main([str(run.parent), "--gate", "0"]),
+                        "error: argument --gate: must be at least 1, not 0"),
+                       (lambda: paragraph_depth.main([str(run.parent), "--gate", "-1"]),
+                        "error: argument --gate: must be at least 1, not -1")):
+        with pytest.raises(SystemExit) as e:
+            call()
+        assert e.value.code == 2 and capsys.readouterr().err == said + "\n"
+    (run / "config.json").write_text(json.dumps({
+        "run": {"corpus": "code", "config": "hrope_axial", "seed": 0, "steps": 30, "data": str(tmp_path)},
+        "model": {"n_layer": 2, "n_embd": 128, "n_head": 2, "max_len": 8}}))
+    rows = dict(record=[0], p1=[0], d=[1], band=[0], sum=[-2.0], count=[1])    # one Δp1 = 1 pair
+    np.savez(run / "paragraph_test.npz", base_sum=-np.ones((2, 1)), base_n=np.full((2, 1), 3), max_len=8,
+             **{k: np.array(v) for k, v in rows.items()})
+    none = {**{k: np.zeros(1) for k in paragraph_depth.PREDICTORS}, "record": np.array([9]),
+            "p1": np.array([0]), "truncated": np.array([True]), "first_window": np.array([False]),
+            "document": np.array([0])}
+    monkeypatch.setattr(candidates, "paragraph_predictors", lambda *a: none)   # no paragraph left
+    for gate, advice in ((1, ""), (2, " or lower --gate (now 2)")):
+        msg = one_line(lambda: paragraph_depth.main([str(run.parent), "--gate", str(gate)]))
+        assert msg.endswith("paragraphs left after the gates; evaluate more (--docs, --max_docs)" + advice)
+
+
 def test_weighted_r_by_hand():
     """x = 0 1 2 3, y = 1 3 2 5, w = 1 2 1 2 (test_wls_against_the_closed_form): Sxy = 25/3,
     Sxx = 22/3, Syy = 77/6, so r = 25 / sqrt(847) and r² the univariate fit's R², 625/847."""
@@ -536,6 +573,51 @@ def write_run(root, corpus, folder, seed, val, config=None, **run):
     (d / "log.jsonl").write_text(json.dumps({"step": 30, "val_loss": val}) + "\n")
     (d / "final.json").write_text(json.dumps({"step": 30, "val_loss": val, "test_loss": val}))
     return d
+
+
+@pytest.mark.parametrize("kinds,interventions,key", [
+    ({"all": {"nll": 1.0}}, {}, "kinds.all.tokens is missing"),                     # issue 71 T3
+    ({"row_end": {"nll": 1.0, "tokens": 3}}, {}, "kinds.all.nll is missing"),
+    ({"all": {"nll": 1.0, "tokens": 3}}, {"shuffle": {"all": {"nll": 1.0, "tokens": 3},
+                                                      "row_end": {"nll": 1.0, "tokens": 3}}},
+     "interventions.shuffle.row_end has no kinds.row_end")])
+def test_a_damaged_evaluation_is_one_line_naming_the_key(kinds, interventions, key, tmp_path):
+    """Issue 71 T3: an eval_test.json whose kinds.all lacked `tokens` was a KeyError in the paired-by-kind
+    table (read_eval checked `nll` alone): the reader checks every key the tables read of it."""
+    for name in ("seq_only", "seq_depth"):
+        d = write_run(tmp_path, "web", name, 0, 2.0)
+        (d / "eval_test.json").write_text(json.dumps({"kinds": kinds, "interventions": interventions}))
+    one_line(lambda: analyze.main([str(tmp_path / "web")]), "eval_test.json is damaged", key)
+
+
+def test_a_run_left_out_or_in_part_is_named(tmp_path, capsys):
+    """Issue 71 M2: analyze.py dropped a run folder without config.json (n went from 2/2 to 1/1), a
+    finished run whose log.jsonl was empty (the whole validation table with it), and counted an
+    eval_test.json whose nll was NaN as a seed won ("–" beside "won 1/2"), each without a word. Each is
+    named in a note and left out (a NaN score: that evaluation, as a stale one is); the others pair."""
+    for root in ("no_config", "empty_log", "nan"):
+        for name, val in (("seq_only", 2.0), ("seq_depth", 1.9)):
+            for seed in (0, 1):
+                d = write_run(tmp_path / root, "web", name, seed, val + 0.01 * seed)
+                nll = float("nan") if (root, name, seed) == ("nan", "seq_depth", 0) else val / 2
+                (d / "eval_test.json").write_text(json.dumps({
+                    "kinds": {"all": {"nll": nll, "tokens": 10}}, "interventions": {}}))
+    (tmp_path / "no_config/web/seq_depth/seed1/config.json").unlink()
+    (tmp_path / "empty_log/web/seq_depth/seed0/log.jsonl").write_text("")
+    analyze.main([str(tmp_path / "no_config/web")])
+    out = capsys.readouterr().out
+    assert f"note: {tmp_path}/no_config/web/seq_depth/seed1 holds no config.json: left out" in out
+    assert "| seq_depth | -0.1000 |" in out and "| 1/1 |" in out
+    analyze.main([str(tmp_path / "empty_log/web")])
+    out = capsys.readouterr().out
+    empty = tmp_path / "empty_log/web/seq_depth/seed0"
+    assert f"note: {empty} has no milestone in its log.jsonl: left out" in out
+    assert "| seq_depth | -0.1000 |" in out and "| 1/1 |" in out
+    analyze.main([str(tmp_path / "nan/web")])
+    out = capsys.readouterr().out
+    assert f"note: {tmp_path}/nan/web/seq_depth/seed0's eval: kinds.all.nll is not a finite loss: left " \
+           "out" in out
+    assert "| seq_depth: all | 10 | -0.0500 |" in out and "| 1/1 |" in out and "1/2" not in out
 
 
 def test_seed_spreads_head_shifts_and_rotation_off_by_hand(tmp_path, capsys):

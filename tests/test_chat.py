@@ -93,3 +93,14 @@ def test_a_folder_is_read_and_a_bad_file_is_a_counted_skip(tmp_path):
     meta = json.load(open(os.path.join(out, "meta.json")))
     assert meta["documents"] + meta["skipped_total"] == 42, meta
     assert sum(v for k, v in meta["skipped"].items() if k.startswith("not JSON")) == 2, meta["skipped"]
+
+
+def test_a_file_nested_too_deep_is_a_counted_skip(tmp_path):
+    """Issue 71 T6: a JSON nested 10,000 deep was a RecursionError (read in `sources`, before
+    corpora.build's guard): a counted skip with build's reason."""
+    src = tmp_path / "src"
+    os.makedirs(src)
+    (src / "deep.json").write_text("[" * 10_000 + "]" * 10_000)
+    args, _ = prepare.parse(["chat", "--src", str(src), "--out", str(tmp_path), "--workers", "1"])
+    items, _ = chat.sources(args)
+    assert [(name, skip.reason) for name, skip in items] == [("deep.json:", "too deeply nested")]

@@ -252,6 +252,22 @@ def test_sample_py_end_to_end(tiny, tmp_path, capsys):
         sample.load(run, "cpu")
 
 
+@pytest.mark.parametrize("corpus", sorted(sample.PROMPT))
+def test_each_corpus_samples_from_its_default_prompt_under_a_structural_configuration(corpus, tiny, tmp_path,
+                                                                                      capsys):
+    """Issue 71 D1: without --prompt, sample.py refused every xml run of a configuration that reads the
+    tree ("--prompt '<' cannot begin a xml document"): the default prompt failed its corpus's own start
+    rule. Every corpus with a default prompt samples from it under seq_depth (a 1-step run)."""
+    root, _ = tiny(corpus)
+    run = train.main(["--corpus", corpus, "--config", "seq_depth", "--data", root, "--out", str(tmp_path),
+                      "--steps=1", "--n_layer=1", "--n_embd=64", "--n_head=1", "--max_len=128",
+                      "--docs_per_step=2", "--val_docs=2", "--test_docs=2", "--milestones=1",
+                      "--mb_tokens=256"])
+    texts = sample.main([run, "--num_samples=1", "--max_new_tokens=4"])
+    assert texts[0].startswith(sample.PROMPT[corpus])
+    assert f"--- sample 0\n{texts[0]}" in capsys.readouterr().out
+
+
 def test_a_run_refuses_data_prepared_again(tiny, tmp_path):
     """sample.py on data re-prepared after training decoded fluent garbage (the ids meant other
     tokens); the tokeniser's fingerprint, kept in config.json, now stops it and evaluate.py."""

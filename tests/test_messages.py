@@ -7,7 +7,10 @@ import sys
 import time
 
 import pytest
+from conftest import one_line
 
+import analyze
+import prepare
 import train
 from tests.test_ownership import ROOT, pages, script
 
@@ -185,3 +188,14 @@ def test_evaluate_refusals_name_what_was_typed(web, tmp_path, capsys):
     assert "--max_docs must be at least 1" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="--demo is paper 004's Fig. 1: it needs paragraph coordinates"):
         evaluate.main([run, "--demo"])
+
+
+def test_a_path_that_holds_nothing_is_named_as_given(tmp_path):
+    """Issue 71 M5: `analyze.py /tmp/nonexistent` said "no runs under" it (not that no such folder exists),
+    and `prepare.py chat --src EMPTYDIR` "no usable documents in [] (skipped: {})", naming no folder."""
+    missing = str(tmp_path / "nonexistent")
+    assert one_line(lambda: analyze.main([missing])) == f"error: no such folder: {missing}"
+    os.makedirs(tmp_path / "empty")
+    msg = one_line(lambda: prepare.main(["chat", "--src", str(tmp_path / "empty"), "--out", str(tmp_path),
+                                         "--workers", "1"]))
+    assert msg == f"error: no .json files under ['{tmp_path / 'empty'}']"

@@ -6,12 +6,14 @@ memory), refused arguments (one line, no traceback), empty splits, resume with c
 settings, atomic output files. Run: pytest tests/test_reliability.py
 """
 import collections
+import contextlib
 import gzip
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 
@@ -24,9 +26,11 @@ from openpyxl.utils import get_column_letter
 import analyze
 import evaluate
 import prepare
+import sample
+import study
 import train
 import trees
-from treerope import batches, files, prepared, runs, statistics, tokenizer
+from treerope import batches, corpora, files, prepared, runs, statistics, tokenizer
 from treerope.corpora import paragraphs, warc, web
 from treerope.corpora import python as pycorpus
 
@@ -225,6 +229,80 @@ def test_too_many_tokens_is_a_counted_skip(tmp_path, monkeypatch):
     assert meta["documents"] == 1 and meta["splits"]["train"]["documents"] == 1
 
 
+WALKED = {"python": ".py", "programs": ".py", "code": ".py", "web": ".html", "webtext": ".html",
+          "web_sheets": ".html", "sheets": ".xlsx", "prose": ".md", "chat": ".json", "json": ".json",
+          "xml": ".xml", "markdown": ".md"}
+
+
+@contextlib.contextmanager
+def tripwire(path):
+    """A FIFO at `path`, and a list that gets an entry each time anything opens it for reading (that
+    open unblocks ours for writing, closed at once: a reader sees an empty file, never a hang)."""
+    os.mkfifo(path)
+    opened, done = [], []
+    def writer():
+        while True:
+            os.close(os.open(path, os.O_WRONLY))
+            if done:
+                return
+            opened.append(path)
+    threading.Thread(target=writer, daemon=True).start()
+    try:
+        yield opened
+    finally:
+        done.append(True)
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))   # lets the writer go
+
+
+PROGRAM = "def f(x):\n    y = x + 1\n    return y\n"
+PLANTED = {   # issue 71's row: what it plants in --src (and a readable file beside it), what each corpus says
+    "H1 a FIFO": (b"x", "not a regular file (a FIFO: never opened)"),
+    "T4 a name with a non-UTF-8 byte": (b"name_\xff", None),
+    "T5 a dangling link": (b"broken", "unreadable (No such file or directory)"),
+    "S1 a symlinked folder": (b"linked", corpora.LINKED)}
+
+
+@pytest.mark.parametrize("row", sorted(PLANTED))
+def test_what_a_src_walk_cannot_read_is_a_counted_skip_and_a_fifo_is_never_opened(row, tmp_path):
+    """Issue 71: a FIFO under --src hung prepare.py (read to hash the settings, or in `sources`), a name
+    with a non-UTF-8 byte crashed the settings hash, a dangling link crashed prose, and a symlinked folder
+    went unread with no count. One walk rule for every corpus: each is read (its name hashed), or a
+    counted skip with its reason, and nothing is opened before os.stat says it is a regular file."""
+    name, reason = PLANTED[row]
+    for corpus, ext in WALKED.items():
+        src = tmp_path / corpus
+        os.makedirs(src / "sub")
+        for e in set(WALKED.values()):   # a readable file of each kind (web_sheets reads two)
+            (src / "sub" / f"ok{e}").write_text(PROGRAM)
+        planted = os.path.join(os.fsencode(src), name + ext.encode())
+        with contextlib.ExitStack() as stack:
+            opened = []
+            if row.startswith("H1"):
+                opened = stack.enter_context(tripwire(planted))
+            elif row.startswith("T4"):
+                with open(planted, "w") as f:
+                    f.write(PROGRAM)
+            elif row.startswith("T5"):
+                os.symlink(tmp_path / "missing", planted)
+            else:
+                os.makedirs(tmp_path / "elsewhere", exist_ok=True)
+                (tmp_path / "elsewhere" / f"a{ext}").write_text(PROGRAM)
+                os.symlink(tmp_path / "elsewhere", src / "linked")
+            args, _ = prepare.parse([corpus, "--src", str(src), "--out", str(tmp_path / "out"),
+                                     "--workers", "1"])
+            entry = prepare.corpus(corpus)
+            items, dirs = entry.sources(args)
+            prepare.data_settings(args, entry, items, dirs, None)      # every source's content hashed
+            reasons = {n.removeprefix("0/"): why   # programs: named <index of its --src>/<file>
+                       for n, _, why in map(prepare.builder(args, entry), items)}
+            assert not opened, f"{corpus}: the FIFO was opened"
+        key = os.fsdecode(name) + (ext if not row.startswith("S1") else "")
+        assert any(n.startswith(key) for n in reasons), (corpus, reasons)
+        if reason:
+            assert reasons[key] == reason, (corpus, reasons)
+        assert not any(n.startswith("linked/") for n in reasons)
+
+
 def test_hostile_python_files_keep_their_text():
     bom = open(os.path.join(HOSTILE, "python", "bom.py"), "rb").read()
     assert bom.startswith(b"\xef\xbb\xbf")
@@ -289,6 +367,23 @@ def test_train_refuses_bad_arguments_in_one_line(extra, message, tiny_python, tm
     assert message in said and said.strip().count("\n") == 0
 
 
+@pytest.mark.parametrize("given,message", [
+    (["--seed", str(2 ** 63)], f"--seed must be in [0, 4,294,967,296), not {2 ** 63}"),   # issue 71 T1
+    (["--seed", str(2 ** 32)], f"--seed must be in [0, 4,294,967,296), not {2 ** 32}"),   # the first outside
+    (["--passes", "1e308"], "--passes 1e+308 is inf steps of"),                          # issue 71 T2
+    (["--steps", str(2 ** 32)], f"--steps must be below 4,294,967,296, not {2 ** 32}")])
+def test_an_integer_torch_cannot_take_is_refused_in_one_line(given, message, tiny_python, json_run, tmp_path):
+    """Issue 71 T1, T2: `train.py --seed 9223372036854775808` (and sample.py's) was torch.manual_seed's
+    ValueError, `--passes 1e308` an OverflowError in `plan`. A seed and a run's steps are below 2**32
+    (settings.SEED_LIMIT: the step's generator takes seed * 1_000_003 + step); the same for study.py."""
+    args = [a for a in tiny_args(tiny_python, str(tmp_path)) if not a.startswith("--steps")]
+    one_line(lambda: train.main([*args, *given]), message)
+    if given[0] == "--seed":
+        one_line(lambda: train.main(study.arguments(["python", "seq_only", given[1], *args[4:]])), message)
+        run = os.path.join(json_run["out"], json_run["run"])
+        one_line(lambda: sample.main([run, "--seed", given[1], "--num_samples=1"]), message)
+
+
 def test_empty_split_is_an_error_not_a_zero_score(tmp_path):
     """Three hostile Python files leave val and test empty: training must refuse, not report 0.0."""
     prepare.main(["python", "--src", os.path.join(HOSTILE, "python"), "--out", str(tmp_path / "data"),
@@ -338,9 +433,40 @@ def test_a_finished_run_run_again_is_left_as_it_is(tiny_python, tmp_path, capsys
     assert os.path.exists(os.path.join(bench, "final.json"))
 
 
+def test_a_damaged_final_or_log_is_named_at_the_first_command(tiny_python, tmp_path, capsys):
+    """Issue 71 M3: train.py and study.py said "done: ... finished" over a damaged final.json (a loss
+    "x", a list, test_loss missing), and a run whose log.jsonl was deleted resumed, wrote final.json
+    without one, and was refused by the next identical command. Each is one line naming the file at
+    the first command (runs.read_final, runs.read_log), before anything is written."""
+    args = tiny_args(tiny_python, str(tmp_path))
+    run = train.main(args)
+    final = os.path.join(run, "final.json")
+    good = json.load(open(final))
+    for damaged, said in (({**good, "val_loss": "x"}, "val_loss is 'x', not float"),
+                          ([good], "not an object"),
+                          ({k: v for k, v in good.items() if k != "test_loss"}, "test_loss is missing")):
+        with open(final, "w") as f:
+            json.dump(damaged, f)
+        one_line(lambda: train.main(args), final, said)
+        one_line(lambda: train.main(study.arguments(["python", "seq_only", "0", *args[4:]])), final, said)
+    os.remove(final)
+    os.remove(os.path.join(run, "log.jsonl"))
+    one_line(lambda: train.main(args), os.path.join(run, "log.jsonl"), "--resume=0")
+    assert not os.path.exists(final)
+
+
 def test_evaluate_without_a_checkpoint_is_one_line(tmp_path):
     with pytest.raises(SystemExit, match="no checkpoint at"):
         evaluate.main([str(tmp_path / "out" / "python" / "seq_only" / "seed0")])
+
+
+def test_a_run_that_kept_no_weights_says_so(tiny_python, tmp_path):
+    """Issue 71 M1: after a --checkpoint=0 run, evaluate.py and sample.py said "no checkpoint ...; train
+    it first (python train.py ...)", while that train.py command answers "done: ... is finished"."""
+    run = train.main(tiny_args(tiny_python, str(tmp_path), "--checkpoint=0"))
+    for script in (evaluate, sample):
+        one_line(lambda: script.main([run]), run, "trained with --checkpoint=0 and kept no weights",
+                 "--resume=0")
 
 
 def test_analyze_names_a_damaged_log(tiny_python, tmp_path):

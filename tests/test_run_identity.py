@@ -21,7 +21,7 @@ import prepare
 import sample
 import study
 import train
-from treerope import files, machine, training
+from treerope import ensemble, files, machine, training
 from treerope.hrope import boundaries, paragraph_depth
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -133,7 +133,7 @@ def test_4_elapsed_is_training_time_alone_in_train_and_study(tiny_python, tmp_pa
             moved[0] += 1000.0
             return f(*a, **k)
         return g
-    monkeypatch.setattr(train, "evaluate", slow(training.evaluate))
+    monkeypatch.setattr(train, "evaluate", slow(ensemble.evaluate))
     two = args(tiny_python, tmp_path, "--milestones=2")
     runs = [train.main(["--corpus", "python", "--config", "seq_only", *two]),
             *study_main(["python", "seq_depth seq_tree", "0", *two])]

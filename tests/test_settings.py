@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 import torch
-from conftest import TINY_PYTHON
+from conftest import TINY_PYTHON, one_line
 
 import prepare
 import study
@@ -197,6 +197,17 @@ def test_a_run_is_the_defaults_then_one_flat_setting_then_the_flags(capsys):
         assert line in shown, line
 
 
+def test_a_length_the_flags_cleared_is_said_to_come_from_the_flags():
+    """Issue 71 M4: with --steps given, the values line said `setting python: ... passes=None`, as if the
+    setting had no length in passes; the flag cleared it: its origin is the flags."""
+    for flag, cleared in (("--steps", "passes"), ("--passes", "steps")):
+        cfg, origin = training.parse(["--setting", "python", flag, "2"])
+        assert cfg[cleared] is None and origin[cleared] == "given"
+        line = training.origins(cfg, origin)
+        setting, given = line.split("; given: ")
+        assert f"{cleared}=" not in setting and f"{cleared}=None" in given, line
+
+
 def test_a_setting_is_its_values_not_its_name():
     """reproduce_cpu.sh trained code at the CPU scale with flags before cpu_code existed; the same values
     named by the setting resume it and pair with it; a value that differs is named."""
@@ -358,6 +369,27 @@ def test_lr_sweep_runs_every_rate_and_picks(cpu_python, tmp_path, monkeypatch, c
     assert "picked lr 0.003" in capsys.readouterr().out
     assert os.path.exists(os.path.join(tmp_path, "lr_sweep", "python", "seq_only_lr0.003", "seed0",
                                        "final.json"))
+
+
+def test_a_sweep_reuses_a_run_only_where_train_py_would(cpu_python, tmp_path, monkeypatch, capsys):
+    """Issue 71 W1: a sweep at --steps 1, then at --steps 2, read back the 1-step runs' final.json
+    unchecked, and tabled and recorded their losses as 2-step ones. A finished run is reused only where
+    train.py would leave it as it is (training.finished_alike): refused here, trained again with
+    --resume=0, the table and lr_sweep.json then the 2-step run's."""
+    _, data = cpu_python
+    sweep = dict(rates=(3e-3,), steps=3, configs=("seq_only",))
+    monkeypatch.setitem(SETTINGS, "cpu_python", {**SETTINGS["cpu_python"], "sweep": sweep})
+    argv = ["--setting", "cpu_python", "--lr_sweep=1", "--data", data, "--out", str(tmp_path), *SMALL[1:],
+            "--docs_per_step=2", "--val_docs=2", "--test_docs=2", "--milestones=1"]
+    train.main([*argv, "--steps=1"])
+    run = os.path.join(tmp_path, "lr_sweep", "python", "seq_only_lr0.003", "seed0")
+    one_step = json.load(open(os.path.join(run, "final.json")))["val_loss"]
+    one_line(lambda: train.main([*argv, "--steps=2"]), run, "steps: 1 there, 2 now", "--resume=0")
+    train.main([*argv, "--steps=2", "--resume=0"])
+    record = json.load(open(os.path.join(tmp_path, "lr_sweep", "python", "lr_sweep.json")))
+    two_steps = json.load(open(os.path.join(run, "final.json")))
+    assert two_steps["step"] == 2 and two_steps["val_loss"] != one_step
+    assert record["steps"] == 2 and record["losses"][0]["val_loss"] == two_steps["val_loss"]
 
 
 def test_older_programs_data_reads_as_the_old_stream():

@@ -22,7 +22,7 @@ import rotary
 import study
 import train
 from model import GPT, GPTConfig
-from treerope import budget, ensemble, machine, training
+from treerope import batches, budget, ensemble, machine, training
 from treerope.batches import Split, coords_for
 from treerope.prepared import corpus_stats
 
@@ -403,7 +403,7 @@ def test_the_ensemble_is_each_runs_model(tiny_python):
     M, ens = len(models), ensemble.Ensemble(models)
     at, seg = split.positions(rows, 256)
     b = split.gather(torch.from_numpy(np.stack([at] * M)), torch.from_numpy(np.stack([seg] * M)))
-    C = torch.stack([training.coordinates({k: v[m] for k, v in b.items()}, ens.names, corpus)
+    C = torch.stack([batches.coordinates({k: v[m] for k, v in b.items()}, ens.names, corpus)
                      for m in range(M)])
     g = torch.Generator().manual_seed(0)
     masks = {k: torch.rand(M, len(rows), *shape, generator=g) > p for k, (p, shape) in ens.sites.items()}

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 import shutil
@@ -9,6 +10,7 @@ import pytest
 import torch
 
 import prepare
+import study
 import train
 from model import GPT, GPTConfig
 from treerope import batches, ensemble, machine, runs, tokenizer, training
@@ -496,3 +498,46 @@ def test_the_log_counts_model_flops_at_each_records_length(tiny_python, tmp_path
     assert log[-1]["flops"] == pytest.approx(want, rel=1e-12)
     assert log[-1]["flops_executed"] >= log[-1]["flops"] > log[0]["flops"] > 0
     assert log[-1]["val_elapsed"] > 0 and log[-1]["elapsed"] > 0
+
+
+def test_a_run_too_large_for_the_device_is_refused_before_its_model_is_built(tiny_python, tmp_path,
+                                                                            monkeypatch):
+    """Issue 71 R1: `train.py --n_layer 100000` built its model for over 100 s and ~10 GB, where study.py
+    refused such a study first. train.py refuses too, before the model is built and before anything is
+    written, with study.py's estimate for one run (machine.step_memory: the same GiB in both lines)."""
+    monkeypatch.setattr(machine, "device_bytes", lambda device: 2 ** 30)     # a 1 GiB device
+    monkeypatch.setattr(training, "build_model", lambda *a: pytest.fail("the model was built"))
+    big = ["--data", tiny_python, "--out", str(tmp_path), "--steps=1", *TINY[3:], "--n_layer=40",
+           "--n_embd=512", "--n_head=4"]
+    with pytest.raises(SystemExit) as e:
+        train.main(["--corpus", "python", *big])
+    with pytest.raises(SystemExit) as s:
+        train.main(study.arguments(["python", "seq_only", "0", *big]))
+    one, many = str(e.value), str(s.value)
+    assert one.startswith("error: 1 run of 40L d512, 2 x 64 tokens a micro-batch, would need about ") \
+        and "\n" not in one and one.endswith("over 0.9 of the 1.0 GiB on cpu; lower --n_layer, --n_embd, "
+                                             "--max_len or --mb_tokens")
+    assert one.split("; ")[0] == many.split("; ")[0]           # study.py's estimate, word for word
+    assert not os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("config,n_head,n_layer", [("seq_depth", 1, 12), ("seq_tree", 1, 9),
+                                                   ("head_split", 2, 30), ("ststst", 1, 6)])
+def test_a_deep_models_parameters_are_counted_without_building_it(config, n_head, n_layer, monkeypatch):
+    """The estimate counts a model deeper than 8 layers from its 1- and 2-layer forms (every block
+    holds the same parameters): the count of the model built, without building 100,000 blocks (minutes
+    on the meta device). A layer pattern is counted whole, and refused at another depth in one line."""
+    c = GPTConfig(n_layer=n_layer, n_embd=128 * n_head, n_head=n_head, vocab_size=512, configuration=config)
+    with torch.device("meta"):
+        built = GPT(c).num_params()
+    depths = []
+    monkeypatch.setattr(machine, "GPT", lambda cfg: depths.append(cfg.n_layer) or GPT(cfg))
+    assert machine.parameters(c) == built and max(depths) == (2 if n_layer > 8 else n_layer)
+    if config != "ststst":
+        machine.parameters(dataclasses.replace(c, n_layer=100_000))
+        assert max(depths) <= n_layer
+    else:
+        with pytest.raises(SystemExit, match="error: --config ststst: ststst is a 6-layer pattern; the model "
+                                             "has 12 layers"):
+            machine.step_memory(dataclasses.replace(c, n_layer=12), {"mb_tokens": 256, "bf16": False,
+                                                                     "device": "cpu"})

@@ -6,12 +6,17 @@ nccl on CUDA, the model under DDP; train.py's loop deals each step's micro-batch
     torchrun --nproc_per_node=2 train.py --corpus python
 """
 import ctypes
+import dataclasses
 import os
 import subprocess
+import sys
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+from model import GPT
+from rotary import Rotary
 
 SWITCHES = ("compile", "bf16", "kernel")   # the fast paths: a run's --bf16, --compile, --kernel (none: below)
 
@@ -103,6 +108,48 @@ def step_bytes(M, rows, T, n_layer, n_embd, n_head, vocab, n_params, bf16):
     acts = tokens * n_layer * (34 * n_embd + 5 * n_head * T) * width / 2
     masks = M * rows * T * T * (1 + n_layer)
     return 16 * M * n_params + acts + masks + tokens * vocab * (width + 8)
+
+
+def step_memory(mcfg, cfg, M=1):
+    """(bytes a step of M runs of the model `mcfg` needs (step_bytes), bytes the device has or None): one
+    run's, or runs trained at once. A configuration the model cannot take is refused here, as
+    training.build_model refuses it (this runs first)."""
+    rows, T = max(1, cfg["mb_tokens"] // mcfg.max_len), mcfg.max_len
+    try:
+        n_params = parameters(mcfg)
+    except (ValueError, KeyError) as e:                             # e.g. more planes than the head has
+        sys.exit(f"error: --config {mcfg.configuration}: {e.args[0]}")
+    need = step_bytes(M, rows, T, mcfg.n_layer, mcfg.n_embd, mcfg.n_head, mcfg.vocab_size, n_params,
+                      cfg["bf16"])
+    return need, device_bytes(cfg["device"])
+
+
+def parameters(mcfg):
+    """model.GPT(mcfg)'s parameters, counted on the meta device (none allocated). Every block holds the
+    same ones, so a model deeper than 8 layers is counted from its 1- and 2-layer forms: building 100,000
+    blocks, even on the meta device, takes minutes. A layer pattern has a depth of its own: checked at
+    this one (the rotary alone is quick to build), then counted whole."""
+    def count(n_layer):
+        with torch.device("meta"):
+            return GPT(dataclasses.replace(mcfg, n_layer=n_layer)).num_params()
+    if mcfg.n_layer <= 8:
+        return count(mcfg.n_layer)
+    try:
+        one, two = count(1), count(2)
+    except ValueError:
+        Rotary(mcfg.configuration, mcfg.n_embd // mcfg.n_head, mcfg.n_layer, mcfg.corpus)
+        return count(mcfg.n_layer)
+    return one + (mcfg.n_layer - 1) * (two - one)
+
+
+def refuse_over(need, have, mcfg, cfg, M, advice):
+    """Exit in one line, before anything is built or written, where a step's `need` (step_memory) is over
+    0.9 of the device's `have`: M runs trained at once, or one; `advice` says what to lower."""
+    if have and need > 0.9 * have:
+        rows, T = max(1, cfg["mb_tokens"] // mcfg.max_len), mcfg.max_len
+        sys.exit(f"error: {M} run{'s' * (M > 1)} of {mcfg.n_layer}L d{mcfg.n_embd}, {rows} x {T:,} tokens a "
+                 f"micro-batch, would need about {need / 2 ** 30:,.1f} GiB a step (machine.step_bytes), "
+                 f"over 0.9 of the {have / 2 ** 30:,.1f} GiB on {cfg['device']}; {advice}")
 
 
 def device_bytes(device):

@@ -55,11 +55,21 @@ def save_checkpoint(state, path):
             raise OSError("the write failed: is the disk full, or a file size limit set?") from None
 
 
+def no_checkpoint(run_dir):
+    """Why the run folder `run_dir` holds no ckpt.pt, said so that the advice fits: a finished run trained
+    with --checkpoint=0 (a benchmark's) kept no weights, and its train.py command answers "done"."""
+    if all(os.path.exists(os.path.join(run_dir, f)) for f in ("final.json", "config.json")) and \
+            read_config(run_dir, "train it again with --resume=0")["run"].get("checkpoint") is False:
+        return (f"{run_dir} was trained with --checkpoint=0 and kept no weights: train it again with "
+                "--resume=0 (and without --checkpoint=0)")
+    return f"no checkpoint at {os.path.join(run_dir, 'ckpt.pt')}; train it first (python train.py ...)"
+
+
 def load_checkpoint(path, device):
     """A checkpoint, verified against its checksum: a damaged file is one line, never weights."""
     fix = "it is damaged: train the run again (train.py ... --resume=0), or restore the file"
     if not os.path.exists(path):
-        sys.exit(f"error: no checkpoint at {path}; train it first (python train.py ...)")
+        sys.exit(f"error: {no_checkpoint(os.path.dirname(path))}")
     try:
         ck = torch.load(path, map_location=device, weights_only=False)
     except (RuntimeError, EOFError, OSError, ValueError, KeyError, pickle.UnpicklingError,
@@ -170,11 +180,14 @@ def typed(path, obj, types, needed, fix, where=""):
             sys.exit(f"error: {path} is damaged ({where}{k} is {v!r}, not {want.__name__}); {fix}")
 
 
-# final.json's types (training.finish), and an evaluation's (evaluate.py's eval_<split>.json)
+# final.json's types (training.finish), a milestone's (a line of log.jsonl: training.milestone), and an
+# evaluation's (evaluate.py's eval_<split>.json)
+MILESTONE = {"step": int, "val_loss": float, "train_loss": float, "bf16": bool, "compile": bool}
 FINAL = {"step": int, "val_loss": float, "test_loss": float, "val_records": int, "test_records": int,
          "elapsed": float, "report": str, "reported": dict, "diverged_at": int, "stopped_early": bool}
 EVAL = {"split": str, "records": int, "checkpoint_step": int, "unfinished": bool, "record_ids": str,
-        "kinds": dict, "interventions": dict}
+        "kinds": dict, "interventions": dict, "probe": dict, "demo": dict}
+SCORE = {"nll": float, "tokens": int}   # one of its scores (evaluate.by_kind)
 
 
 def read_final(run_dir, fix):
@@ -191,26 +204,81 @@ def read_final(run_dir, fix):
     return f
 
 
+def read_log(run_dir, fix):
+    """A run's log.jsonl, checked line by line as final.json is: a line not JSON, or one without its step
+    and validation loss or with a value of another type (MILESTONE), is one line naming the file, line
+    and key."""
+    path = os.path.join(run_dir, "log.jsonl")
+    try:
+        with open(path) as f:
+            lines = f.readlines()
+    except (OSError, ValueError) as e:           # missing, unreadable, not UTF-8
+        sys.exit(f"error: cannot read {path} ({getattr(e, 'strerror', None) or e}); {fix}")
+    log = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            log.append(json.loads(line))
+        except ValueError:
+            sys.exit(f"error: {path} line {i} is not JSON (a damaged log); {fix}")
+        typed(path, log[-1] if isinstance(log[-1], dict) else {}, MILESTONE, ("step", "val_loss"), fix,
+              f"line {i}: ")
+    return log
+
+
 def read_eval(path, fix):
-    """An evaluate.py result (eval_<split>.json), checked: its scores each an object with a number."""
+    """An evaluate.py result (eval_<split>.json), checked as final.json is: every score (evaluate.by_kind's:
+    `all` and each kind, as it is and under each intervention, a kind the scores as it is hold) an object
+    with its nll and tokens; a missing key or a value of another type is one line naming it."""
     e = read_json(path, fix)
     if not isinstance(e, dict):
         sys.exit(f"error: {path} is damaged (not an object); {fix}")
     typed(path, e, EVAL, ("kinds", "interventions"), fix)
-    scores = {"kinds": e["kinds"], **{f"interventions.{t}": v for t, v in e["interventions"].items()}}
-    for where, kinds in scores.items():
+    for where, kinds in scores(e).items():
         if not isinstance(kinds, dict):
             sys.exit(f"error: {path} is damaged ({where} is {kinds!r}, not dict); {fix}")
+        kinds = {"all": None, **kinds}   # a key the tables read of every score
         for k, v in kinds.items():
-            typed(path, v if isinstance(v, dict) else {}, {"nll": float, "tokens": int}, ("nll",), fix,
-                  f"{where}.{k}.")
+            if where != "kinds" and k not in e["kinds"]:
+                sys.exit(f"error: {path} is damaged ({where}.{k} has no kinds.{k} to compare with); {fix}")
+            typed(path, v if isinstance(v, dict) else {}, SCORE, SCORE, fix, f"{where}.{k}.")
     return e
+
+
+def scores(evaluation):
+    """{where: {kind: score}}: an evaluation's scores as it is ("kinds") and under each intervention."""
+    return {"kinds": evaluation["kinds"], **{f"interventions.{t}": v
+                                             for t, v in evaluation["interventions"].items()}}
+
+
+def non_finite(evaluation):
+    """The first score of an evaluation whose nll is not finite ("interventions.shuffle.all"), or None."""
+    return next((f"{where}.{k}" for where, kinds in scores(evaluation).items() for k, v in kinds.items()
+                 if not math.isfinite(v["nll"])), None)
+
+
+def read_attention(path, fix):
+    """An evaluate.py attention_<split>.json, checked: each share an object with its mean over heads (a
+    number; a list with its column offsets, Fig. 6's histograms); its (layer, head) shares, where it has
+    them, a list."""
+    a = read_json(path, fix)
+    if not isinstance(a, dict):
+        sys.exit(f"error: {path} is damaged (not an object); {fix}")
+    for k, v in a.items():
+        offsets = isinstance(v, dict) and "offsets" in v
+        types = {"offsets": list, "mean_over_heads": list} if offsets else \
+            {"mean_over_heads": float, "per_layer_head": list}
+        typed(path, v if isinstance(v, dict) else {}, types, tuple(types)[:1 + offsets], fix, f"{k}.")
+    return a
 
 
 def resume(cfg, mcfg, model, opt, out_dir):
     """The step and log to continue from: the run's checkpoint loaded into model and opt, refused
-    when it was trained with other values (RESUMABLE lists those a resume may change)."""
+    when it was trained with other values (RESUMABLE lists those a resume may change), or its log.jsonl
+    (written before every checkpoint) is gone or damaged: its final.json would be written without one."""
     ck = load_checkpoint(os.path.join(out_dir, "ckpt.pt"), cfg.device)
+    read_log(out_dir, "pass --resume=0 to start it over, or restore the file")
     differ = trained_otherwise(ck["run"], ck["config"], cfg, mcfg)
     if differ:   # a mixed schedule or another model would be filed under this run's name
         sys.exit(f"error: {out_dir} was trained with other values ({', '.join(differ)}); "
@@ -242,7 +310,8 @@ def pick_lr(losses):
 def lr_sweep(cfg, argv, main):
     """Appendix §4 "Learning rates": the setting's swept configurations at each of its rates, each a
     run of the sweep's steps (--steps overrides) with its own schedule, one after another under
-    <out>/lr_sweep; a finished run is read back, a diverged one (non-finite loss) counts as infinite.
+    <out>/lr_sweep; a finished run is read back where train.py leaves it as it is (trained as asked now:
+    training.finished_alike; refused otherwise), a diverged one (non-finite loss) counts as infinite.
     Prints the final validation losses and the rate picked; writes lr_sweep.json; returns the rate.
     `main` is train.py's: each run is one of it."""
     sweep = SETTINGS[cfg.setting]["sweep"]
@@ -253,17 +322,15 @@ def lr_sweep(cfg, argv, main):
         for lr in sweep["rates"]:
             run = [f"--config={config}", f"--lr={lr}", f"--steps={steps}", f"--name={config}_lr{lr:g}",
                    f"--out={out}"]
-            final = os.path.join(out, cfg.corpus, f"{config}_lr{lr:g}", f"seed{cfg.seed}", "final.json")
-            if not os.path.exists(final):
-                try:
-                    main([*argv, "--lr_sweep=0", *run])
-                except SystemExit as e:
-                    if e.code != 2:                 # 2: stopped on a non-finite loss
-                        raise
+            run_dir = os.path.join(out, cfg.corpus, f"{config}_lr{lr:g}", f"seed{cfg.seed}")
+            try:   # a finished run: train.py's check that it was trained as asked now, or its refusal
+                main([*argv, "--lr_sweep=0", *run])
+            except SystemExit as e:
+                if e.code != 2:                 # 2: stopped on a non-finite loss
+                    raise
             losses[config, lr] = math.inf
-            if os.path.exists(final):
-                with open(final) as f:
-                    losses[config, lr] = json.load(f)["val_loss"]
+            if os.path.exists(os.path.join(run_dir, "final.json")):
+                losses[config, lr] = read_final(run_dir, "pass --resume=0 to train it again")["val_loss"]
     best = pick_lr(losses)
     print(f"\nlr sweep, setting {cfg.setting}: {len(sweep['rates'])} rates x {steps} steps, "
           f"seed {cfg.seed}; final validation loss (inf: diverged)\n| config | "

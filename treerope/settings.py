@@ -28,6 +28,15 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message}\n")
 
 
+def at_least_one(text):
+    """A flag's whole number of at least 1 (bootstrap draws, the pairs a cell needs): 0 draws is no
+    interval, a gate of 0 passes a cell without a pair."""
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
+
+
 def value(default, meaning):
     return field(default=default, metadata={"help": meaning})
 
@@ -35,6 +44,11 @@ def value(default, meaning):
 def kept(default=None):
     """A value train.py sets as it plans the run (not a flag): config.json keeps it."""
     return field(default=default, metadata={"flag": False})
+
+
+# A seed (train.py, study.py, sample.py) and a run's steps are below it: a row's generator is seeded from
+# (seed, step, row) (batches.row_generator), and torch.manual_seed takes < 2**64 (numpy's default_rng, any)
+SEED_LIMIT = 2 ** 32
 
 
 @dataclass

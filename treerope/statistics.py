@@ -15,8 +15,16 @@ import numpy as np
 from scipy import stats
 
 from rotary import known
-from treerope.files import read_json
-from treerope.runs import MODEL, folder_is_run, read_config, read_eval, read_final, typed
+from treerope.runs import (
+    MODEL,
+    folder_is_run,
+    non_finite,
+    read_attention,
+    read_config,
+    read_eval,
+    read_final,
+    read_log,
+)
 from treerope.settings import SETTINGS
 
 
@@ -217,33 +225,22 @@ def group_by_training(entries):
     return runs
 
 
-MILESTONE = {"step": int, "val_loss": float}   # what the tables read of a log.jsonl line (training.milestone)
-
-
 def load_runs(root, finished=False):
     """{setting: {config: {seed: run}}} from out/<corpus>/<config>/seed<k>/; with `finished`, only
     runs that wrote final.json (a seed still training would hold every pair to its milestone)."""
     entries = []
     fix = "delete that run, or train it again (train.py ... --resume=0)"
-    for cfg_path in glob.glob(os.path.join(root, "**", "config.json"), recursive=True):
-        d = os.path.dirname(cfg_path)
+    found = {f: [os.path.dirname(p) for p in glob.glob(os.path.join(glob.escape(root), "**", f),
+                                                        recursive=True)]
+             for f in ("config.json", "log.jsonl", "final.json", "ckpt.pt")}
+    for d in sorted({d for dirs in found.values() for d in dirs} - set(found["config.json"])):
+        print(f"note: {d} holds no config.json: left out ({fix})")   # a run left out is named, never missing
+    for d in found["config.json"]:
         c = read_config(d, fix)
-        log_path = os.path.join(d, "log.jsonl")
-        if not os.path.exists(log_path):
+        log = read_log(d, fix) if os.path.exists(os.path.join(d, "log.jsonl")) else []
+        if not log:   # no milestone reached yet, or the file removed or emptied: nothing to pair it at
+            print(f"note: {d} has no milestone in its log.jsonl: left out")
             continue
-        log = []
-        with open(log_path) as f:
-            for i, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    log.append(json.loads(line))
-                except json.JSONDecodeError:
-                    raise SystemExit(f"error: {log_path} line {i} is not JSON (a damaged log: "
-                                     "delete that run or train it again with --resume=0)")
-                # a milestone: the step and loss the tables read, checked as final.json's are
-                typed(log_path, log[-1] if isinstance(log[-1], dict) else {}, MILESTONE, MILESTONE, fix,
-                      f"line {i}: ")
         final = read_final(d, fix) if os.path.exists(os.path.join(d, "final.json")) else None
         if finished and final is None:
             continue
@@ -258,12 +255,16 @@ def load_runs(root, finished=False):
                           ("attention", "attention_test.json"),
                           ("attention_off", "attention_test_rotation_off.json")):
             if os.path.exists(os.path.join(d, name)):   # written by evaluate.py
-                read = read_eval if key.startswith("eval") else read_json
+                read = read_eval if key.startswith("eval") else read_attention
                 run[key] = read(os.path.join(d, name), f"delete it and rerun evaluate.py {d}")
         for key in ("eval", "eval_val"):   # scored before the run's last step: not this run's
             if key in run and stale(run[key], final):
                 print(f"note: {d}'s {key} scored the checkpoint at step {run[key].get('checkpoint_step')}, "
                       f"not the final step: left out (rerun evaluate.py {d})")
+                del run[key]
+            elif key in run and non_finite(run[key]):   # evaluate.py writes none: a damaged file
+                print(f"note: {d}'s {key}: {non_finite(run[key])}.nll is not a finite loss: left out "
+                      f"(rerun evaluate.py {d})")
                 del run[key]
         entries.append((setting_of(c), training(c, log), varied(r), r["name"] if variant(r) else r["config"],
                         r["seed"], run))                                        # --name: a config's variant

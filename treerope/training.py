@@ -35,11 +35,13 @@ from treerope.runs import (
     MODEL,
     folder_is_run,
     read_config,
+    read_final,
+    read_log,
     resume,
     save_checkpoint,
     trained_otherwise,
 )
-from treerope.settings import CORPORA, FLAGS, MODEL_HELP, SETTINGS, Parser, Values, refusal
+from treerope.settings import CORPORA, FLAGS, MODEL_HELP, SEED_LIMIT, SETTINGS, Parser, Values, refusal
 
 LAYERS = textwrap.fill("A run's values: the defaults above, then --setting's entry (treerope/settings.py "
                        "SETTINGS: a paper's run each, one flat entry listing every value it sets), then the "
@@ -116,7 +118,7 @@ def resolve(args, device):
         origin.update(dict.fromkeys(values, name))
     if "steps" in explicit and "passes" in explicit:
         sys.exit("error: give the length as --steps or as --passes, not both")
-    if "steps" in explicit or "passes" in explicit:   # one length: the one given
+    if "steps" in explicit or "passes" in explicit:   # one length: the one given (the other cleared by it)
         flat["passes" if "steps" in explicit else "steps"] = None
         origin["passes" if "steps" in explicit else "steps"] = "given"
     on, why = machine.switches(device)
@@ -146,7 +148,8 @@ def check(cfg, setting):
               ("min_lr", 0 <= cfg.min_lr <= 1, "in [0, 1]"),
               ("dropout", 0 <= cfg.model.dropout < 1, "in [0, 1)"),
               ("depth_dropout", 0 <= cfg.depth_dropout <= 1, "in [0, 1]"),
-              ("seed", cfg.seed >= 0, "at least 0"),
+              ("seed", 0 <= cfg.seed < SEED_LIMIT, f"in [0, {SEED_LIMIT:,})"),
+              ("steps", cfg.steps is None or cfg.steps < SEED_LIMIT, f"below {SEED_LIMIT:,}"),
               ("patience", cfg.patience >= 0, "at least 0 (0: never)"),
               ("passes", cfg.passes is None or 0 < cfg.passes < math.inf, "positive and finite"),
               ("budget", cfg.budget is None or 0 < cfg.budget < math.inf, "seconds, positive and finite")]
@@ -350,7 +353,11 @@ def plan(cfg, origin, master, quiet=False):
     if cfg.pack:
         blocks, per_pass = step_blocks(train.len, mcfg.max_len, cfg.docs_per_step, cfg.seed)
     if cfg.passes is not None:   # a pass: "the number of steps it takes to show the model every training
-        cfg.steps = max(1, round(cfg.passes * per_pass))   # record once"
+        steps = cfg.passes * per_pass                          # record once"
+        if not steps < SEED_LIMIT:
+            sys.exit(f"error: --passes {cfg.passes:g} is {steps:.3g} steps of {per_pass:,} a pass; a run has "
+                     f"fewer than {SEED_LIMIT:,}: give at most {(SEED_LIMIT - 1) / per_pass:.4g} passes")
+        cfg.steps = max(1, round(steps))
     if cfg.setting and said:
         print(setting_line(cfg, mcfg, per_step(cfg, mcfg)))
     return Run(cfg, mcfg, master, data_dir, out_dir, meta, corpus, train, val, test, val_ids, test_ids,
@@ -379,27 +386,20 @@ def per_step(cfg, mcfg):
 
 def memory(runs):
     """(bytes a step of `runs` needs (machine.step_bytes), bytes the device has or None)."""
-    cfg, c, M = runs[0].cfg, runs[0].mcfg, len(runs)
-    with torch.device("meta"):   # the model's parameters counted, none allocated: no model is built yet
-        n_params = gpt(cfg, c).num_params()
-    need = machine.step_bytes(M, max(1, cfg.mb_tokens // c.max_len), c.max_len, c.n_layer, c.n_embd, c.n_head,
-                              c.vocab_size, n_params, cfg.bf16)
-    return need, machine.device_bytes(cfg.device)
+    return machine.step_memory(runs[0].mcfg, runs[0].cfg, len(runs))
 
 
 def fits(runs):
-    """The memory a step of `runs` needs, said (by a study) and refused in one line, before any model is
+    """The memory a step of `runs` needs, said (several runs) and refused in one line, before any model is
     built or anything written, where it exceeds the device's (a context of 100,000 tokens, many runs)."""
-    (need, have), c, dev = memory(runs), runs[0].mcfg, runs[0].cfg.device
-    rows, M = max(1, runs[0].cfg.mb_tokens // c.max_len), len(runs)
-    if M > 1:
+    (need, have), dev = memory(runs), runs[0].cfg.device
+    if len(runs) > 1:
         print(f"memory: about {need / 2 ** 30:,.1f} GiB a step of the {(have or 0) / 2 ** 30:,.1f} GiB on "
               f"{dev} (machine.step_bytes)")
-    if have and need > 0.9 * have:
-        sys.exit(f"error: {M} run{'s' * (M > 1)} of {c.n_layer}L d{c.n_embd}, {rows} x {c.max_len:,} tokens "
-                 f"a micro-batch, would need about {need / 2 ** 30:,.1f} GiB a step (machine.step_bytes), "
-                 f"over 0.9 of the {have / 2 ** 30:,.1f} GiB on {dev}; train fewer seeds or configurations "
-                 "at once, or lower --max_len or --mb_tokens")
+    machine.refuse_over(need, have, runs[0].mcfg, runs[0].cfg, len(runs),
+                        "train fewer seeds or configurations at once, or lower --n_layer, --n_embd, "
+                        "--max_len or --mb_tokens" if len(runs) > 1 else
+                        "lower --n_layer, --n_embd, --max_len or --mb_tokens")
 
 
 def setup(run, quiet=False):
@@ -478,20 +478,16 @@ def finished_alike(run):
     """A finished run (its final.json written) is left as it is ("done") only where it was trained as
     asked now and analyze.py will pair it with the runs trained now: the same values (runs.trained_otherwise)
     and the same precision over its whole life (bf16 and compile, which a resume may change but a pairing
-    may not); refused in one line otherwise."""
+    may not); refused in one line otherwise, as is a damaged config.json, final.json or log.jsonl."""
     fix = "pass --resume=0 to train it again, or choose another --out"
     done = read_config(run.out_dir, fix, whole=True)
     folder_is_run(run.out_dir, done["run"])
     differ = trained_otherwise(done["run"], done["model"], run.cfg, run.mcfg)
     if differ:
         sys.exit(f"error: {run.out_dir} finished with other values ({', '.join(differ)}); {fix}")
+    read_final(run.out_dir, fix)                 # what analyze.py will read of it, checked now
     life = {(bool(done["run"].get("bf16")), bool(done["run"].get("compile")))}
-    try:
-        with open(os.path.join(run.out_dir, "log.jsonl")) as f:
-            log = [json.loads(line) for line in f if line.strip()]
-        life |= {(bool(e.get("bf16")), bool(e.get("compile"))) for e in log}
-    except (OSError, ValueError):
-        sys.exit(f"error: {run.out_dir}/log.jsonl is missing or damaged; {fix}")
+    life |= {(bool(e.get("bf16")), bool(e.get("compile"))) for e in read_log(run.out_dir, fix)}
     now = (bool(run.cfg.bf16), bool(run.cfg.compile))
     if life != {now}:   # analyze.training: runs of another precision are not paired
         was = ", ".join(f"bf16={int(b)} compile={int(c)}" for b, c in sorted(life))

@@ -17,6 +17,7 @@ import glob
 import multiprocessing
 import os
 import signal
+import stat
 import sys
 from dataclasses import dataclass, field
 from typing import Callable
@@ -82,33 +83,59 @@ def worker_pool(workers, initializer=None, initargs=()):
     return multiprocessing.Pool(workers, _worker_start, (initializer, initargs))
 
 
-def find_files(dirs, exts, near=None):
-    """(name relative to its folder, path) of every file under `dirs` ending in one of `exts`; a file
-    ending in one of `near` ({extension: why it is not read}) comes as (name, Skip): counted, not dropped."""
+def find_files(dirs, exts, given=True, near=None):
+    """(name relative to its folder, path) of every regular file under `dirs` ending in one of `exts`:
+    the one rule of what a walk reads. Nothing is opened before os.stat says it is a regular file: any
+    other (a FIFO would block its reader forever, a socket, a device, a broken link) comes as (name,
+    Skip), counted. A symbolic link to a file is read; one to a folder is not followed (a loop, or files
+    read twice under two names) and, in folders a --src named (`given`), is counted, as is a file ending
+    in one of `near` ({extension: why it is not read})."""
     out = []
-    near = near or {}
     for d in dirs:
-        if os.path.isfile(d):
-            out.append((d, d))
-            continue
-        if not os.path.isdir(d):
+        try:
+            mode = os.stat(d).st_mode
+        except OSError:
             sys.exit(f"error: source {d!r} does not exist")
+        if not stat.S_ISDIR(mode):
+            out.append((d, d if stat.S_ISREG(mode) else trees.Skip(not_a_file(mode))))
+            continue
         for root, subdirs, files in os.walk(d):
-            subdirs[:] = sorted(s for s in subdirs if s not in ("site-packages", "__pycache__"))
-            for f in sorted(files):
+            linked = {s for s in subdirs if os.path.islink(os.path.join(root, s))}
+            subdirs[:] = sorted(s for s in subdirs if s not in ("site-packages", "__pycache__", *linked))
+            for f in sorted(files) + sorted(linked):
                 p = os.path.join(root, f)
-                if f.lower().endswith(exts):
-                    out.append((os.path.relpath(p, d), p))
-                elif f.lower().endswith(tuple(near)):
-                    why = next(v for k, v in near.items() if f.lower().endswith(k))
+                if f not in linked and f.lower().endswith(exts):
+                    why = unusable(p)
+                    out.append((os.path.relpath(p, d), trees.Skip(why) if why else p))
+                    continue
+                why = LINKED if f in linked else next((v for k, v in (near or {}).items()
+                                                       if f.lower().endswith(k)), None)
+                if given and why:                    # not read: counted where a --src named it
                     out.append((os.path.relpath(p, d), trees.Skip(why)))
     return out
+
+
+LINKED = "a symbolic link to a folder (not followed: pass its target as a --src of its own)"
+
+
+def unusable(path):
+    """Why `path` cannot be read as a file (known from os.stat, before anything opens it), or None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:                         # a broken link, a file gone meanwhile
+        return f"unreadable ({e.strerror})"
+    return None if stat.S_ISREG(mode) else not_a_file(mode)
+
+
+def not_a_file(mode):
+    kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+    return f"not a regular file ({kind}: never opened)"
 
 
 def first_place(patterns, exts):
     """[the first folder matching one of `patterns` (in order) that holds such files], or None."""
     for pattern in patterns:
         hits = sorted({os.path.realpath(p) for p in glob.glob(pattern) if os.path.isdir(p)})
-        if hits and find_files(hits[:1], exts):
+        if hits and find_files(hits[:1], exts, given=False):
             return hits[:1]
     return None

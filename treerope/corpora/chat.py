@@ -38,13 +38,17 @@ def conversations(path):
     """[(id, [(sender, text)] in order)] of one file in the dataset's format: {id: {"messages":
     [[{"text", "sender", ...}, ...], ...]}}, a list of turns, each a list of messages. A
     conversation not in that shape, or a file not JSON or not such an object, is a trees.Skip, counted
-    like a bad document."""
-    with open(path, "rb") as f:
-        trees.check_size("a file", os.fstat(f.fileno()).st_size, trees.MAX_FILE_BYTES, "bytes")
-        try:
+    like a bad document, as is a file that cannot be read (corpora.build's reasons)."""
+    try:
+        with open(path, "rb") as f:
+            trees.check_size("a file", os.fstat(f.fileno()).st_size, trees.MAX_FILE_BYTES, "bytes")
             data = json.load(f)
-        except ValueError as e:          # empty, truncated, not UTF-8
-            return [("", trees.Skip(f"not JSON ({type(e).__name__})"))]
+    except ValueError as e:              # empty, truncated, not UTF-8
+        return [("", trees.Skip(f"not JSON ({type(e).__name__})"))]
+    except OSError as e:
+        return [("", trees.Skip(f"unreadable ({e.strerror})"))]
+    except RecursionError:               # read here, before build's guard: 10,000 nested lists
+        return [("", trees.Skip("too deeply nested"))]
     if not isinstance(data, dict):
         return [("", trees.Skip("not a chat file (a JSON object of conversations by id)"))]
     out = []
@@ -59,12 +63,19 @@ def conversations(path):
 def sources(args):
     """prepare.py's sources: the conversations of --src files, or of the installed dataset; with
     --conversations N, the first N (in file order)."""
-    files = [p for _, p in find_files(args.src, (".json",))] if args.src else [default_source()]
-    if files == [None]:
+    files = find_files(args.src, (".json",)) if args.src else [(default_source(),) * 2]
+    if files == [(None, None)]:
         sys.exit("error: no chat corpus found: pip install chitchat_dataset (requirements.txt), "
                  "or pass a file in its format: python prepare.py chat --src FILE.json")
-    items = [(f"{os.path.basename(p)}:{cid}", conv) for p in files for cid, conv in conversations(p)]
-    return items[:args.conversations], files
+    items = []
+    for name, p in files:
+        if isinstance(p, trees.Skip):   # not a regular file (find_files): counted, never opened
+            items.append((name, p))
+        else:
+            items += [(f"{os.path.basename(p)}:{cid}", conv) for cid, conv in conversations(p)]
+    if not items:
+        sys.exit(f"error: no .json files under {args.src}")
+    return items[:args.conversations], args.src or [p for _, p in files]
 
 
 def chat_doc(messages):

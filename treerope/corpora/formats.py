@@ -355,7 +355,7 @@ SHIPPED = (sysconfig.get_paths()["purelib"], "/usr/share", "/usr/lib/node_module
 def shipped_sources(exts, near=None):
     def sources(args):
         dirs = args.src or [d for d in SHIPPED if os.path.isdir(d)]
-        items = find_files(dirs, exts, near if args.src else None)   # given in --src: counted
+        items = find_files(dirs, exts, bool(args.src), near)   # given in --src: counted
         if not items:
             sys.exit(f"error: no {'/'.join(exts)} files under {dirs}"
                      + ("" if args.src else "; pass --src DIR"))

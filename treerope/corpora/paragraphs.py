@@ -16,7 +16,7 @@ import zlib
 
 import numpy as np
 
-from treerope.corpora import Corpus, build, find_files, first_place, python, web
+from treerope.corpora import Corpus, build, find_files, first_place, python, unusable, web
 from treerope.corpora.text import source_text
 from treerope.corpora.web import WEB_BLOCKS, WEB_SKIP, html_root
 from trees import MAX_FILE_BYTES, MAX_TEXT_CHARS, Doc, Skip, check_size, too_large
@@ -277,14 +277,20 @@ def prose_sources(args):
                  "or pass text files: python prepare.py prose --src DIR  "
                  "(.txt/.rst/.md; WikiText .tokens/.raw)")
     items = []
-    for name, path in find_files(dirs, PROSE_EXTS):
+    for name, path in find_files(dirs, PROSE_EXTS, bool(args.src)):
         fmt = "rst" if name.endswith((".rst", ".rst.txt")) else "text"
-        # a file over the cap is skipped, but not WikiText's: they hold many articles, each capped
-        if os.path.getsize(path) > MAX_FILE_BYTES and not name.endswith((".tokens", ".raw")):
-            items.append((name, too_large("a file", MAX_FILE_BYTES, "bytes")))
+        if isinstance(path, Skip):   # not a regular file (find_files): counted, never opened
+            items.append((name, path))
             continue
-        with open(path, "rb") as f:
-            raw = f.read()
+        try:   # a file over the cap is skipped, but not WikiText's: they hold many articles, each capped
+            if os.path.getsize(path) > MAX_FILE_BYTES and not name.endswith((".tokens", ".raw")):
+                items.append((name, too_large("a file", MAX_FILE_BYTES, "bytes")))
+                continue
+            with open(path, "rb") as f:
+                raw = f.read()
+        except OSError as e:         # as corpora.build counts a file it cannot read
+            items.append((name, Skip(f"unreadable ({e.strerror})")))
+            continue
         text = raw.decode("utf-8", "replace")
         if fmt == "text" and any(WIKI_TITLE.match(line) for line in text.split("\n")):
             # WikiText: one file holds many articles; each `= Title =` starts a document
@@ -322,7 +328,8 @@ def webtext_sources(args):
             if (f.lower().endswith((".html", ".htm")) and os.path.realpath(path) not in seen
                     and name not in WEBTEXT_SKIP):
                 seen.add(os.path.realpath(path))
-                items.append((name, path))
+                why = unusable(path)             # find_files' rule: a FIFO is never opened
+                items.append((name, Skip(why) if why else path))
     if not items:
         sys.exit(f"error: no HTML pages under {WEBTEXT_ROOT} besides python3-doc's; "
                  "pass --src DIR (.html/.htm/.warc)")

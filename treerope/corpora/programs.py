@@ -104,7 +104,7 @@ def programs_sources(args):
     so one module's programs share a split."""
     dirs = args.src or [sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"]]
     modules = [(f"{i}/{n}", p) for i, d in enumerate(dirs)
-               for n, p in find_files([d], (".py",), STUBS if args.src else None)]
+               for n, p in find_files([d], (".py",), bool(args.src), STUBS)]
     with worker_pool(args.workers) as pool:
         cut = functools.partial(_programs_of, stream=args.stream)
         items = [x for found in tqdm(pool.imap(cut, modules, chunksize=16), total=len(modules),

@@ -600,7 +600,7 @@ STUBS = {".pyi": "a type stub (.pyi), not a module"}   # given in --src: counted
 
 def python_sources(args):
     dirs = args.src or [sysconfig.get_paths()["stdlib"]]
-    files = find_files(dirs, (".py",), STUBS if args.src else None)
+    files = find_files(dirs, (".py",), bool(args.src), STUBS)
     if not files:
         sys.exit(f"error: no .py files under {dirs}" + ("" if args.src else "; pass --src DIR"))
     return files, dirs

@@ -416,7 +416,7 @@ def sheets_sources(args):
         dirs = [synthetic_workbooks(os.path.join(args.out, "sheets_synthetic_src"), n)]
         print(f"no --src given: using {n} SYNTHETIC workbooks written to {dirs[0]} "
               "(no real spreadsheet corpus is available offline; pass --src for real .xlsx files)")
-    items = find_files(dirs, (".xlsx", ".xlsm", ".xls"))
+    items = find_files(dirs, (".xlsx", ".xlsm", ".xls"), bool(args.src))
     if not items:
         sys.exit(f"error: no .xlsx/.xlsm files under {dirs}")
     return items, dirs

@@ -64,7 +64,10 @@ def warc_items(name, path):
     """web_sources' items of the archive `name` at `path`: (name#i:uri, html bytes) per HTML response,
     and a counted skip where the archive was cut or holds none."""
     cut = []
-    found = [(f"{name}#{i}:{uri}", payload) for i, (uri, payload) in enumerate(warc_records(path, cut))]
+    try:
+        found = [(f"{name}#{i}:{uri}", payload) for i, (uri, payload) in enumerate(warc_records(path, cut))]
+    except OSError as e:                           # as corpora.build counts a file it cannot read
+        return [(name, Skip(f"unreadable ({e.strerror})"))]
     if cut:   # counted like a skipped document: the records after the cut are lost
         found.append((f"{name}#cut", Skip(cut[0])))
     return found or [(name, Skip("warc without html responses"))]

@@ -157,8 +157,8 @@ def web_sources(args):
                  "On Debian/Ubuntu: sudo apt-get install python3-doc  (about 530 real pages),\n"
                  "or pass your own pages: python prepare.py web --src DIR  (.html/.htm/.warc/.warc.gz)")
     items = []
-    for name, path in find_files(dirs, (".html", ".htm", ".warc", ".warc.gz")):
-        if path.endswith((".warc", ".warc.gz")):   # a web archive: warc.py reads it
+    for name, path in find_files(dirs, (".html", ".htm", ".warc", ".warc.gz"), bool(args.src)):
+        if isinstance(path, str) and path.endswith((".warc", ".warc.gz")):   # a web archive: warc.py reads it
             items += warc_items(name, path)
         else:
             items.append((name, path))

@@ -25,6 +25,7 @@ from treerope.fields import token_coords
 from treerope.files import replacing
 from treerope.hrope.compression import MIN_CLUSTERS
 from treerope.runs import folder_is_run, read_config
+from treerope.settings import Parser, at_least_one
 
 
 # ---------------------------------------------------------------------------- interventions ----
@@ -444,13 +445,13 @@ def demo(model, data_dir, corpus, text="This is what I love. You are the reason.
 
 def main(argv=None):
     """Table 1 from the sums evaluate.py RUN --boundary wrote under a folder of runs."""
-    ap = argparse.ArgumentParser(prog="python -m treerope.hrope.boundaries", description=(
+    ap = Parser(prog="python -m treerope.hrope.boundaries", description=(
         "Paper 004 Table 1 (Layer I): the normalised boundary effect, seeds pooled, from the sums "
         "`evaluate.py RUN --boundary` writes."),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("root", help="a folder of runs, e.g. out/code")
     ap.add_argument("--split", default="test", help="the split evaluate.py scored")
-    ap.add_argument("--draws", type=int, default=4000, help="document-cluster bootstrap draws")
+    ap.add_argument("--draws", type=at_least_one, default=4000, help="document-cluster bootstrap draws")
     args = ap.parse_args(argv)
     pooled = boundary_pool(args.root, args.split)
     if not pooled:

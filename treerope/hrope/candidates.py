@@ -44,6 +44,7 @@ from scipy.sparse.linalg import svds
 
 from treerope import tokenizer
 from treerope.prepared import load_split
+from treerope.settings import Parser, at_least_one
 
 D_MAX = 15          # displacements fitted (paragraphs)
 CUTOFFS = (256, 512, 1024, 2048)   # Table 14's cut-offs (a reading, docstring), then the full vocabulary
@@ -413,7 +414,7 @@ def table4(results, ustar=None):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m treerope.hrope.candidates", description=(
+    ap = Parser(prog="python -m treerope.hrope.candidates", description=(
         "Paper 004 Table 4 (Layer III; Table 6 beside it, Table 14 with --cutoffs): corpus-only candidates "
         "for the compression depth, from prepared paragraph corpora; no model. Each quantity and its "
         "reading: this module's docstring."),
@@ -421,7 +422,7 @@ def main(argv=None):
     ap.add_argument("data", nargs="+", help="prepared paragraph corpora: data/prose data/code ...")
     ap.add_argument("--ustar", type=float, nargs="+",
                     help="the model's compression depth U* per corpus, in order")
-    ap.add_argument("--draws", type=int, default=1000, help="document-bootstrap draws")
+    ap.add_argument("--draws", type=at_least_one, default=1000, help="document-bootstrap draws")
     ap.add_argument("--embedder", default=None,
                     help="a local sentence-embedding model folder; none: the stand-in")
     ap.add_argument("--cutoffs", action="store_true",

@@ -25,6 +25,7 @@ import torch
 
 from treerope.figures import pyplot, save_figure, write_table
 from treerope.files import writable
+from treerope.settings import Parser, at_least_one
 from treerope.statistics import ci, resample_weights
 
 # ------------------------------------------------------------------------------------ cells ----
@@ -491,14 +492,14 @@ def figure_cells(paths, out_dir, gate=200):
 def main(argv=None):
     """Table 3, then the A.6/A.7 diagnostics of the headline binning; with --figures, Fig. 2 and
     the A.6 heatmaps."""
-    ap = argparse.ArgumentParser(prog="python -m treerope.hrope.compression", description=(
+    ap = Parser(prog="python -m treerope.hrope.compression", description=(
         "Paper 004 Table 3 (Layer II): compression depth U* of a model, and of a control beside it "
         "(paired document bootstrap), from the cells `evaluate.py RUN --attention` writes; then the "
         "App. A.6/A.7 diagnostics."),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("depth", nargs="+", metavar="NPZ", help="depth_<split>.npz of the model [and the "
                     "control]; the depth_read_<split>.npz beside each is read where there is one")
-    ap.add_argument("--draws", type=int, default=2000, help="document bootstrap draws")
+    ap.add_argument("--draws", type=at_least_one, default=2000, help="document bootstrap draws")
     ap.add_argument("--figures", default=None, help="write Fig. 2 and the A.6 heatmaps here")
     args = ap.parse_args(argv)
     print(depth_report(args.depth[0], args.depth[1] if len(args.depth) > 1 else None, args.draws))

@@ -19,7 +19,6 @@ the hubs' pairs (the points are our reading; 100% is Pair-matched random itself)
 """
 import argparse
 import glob
-import json
 import math
 import os
 
@@ -27,7 +26,7 @@ import numpy as np
 import torch
 
 from treerope.batches import record_docs
-from treerope.files import replacing, write_json
+from treerope.files import read_json, replacing, write_json
 from treerope.hrope.compression import (
     D_MAX,
     MIN_CLUSTERS,
@@ -38,6 +37,7 @@ from treerope.hrope.compression import (
     document_cells,
 )
 from treerope.prepared import load_split
+from treerope.settings import Parser, at_least_one
 
 HUB_SHARE, MASS_SWEEP = 0.05, (25, 50, 75)
 
@@ -218,9 +218,8 @@ def hub_choice(run_dirs, split):
     refused (a seed whose pass 2 ran before every seed's pass 1)."""
     choices = []
     for d in run_dirs:
-        with open(os.path.join(d, f"hub_{split}.json")) as f:
-            choices.append(json.load(f))
-        if "conditions" not in choices[-1]:
+        choices.append(read_json(os.path.join(d, f"hub_{split}.json"), f"run evaluate.py {d} --hubs first"))
+        if not isinstance(choices[-1], dict) or "conditions" not in choices[-1]:
             raise SystemExit(f"error: {d} holds hub cells chosen per seed; rerun evaluate.py --hubs "
                              "(pass 1 on every seed first)")
         if choices[-1]["conditions"] != choices[0]["conditions"]:
@@ -409,15 +408,19 @@ def hub_markdown(table, title):
 
 def main(argv=None):
     """Table 13 from the masked cells evaluate.py RUN --hubs wrote for each seed."""
-    ap = argparse.ArgumentParser(prog="python -m treerope.hrope.hubs", description=(
+    ap = Parser(prog="python -m treerope.hrope.hubs", description=(
         "Paper 004 Table 13 (App. E): compression depth under hub masking, from the cells "
         "`evaluate.py RUN --hubs` writes (after --hub_contributions on every seed)."),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("runs", nargs="+", metavar="RUN",
                     help="the seeds of one configuration, each document's cells summed over them")
     ap.add_argument("--split", default="test", help="the split evaluate.py scored")
-    ap.add_argument("--draws", type=int, default=2000, help="document bootstrap draws")
+    ap.add_argument("--draws", type=at_least_one, default=2000, help="document bootstrap draws")
     args = ap.parse_args(argv)
+    real = [os.path.realpath(r) for r in args.runs]
+    for i, r in enumerate(args.runs):   # pooled by document: a run given twice would count its cells twice
+        if real[i] in real[:i]:
+            ap.error(f"the run {r} is given twice (as {args.runs[real.index(real[i])]}): give each seed once")
     table = hub_table(args.runs, args.split, draws=args.draws)
     print(hub_markdown(table, f"compression depth under hub masking, {len(args.runs)} seed(s) pooled "
                               f"by document (paper 004 Table 13)"))

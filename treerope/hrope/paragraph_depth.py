@@ -18,6 +18,7 @@ from scipy import stats
 from treerope.files import replacing
 from treerope.hrope import candidates
 from treerope.runs import folder_is_run, read_config
+from treerope.settings import Parser, at_least_one
 
 # Paper 004 §6.4 / App. A.10: a Δp1 = 1 pair is scored against same-paragraph pairs at its d and query
 # band b(i) = i // P_BAND (the width is our reading: the paper gives none); d <= 256 as in A.10.
@@ -178,7 +179,7 @@ def paragraph_regression(config_dir, split="test", gate=400, embedder=None):
     X, y, w = X[keep], depth["U"][keep], depth["weight"][keep]
     if len(y) <= len(PREDICTORS) + 1:
         raise SystemExit(f"error: {config_dir}: {len(y)} paragraphs left after the gates; evaluate more "
-                         "(--docs, --max_docs) or lower --gate")
+                         "(--docs, --max_docs)" + (f" or lower --gate (now {gate})" if gate > 1 else ""))
     fit = wls(X, y, w)
     sd = X.std(0)
     # A.10's d-only pilot on the same paragraphs: U_p against base(d) pooled over the bands
@@ -264,14 +265,14 @@ def paragraph_markdown(results):
 
 def main(argv=None):
     """Tables 5 and 9 and A.10's pilot from the sums evaluate.py RUN --paragraphs wrote."""
-    ap = argparse.ArgumentParser(prog="python -m treerope.hrope.paragraph_depth", description=(
+    ap = Parser(prog="python -m treerope.hrope.paragraph_depth", description=(
         "Paper 004 Tables 5 and 9 (§6.4, App. A.10): each paragraph's compression depth regressed on its "
         "predictors, from the sums `evaluate.py RUN --paragraphs` writes."),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("config_dirs", nargs="+", metavar="CONFIG_DIR",
                     help="one out/<corpus>/hrope_axial per corpus, its seeds pooled")
     ap.add_argument("--split", default="test", help="the split evaluate.py scored")
-    ap.add_argument("--gate", type=int, default=400, help="pairs a baseline cell needs (A.10)")
+    ap.add_argument("--gate", type=at_least_one, default=400, help="pairs a baseline cell needs (A.10)")
     ap.add_argument("--embedder", default=None,
                     help="a local sentence-embedding model folder; none: the stand-in embedding")
     args = ap.parse_args(argv)
