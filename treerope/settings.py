@@ -167,6 +167,16 @@ SETTINGS = {
         steps=120 if c == "sheets" else 200, passes=None, docs_per_step=16, pack=False, mb_tokens=1024,
         milestones=10, val_docs=128, test_docs=256, report="final", per_config={}, sweep=None)
        for c in ("python", "web", "programs", "sheets")},   # sheets: 120 steps of SYNTHETIC workbooks
+    # cpu_web on the other stream, its blocks joined by a newline: the controlled stream comparison
+    # (reproduce_cpu.sh web_streams) trains the two streams alike but for the join
+    "cpu_web_newline": dict(
+        corpus="web", source="reproduce_cpu.sh web_streams: python prepare.py web --blocks newline "
+                             "(cpu_web's values, blocks joined by a newline instead of a space)",
+        vocab=4096, max_len=256, long="split", split="hash", blocks="newline",
+        n_layer=4, n_embd=128, n_head=1, dropout=0.0,
+        lr=1.2e-3, weight_decay=0.1, min_lr=0.1, patience=0,
+        steps=200, passes=None, docs_per_step=16, pack=False, mb_tokens=1024,
+        milestones=10, val_docs=128, test_docs=256, report="final", per_config={}, sweep=None),
     # Table 11 at the CPU scale: two 64-wide heads, its recipe with the appendix's peak lr (at 3e-4 a
     # CPU-scale run is too short for the p1 channel to matter: REFERENCE.md "Recipes"), a record a row
     **{f"cpu_{c}": dict(
