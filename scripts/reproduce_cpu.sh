@@ -107,34 +107,43 @@ if [ "$stage" = ten ] || [ "$stage" = ten_analyze ]; then
 fi
 # The two web streams as one controlled experiment: the same pages prepared at one commit with blocks
 # joined by a space (cpu_web) and by a newline (cpu_web_newline), seq_only and seq_depth at ten seeds,
-# the streams interleaved within each seed, fp32 and eager on any machine; then each stream's paired Δ
-# and the difference between them (analyze.py --contrast: stream x configuration).
+# fp32 and eager on any machine; at each seed the two streams train side by side, one thread each (on
+# 2 cores shared with other work a 2-thread run waits on its slower thread). Then each stream's paired
+# Δ and the difference between them (analyze.py --contrast: stream x configuration).
 #   bash scripts/reproduce_cpu.sh web_streams   # prepare + train + evaluate + analyze; _train / _eval / _analyze
 DS=${DATA_STREAMS:-data_streams} OS=${OUT_STREAMS:-out_streams}
+side_by_side() {  # seed command...: `command seed stream` for both streams at once, one thread each
+  local s=$1 pids=() p
+  shift
+  for b in space newline; do OMP_NUM_THREADS=1 "$@" "$s" $b & pids+=($!); done
+  for p in "${pids[@]}"; do wait "$p"; done
+}
+stream_train() {  # seed stream: seq_only then seq_depth, those not finished
+  local st=cpu_web k
+  [ $2 = space ] || st=cpu_web_$2
+  for k in seq_only seq_depth; do
+    [ -f $OS/$2/web/$k/seed$1/final.json ] || python train.py --setting $st --config $k --seed $1 \
+        --compile=0 --bf16=0 --data $DS/$2 --out $OS/$2 > /dev/null
+  done
+}
+stream_eval() {  # seed stream: test loss, per-kind losses and the interventions of both runs
+  local k
+  for k in seq_only seq_depth; do ev $OS/$2/web/$k/seed$1 --max_docs 256; done
+}
 if [ "$stage" = web_streams ] || [ "$stage" = web_streams_train ]; then
   [ -f $DS/space/web/meta.json ] || python prepare.py web --out $DS/space
   [ -f $DS/newline/web/meta.json ] || python prepare.py web --blocks newline --out $DS/newline
-  for s in $SEEDS10; do
-    for b in space newline; do
-      st=cpu_web; [ $b = space ] || st=cpu_web_$b
-      for k in seq_only seq_depth; do
-        [ -f $OS/$b/web/$k/seed$s/final.json ] || python train.py --setting $st --config $k --seed $s \
-            --compile=0 --bf16=0 --data $DS/$b --out $OS/$b > /dev/null
-      done
-    done
-  done
+  for s in $SEEDS10; do side_by_side $s stream_train; done
 fi
 if [ "$stage" = web_streams ] || [ "$stage" = web_streams_eval ]; then
-  for s in $SEEDS10; do for b in space newline; do for k in seq_only seq_depth; do
-    ev $OS/$b/web/$k/seed$s --max_docs 256
-  done; done; done
+  for s in $SEEDS10; do side_by_side $s stream_eval; done
 fi
 if [ "$stage" = web_streams ] || [ "$stage" = web_streams_analyze ]; then
   { echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores;" \
       "flags: $(grep -m1 -ow -e avx512_bf16 -e amx_bf16 -e avx512f -e avx2 /proc/cpuinfo | sort -u | paste -sd' ')"
-    python -c 'import torch; print("torch", torch.__version__)'
-    for b in space newline; do python analyze.py $OS/$b/web --finished; done
-    python analyze.py --contrast $OS/space/web $OS/newline/web
+    python -c 'import torch; print("torch", torch.__version__, "| runs: OMP_NUM_THREADS=1, two side by side")'
+    for b in space newline; do echo "## $b"; python analyze.py $OS/$b/web --finished; done
+    python analyze.py --contrast $OS/space/web $OS/newline/web --finished
   } | tee $OS/analysis.md
 fi
 
