@@ -139,10 +139,11 @@ if [ "$stage" = web_streams ] || [ "$stage" = web_streams_eval ]; then
   for s in $SEEDS10; do side_by_side $s stream_eval; done
 fi
 if [ "$stage" = web_streams ] || [ "$stage" = web_streams_analyze ]; then
-  { echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores;" \
-      "flags: $(grep -m1 -ow -e avx512_bf16 -e amx_bf16 -e avx512f -e avx2 /proc/cpuinfo | sort -u | paste -sd' ')"
-    python -c 'import torch; print("torch", torch.__version__, "| runs: OMP_NUM_THREADS=1, two side by side")'
-    for b in space newline; do echo "## $b"; python analyze.py $OS/$b/web --finished; done
+  { echo "machine:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores;" \
+      "flags: $(grep -m1 -ow -e avx512_bf16 -e amx_bf16 -e avx512f -e avx2 /proc/cpuinfo | sort -u | paste -sd' ');" \
+      "$(python -c 'import torch; print("torch", torch.__version__)'); runs: OMP_NUM_THREADS=1, two side by side"
+    echo
+    for b in space newline; do echo "The $b-joined stream:"; echo; python analyze.py $OS/$b/web --finished; done
     python analyze.py --contrast $OS/space/web $OS/newline/web --finished
   } | tee $OS/analysis.md
 fi
