@@ -16,6 +16,8 @@
     python analyze.py --replicates out/web/seq_depth/seed0 out/web/seq_depth_rep1/seed0 \\
         out/web/seq_depth_rep2/seed0
     python analyze.py --references data/python data/sheets   # reference statistics (corpus only)
+    python analyze.py --contrast out_streams/space/web out_streams/newline/web   # study x configuration:
+                                                        the difference between two studies' paired Δs
 
 Runs are paired by seed within a setting (corpus + model size + context + steps) and compared
 only at milestones both reached (depth-perception appendix §1).
@@ -45,10 +47,12 @@ from treerope.statistics import (
     compare_attention,
     compare_intervened,
     compare_kinds,
+    contrast,
     head_shifts,
     interventions,
     load_runs,
     milestone_gaps,
+    named,
     noise_floor,
     on_split,
     resample_weights,
@@ -179,11 +183,6 @@ KEY_KINDS = ("after_close", "after_leaf", "new_block", "row_end", "copied_above"
 COLUMNS = ["config", "n", "delta", "se", "t", "p", "ci_lo", "ci_hi", "won", "sign_p", "q", "ppl_reduction"]
 
 
-def named(r):
-    """A row's configuration, with the values a named variant differs in from its baseline."""
-    return r["config"] + (f" ({r['differs']})" if r.get("differs") else "")
-
-
 def markdown(rows, title):
     return _md(title, "| configuration | Δ nats/token | SE | t | p | 95% CI | won | sign p | q | "
                "ppl reduction % |", rows,
@@ -284,6 +283,8 @@ def parse(argv):
                     "configuration at one seed (train.py --name), the published run first")
     ap.add_argument("--references", nargs="+", metavar="DATA", help="reference statistics of prepared "
                     "corpora (data/python, data/sheets; no model)")
+    ap.add_argument("--contrast", nargs=2, metavar="ROOT", help="two studies trained alike but for their "
+                    "data (out/<corpus> each): per configuration, the difference B − A of their paired Δs")
     return ap, ap.parse_args(argv)
 
 
@@ -324,6 +325,46 @@ def references_mode(args):
     print("\n\n".join(references_markdown(d, reference_stats(d)) for d in args.references))
 
 
+def contrast_mode(args):
+    """Each study's paired Δ and the difference between them, d_s = Δ_B,s − Δ_A,s (statistics.contrast),
+    on validation at the last milestone all pairs reached and on the test split; the precision the runs
+    trained at, over their lives, in each title."""
+    a, b = (load_runs(root, args.finished) for root in args.contrast)
+    baseline = args.baseline or "seq_only"
+    shown = False
+    for metric in ("val", "test"):
+        rows, notes = contrast(a, b, baseline, metric)
+        for line in notes if metric == "val" else ():
+            print(line + "\n")
+        for r in rows:
+            print(contrast_markdown(r, metric, *args.contrast) + "\n")
+            shown = True
+    if not shown:
+        raise SystemExit(f"error: no configuration of {args.contrast[0]} and {args.contrast[1]} pairs with "
+                         f"{baseline} at the same seeds in one setting, trained alike but for their data")
+
+
+def contrast_markdown(r, metric, root_a, root_b):
+    """A contrast row under A's and B's own rows, then its seeds: Δ_A, Δ_B and d = Δ_B − Δ_A."""
+    a, b = r["delta_a"], r["delta_b"]
+    precision = ", ".join(f"bf16={int(x)} compile={int(y)}" for x, y in r["precision"])
+    at = {BEST: BEST, "final": "the final step"}.get(r["step"], f"step {r['step']}")
+    def cell(row):
+        name, x = row
+        return (f"| {name} | {x['delta']:+.4f} | {x['se']:.4f} | {x['t']:.2f} | {x['p']:.3g} | "
+                f"[{x['ci_lo']:+.4f}, {x['ci_hi']:+.4f}] | {x['won']}/{x['n']} | {x['sign_p']:.3g} | "
+                f"{x['ppl_reduction']:+.2f} | [{x['ppl_lo']:+.2f}, {x['ppl_hi']:+.2f}] |")
+    table = _md(f"{title(r['setting'])}: {metric} Δ ({r['config']} − {r['baseline']}) at {at}, "
+                f"A = {root_a}, B = {root_b}; every run at {precision}",
+                "| | Δ nats/token | SE | t | p | 95% CI | won | sign p | ppl reduction % | ppl 95% CI |",
+                [("A", a), ("B", b), ("B − A", r)], cell)
+    seeds = "\n".join(f"| {s} | {a['per_seed'][s]:+.4f} | {b['per_seed'][s]:+.4f} | {d:+.4f} |"
+                      for s, d in r["per_seed"].items())
+    return (f"{table}\n\nB − A: the difference between the paired Δs, seed by seed (won: seeds where the "
+            f"Δ is below 0; in the last row, where B's Δ is below A's)\n\n| seed | Δ_A | Δ_B | "
+            f"d = Δ_B − Δ_A |\n| ---: | ---: | ---: | ---: |\n{seeds}")
+
+
 def depth_mode(args):
     return compression.main(args.depth + ["--draws", str(args.draws)]
                             + (["--figures", args.figures] if args.figures else []))
@@ -332,7 +373,7 @@ def depth_mode(args):
 # analyze.py --flag ...: each flag one mode, the first given wins; without one, a study's tables
 MODES = (("hubs", hub_mode), ("paragraphs", paragraphs_mode), ("candidates", candidates_mode),
          ("boundary", boundary_mode), ("tokens", tokens_mode), ("depth", depth_mode),
-         ("replicates", replicates_mode), ("references", references_mode))
+         ("replicates", replicates_mode), ("references", references_mode), ("contrast", contrast_mode))
 
 
 def print_deltas(runs, baseline, figure_dir):

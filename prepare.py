@@ -512,7 +512,8 @@ def _coordinates(task):
     widest = int(ranked.max(initial=0))
     stats = {"nodes": len(doc.parent), "nodes_owning_tokens": len(np.unique(c["node"][c["node"] >= 0])),
              "tokens": len(ids), "deeper_than_levels": int((depth_n > trees.LEVELS).sum()),
-             "records_dropped_long": int(not rs), "depths": value_counts(depth_n), "notes": doc.notes or {},
+             "records_dropped_long": int(not rs), "documents_split": int(len(rs) > 1),
+             "depths": value_counts(depth_n), "notes": doc.notes or {},
              "ranks": value_counts(ranked),
              "synthetic": int(doc.synthetic),
              "kind_tokens": {n: sum(int(((r["kind"] & flag) > 0).sum()) for r in rs)
@@ -565,6 +566,9 @@ def describe(args, settings, docs, skipped, t, enc, split, seconds, t0):
         "depth_histogram": {int(k): v for k, v in sorted(t["depths"].items())},
         "nodes_deeper_than_22_levels": t["deeper_than_levels"],
         "records_dropped_long": t["records_dropped_long"],
+        # --long split: documents cut into several records, which can train in different steps (a
+        # departure from appendix §4's "No document is split across steps"; crop and drop keep none)
+        "documents_split": t["documents_split"],
         "tokenizer": {"kind": "byte-level BPE (rustbpe, trained here)", "vocab": enc.n_vocab,
                       "vocab_asked": args.vocab, "pattern": entry.pattern,
                       "trained_on_bytes": min(args.bpe_bytes,
@@ -602,6 +606,10 @@ def report(meta):
         print(f"note: the splits' records hold {held:,} of the documents' {meta['tokens']:,} tokens "
               f"(--long {meta['settings']['long']}: {meta['records_dropped_long']} long documents dropped, "
               "or each cropped to its first --max_len tokens)")
+    if meta.get("documents_split"):
+        print(f"note: {meta['documents_split']:,} of the {meta['documents']:,} documents are longer than "
+              f"--max_len {meta['settings']['max_len']}, each cut into records that can train in different "
+              "steps (appendix §4: \"No document is split across steps\"; --long crop|drop keeps none cut)")
     print(json.dumps({k: meta[k] for k in ("synthetic", "documents", "skipped", "tokens", "nodes_per_token",
                                            "sibling_rank_p99", "sibling_rank_max", "record_sibling_rank",
                                            "seconds")}, indent=1))

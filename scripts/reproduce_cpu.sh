@@ -8,9 +8,10 @@
 # joined by a newline) trained on their first 256 tokens; `prepare.py python --max_len 1024` and
 # `prepare.py web --max_len 1024 --blocks newline` come closest (web's <pre> text is kept as written).
 # A finished run (final.json present) is not re-run, so an interrupted study resumes where it stopped.
-# The runs are treerope/settings.py's CPU settings (cpu_python, cpu_web, cpu_programs, cpu_sheets, cpu_prose,
-# cpu_code; `python train.py --setting cpu_web --config seq_depth` is a run of `ten`), except where
-# a stage changes them: the first study's hRoPE runs (the appendix's recipe, 120 steps), ten_long, ten_vocab.
+# The runs are treerope/settings.py's CPU settings (cpu_python, cpu_web, cpu_web_newline, cpu_programs,
+# cpu_sheets, cpu_prose, cpu_code; `python train.py --setting cpu_web --config seq_depth` is a run of
+# `ten`), except where a stage changes them: the first study's hRoPE runs (the appendix's recipe, 120
+# steps), ten_long, ten_vocab.
 set -euo pipefail
 cd "$(dirname "$0")/.."   # the repository: data/, out/ and the scripts resolve from there
 SEEDS="0 1 2"
@@ -19,7 +20,8 @@ HSTEPS=120         # hRoPE runs (code, prose): 4 layers, d=128, 2 heads of 64, c
 OUT=out
 stage=${1:-all}
 STAGES="all train eval analyze sheets beyond hrope table1 tables22 ten ten_train ten_eval ten_analyze ten_long
-ten_vocab ten_hrope ten_hrope_train ten_hrope_eval ten_hrope_analyze layer2_1024 programs_v32k two_corpus"
+ten_vocab ten_hrope ten_hrope_train ten_hrope_eval ten_hrope_analyze layer2_1024 programs_v32k two_corpus
+web_streams web_streams_train web_streams_eval web_streams_analyze"
 if ! grep -qw -- "$stage" <<< "$STAGES"; then
   echo "error: unknown stage '$stage'; stages: $(echo $STAGES)" >&2
   exit 2
@@ -103,6 +105,49 @@ fi
 if [ "$stage" = ten ] || [ "$stage" = ten_analyze ]; then
   for c in web python; do python analyze.py $OUT10/$c --finished --figures figures/ten/$c > $OUT10/$c/analysis.md; done
 fi
+# The two web streams as one controlled experiment: the same pages prepared at one commit with blocks
+# joined by a space (cpu_web) and by a newline (cpu_web_newline), seq_only and seq_depth at ten seeds,
+# fp32 and eager on any machine; at each seed the two streams train side by side, one thread each (on
+# 2 cores shared with other work a 2-thread run waits on its slower thread). Then each stream's paired
+# Δ and the difference between them (analyze.py --contrast: stream x configuration).
+#   bash scripts/reproduce_cpu.sh web_streams   # prepare + train + evaluate + analyze; _train / _eval / _analyze
+DS=${DATA_STREAMS:-data_streams} OS=${OUT_STREAMS:-out_streams}
+side_by_side() {  # seed command...: `command seed stream` for both streams at once, one thread each
+  local s=$1 pids=() p
+  shift
+  for b in space newline; do OMP_NUM_THREADS=1 "$@" "$s" $b & pids+=($!); done
+  for p in "${pids[@]}"; do wait "$p"; done
+}
+stream_train() {  # seed stream: seq_only then seq_depth, those not finished
+  local st=cpu_web k
+  [ $2 = space ] || st=cpu_web_$2
+  for k in seq_only seq_depth; do
+    [ -f $OS/$2/web/$k/seed$1/final.json ] || python train.py --setting $st --config $k --seed $1 \
+        --compile=0 --bf16=0 --data $DS/$2 --out $OS/$2 > /dev/null
+  done
+}
+stream_eval() {  # seed stream: test loss, per-kind losses and the interventions of both runs
+  local k
+  for k in seq_only seq_depth; do ev $OS/$2/web/$k/seed$1 --max_docs 256; done
+}
+if [ "$stage" = web_streams ] || [ "$stage" = web_streams_train ]; then
+  [ -f $DS/space/web/meta.json ] || python prepare.py web --out $DS/space
+  [ -f $DS/newline/web/meta.json ] || python prepare.py web --blocks newline --out $DS/newline
+  for s in $SEEDS10; do side_by_side $s stream_train; done
+fi
+if [ "$stage" = web_streams ] || [ "$stage" = web_streams_eval ]; then
+  for s in $SEEDS10; do side_by_side $s stream_eval; done
+fi
+if [ "$stage" = web_streams ] || [ "$stage" = web_streams_analyze ]; then
+  { echo "machine:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores;" \
+      "flags: $(grep -m1 -ow -e avx512_bf16 -e amx_bf16 -e avx512f -e avx2 /proc/cpuinfo | sort -u | paste -sd' ');" \
+      "$(python -c 'import torch; print("torch", torch.__version__)'); runs: OMP_NUM_THREADS=1, two side by side"
+    echo
+    for b in space newline; do echo "The $b-joined stream:"; echo; python analyze.py $OS/$b/web --finished; done
+    python analyze.py --contrast $OS/space/web $OS/newline/web --finished
+  } | tee $OS/analysis.md
+fi
+
 # Why tree_only loses on Python at this scale (RESULTS.md): tree_within above gives back the order
 # inside a node; ten_long trains seq_only and tree_only 4x longer at seeds 0-2; ten_vocab trains them
 # on the paper's 32,768-entry BPE, which gives more nodes per token (0.58 instead of 0.45).

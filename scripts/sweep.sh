@@ -5,7 +5,7 @@
 # many pay). Stop it at any point: a rerun skips finished runs (study.py's rule: only those trained
 # as asked now; any other is refused) and resumes the others from their last checkpoint.
 #   bash scripts/sweep.sh CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]
-#   bash scripts/sweep.sh python "seq_only seq_depth tree_only" "$(seq 0 9)" 8 --steps 5000
+#   bash scripts/sweep.sh programs "seq_only seq_depth tree_only" "$(seq 0 9)" 8 --setting python   # one GPU
 #   OMP_NUM_THREADS=1 bash scripts/sweep.sh json "seq_only seq_depth" "$(seq 0 9)" 2 --steps 200   # 2 CPU cores:
 #     two 1-thread runs at once train 1.28x the tokens/s of one 2-thread run (small models)
 # Runs go under $OUT (default out); each run's output is in its folder as train.log. The sweep

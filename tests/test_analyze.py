@@ -353,6 +353,30 @@ def test_boundary_effect_by_hand():
     assert r["delta_C_half"] == pytest.approx(0.25)
 
 
+def test_eq_3_2_removes_a_planted_distance_slope():
+    """Paper 004 Eq. 3.2: D_eff = log Ā − b0 − b1 d, the line fitted on condition A's causal pairs.
+    Planted: the line y = −1 − 0.5 d (fit on d = 1, y = −1.5 and d = 3, y = −2.5: n 2, Σd 4, Σd² 10,
+    Σy −4, Σdy −9 -> b1 = (2·−9 − 4·−4) / (2·10 − 16) = −0.5, b0 = (−4 + 2) / 2 = −1); every set of two
+    pairs at its own mean distance d̄, its Σy = 2 (D_eff − 1 − 0.5 d̄) for the D_eff of the flat test
+    above: within −1 at d̄ 1 (Σy −5), para −3 at 10 (−18), sent −1.5 at 4 (−9), merge −2 at 10 (−16),
+    split −4 at 4 (−14), half −2 at 6 (−12), half observed −2.5 at 6 (−13). Real boundaries, D_eff
+    −2, −3, −5: one pair at d 10 (Σy −8), two at d̄ 8 (Σy −16), one at 12 (Σy −12). Residualised, the
+    flat test's values: β_B 0.5, Δ_B −0.5, β_A^sent 0.25, β_C 1.5, Δ_C 1.25, C_pct 66.7% (β_C above
+    the boundaries' β 0.5 and 1, below 2). Without −b1 Σd in the sets' means (D_eff + b1 d̄: within
+    −1.5, para −8, sent −3.5, merge −7, split −6): β_A^sent 2/6.5, Δ_B −1/6.5, Δ_C 2.5/6.5;
+    without it in the boundaries' (−7, −7, −11, so β 3, 3, 5): C_pct 0%."""
+    fit = np.array([[2.0, 4.0, 10.0, -4.0, -9.0]])
+    sets = np.array([[[2.0, 2 * dbar, sy] for dbar, sy in
+                      ((1, -5.0), (10, -18.0), (4, -9.0), (10, -16.0), (4, -14.0), (6, -12.0), (6, -13.0))]])
+    b_sums = np.array([[1.0, 10.0, -8.0], [2.0, 16.0, -16.0], [1.0, 12.0, -12.0]])
+    r = {k: float(v[0])
+         for k, v in boundaries.boundary_effect(fit, sets, np.zeros(3, int), b_sums, np.ones((1, 1))).items()}
+    assert (r["beta_B"], r["delta_B"], r["beta_para"]) == pytest.approx((0.5, -0.5, 1.0))
+    assert (r["beta_sent"], r["beta_C"], r["delta_C"]) == pytest.approx((0.25, 1.5, 1.25))
+    assert r["C_pct"] == pytest.approx(200 / 3)
+    assert r["delta_C_half"] == pytest.approx(0.25)
+
+
 def test_half_paragraph_set_by_hand():
     """One paragraph of three 4-token sentences, split sites 4 and 8. M_C(4) is keys 0-3 x queries
     4-7 and M_C(8) keys 4-7 x queries 8-11 (16 pairs each); the half-paragraph sets are keys 0-3 x
@@ -816,3 +840,52 @@ def test_a_run_recorded_before_values_had_one_home_pairs_with_one_recorded_now()
     hotter = {"run": {**now["run"], "dropout": 0.2}, "model": {**model, "dropout": 0.2}}
     differ = {k for k, v in training(hotter, []).items() if training(now, [])[k] != v}
     assert differ == {"dropout"}
+
+
+def test_contrast_of_two_studies_paired_deltas_by_hand(tmp_path, capsys):
+    """Study × configuration (analyze.py --contrast): two studies alike but for their data (the web
+    streams). Final validation loss (= test loss), seeds 0 1 2:
+      A: seq_only 3.00 3.10 3.20, seq_depth 2.99 3.08 3.21  ->  Δ_A = −0.01 −0.02 +0.01
+      B: seq_only 3.00 3.00 3.00, seq_depth 2.97 2.96 2.98  ->  Δ_B = −0.03 −0.04 −0.02
+      d = Δ_B − Δ_A = −0.02 −0.02 −0.03: mean −0.07/3 = −0.02333; deviations +1/300, +1/300, −2/300,
+      SD √((1 + 1 + 4) / 2) / 300 = √3/300, SE = 1/300, t = −7.00; two-sided p with 2 df
+      = 1 − 7/√51 = 0.0198; CI −0.02333 ± 4.3027/300 = [−0.03768, −0.00899]; won 3/3 (sign p 0.25);
+      ppl 100 (1 − e^−0.02333) = 2.31%. Undoing the difference (Δ_B alone, or Δ_B + Δ_A) gives
+      −0.03 or −0.0367: caught. A third study trained at bf16 is not contrasted: a note names it; within
+      one study a bf16 seq_depth is no pair for an fp32 seq_only (analyze.py says so)."""
+    a_only, a_depth = (3.00, 3.10, 3.20), (2.99, 3.08, 3.21)
+    b_only, b_depth = (3.00, 3.00, 3.00), (2.97, 2.96, 2.98)
+    for root, only, depth, extra in (("a", a_only, a_depth, {}), ("b", b_only, b_depth, {}),
+                                     ("c", b_only, b_depth, {"bf16": True})):
+        data = {"data_identity": {"meta": f"hash-{root}", "tokenizer": root}, "tokenizer": root}
+        for seed in range(3):
+            write_run(tmp_path / root, "web", "seq_only", seed, only[seed], **data, **extra)
+            write_run(tmp_path / root, "web", "seq_depth", seed, depth[seed], **data, **extra)
+    runs = {k: statistics.load_runs(str(tmp_path / k / "web")) for k in "abc"}
+    for metric in ("val", "test"):
+        (r,), notes = statistics.contrast(runs["a"], runs["b"], "seq_only", metric)
+        assert notes == [] and r["config"] == "seq_depth"
+        assert [r["per_seed"][s] for s in range(3)] == pytest.approx([-0.02, -0.02, -0.03])
+        assert (r["delta_a"]["delta"], r["delta_b"]["delta"]) == pytest.approx((-0.02 / 3, -0.03))
+        assert (r["delta"], r["se"], r["t"], r["p"]) == pytest.approx((-0.07 / 3, 1 / 300, -7.0, 0.0198),
+                                                                      abs=1e-4)
+        assert (r["ci_lo"], r["ci_hi"]) == pytest.approx((-0.03768, -0.00899), abs=1e-5)
+        assert (r["won"], r["n"], r["sign_p"]) == (3, 3, 0.25)
+        assert r["ppl_reduction"] == pytest.approx(2.306, abs=1e-3)
+    rows, notes = statistics.contrast(runs["a"], runs["c"], "seq_only")
+    assert rows == [] and len(notes) == 1 and "precision" in notes[0]
+    analyze.main(["--contrast", str(tmp_path / "a" / "web"), str(tmp_path / "b" / "web")])
+    out = capsys.readouterr().out
+    assert "every run at bf16=0 compile=0" in out
+    assert "| B − A | -0.0233 | 0.0033 | -7.00 | 0.0198 | [-0.0377, -0.0090] | 3/3 | 0.25 | +2.31 |" in out
+    assert "| 2 | +0.0100 | -0.0200 | -0.0300 |" in out
+    with pytest.raises(SystemExit, match="no configuration of"):
+        analyze.main(["--contrast", str(tmp_path / "a" / "web"), str(tmp_path / "c" / "web")])
+    assert "not contrasted" in capsys.readouterr().out and "precision" in notes[0]
+    # within one study too: seq_depth at bf16 against seq_only in fp32 is no pair, and the note says why
+    for seed in range(3):
+        write_run(tmp_path / "d", "web", "seq_only", seed, a_only[seed])
+        write_run(tmp_path / "d", "web", "seq_depth", seed, a_depth[seed], bf16=True)
+    analyze.main([str(tmp_path / "d" / "web")])
+    out = capsys.readouterr().out
+    assert "differ in precision" in out and "not paired" in out and "| seq_depth |" not in out

@@ -132,6 +132,30 @@ def test_prepare_says_what_the_splits_hold_and_a_short_bpe(tmp_path, capsys):
     assert meta["tokenizer"]["vocab_asked"] == 100000 and meta["tokenizer"]["vocab"] < 100000
 
 
+def test_prepare_counts_the_documents_it_splits(tmp_path, capsys):
+    """--long split (python's and sheets' settings, the CPU scale's) departs from appendix §4's "No document
+    is split across steps": meta.json counts the documents cut into several records and prepare.py says
+    so. 40 pages, every fourth (10) 40 blocks of 30 words, far past 256 tokens; the rest one block of 3
+    words. Split: 10 cut; crop keeps one record of each: 0."""
+    import json
+    import os
+
+    import prepare
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(40):
+        blocks = 40 if i % 4 == 0 else 1
+        body = "".join("<p>" + " ".join(f"w{j}" for j in range(30 if blocks > 1 else 3)) + "</p>"
+                       for _ in range(blocks))
+        (src / f"p{i}.html").write_text(f"<html><body>{body}</body></html>")
+    for long, cut in (("split", 10), ("crop", 0)):
+        out = prepare.main(["web", "--src", str(src), "--out", str(tmp_path / long), "--long", long,
+                            "--vocab", "300", "--workers", "1"])
+        assert json.load(open(os.path.join(out, "meta.json")))["documents_split"] == cut
+        assert ("note: 10 of the 40 documents are longer than --max_len 256, each cut into records"
+                in capsys.readouterr().out) == bool(cut)
+
+
 def test_scripts_refuse_what_they_cannot_run():
     for cmd, said in ((["bash", "scripts/reproduce_cpu.sh", "tne"], "unknown stage 'tne'"),
                       (["bash", "scripts/sweep.sh"], "usage: bash scripts/sweep.sh CORPUS")):

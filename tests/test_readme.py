@@ -65,9 +65,11 @@ def test_readme_results_are_results_summary_rows():
 def test_a_changed_number_or_verdict_is_caught():
     """Planted edits of the README: each alone is one disagreement."""
     readme, results = (ROOT / "README.md").read_text(), (ROOT / "RESULTS.md").read_text()
-    row = "| −2.45%, 3/10 | no |"
+    row = "| +1.63%, 8/10, p = 0.19 | direction yes, not significant |"
     assert readme.count(row) == 1
-    for planted in ("| −2.45%, 4/10 | no |", "| +2.45%, 3/10 | no |", "| −2.45%, 3/10 | yes |"):
+    for planted in ("| +1.63%, 9/10, p = 0.19 | direction yes, not significant |",
+                    "| −1.63%, 8/10, p = 0.19 | direction yes, not significant |",
+                    "| +1.63%, 8/10, p = 0.19 | yes |"):
         assert len(disagreements(readme.replace(row, planted), results)) == 1, planted
     assert len(disagreements(readme.replace("| Python: tree only", "| Python: tree alone"), results)) == 2
 

@@ -45,6 +45,7 @@ PAPER = {
 # heads), context, (lr, weight decay, min lr, dropout, patience)); the tree recipe or Table 11's at lr 1.2e-3
 TREE, TABLE_11_CPU = (1.2e-3, 0.1, 0.1, 0.0, 0), (1.2e-3, 0.01, 0.01, 0.1, 10)
 CPU = {"cpu_python": ("python", 200, (4, 128, 1), 256, TREE), "cpu_web": ("web", 200, (4, 128, 1), 256, TREE),
+       "cpu_web_newline": ("web", 200, (4, 128, 1), 256, TREE),
        "cpu_programs": ("programs", 200, (4, 128, 1), 256, TREE),
        "cpu_sheets": ("sheets", 120, (4, 128, 1), 256, TREE),
        "cpu_prose": ("prose", 200, (4, 128, 2), 256, TABLE_11_CPU),
@@ -139,7 +140,9 @@ def test_cpu_settings_are_reproduce_cpu_sh():
             (128, 256, 1024, 10), name
         # context 1,024: 4 packed blocks a step, the 16 x 256 tokens of the other CPU settings
         assert (cfg["docs_per_step"], cfg["pack"]) == ((16, False) if max_len == 256 else (4, True)), name
-        assert preparation(name) == {**PREPARE, "max_len": max_len}, name
+        # the data: prepare.py's defaults at the setting's context (web_streams' other stream: a newline)
+        blocks = "newline" if name == "cpu_web_newline" else PREPARE["blocks"]
+        assert preparation(name) == {**PREPARE, "max_len": max_len, "blocks": blocks}, name
 
 
 def test_a_run_is_the_defaults_then_one_flat_setting_then_the_flags(capsys):
@@ -294,6 +297,25 @@ def test_train_refuses_data_prepared_for_another_setting(tmp_path):
     # flags win
     assert training.parse(["--setting", "web_pages", "--lr", "3e-3", "--steps", "7", *web])[0][0].lr == 3e-3
     assert training.parse(["--setting", "web_pages", "--steps", "7", *web])[0][0].passes is None
+
+
+def test_the_two_web_streams_differ_in_the_join_alone(tmp_path):
+    """reproduce_cpu.sh web_streams compares the space- and newline-joined streams: cpu_web_newline is
+    cpu_web's values but --blocks newline, so each stream's data serves its setting and not the other's,
+    and the two settings' runs (on one data) have one training key: they would pair."""
+    assert {k: v for k, v in SETTINGS["cpu_web_newline"].items() if k not in ("blocks", "source")} == \
+        {k: v for k, v in SETTINGS["cpu_web"].items() if k != "source"}
+    assert [preparation(n)["blocks"] for n in ("cpu_web", "cpu_web_newline")] == ["space", "newline"]
+    newline = meta_for(tmp_path / "newline", "cpu_web_newline", record=False)
+    with pytest.raises(SystemExit, match="--blocks newline where the setting has space"):
+        training.plan(*training.parse(["--setting", "cpu_web", *newline]), False)
+    with pytest.raises(SystemExit, match="from an older prepare.py"):   # past the refusal: its arrays
+        training.plan(*training.parse(["--setting", "cpu_web_newline", *newline]), False)
+    cfgs = [parsed("--setting", n, "--compile=0", "--bf16=0") for n in ("cpu_web", "cpu_web_newline")]
+    model = {k: cfgs[0][k] for k in runs.MODEL}
+    assert runs.trained_otherwise(*cfgs[:1], model, cfgs[1], model) == []
+    assert statistics.training({"run": cfgs[0], "model": model}, []) == \
+        statistics.training({"run": cfgs[1], "model": model}, [])
 
 
 def test_contiguous_split_is_three_ranges(cpu_python, tmp_path):

@@ -7,7 +7,7 @@ import pytest
 from conftest import stdlib_files
 
 import trees
-from treerope import fields, writer
+from treerope import fields, tokenizer, writer
 from treerope.corpora import python as pycorpus
 from treerope.corpora import warc, web
 
@@ -248,6 +248,26 @@ def test_web_page_hand_worked():
     assert (doc.char_node[doc.text.index(" one")] == -1)          # the separator is no node's
     blocks = [doc.text[i:i + 3] for i in np.flatnonzero(doc.char_kind & trees.KIND_NEW_BLOCK)]
     assert blocks == ["Hel", "one", "two", "dee", "a b", "b e", "end"]
+
+
+def test_a_block_start_token_takes_the_node_of_its_first_non_space_byte():
+    """Appendix §4: "a token belongs to the text node containing its first non-space byte". Two blocks
+    through the web corpus: <div><p>Read this</p></div><p>See that</p> is "Read this See that"; nodes
+    in document order 0 div (depth 1), 1 p (2), 2 "Read this" (3), 3 p (1), 4 "See that" (2, path
+    [1, 0]); the separator space is no node's. A BPE with " S", " Se", " See" glues the separator on:
+    the token " See" starts on that space, so it must take node 4 (depth 2, path [1, 0]) and the new
+    block's first character's kind; read from its first byte it would be no node's (depth 0)."""
+    html = b"<html><body><div><p>Read this</p></div><p>See that</p></body></html>"
+    _, doc, skipped = web.CORPORA["web"].build(("page.html", html))
+    assert skipped is None and doc.text == "Read this See that"
+    assert doc.char_node[doc.text.index(" See")] == -1
+    enc = tokenizer.encoding({**{bytes([b]): b for b in range(256)}, b" S": 256, b" Se": 257, b" See": 258})
+    ids = enc.encode_ordinary(doc.text)
+    c = fields.token_coords(doc, np.asarray(ids), tokenizer.token_lengths(enc))
+    see = [enc.decode([i]) for i in ids].index(" See")
+    assert (c["node"][see], c["depth"][see], c["path"][see, :3].tolist()) == (4, 2, [1, 0, -1])
+    assert (c["node"][see - 1], c["depth"][see - 1]) == (2, 3)       # "s" of "this": the first block's
+    assert c["kind"][see] & trees.KIND_NEW_BLOCK
 
 
 def test_web_text_is_one_line_and_pre_keeps_its_whitespace():

@@ -279,7 +279,7 @@ def stale(evaluation, final):
 
 def compare(runs, baseline, metric="val"):
     """One row per configuration against `baseline`, at the last milestone every pair reached
-    (metric 'val'), or on the final test scores (metric 'test')."""
+    (metric 'val'), or on the final test scores (metric 'test'); its seeds' Δs in per_seed."""
     rows = []
     for setting, configs in sorted(runs.items()):
         if baseline not in configs:
@@ -289,15 +289,14 @@ def compare(runs, baseline, metric="val"):
             if name == baseline:
                 continue
             common = sorted(set(seeds) & set(base))
+            finished = [s for s in common if seeds[s]["final"] and base[s]["final"]]
             if metric == "test":
-                pairs = [(seeds[s]["final"], base[s]["final"]) for s in common]
-                deltas = [a["test_loss"] - b["test_loss"] for a, b in pairs if a and b]
+                per = {s: seeds[s]["final"]["test_loss"] - base[s]["final"]["test_loss"] for s in finished}
                 step = "final"
             elif any(best_milestone(seeds[s]) or best_milestone(base[s]) for s in common):
                 # appendix §4: the one run reported at its best milestone is compared at that value,
                 # labelled, never at a step it shares with the baseline
-                deltas = [final_val(seeds[s]) - final_val(base[s]) for s in common
-                          if seeds[s]["final"] and base[s]["final"]]
+                per = {s: final_val(seeds[s]) - final_val(base[s]) for s in finished}
                 step = BEST
             else:
                 steps = (set.intersection(*[set(seeds[s]["log"]) & set(base[s]["log"]) for s in common])
@@ -305,20 +304,59 @@ def compare(runs, baseline, metric="val"):
                 if not steps:
                     continue
                 step = max(steps)
-                deltas = [seeds[s]["log"][step]["val_loss"] - base[s]["log"][step]["val_loss"]
-                          for s in common]
-            deltas = [d for d in deltas if math.isfinite(d)]   # a non-finite loss: noted as read, left out
-            if not deltas:
+                per = {s: seeds[s]["log"][step]["val_loss"] - base[s]["log"][step]["val_loss"]
+                       for s in common}
+            per = {s: d for s, d in per.items() if math.isfinite(d)}   # non-finite: noted as read, left out
+            if not per:
                 continue
             rows.append({"setting": setting, "config": name, "baseline": baseline, "step": step,
                          "differs": next(iter(seeds.values())).get("differs", ""),   # a variant's values
                          "base_loss": float(np.mean([base[s]["log"][max(base[s]["log"])]["val_loss"]
                                                      for s in common])),
-                         **paired(deltas)})
+                         "per_seed": per, **paired(list(per.values()))})
     q = bh([r["p"] for r in rows])
     for r, qi in zip(rows, q):
         r["q"] = qi
     return rows
+
+
+# What the runs of two studies may differ in and still be contrasted: their data (the streams compared)
+CONTRASTED = ("data_identity", "tokenizer")
+
+
+def contrast(runs_a, runs_b, baseline, metric="val"):
+    """(rows, notes): the difference between two studies' paired Δs (study × configuration). For each
+    configuration both pair with `baseline` in one setting, trained alike but for their data (CONTRASTED),
+    per seed d_s = Δ_B,s − Δ_A,s, each Δ as compare() pairs it, then paired(d): mean, SE, t and 95% CI
+    (n − 1 df), "won" where B's Δ is the lower, sign test; ppl_reduction(d̄) = 100 (1 − e^d̄), how much
+    lower B's perplexity ratio to the baseline is than A's. A pair of groups trained otherwise (another
+    precision, model or recipe) is not contrasted: a note names what differs."""
+    rows, notes = [], []
+    for a in compare(runs_a, baseline, metric):
+        for b in compare(runs_b, baseline, metric):
+            if a["setting"][:7] != b["setting"][:7] or named(a) != named(b):
+                continue
+            ka, kb = (json.loads(r["setting"].training) for r in (a, b))
+            differ = [k for k in sorted(set(ka) | set(kb)) if k not in CONTRASTED and ka.get(k) != kb.get(k)]
+            if a["step"] != b["step"]:
+                differ.append(f"the step compared ({a['step']} | {b['step']})")
+            if differ:
+                notes.append(f"note: {named(a)} not contrasted: its runs were trained otherwise in "
+                             + "; ".join(d if d.startswith("the step") else f"{d} ({short(ka.get(d))} | "
+                                         f"{short(kb.get(d))})" for d in differ))
+                continue
+            seeds = sorted(set(a["per_seed"]) & set(b["per_seed"]))
+            d = {s: b["per_seed"][s] - a["per_seed"][s] for s in seeds}
+            if d:
+                rows.append({"setting": a["setting"], "config": named(a), "baseline": baseline,
+                             "step": a["step"], "precision": ka["precision"], "delta_a": a, "delta_b": b,
+                             "per_seed": d, **paired(list(d.values()))})
+    return rows, notes
+
+
+def named(r):
+    """A row's configuration, with the values a named variant differs in from its baseline."""
+    return r["config"] + (f" ({r['differs']})" if r.get("differs") else "")
 
 
 def _with_bh(rows):
