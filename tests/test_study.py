@@ -675,11 +675,17 @@ def test_lanes_train_each_run_as_train_py_did(tiny_python, tmp_path, monkeypatch
     threads = set()
     monkeypatch.setattr(torch, "get_num_threads", lambda: 3)   # three cores: three lanes
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
-    batch = ensemble.micro_batch
+    batch, call, graded = ensemble.micro_batch, ensemble.Ensemble.__call__, set()
     monkeypatch.setattr(train, "micro_batch", lambda *a: threads.add(threading.get_ident()) or batch(*a))
+
+    def seen(self, *a):   # grad mode is per thread: the evaluation's lanes must turn it off themselves
+        graded.add((self.models[0].training, torch.is_grad_enabled()))
+        return call(self, *a)
+    monkeypatch.setattr(ensemble.Ensemble, "__call__", seen)
     out = str(tmp_path)
     trained("python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL)
     assert len(threads) >= 2 and threading.get_ident() not in threads
+    assert graded == {(True, True), (False, False)}          # training with gradients, evaluation without
     for key, want in ECB659C.items():
         assert_matches(losses(out, *key), want)
 

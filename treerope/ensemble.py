@@ -195,13 +195,13 @@ def micro_batch(ens, runs, split, laid, T_fixed, train=True):
 
 
 # ------------------------------------------------------------------------ the evaluation ----
-@torch.no_grad()
 def evaluate(lanes_, split, ids, T=None):
     """Each run's mean NLL per token over records `ids` (the same for every run), laid into rows as its
     training lays them (with T, rows of T tokens): a list in the runs' order, every lane's runs at once."""
     n = max(int((split.len[ids] - 1).sum()), 1)
     rows = fill_blocks(ids, split.len, T, len(ids)) if T else list(ids)
 
+    @torch.no_grad()      # in the lane's own thread: grad mode is per thread
     def lane(lane):
         runs, ens = lane
         total = torch.zeros(len(runs), dtype=torch.float64, device=runs[0].cfg.device)
