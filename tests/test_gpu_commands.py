@@ -84,7 +84,7 @@ def resolved(command):
         corpus, configs, args = args[0], args[1], args[3:]
         args = args[1:] if args and args[0].isdigit() else args
         args = ["--corpus", corpus, "--config", configs.split()[0], *args]
-    return [training.parse([*args, "--device", "cuda"])[0]]
+    return [training.parse([*args, "--device", "cuda"])[0][0]]
 
 
 def model(cfg):
@@ -94,7 +94,7 @@ def model(cfg):
 def unnamed(commands):
     """The GPU commands that would train the CPU defaults' model and do not say they ran under the
     removed device scale."""
-    defaults = model(training.parse(["--device", "cuda"])[0])
+    defaults = model(training.parse(["--device", "cuda"])[0][0])
     return [(f, c) for f, c, sentence in commands
             if MARK not in sentence and any(model(cfg) == defaults for cfg in resolved(c))]
 

@@ -204,7 +204,7 @@ def test_a_length_the_flags_cleared_is_said_to_come_from_the_flags():
     """Issue 71 M4: with --steps given, the values line said `setting python: ... passes=None`, as if the
     setting had no length in passes; the flag cleared it: its origin is the flags."""
     for flag, cleared in (("--steps", "passes"), ("--passes", "steps")):
-        cfg, origin = training.parse(["--setting", "python", flag, "2"])
+        [(cfg, origin)] = training.parse(["--setting", "python", flag, "2"])
         assert cfg[cleared] is None and origin[cleared] == "given"
         line = training.origins(cfg, origin)
         setting, given = line.split("; given: ")
@@ -308,14 +308,14 @@ def test_the_two_web_streams_differ_in_the_join_alone(tmp_path):
     assert [preparation(n)["blocks"] for n in ("cpu_web", "cpu_web_newline")] == ["space", "newline"]
     newline = meta_for(tmp_path / "newline", "cpu_web_newline", record=False)
     with pytest.raises(SystemExit, match="--blocks newline where the setting has space"):
-        training.plan(*training.parse(["--setting", "cpu_web", *newline]), False)
+        training.plan(*training.parse(["--setting", "cpu_web", *newline])[0], False)
     with pytest.raises(SystemExit, match="from an older prepare.py"):   # past the refusal: its arrays
-        training.plan(*training.parse(["--setting", "cpu_web_newline", *newline]), False)
+        training.plan(*training.parse(["--setting", "cpu_web_newline", *newline])[0], False)
     cfgs = [parsed("--setting", n, "--compile=0", "--bf16=0") for n in ("cpu_web", "cpu_web_newline")]
     model = {k: cfgs[0][k] for k in runs.MODEL}
-    assert runs.trained_otherwise(*cfgs[:1], model, cfgs[1], model) == []
-    assert statistics.training({"run": cfgs[0], "model": model}, []) == \
-        statistics.training({"run": cfgs[1], "model": model}, [])
+    assert runs.trained_otherwise(cfgs[0].as_dict(), model, cfgs[1], model) == []
+    assert statistics.training({"run": cfgs[0].as_dict(), "model": model}, []) == \
+        statistics.training({"run": cfgs[1].as_dict(), "model": model}, [])
 
 
 def test_contiguous_split_is_three_ranges(cpu_python, tmp_path):

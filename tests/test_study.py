@@ -604,8 +604,8 @@ def test_the_runs_update_at_once_as_each_run_updates_alone(monkeypatch):
 
 def test_a_study_too_large_for_the_device_is_refused(tiny_python, tmp_path, monkeypatch):
     monkeypatch.setattr(machine, "device_bytes", lambda device: 2 ** 20)   # a 1 MiB device
-    with pytest.raises(SystemExit, match="would need about .* GiB a step .*; train fewer seeds"):
-        trained("python", "seq_only", "0", "--data", tiny_python, "--out", str(tmp_path), *SMALL)
+    with pytest.raises(SystemExit, match="2 runs of .* would need about .* GiB a step .*; train fewer seeds"):
+        trained("python", "seq_only seq_depth", "0", "--data", tiny_python, "--out", str(tmp_path), *SMALL)
     assert not os.path.exists(tmp_path / "python")
 
 

@@ -337,16 +337,14 @@ def contrast(runs_a, runs_b, baseline, metric="val"):
             if a["setting"][:7] != b["setting"][:7] or named(a) != named(b):
                 continue
             ka, kb = (json.loads(r["setting"].training) for r in (a, b))
-            differ = [k for k in sorted(set(ka) | set(kb)) if k not in CONTRASTED and ka.get(k) != kb.get(k)]
+            differ = [f"{k} ({short(ka.get(k))} | {short(kb.get(k))})" for k in sorted(set(ka) | set(kb))
+                      if k not in CONTRASTED and ka.get(k) != kb.get(k)]
             if a["step"] != b["step"]:
                 differ.append(f"the step compared ({a['step']} | {b['step']})")
             if differ:
-                notes.append(f"note: {named(a)} not contrasted: its runs were trained otherwise in "
-                             + "; ".join(d if d.startswith("the step") else f"{d} ({short(ka.get(d))} | "
-                                         f"{short(kb.get(d))})" for d in differ))
+                notes.append(f"note: {named(a)} not contrasted, trained otherwise in " + "; ".join(differ))
                 continue
-            seeds = sorted(set(a["per_seed"]) & set(b["per_seed"]))
-            d = {s: b["per_seed"][s] - a["per_seed"][s] for s in seeds}
+            d = {s: b["per_seed"][s] - a["per_seed"][s] for s in sorted(a["per_seed"]) if s in b["per_seed"]}
             if d:
                 rows.append({"setting": a["setting"], "config": named(a), "baseline": baseline,
                              "step": a["step"], "precision": ka["precision"], "delta_a": a, "delta_b": b,
