@@ -23,6 +23,8 @@ def arguments(argv):
     if len(argv) < 3:
         sys.exit('usage: python study.py CORPUS "CONFIGS" "SEEDS" [JOBS] [train.py options...]')
     corpus, configs, seeds = argv[0], argv[1].split(), argv[2].split()
+    if len(argv) > 3 and not argv[3].startswith("-") and not argv[3].isdigit():
+        sys.exit(f"error: JOBS (sweep.sh's processes at once) is a whole number, not {argv[3]!r}")
     options = argv[4:] if len(argv) > 3 and argv[3].isdigit() else argv[3:]   # JOBS: sweep.sh's, ignored
     if not configs or not seeds or not all(s.isdigit() for s in seeds):
         sys.exit("error: CONFIGS and SEEDS are space-separated lists, SEEDS of whole numbers ≥ 0")

@@ -209,6 +209,8 @@ def test_10_every_option_is_used_or_refused(tiny_python, tmp_path, capsys):
         one_line(lambda: study.arguments(["python", "seq_only", "0", *args(tiny_python, tmp_path), *given]),
                  "study.py takes --")
     assert not os.path.exists(tmp_path / "python")
+    # a new user's trial: JOBS not a number was read as a seed ("argument --seed: invalid int value")
+    one_line(lambda: study.arguments(["python", "seq_only", "0", "four"]), "JOBS (sweep.sh's processes")
     with pytest.raises(SystemExit) as e:
         study.arguments(["--help"])
     assert e.value.code == 0 and "python study.py CORPUS" in capsys.readouterr().out

@@ -811,6 +811,33 @@ def test_a_budgeted_study_drops_its_timed_steps(tiny_python, tmp_path, capsys):
         assert_matches(losses(out, config, seed), want)
 
 
+def test_a_rerun_budget_goes_on_with_the_seeds_left(tiny_python, tmp_path, monkeypatch, capsys):
+    """A new user's trial: a budgeted study that trained seeds 0 and 1 of 0-2, run again, timed all six
+    runs and picked seed 0 again (finished), so seed 2 was never trained. Now the finished runs are left
+    out of the timing and the choice: one seed fits, and it is seed 2; seeds 0 and 1 are said done."""
+    out, args = str(tmp_path), ["python", "seq_only seq_depth", "--data", tiny_python, "--out", str(tmp_path),
+                                *SMALL]
+    trained(args[0], args[1], "0 1", *args[2:])
+    monkeypatch.setattr(budget, "fitting", lambda *a: (1, 5))
+    trained(args[0], args[1], "0 1 2", *args[2:], "--budget=50")
+    said = capsys.readouterr().out
+    assert "training seed 2 of 1 at 5 steps" in said and said.count("done:") == 4
+    assert json.load(open(os.path.join(out, "python", "seq_depth", "seed2", "final.json")))["step"] == 5
+
+
+def test_check_names_the_runs_it_would_train(tiny_python, tmp_path, capsys):
+    """A new user's trial: --check ("plan every run") said the finished runs and named none of the runs
+    it would train. Each is now said, and nothing is written."""
+    trained("python", "seq_only", "0", "--data", tiny_python, "--out", str(tmp_path), *SMALL)
+    capsys.readouterr()
+    assert trained("python", "seq_only seq_depth", "0", "--data", tiny_python, "--out", str(tmp_path), *SMALL,
+                   "--check") == []
+    said = capsys.readouterr().out
+    assert f"done: {tmp_path}/python/seq_only/seed0" in said
+    assert f"to train: {tmp_path}/python/seq_depth/seed0" in said
+    assert not os.path.exists(tmp_path / "python" / "seq_depth")
+
+
 def test_a_budget_probes_only_the_seeds_memory_holds(tiny_python, tmp_path, monkeypatch, capsys):
     """A device that holds one seed's runs but not two: --budget probes and trains seed 0 alone, said,
     where `fits` would refuse the whole study (a table stage asks for ten seeds)."""

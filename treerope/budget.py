@@ -16,13 +16,18 @@ PROBE = 3   # steps timed after the first (compile, warm-up)
 
 
 def budgeted(values, main):
-    """The runs of the seeds that fit: those memory holds (`held`), timed by `main` (train.py's) over
-    PROBE + 1 steps, then as many seeds as fit the budget from now at full length, else one seed
-    shortened (a reading, said: the first seed none of whose runs began), or refused in one line."""
-    started, cfg = time.time(), values[0][0]
-    values, runs = held(values)
+    """The runs of the seeds that fit: of the runs not yet finished (a rerun goes on with the seeds left),
+    those memory holds (`held`), timed by `main` (train.py's) over PROBE + 1 steps, then as many seeds as
+    fit the budget from now at full length, else one seed shortened (a reading, said: the first seed none
+    of whose runs began), or refused in one line."""
+    started, cfg, asked = time.time(), values[0][0], values
+    finished = [os.path.exists(os.path.join(plan(c, o, True, quiet=True).out_dir, "final.json"))
+                for c, o in asked]
+    if all(finished):   # train.py says each is done
+        return asked
+    values, runs = held([v for v, done in zip(asked, finished) if not done])   # a rerun: the seeds left
     seeds = sorted({c.seed for c, _ in values})
-    configs = len({c.config for c, _ in values})
+    configs = len({c.config for c, _ in asked})
     with tempfile.TemporaryDirectory() as scratch:
         probe = [(dataclasses.replace(c, budget=None, out=scratch, steps=PROBE + 1, passes=None,
                                       milestones=PROBE + 1, checkpoint=False, val_docs=1, test_docs=1), None)
@@ -65,7 +70,7 @@ def budgeted(values, main):
     for c, origin in kept if length < steps else ():
         c.steps, c.passes, c.given = length, None, sorted({*c.given, "steps"})
         origin["steps"], origin["passes"] = "--budget", "--budget"
-    return kept
+    return kept + [v for v, done in zip(asked, finished) if done]   # said done by train.py
 
 
 def held(values):

@@ -273,6 +273,7 @@ def opened(values, rank=0, world=1):
     for i, run in enumerate(runs):
         setup(run, quiet=i > 0)
     if values[0][0].check:   # sweep.sh's check: the finished runs and the models, nothing written
+        print("".join(f"to train: {r.out_dir}\n" for r in runs if r.master), end="")
         yield []
         return
     for run in runs:         # every checkpoint checked before anything is written
