@@ -134,7 +134,8 @@ def main(argv=None, values=None):
                 checked(runs, read)   # the non-finite stop: a step late (no wait for the device), or now
             ahead = None if reached else sent
             bar.update(min(r.step for r in runs) - bar.n)
-            bar.set_postfix(loss=f"{runs[0].loss:.3f}", tok_s=f"{sum(r.tokens_seen for r in runs) / now:.0f}")
+            bar.set_postfix(loss="read next step" if math.isnan(runs[0].loss) else f"{runs[0].loss:.3f}",
+                            tok_s=f"{sum(r.tokens_seen for r in runs) / now:.0f}")   # read a step late
             reached = [r for r in reached if not r.done]
             if reached:   # the fixed validation records, the log, the checkpoint, the early stop
                 t1 = time.time()
