@@ -21,11 +21,12 @@ def budgeted(values, main):
     fit the budget from now at full length, else one seed shortened (a reading, said: the first seed none
     of whose runs began), or refused in one line."""
     started, cfg, asked = time.time(), values[0][0], values
-    finished = [os.path.exists(os.path.join(plan(c, o, True, quiet=True).out_dir, "final.json"))
-                for c, o in asked]
+    planned = [plan(c, o, True, quiet=True) for c, o in asked]
+    finished = [os.path.exists(os.path.join(r.out_dir, "final.json")) for r in planned]
     if all(finished):   # train.py says each is done
         return asked
-    values, runs = held([v for v, done in zip(asked, finished) if not done])   # a rerun: the seeds left
+    left = [i for i, done in enumerate(finished) if not done]   # a rerun: the seeds left
+    values, runs = held([asked[i] for i in left], [planned[i] for i in left])
     seeds = sorted({c.seed for c, _ in values})
     configs = len({c.config for c, _ in asked})
     with tempfile.TemporaryDirectory() as scratch:
@@ -73,11 +74,10 @@ def budgeted(values, main):
     return kept + [v for v, done in zip(asked, finished) if done]   # said done by train.py
 
 
-def held(values):
-    """The values and planned runs of the most seeds (from the first) whose step the device's memory
-    holds (at least the first seed's, which train.py then refuses where even they do not fit), said where
-    fewer."""
-    runs = [plan(c, origin, True, quiet=True) for c, origin in values]
+def held(values, runs):
+    """The values and planned runs (`runs`, values' own) of the most seeds (from the first) whose step the
+    device's memory holds (at least the first seed's, which train.py then refuses where even they do not
+    fit), said where fewer."""
     seeds = sorted({r.cfg.seed for r in runs})
     for n in range(len(seeds), 0, -1):
         kept = [r for r in runs if r.cfg.seed in seeds[:n]]
