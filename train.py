@@ -44,8 +44,8 @@ from tqdm import tqdm
 
 from treerope.batches import fixed_rows, step_rows
 from treerope.budget import budgeted
-from treerope.ensemble import adamw_step, clip, evaluate, in_lanes, lanes, micro_batch
-from treerope.machine import keep_freed_memory, start, summed
+from treerope.ensemble import adamw_step, clip, evaluate, micro_batch, stacked
+from treerope.machine import keep_freed_memory, per_core, start, summed
 from treerope.runs import lr_sweep
 from treerope.training import closed, diverged, lr_at, milestone, opened, parse
 
@@ -67,19 +67,19 @@ def main(argv=None, values=None):
         rank, world, cfg.device = start(cfg.device)
 
     # ------------------------------------------------ data, models, optimisers, folders ----
-    with opened(values, rank, world) as planned:   # each checked, owned and restored (or finished)
-        runs = [r for r in planned if not r.finished]
+    # on a CPU the runs still to train are dealt to one process a core: `runs` is this process's share
+    with opened(values, rank, world) as planned, per_core(planned, cfg, world) as runs:
         if not runs:                                # a finished run is left as it is
             return planned[0].out_dir if len(values) == 1 and planned else []
         if len(runs) > 1:
             named = ", ".join(f"{r.cfg.config}/{r.cfg.seed}" for r in runs)
             print(f"{len(runs)} runs at once ({named}), one model: model.GPT's forward and loss over their "
                   "stacked weights")
-        lanes_ = lanes(runs, world)     # the runs as one model each lane: one lane a core on CPU, else one
+        model = stacked(runs, world)               # the runs as one model: one lane, one graph
         split, T = runs[0].train, fixed_rows(runs[0])   # T: compiled or --pack, rows of the context
 
-        # ---------------------------------------------------------------------- the loop ----
-        t0, paused, ahead = time.time(), 0.0, None   # paused: validation and checkpoints, not training time
+        # ------------------------------------------------------------------ the loop ----
+        t0, paused, ahead = time.time(), 0.0, None   # paused: validation, checkpoints: not training time
         bar = tqdm(total=max(r.steps for r in runs), initial=min(r.step for r in runs), disable=rank > 0,
                    desc=cfg.config if len(runs) == 1 else f"{len(runs)} runs")
         while not all(r.done for r in runs):        # every run at its own step (resumed ones may differ)
@@ -87,35 +87,30 @@ def main(argv=None, values=None):
                 r.rows = [] if r.done else step_rows(r, T)
                 for g in r.opt.param_groups:
                     g["lr"] = lr_at(r.step, r.steps, r.cfg.lr, r.cfg.min_lr)
-
-            def step(lane):   # a lane's runs through their micro-batches: forward, loss, backward
-                own, model = lane
-                W = model.weights()                   # the runs' weights, stacked (M > 1): this step's leaves
-                losses, executed = torch.zeros(len(own), dtype=torch.float64, device=cfg.device), 0.0
-                n_tok = torch.tensor([max(r.predicted().sum(), 1) for r in own], dtype=torch.float32,
-                                     device=cfg.device)             # the tokens with a target, each run's
-                laid = list(split.micro_batches([r.rows for r in own], cfg.mb_tokens, T))
-                mine = laid[rank::world]                    # under torchrun, dealt round-robin
-                for i, mb in enumerate(mine or laid[:1]):   # a process dealt none joins the sync at weight 0
-                    idx, C, targets, masks, blocked = micro_batch(model, own, split, mb, T)
-                    # DDP syncs (and averages) on each process's last backward only: losses scaled by world
-                    sync = world == 1 or i == len(mine) - 1 or not mine
-                    with contextlib.nullcontext() if sync else model.one.no_sync(), own[0].autocast:
-                        nll = model(W, masks, idx, C, targets, blocked)   # (M, B, T): model.GPT's loss
-                    loss = nll.sum((1, 2)) / n_tok                        # each run's token mean, its step
-                    (loss.sum() * (world if mine else 0)).backward()
-                    losses += loss.detach().double() * bool(mine)
-                    executed += own[0].model.flops(np.full(*idx.shape[1:])) * bool(mine)   # padding in
-                model.hand(W)
-                return losses, [executed] * len(own)
-            stepped = in_lanes(step, lanes_)
-            losses = torch.cat([x for x, _ in stepped])
-            executed = [e for _, es in stepped for e in es]
-            if world > 1:   # every process sees the whole loss (the NaN stop must agree) and FLOPs executed
+            # the runs' micro-batches: forward, loss, backward
+            W = model.weights()                   # the runs' weights, stacked (M > 1): this step's leaves
+            losses, executed = torch.zeros(len(runs), dtype=torch.float64, device=cfg.device), 0.0
+            n_tok = torch.tensor([max(r.predicted().sum(), 1) for r in runs], dtype=torch.float32,
+                                 device=cfg.device)             # the tokens with a target, each run's
+            laid = list(split.micro_batches([r.rows for r in runs], cfg.mb_tokens, T))
+            mine = laid[rank::world]                    # under torchrun, dealt round-robin
+            for i, mb in enumerate(mine or laid[:1]):   # a process dealt none joins the sync at weight 0
+                idx, C, targets, masks, blocked = micro_batch(model, runs, split, mb, T)
+                # DDP syncs (and averages) on each process's last backward only: losses scaled by world
+                sync = world == 1 or i == len(mine) - 1 or not mine
+                with contextlib.nullcontext() if sync else model.one.no_sync(), runs[0].autocast:
+                    nll = model(W, masks, idx, C, targets, blocked)   # (M, B, T): model.GPT's loss
+                loss = nll.sum((1, 2)) / n_tok                        # each run's token mean, its step
+                (loss.sum() * (world if mine else 0)).backward()
+                losses += loss.detach().double() * bool(mine)
+                executed += runs[0].model.flops(np.full(*idx.shape[1:])) * bool(mine)   # padding in
+            model.hand(W)
+            executed = [executed] * len(runs)
+            if world > 1:   # every process sees the whole loss (the NaN stop must agree), FLOPs executed
                 losses, executed = summed(losses, cfg.device), summed(executed, cfg.device)
             sent = (sent_to_host(losses), [None if r.done else r.step for r in runs])
             live = [r for r in runs if not r.done]
-            clip([r.model for r in live], 1.0)          # each run's clip at 1.0, then its AdamW, all at once
+            clip([r.model for r in live], 1.0)          # each run's clip at 1.0, then its AdamW, at once
             adamw_step([r.opt for r in live])
             for r in runs:
                 r.opt.zero_grad(set_to_none=True)
@@ -139,7 +134,7 @@ def main(argv=None, values=None):
             reached = [r for r in reached if not r.done]
             if reached:   # the fixed validation records, the log, the checkpoint, the early stop
                 t1 = time.time()
-                every = evaluate(lanes_, runs[0].val, runs[0].val_ids, T)   # every run at once: one graph
+                every = evaluate(runs, model, runs[0].val, runs[0].val_ids, T)   # every run at once
                 for r, val in zip(runs, every):
                     if r not in reached:
                         continue
@@ -150,17 +145,16 @@ def main(argv=None, values=None):
                         milestone(r, val, r.opt.param_groups[0]["lr"])
                 paused += time.time() - t1
 
-        # ------------------------------------------------------------------------ finish ----
-        failed = closed(runs, lanes_)
+        # -------------------------------------------------------------------- finish ----
+        if closed(runs, model):   # a run diverged with nothing to report
+            sys.exit(2)
     counts = torch._dynamo.utils.counters   # bench.py reads this line
     if cfg.compile:
         print(f"compiled: {counts['stats']['unique_graphs']} graphs, "
               f"{sum(counts['graph_break'].values())} graph breaks")
     if world > 1:
         torch.distributed.destroy_process_group()
-    if failed:
-        sys.exit(2)
-    dirs = [r.out_dir for r in runs]
+    dirs = [r.out_dir for r in planned if not r.finished]
     return dirs[0] if len(values) == 1 else dirs   # one run asked for: its folder
 
 

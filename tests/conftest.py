@@ -15,6 +15,7 @@ import torch
 
 import prepare
 from rotary import tl, triton
+from treerope import machine
 
 STDLIB = sysconfig.get_paths()["stdlib"]
 # 40 files of CPython 3.11.7's distutils (PSF licence, stdlib311/README.md): the corpus whose losses tests
@@ -47,6 +48,13 @@ def triton_fault():
 
 TRITON_FAULT = triton_fault()
 needs_triton = pytest.mark.skipif(TRITON_FAULT is not None, reason=f"the Triton kernel: {TRITON_FAULT}")
+
+
+@pytest.fixture(autouse=True)
+def one_process(monkeypatch):
+    """Runs trained at once stay in the test's process (machine.per_core forks one a core, and a fork keeps
+    neither a test's captured output nor its view of the runs); tests of the forks give machine.cores."""
+    monkeypatch.setattr(machine, "cores", lambda: 1)
 
 
 def pytest_terminal_summary(terminalreporter):

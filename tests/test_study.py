@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
@@ -669,25 +668,52 @@ def test_eager_rows_hold_a_record_each_grouped_by_length_as_by_hand():
                 assert n in (0, *lengths)
 
 
-def test_lanes_train_each_run_as_train_py_did(tiny_python, tmp_path, monkeypatch):
-    """Dealt into three lanes (two runs, one, one), each lane's runs stepped on a thread of its own,
-    every run still trains train.py's curve: the lanes' losses are joined in the runs' order."""
-    threads = set()
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)   # three cores: three lanes
-    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
-    batch, call, graded = ensemble.micro_batch, ensemble.Ensemble.__call__, set()
-    monkeypatch.setattr(train, "micro_batch", lambda *a: threads.add(threading.get_ident()) or batch(*a))
+def test_runs_dealt_to_a_process_a_core_train_each_run_as_train_py_did(tiny_python, tmp_path, monkeypatch):
+    """Three cores: the four runs dealt in order to three processes (two runs, one, one), each on one
+    thread; every run still trains train.py's curve, the first process returns every run's folder, and
+    the first waits for the others (their final.json are written when it returns)."""
+    monkeypatch.setattr(machine, "cores", lambda: 3)
+    seen, batch = tmp_path / "seen", ensemble.micro_batch
 
-    def seen(self, *a):   # grad mode is per thread: the evaluation's lanes must turn it off themselves
-        graded.add((self.models[0].training, torch.is_grad_enabled()))
-        return call(self, *a)
-    monkeypatch.setattr(ensemble.Ensemble, "__call__", seen)
-    out = str(tmp_path)
-    trained("python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL)
-    assert len(threads) >= 2 and threading.get_ident() not in threads
-    assert graded == {(True, True), (False, False)}          # training with gradients, evaluation without
+    def noted(ens, runs, *a):   # each process's runs and threads, on disk (a fork's memory is its own)
+        with open(seen, "a") as f:
+            f.write(f"{os.getpid()} {torch.get_num_threads()} {' '.join(r.cfg.config for r in runs)}\n")
+        return batch(ens, runs, *a)
+    monkeypatch.setattr(train, "micro_batch", noted)
+    out = str(tmp_path / "out")
+    dirs = trained("python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL)
+    assert [os.path.relpath(d, out) for d in dirs] == [os.path.join("python", c, f"seed{s}") for s in (0, 1)
+                                                       for c in ("seq_only", "seq_depth")]
+    assert all(os.path.exists(os.path.join(d, "final.json")) for d in dirs)
+    shares = {}
+    for line in open(seen):
+        pid, threads, configs = line.split(" ", 2)
+        shares.setdefault(pid, set()).add((threads, configs.strip()))
+    assert len(shares) == 3 and str(os.getpid()) in shares                        # the first trains a share
+    assert sorted(v for s in shares.values() for v in s) == [("1", "seq_depth"), ("1", "seq_only"),
+                                                              ("1", "seq_only seq_depth")]
     for key, want in ECB659C.items():
         assert_matches(losses(out, *key), want)
+
+
+def test_a_forked_share_that_fails_fails_the_command(tiny_python, tmp_path, monkeypatch):
+    """A share's process that diverges exits 2 and the command exits 2 once every share ended; one that
+    crashes fails the command in one line naming its runs (never a success with runs unfinished)."""
+    monkeypatch.setattr(machine, "cores", lambda: 2)
+    close = training.closed
+    for planted, want in (("diverged", 2), ("crashed", "ended with exit code 1")):
+        def fails(runs, model):   # the second share's process (seed 1) fails as planted
+            if runs[0].cfg.seed == 1 and planted == "crashed":
+                raise RuntimeError("planted")
+            return close(runs, model) or (runs[0].cfg.seed == 1 and planted == "diverged")
+        monkeypatch.setattr(train, "closed", fails)
+        out = str(tmp_path / planted)
+        with pytest.raises(SystemExit) as e:
+            trained("python", "seq_only", "0 1", "--data", tiny_python, "--out", out, *SMALL, "--steps=2",
+                    "--milestones=1")
+        assert e.value.code == want if planted == "diverged" else want in e.value.code
+        assert "seed1" in str(e.value.code) or planted == "diverged"
+        assert os.path.exists(os.path.join(out, "python", "seq_only", "seed0", "final.json"))
 
 
 def test_a_dropout_run_begun_under_the_old_draws_is_refused_on_resume(tiny_python, tmp_path):

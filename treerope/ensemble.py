@@ -2,14 +2,11 @@
 torch.func.vmap (PyTorch's model-ensembling recipe: stacked state + vmap(functional_call)). What differs
 between runs is data: each run's rotary tables in one frame (Rotary.angles over a run dimension), its
 dropout masks (drawn outside, batches.drawn). M = 1 is a run's own model called as it is (compiled, under
-DDP). Here too: the runs dealt into lanes (one a core on a CPU), a micro-batch of every run, the one
-evaluation, and each run's clip and AdamW at once. Nothing here computes a logit or a loss: a fork of
-model.py (a loss term, a head with a bias, a parameter, a dropout site) trains here as it does alone."""
-import collections
-import concurrent.futures
+DDP). Here too: a micro-batch of every run, the one evaluation, and each run's clip and AdamW at once.
+Nothing here computes a logit or a loss: a fork of model.py (a loss term, a head with a bias, a parameter,
+a dropout site) trains here as it does alone."""
 import copy
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -142,34 +139,14 @@ def dropout_sites(model):
 
 
 # ------------------------------------------------------------------ the runs' micro-batches ----
-Lane = collections.namedtuple("Lane", "runs model")   # runs stepped together, and their Ensemble
-
-
-def lanes(runs, world=1):
-    """The runs dealt into lanes of consecutive runs, each lane one model (an Ensemble): on a CPU, eager,
-    one lane a core, each stepped on a thread of its own (two 1-thread processes beat one 2-thread
-    process: RESULTS "Speed"); compiled or on a GPU one lane (one graph); under torchrun the run's
-    model under DDP."""
+def stacked(runs, world=1):
+    """The runs as one model (an Ensemble: compiled or eager, on any device; under torchrun the run's model
+    under DDP), their splits moved to its device once, before the steps read them."""
     cfg = runs[0].cfg
-    n = max(1, min(len(runs), torch.get_num_threads())) if cfg.device == "cpu" and not cfg.compile else 1
-    for split in (runs[0].train, runs[0].val, runs[0].test):   # moved once, before the lanes share them
+    for split in (runs[0].train, runs[0].val, runs[0].test):
         split.on(torch.empty(0, device=cfg.device).device)
     wrap = (lambda f: machine.wrapped(f, cfg.device)) if world > 1 else None
-    parts = [[runs[int(m)] for m in part] for part in np.array_split(np.arange(len(runs)), n)]
-    return [Lane(part, Ensemble([r.model for r in part], cfg.compile, wrap)) for part in parts]
-
-
-def in_lanes(fn, lanes_):
-    """fn(lane) for every lane, each on a thread of one core where there are several (`lanes`)."""
-    if len(lanes_) == 1:
-        return [fn(lanes_[0])]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)                  # a lane a core (RESULTS "Speed")
-    try:
-        with concurrent.futures.ThreadPoolExecutor(len(lanes_)) as pool:
-            return list(pool.map(fn, lanes_))
-    finally:
-        torch.set_num_threads(threads)
+    return Ensemble([r.model for r in runs], cfg.compile, wrap)
 
 
 def micro_batch(ens, runs, split, laid, T_fixed, train=True):
@@ -195,24 +172,20 @@ def micro_batch(ens, runs, split, laid, T_fixed, train=True):
 
 
 # ------------------------------------------------------------------------ the evaluation ----
-def evaluate(lanes_, split, ids, T=None):
+@torch.no_grad()
+def evaluate(runs, ens, split, ids, T=None):
     """Each run's mean NLL per token over records `ids` (the same for every run), laid into rows as its
-    training lays them (with T, rows of T tokens): a list in the runs' order, every lane's runs at once."""
+    training lays them (with T, rows of T tokens): a list in the runs' order, all at once through `ens`."""
     n = max(int((split.len[ids] - 1).sum()), 1)
     rows = fill_blocks(ids, split.len, T, len(ids)) if T else list(ids)
-
-    @torch.no_grad()      # in the lane's own thread: grad mode is per thread
-    def lane(lane):
-        runs, ens = lane
-        total = torch.zeros(len(runs), dtype=torch.float64, device=runs[0].cfg.device)
-        ens.train(False)
-        for laid in split.micro_batches([rows] * len(runs), runs[0].cfg.mb_tokens, T):
-            idx, C, targets, masks, blocked = micro_batch(ens, runs, split, laid, T, train=False)
-            with runs[0].autocast:
-                total += ens(ens.weights(), masks, idx, C, targets, blocked).float().sum((1, 2)).double()
-        ens.train(True)
-        return (total / n).tolist()
-    return [v for part in in_lanes(lane, lanes_) for v in part]
+    total = torch.zeros(len(runs), dtype=torch.float64, device=runs[0].cfg.device)
+    ens.train(False)
+    for laid in split.micro_batches([rows] * len(runs), runs[0].cfg.mb_tokens, T):
+        idx, C, targets, masks, blocked = micro_batch(ens, runs, split, laid, T, train=False)
+        with runs[0].autocast:
+            total += ens(ens.weights(), masks, idx, C, targets, blocked).float().sum((1, 2)).double()
+    ens.train(True)
+    return (total / n).tolist()
 
 
 # ------------------------------------------------------------------ every run's update ----

@@ -5,12 +5,15 @@ nccl on CUDA, the model under DDP; train.py's loop deals each step's micro-batch
 
     torchrun --nproc_per_node=2 train.py --corpus python
 """
+import contextlib
 import ctypes
 import dataclasses
 import os
 import subprocess
 import sys
+import traceback
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -69,6 +72,64 @@ def provenance(device):
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     return {"commit": commit, "dirty": dirty, "torch": torch.__version__, "triton": triton_version,
             "device": name}
+
+
+def cores():
+    """The cores a CPU's runs are dealt to: torch's intra-op threads (OMP_NUM_THREADS, else every core)."""
+    return torch.get_num_threads()
+
+
+@contextlib.contextmanager
+def per_core(planned, cfg, world=1):
+    """This process's share of the runs still to train (`planned`'s unfinished). On a CPU, eager, outside
+    torchrun, several runs are dealt in order to one process a core, each on one thread: forked once the
+    runs are opened (each inherits them; their folders' locks stay with the first), since two one-thread
+    processes outran one process's two threads by 8.7% (RESULTS "Speed"). A forked share's process ends
+    with the with-block, exiting as it would (2: a run diverged); the first waits for them all and exits
+    as the worst of them did."""
+    runs = [r for r in planned if not r.finished]
+    n = min(len(runs), cores()) if cfg.device == "cpu" and not cfg.compile and world == 1 else 1
+    if n <= 1 or not hasattr(os, "fork"):
+        yield runs
+        return
+    shares = [[runs[int(i)] for i in part] for part in np.array_split(np.arange(len(runs)), n)]
+    print(f"{n} processes of one thread, the runs dealt in order: " +
+          " | ".join(", ".join(f"{r.cfg.config}/{r.cfg.seed}" for r in share) for share in shares))
+    sys.stdout.flush()   # not written again by each fork
+    sys.stderr.flush()
+    threads, forked = torch.get_num_threads(), []
+    for share in shares[1:]:
+        pid = os.fork()
+        if pid == 0:
+            torch.set_num_threads(1)
+            code = 0
+            try:
+                yield share
+            except SystemExit as e:       # a refusal's line, or train.py's exit 2
+                code = e.code if isinstance(e.code, int) else print(e.code, file=sys.stderr) or 1
+            except KeyboardInterrupt:     # Ctrl-C reaches every process: the first says what a rerun does
+                code = 130
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        forked.append((pid, share))
+    torch.set_num_threads(1)
+    try:
+        yield shares[0]
+    finally:
+        torch.set_num_threads(threads)
+        ended = [(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), share) for pid, share in forked]
+    failed = [(code, share) for code, share in ended if code]
+    if any(code != 2 for code, _ in failed):
+        code, share = next((c, s) for c, s in failed if c != 2)
+        sys.exit(f"error: the process training {', '.join(r.out_dir for r in share)} ended with exit code "
+                 f"{code} (its output is above)")
+    if failed:          # a run diverged there; its line said so
+        sys.exit(2)
 
 
 # ----------------------------------------------------------------------- data parallel ----

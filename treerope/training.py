@@ -582,18 +582,18 @@ def diverged(run, step, what):
         run.failed = True
 
 
-def closed(runs, lanes_):
+def closed(runs, model):
     """final.json for every run that did not fail, the test split scored for all of them at once; then
     train.py exits 2 naming any run that diverged with nothing to report, and what a rerun does."""
     if not all(r.failed for r in runs) and runs[0].master:
         first = runs[0]
         T = fixed_rows(first)
-        tests, vals = evaluate(lanes_, first.test, first.test_ids, T), None
+        tests, vals = evaluate(runs, model, first.test, first.test_ids, T), None
         for m, r in enumerate(runs):
             if r.failed:
                 continue
             if not r.log:
-                vals = vals or evaluate(lanes_, first.val, first.val_ids, T)
+                vals = vals or evaluate(runs, model, first.val, first.val_ids, T)
             finish(r, r.log[-1]["val_loss"] if r.log else vals[m], tests[m])
     failed = [r for r in runs if r.failed]
     if failed and runs[0].master:   # what a rerun does with each: from its last checkpoint, or from the start
