@@ -200,21 +200,22 @@ def training(data_dir="data/web", steps=300, reps=3):
 
 def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options=(), reps=1, say=print,
           paths=("study", "separate"), keep=None):
-    """Aggregate training throughput of M runs (seq_only and seq_depth over seeds 0, 1, ...) trained
-    as one batched study (study.py, every thread torch has) beside the same runs as separate processes
-    (sweep.sh, `jobs` at a time, one thread each), in this one invocation, largest M first, each row
-    said (`say`) as it is measured. Steady state: the window from each run's first milestone (compile
-    and warm-up before it, reported apart) to its last, read from the log fields both paths write:
-    `tokens`, `flops` and `elapsed` (training time: validation and checkpoints left out). The study's
-    runs share one clock; the separate runs' concurrency is measured, not assumed: their windows' summed
-    length over the wall time any of them was open (each log entry's `time`). FLOPs are nanoGPT's count
-    at each record's length (model.flops; MFU against machine.PEAK_FLOPS on CUDA), hardware FLOPs
-    executed (padding, masked attention) beside them. With `reps` > 1 the two paths alternate `reps` times
-    and a last row gives the median of the repetitions' ratios (study ÷ separate): a machine whose speed
-    drifts between runs minutes apart moves both paths of a repetition alike. `paths` ("study",): the
-    study alone (a GPU's compiled study, its MFU: compiling M separate processes would not fit a call).
-    `keep`: a folder where each measurement's runs and output stay (under M{M}_{path}[_rep{rep}]), so a
-    measurement killed at its limit leaves the milestones it logged."""
+    """Aggregate training throughput of M runs (seq_only and seq_depth over seeds 0, 1, ...) trained as one
+    batched study (study.py; on a CPU one process a core, machine.per_core) beside the same runs as
+    separate processes (sweep.sh, `jobs` at a time, one thread each), in this one invocation, largest M
+    first, each row said (`say`) as it is measured. Steady state: the window from each run's first
+    milestone (compile and warm-up before it, reported apart) to its last, read from the log fields both
+    paths write: `tokens`, `flops` and `elapsed` (training time: validation and checkpoints left out).
+    The study's runs train over one window (its processes start together): the longest run's; the
+    separate runs' concurrency is measured, not assumed: their windows' summed length over the wall time
+    any of them was open (each log entry's `time`). FLOPs are nanoGPT's count at each record's length
+    (model.flops; MFU against machine.PEAK_FLOPS on CUDA), hardware FLOPs executed (padding, masked
+    attention) beside them. With `reps` > 1 the two paths alternate `reps` times and a last row gives the
+    median of the repetitions' ratios (study ÷ separate): a machine whose speed drifts between runs
+    minutes apart moves both paths of a repetition alike. `paths` ("study",): the study alone (a GPU's
+    compiled study, its MFU: compiling M separate processes would not fit a call). `keep`: a folder where
+    each measurement's runs and output stay (under M{M}_{path}[_rep{rep}]), so a measurement killed at
+    its limit leaves the milestones it logged."""
     rows = []
     for M, rep in ((M, rep) for M in sizes for rep in range(1, reps + 1)):
         configs = ["seq_only", "seq_depth"] if M > 1 else ["seq_only"]

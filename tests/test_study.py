@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -714,6 +715,41 @@ def test_a_forked_share_that_fails_fails_the_command(tiny_python, tmp_path, monk
         assert e.value.code == want if planted == "diverged" else want in e.value.code
         assert "seed1" in str(e.value.code) or planted == "diverged"
         assert os.path.exists(os.path.join(out, "python", "seq_only", "seed0", "final.json"))
+
+
+def stat(pid):
+    """(state, parent pid) of a process from /proc, or None where it is gone."""
+    try:
+        state, parent = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[:2]
+    except (OSError, ValueError):
+        return None
+    return state, int(parent)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_killing_train_py_ends_every_share(tiny_python, tmp_path):
+    """train.py killed (as `timeout` or a user kills it) while two shares train: the forked share's process
+    ends too, rather than training on unseen and holding its runs' folders (a rerun would be refused)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cmd = [sys.executable, "train.py", "--corpus", "python", "--config", "seq_only", "--seed", "0", "1",
+           "--data", tiny_python, "--out", str(tmp_path), *SMALL, "--steps=100000", "--milestones=1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          text=True) as p:
+        while "processes of one thread" not in (line := p.stdout.readline()):
+            assert line, "train.py ended before dealing its runs"
+        for _ in range(100):                          # the line is said, then the share forked
+            children = [int(d) for d in os.listdir("/proc") if d.isdigit() and (stat(d) or "__")[1] == p.pid]
+            if children:
+                break
+            time.sleep(0.1)
+        assert len(children) == 1
+        p.kill()
+    for _ in range(100):                              # gone, or a zombie left for a reaper
+        if (stat(children[0]) or ("Z",))[0] == "Z":
+            break
+        time.sleep(0.1)
+    assert (stat(children[0]) or ("Z",))[0] == "Z"
 
 
 def test_a_dropout_run_begun_under_the_old_draws_is_refused_on_resume(tiny_python, tmp_path):

@@ -96,7 +96,7 @@ class Split:
             yield np.stack([a for a, _ in laid]), np.stack([s for _, s in laid]), which
 
     def on(self, device):
-        """The split's fields moved to `device`, once (before lanes share it: training.lanes)."""
+        """The split's fields moved to `device`, once (ensemble.stacked, before the steps read them)."""
         if getattr(self, "device", None) != device:
             self.flat = {f: torch.from_numpy(np.array(self.a[f], np.int32 if f == "tokens" else None))
                          .to(device) for f in ("tokens", *FIELDS) if f in self.a}

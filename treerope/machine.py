@@ -9,6 +9,7 @@ import contextlib
 import ctypes
 import dataclasses
 import os
+import signal
 import subprocess
 import sys
 import traceback
@@ -97,11 +98,12 @@ def per_core(planned, cfg, world=1):
           " | ".join(", ".join(f"{r.cfg.config}/{r.cfg.seed}" for r in share) for share in shares))
     sys.stdout.flush()   # not written again by each fork
     sys.stderr.flush()
-    threads, forked = torch.get_num_threads(), []
+    threads, forked, first = torch.get_num_threads(), [], os.getpid()
     for share in shares[1:]:
         pid = os.fork()
         if pid == 0:
             torch.set_num_threads(1)
+            ended_with(first)
             code = 0
             try:
                 yield share
@@ -130,6 +132,17 @@ def per_core(planned, cfg, world=1):
                  f"{code} (its output is above)")
     if failed:          # a run diverged there; its line said so
         sys.exit(2)
+
+
+def ended_with(first):
+    """A forked share's process ends when the first does (Linux's PR_SET_PDEATHSIG; a kill or a timeout
+    of train.py stops every share, each resumable from its last checkpoint); elsewhere it trains on."""
+    try:
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != first:    # the first ended before the call
+        os._exit(1)
 
 
 # ----------------------------------------------------------------------- data parallel ----
