@@ -75,7 +75,7 @@ def main(argv=None, values=None):
             named = ", ".join(f"{r.cfg.config}/{r.cfg.seed}" for r in runs)
             print(f"{len(runs)} runs at once ({named}), one model: model.GPT's forward and loss over their "
                   "stacked weights")
-        model = stacked(runs, world)               # the runs as one model: one lane, one graph
+        model = stacked(runs, world)               # the runs as one model (M = 1: the run's own)
         split, T = runs[0].train, fixed_rows(runs[0])   # T: compiled or --pack, rows of the context
 
         # ------------------------------------------------------------------ the loop ----

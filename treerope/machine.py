@@ -107,8 +107,10 @@ def per_core(planned, cfg, world=1):
             code = 0
             try:
                 yield share
-            except SystemExit as e:       # a refusal's line, or train.py's exit 2
-                code = e.code if isinstance(e.code, int) else print(e.code, file=sys.stderr) or 1
+            except SystemExit as e:       # a refusal's line (said here), or train.py's exit 2
+                if isinstance(e.code, str):
+                    print(e.code, file=sys.stderr)
+                code = e.code if isinstance(e.code, int) else int(e.code is not None)
             except KeyboardInterrupt:     # Ctrl-C reaches every process: the first says what a rerun does
                 code = 130
             except BaseException:
