@@ -1,6 +1,6 @@
 """Benchmarks (not tests).
     python bench.py rotation [TOKENS ...]   # a study's rotation: eager, compile, Triton (64k..512k tokens)
-    python bench.py train [DATA] [STEPS] [REPS]   # train.py's loop beside a bare loop
+    python bench.py train [DATA] [STEPS] [REPS]   # train.py beside a bare loop, alternating REPS times
     python bench.py study [CORPUS] [M ...] [--reps=R] [--study_only] [--keep=DIR] [--train.py options]
                                      # M runs batched beside M processes, alternating R times (3 on CPU,
                                      # 1 on a GPU); --keep: each measurement's runs kept in DIR
@@ -135,20 +135,23 @@ def print_rotation(out, M, T, dtype):
 
 def bare_loop(data_dir, steps, seed=0, lr=1.2e-3):
     """The CPU scale's run written plainly: the same model, records, micro-batches, AdamW, clipping
-    and lr schedule as train.py, training steps only. Returns (tokens, seconds)."""
-    docs_per_step, mb_tokens = Values.docs_per_step, Values.mb_tokens   # the defaults: the CPU scale
+    and lr schedule as train.py, and its validations (the same fixed records at the same evenly spaced
+    steps, a plain no-grad forward). Returns (tokens, training seconds, validation seconds, the losses)."""
+    v = Values     # the defaults: the CPU scale
     meta, corpus = corpus_stats(data_dir)
     cfg = GPTConfig(vocab_size=meta["tokenizer"]["vocab"], configuration="seq_depth",
                     corpus=corpus)
-    train = Split(data_dir, "train", cfg.max_len)
+    train, val = Split(data_dir, "train", cfg.max_len), Split(data_dir, "val", cfg.max_len)
+    val_ids = np.arange(min(v.val_docs, len(val)))
+    checks = {math.ceil(k * steps / v.milestones) for k in range(1, v.milestones + 1)}
     torch.manual_seed(seed)
     model = GPT(cfg)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and not n.startswith("rotary")]
     rest = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and not n.startswith("rotary"))]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
                             lr=lr, betas=(0.9, 0.95))
-    warm, per_pass, tokens = max(1, int(0.02 * steps)), max(len(train) // docs_per_step, 1), 0
-    t0 = time.perf_counter()
+    warm, per_pass, tokens = max(1, int(0.02 * steps)), max(len(train) // v.docs_per_step, 1), 0
+    t0, validating, vals = time.perf_counter(), 0.0, []
     for step in range(steps):
         frac = (step - warm) / max(1, steps - 1 - warm)
         for g in opt.param_groups:
@@ -156,9 +159,9 @@ def bare_loop(data_dir, steps, seed=0, lr=1.2e-3):
                 lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
         epoch, j = divmod(step, per_pass)
         order = np.random.default_rng([seed, epoch]).permutation(len(train))
-        rows = order[j * docs_per_step:(j + 1) * docs_per_step]
+        rows = order[j * v.docs_per_step:(j + 1) * v.docs_per_step]
         n_tok = int((train.len[rows] - 1).sum())
-        for group in by_length(train.len[rows], mb_tokens):
+        for group in by_length(train.len[rows], v.mb_tokens):
             b = train.batch(rows[group], "cpu")
             _, nll, _ = model(b["tokens"], model.rotary.coords(b), b["targets"])
             (nll.sum() / n_tok).backward()
@@ -166,36 +169,53 @@ def bare_loop(data_dir, steps, seed=0, lr=1.2e-3):
         opt.step()
         opt.zero_grad(set_to_none=True)
         tokens += n_tok
-    return tokens, time.perf_counter() - t0
+        if step + 1 in checks:
+            t1, total = time.perf_counter(), 0.0
+            model.eval()
+            with torch.no_grad():
+                for group in by_length(val.len[val_ids], v.mb_tokens):
+                    b = val.batch(val_ids[group], "cpu")
+                    total += model(b["tokens"], model.rotary.coords(b), b["targets"])[1].double().sum().item()
+            model.train()
+            vals.append(total / int((val.len[val_ids] - 1).sum()))
+            validating += time.perf_counter() - t1
+    return tokens, time.perf_counter() - t0 - validating, validating, vals
 
 
 def train_py(data_dir, steps, seed=0):
     """train.py's loop as it runs (milestones and checkpoints included; setup and the final test
-    score not), from its log: (tokens, seconds, seconds validating at milestones). Its seconds: the
-    training time the log counts (`elapsed`) and the validation's (`val_elapsed`); checkpoint writes,
-    a few ms a milestone at the CPU scale, are not counted."""
+    score not), from its log: (tokens, training seconds, validation seconds, the validation losses).
+    Its seconds: the training time the log counts (`elapsed`) and the validation's (`val_elapsed`);
+    checkpoint writes, a few ms a milestone at the CPU scale, are not counted."""
     with tempfile.TemporaryDirectory() as out:
         subprocess.run([sys.executable, "train.py", "--config", "seq_depth", "--data",
-                        os.path.dirname(data_dir), "--out", out, f"--steps={steps}", f"--seed={seed}",
-                        "--compile=0", "--bf16=0"],
+                        os.path.dirname(data_dir), "--corpus", os.path.basename(data_dir), "--out", out,
+                        f"--steps={steps}", f"--seed={seed}", "--compile=0", "--bf16=0"],
                        check=True, stdout=subprocess.DEVNULL, env={**os.environ, "TQDM_DISABLE": "1"})
-        last = [json.loads(x) for x in open(os.path.join(out, os.path.basename(data_dir), "seq_depth",
-                                                          f"seed{seed}", "log.jsonl"))][-1]
-    return last["tokens"], last["elapsed"] + last["val_elapsed"], last["val_elapsed"]
+        log = [json.loads(x) for x in open(os.path.join(out, os.path.basename(data_dir), "seq_depth",
+                                                         f"seed{seed}", "log.jsonl"))]
+    return log[-1]["tokens"], log[-1]["elapsed"], log[-1]["val_elapsed"], [x["val_loss"] for x in log]
 
 
-def training(data_dir="data/web", steps=300, reps=3):
-    """Median tokens/s of interleaved repetitions of each, fp32 eager, the threads torch has, and
-    the median share of train.py's wall spent in its milestones."""
-    rates, shares = {"bare": [], "train.py": []}, []
-    for _ in range(reps):
-        tokens, seconds = bare_loop(data_dir, steps)
-        rates["bare"].append(tokens / seconds)
-        tokens, seconds, in_milestones = train_py(data_dir, steps)
-        rates["train.py"].append(tokens / seconds)
-        shares.append(in_milestones / seconds)
-    medians = {k: statistics.median(v) for k, v in rates.items()}
-    return {**medians, "milestone_share": statistics.median(shares)}
+def training(data_dir="data/web", steps=300, reps=3, say=print):
+    """train.py beside the bare loop, alternating `reps` times (fp32 eager, the threads torch has), each
+    repetition's rows said as measured: tokens/s over the whole loop (training and validations) and
+    over training alone, then the median of the repetitions' ratios (train.py ÷ bare) of each."""
+    rows = []
+    for rep in range(1, reps + 1):
+        for path, run in (("bare", bare_loop), ("train.py", train_py)):
+            tokens, trained, validating, vals = run(data_dir, steps)
+            rows.append({"rep": rep, "path": path, "tokens/s": tokens / (trained + validating),
+                         "tokens/s training": tokens / trained,
+                         "validation share": validating / (trained + validating), "last val": vals[-1]})
+            say(rows[-1])
+    pairs = list(zip(rows[::2], rows[1::2]))
+    for k in ("tokens/s", "tokens/s training"):
+        ratios = [b[k] / a[k] for a, b in pairs]
+        rows.append({"path": "train.py / bare", "of": k, "median of reps": statistics.median(ratios),
+                     "each": " ".join(f"{r:.3f}" for r in ratios)})
+        say(rows[-1])
+    return rows
 
 
 def study(corpus="web", sizes=(8, 4, 1), steps=60, milestones=6, jobs=2, options=(), reps=1, say=print,
@@ -319,14 +339,18 @@ def steady(logs, one_clock):
     return out
 
 
+def said(row):
+    """A measurement's row on one line, as it is measured."""
+    print("  ".join(f"{k} {v:,.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()),
+          flush=True)
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["train"]:
         args = sys.argv[2:]
-        reps = int(args[2]) if len(args) > 2 else 3
-        r = training(args[0] if args else "data/web", int(args[1]) if len(args) > 1 else 300, reps)
-        print(f"tokens/s, median of {reps} interleaved: bare loop {r['bare']:,.0f}, "
-              f"train.py {r['train.py']:,.0f} ({r['train.py'] / r['bare']:.3f}x; milestones "
-              f"{100 * r['milestone_share']:.1f}% of its wall), {torch.get_num_threads()} threads")
+        print(f"bench.py train on CPU, {torch.get_num_threads()} threads", flush=True)
+        training(args[0] if args else "data/web", int(args[1]) if len(args) > 1 else 300,
+                 int(args[2]) if len(args) > 2 else 3, say=said)
     elif sys.argv[1:2] == ["study"]:
         cuda, args = torch.cuda.is_available(), sys.argv[2:]
         paths = ("study",) if "--study_only" in args else ("study", "separate")
@@ -345,8 +369,7 @@ if __name__ == "__main__":
         print(f"bench.py study on {where}, {torch.get_num_threads()} threads; fast paths: "
               f"{', '.join(f'{k} {int(v)}' for k, v in on.items())} ({why})", flush=True)
         study(words[0] if words else "web", tuple(sorted(sizes, reverse=True)), jobs=8 if cuda else 2,
-              options=args[cut:], reps=reps, paths=paths, keep=keep, say=lambda r: print("  ".join(
-                  f"{k} {v:,.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()), flush=True))
+              options=args[cut:], reps=reps, paths=paths, keep=keep, say=said)
     elif sys.argv[1:2] == ["update"]:
         update(tuple(int(a) for a in sys.argv[2:]) or (8, 16))
     elif sys.argv[1:2] == ["rotation"]:

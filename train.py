@@ -80,8 +80,9 @@ def main(argv=None, values=None):
 
         # ------------------------------------------------------------------ the loop ----
         t0, paused, ahead = time.time(), 0.0, None   # paused: validation, checkpoints: not training time
-        bar = tqdm(total=max(r.steps for r in runs), initial=min(r.step for r in runs), disable=rank > 0,
-                   desc=cfg.config if len(runs) == 1 else f"{len(runs)} runs")
+        bar = tqdm(total=max(r.steps for r in runs), initial=min(r.step for r in runs),
+                   disable=rank > 0 or bool(os.environ.get("TQDM_DISABLE")),   # tqdm's switch, honoured
+                   desc=runs[0].cfg.config if len(runs) == 1 else f"{len(runs)} runs")
         while not all(r.done for r in runs):        # every run at its own step (resumed ones may differ)
             for r in runs:   # its lr, and its step's rows (seeded records, the same in every configuration)
                 r.rows = [] if r.done else step_rows(r, T)

@@ -753,6 +753,21 @@ def test_killing_train_py_ends_every_share(tiny_python, tmp_path):
     assert (stat(children[0]) or ("Z",))[0] == "Z"
 
 
+def test_one_progress_bar_the_first_shares_and_tqdm_disable_honoured(tiny_python, tmp_path):
+    """Two shares on one terminal: only the first draws its bar (seq_only's; two bars would overwrite each
+    other on one line, turn by turn), and TQDM_DISABLE (tqdm's own switch; bench.py sets it) hides it."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for hidden in (False, True):
+        cmd = [sys.executable, "train.py", "--corpus", "python", "--config", "seq_only", "seq_depth",
+               "--data", tiny_python, "--out", str(tmp_path / str(hidden)), *SMALL, "--steps=2",
+               "--milestones=1"]
+        env = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
+        env.update(OMP_NUM_THREADS="2", **({"TQDM_DISABLE": "1"} if hidden else {}))
+        done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0 and "2 processes of one thread" in done.stdout, done.stderr[-500:]
+        assert "seq_depth:" not in done.stderr and ("seq_only:" in done.stderr) != hidden, done.stderr[-500:]
+
+
 def test_a_dropout_run_begun_under_the_old_draws_is_refused_on_resume(tiny_python, tmp_path):
     """A dropout run whose checkpoint predates a row's own draws (its config records no "draws") would go
     on drawn otherwise: resuming it is refused in one line; a dropout-free one resumes."""

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+import bench
 import prepare
 import study
 import train
@@ -541,3 +542,17 @@ def test_a_deep_models_parameters_are_counted_without_building_it(config, n_head
                                              "has 12 layers"):
             machine.step_memory(dataclasses.replace(c, n_layer=12), {"mb_tokens": 256, "bf16": False,
                                                                      "device": "cpu"})
+
+
+def test_the_speed_benchmarks_bare_loop_does_train_pys_work(tiny_python):
+    """`bench.py train` compares like with like: its bare loop (written apart: the baseline) trains and
+    validates what train.py does at the defaults (the same records, schedule, clip and AdamW, the same
+    fixed validation records at the same steps), so the tokens agree and every milestone's validation
+    loss agrees to float rounding (foreach against fused AdamW). Catches a baseline that skips the
+    validations, validates other records or steps, or trains another schedule."""
+    data = os.path.join(tiny_python, "python")
+    tokens, _, validating, vals = bench.bare_loop(data, 4)
+    tokens_py, _, validating_py, vals_py = bench.train_py(data, 4)
+    assert tokens == tokens_py and validating > 0 and validating_py > 0
+    assert len(vals) == len(vals_py) == 4                  # milestones at steps 1, 2, 3, 4 (5 asked)
+    assert np.allclose(vals, vals_py, rtol=1e-4, atol=0), (vals, vals_py)

@@ -6,6 +6,7 @@ DDP). Here too: a micro-batch of every run, the one evaluation, and each run's c
 Nothing here computes a logit or a loss: a fork of model.py (a loss term, a head with a bias, a parameter,
 a dropout site) trains here as it does alone."""
 import copy
+import warnings
 
 import torch
 import torch.nn as nn
@@ -16,6 +17,10 @@ from torch.optim.adamw import adamw
 from model import Dropout
 from treerope import machine
 from treerope.batches import coordinates, drawn, fill_blocks
+
+# CPU's SDPA has no vmap batching rule: PyTorch runs it run by run and warns; its batched math path measured
+# no faster (REFERENCE "Processes, rows, memory"). Any other op a fork adds without one still warns.
+warnings.filterwarnings("ignore", "There is a performance drop .* for aten::_scaled_dot_product_flash_")
 
 
 class Ensemble:

@@ -103,6 +103,7 @@ def per_core(planned, cfg, world=1):
         pid = os.fork()
         if pid == 0:
             torch.set_num_threads(1)
+            os.environ["TQDM_DISABLE"] = "1"   # one progress bar, the first share's (on one terminal line)
             ended_with(first)
             code = 0
             try:
