@@ -206,9 +206,17 @@ def test_a_length_the_flags_cleared_is_said_to_come_from_the_flags():
     for flag, cleared in (("--steps", "passes"), ("--passes", "steps")):
         [(cfg, origin)] = training.parse(["--setting", "python", flag, "2"])
         assert cfg[cleared] is None and origin[cleared] == "given"
-        line = training.origins(cfg, origin)
+        line = training.origins([(cfg, origin)])
         setting, given = line.split("; given: ")
         assert f"{cleared}=" not in setting and f"{cleared}=None" in given, line
+
+
+def test_the_values_line_of_several_runs_names_every_configuration_and_seed():
+    """`--config seq_only seq_depth --seed 0 1` said `given: config=seq_only seed=0`, the first run's alone;
+    each value given once is said once."""
+    line = training.origins(training.parse(["--config", "seq_only", "seq_depth", "--seed", "0", "1", "--lr",
+                                            "0.002"]))
+    assert line == "values: given: config=seq_only,seq_depth seed=0,1 lr=0.002", line
 
 
 def test_a_setting_is_its_values_not_its_name():

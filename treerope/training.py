@@ -173,12 +173,14 @@ def check(cfg, setting):
                  "interpreter, TRITON_INTERPRET=1)")
 
 
-def origins(cfg, origin):
-    """One line: the values that are not the defaults, grouped by where they came from."""
+def origins(values):
+    """One line: the values that are not the defaults, grouped by where they came from; of several runs
+    (parse's list), each value's distinct ones in order (config=seq_only,seq_depth seed=0,1)."""
     by = {}
-    for k, src in origin.items():
+    for k, src in values[0][1].items():
         if src != "defaults" and k in DEFAULTS:
-            by.setdefault(src, []).append(f"{k}={cfg[k]}")
+            every = dict.fromkeys(str(cfg[k]) for cfg, _ in values)
+            by.setdefault(src, []).append(f"{k}={','.join(every)}")
     return "values: " + ("; ".join(f"{src}: {' '.join(v)}" for src, v in by.items()) or "the defaults")
 
 
@@ -257,7 +259,7 @@ def opened(values, rank=0, world=1):
     none (nothing is written)."""
     planned = []
     for i, (cfg, origin) in enumerate(values):
-        run = plan(cfg, origin, rank == 0, quiet=i > 0 or origin is None)   # None: --budget's probe
+        run = plan(cfg, origin, rank == 0, quiet=i > 0 or origin is None, values=values)   # None: a probe
         if cfg.resume and os.path.exists(os.path.join(run.out_dir, "final.json")):
             finished_alike(run)
             if run.master:
@@ -307,10 +309,11 @@ def alike(runs):
                      f"differs from {runs[0].cfg.config}: {', '.join(differ)}")
 
 
-def plan(cfg, origin, master, quiet=False):
+def plan(cfg, origin, master, quiet=False, values=None):
     """A run: what it trains on, and how long: the data, the model's config, the fixed evaluation records
     and the steps (a length in passes becomes steps here). Its lines are said by the master, unless
-    `quiet` (runs after the first, trained with it: one data set, one model size)."""
+    `quiet` (runs after the first, trained with it: one data set, one model size); `values`: every run's
+    (cfg, origin), for the values line."""
     said = master and not quiet
     available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
     if not available[cfg.device.split(":")[0]]:
@@ -319,7 +322,7 @@ def plan(cfg, origin, master, quiet=False):
         print(f"precision: {'bf16 autocast' if cfg.bf16 else 'fp32'}, "
               f"{'compiled' if cfg.compile else 'eager'}{', the fused rotation' if cfg.kernel else ''} "
               f"({cfg.precision})")
-        print(origins(cfg, origin))
+        print(origins(values or [(cfg, origin)]))
     data_dir = os.path.join(cfg.data, cfg.corpus)
     meta, corpus = corpus_stats(data_dir)
     why = cfg.setting and refusal(cfg.setting, meta["settings"])
