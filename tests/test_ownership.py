@@ -53,6 +53,12 @@ def test_a_second_train_on_a_run_being_written_is_refused_and_up_to_date_checks_
     assert second.returncode == 1 and "the run" in second.stderr and "being written" in second.stderr
     assert not os.path.exists(os.path.join(run, "final.json"))
     assert script(*flags).returncode == 0 and os.path.exists(os.path.join(run, "final.json"))
+    os.remove(os.path.join(run, "final.json"))   # resumable from its checkpoint: refused, not "resuming"
+    with files.owned(run, "the run"):
+        third = script(*flags)
+    assert third.returncode == 1 and "being written" in third.stderr and "resuming" not in third.stdout
+    resumed = script(*flags)
+    assert resumed.returncode == 0 and f"resuming {run} from step 1" in resumed.stdout
     os.remove(os.path.join(out, "web", "val_doc_start.npy"))   # meta.json alone is not "up to date"
     again = script(*prep)
     assert again.returncode == 0 and "up to date" not in again.stdout

@@ -288,6 +288,8 @@ def opened(values, rank=0, world=1):
                 locks.enter_context(owned(run.out_dir, "the run"))
             if not run.cfg.resume:   # --resume=0: its folder removed, under its lock
                 restore(run, world)
+            elif run.master and run.step:   # said once the folder is owned (a refused lock says only that)
+                print(f"resuming {run.out_dir} from step {run.step}")
             if run.master:
                 record_run(run, quiet=i > 0 or values[0][1] is None)
         yield planned
@@ -470,8 +472,6 @@ def restore(run, world=1):
         dist.barrier()
     if cfg.resume and os.path.exists(os.path.join(out_dir, "ckpt.pt")):
         run.step, run.log = resume(cfg, run.mcfg, run.model, run.opt, out_dir)
-        if run.master:
-            print(f"resuming {out_dir} from step {run.step}")
     run.resumed_at = run.log[-1] if run.log else {}   # tokens and times count the whole run, not this part
     run.done = run.step >= run.steps or (bool(run.log) and stalled([e["val_loss"] for e in run.log],
                                                                    cfg.patience))
