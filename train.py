@@ -145,6 +145,7 @@ def main(argv=None, values=None):
                     else:
                         milestone(r, val, r.opt.param_groups[0]["lr"])
                 paused += time.time() - t1
+        bar.close()   # ended at the last step, before the test split is scored
 
         # -------------------------------------------------------------------- finish ----
         if closed(runs, model):   # a run diverged with nothing to report

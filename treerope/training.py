@@ -259,7 +259,7 @@ def opened(values, rank=0, world=1):
     none (nothing is written)."""
     planned = []
     for i, (cfg, origin) in enumerate(values):
-        run = plan(cfg, origin, rank == 0, quiet=i > 0 or origin is None, values=values)   # None: a probe
+        run = plan(cfg, origin, rank == 0, quiet=i > 0 or origin is None, values=values)   # None: --budget's
         if cfg.resume and os.path.exists(os.path.join(run.out_dir, "final.json")):
             finished_alike(run)
             if run.master:
