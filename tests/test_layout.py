@@ -264,19 +264,22 @@ def test_no_file_imports_an_entry_point_script():
 
 # the loss and its gradient are model.py's alone: anything that computes either beside it
 LOSS_NAMES = {"cross_entropy", "log_softmax", "logsumexp", "nll_loss", "wte", "lm_head"}
+PROBES = {"dropout_sites", "kernel_differs"}   # a forward or gradient that checks the model, training nothing
 
 
 def training_sites(root=ROOT, starts=("train", "study")):
-    """What the static import closure of train.py and study.py holds, outside model.py: each use of a
-    loss function, the embedding or the head (`LOSS_NAMES`) and each autograd.Function ("loss"), and the
-    call sites that step a run: .backward() ("training loss"), clip_grad_norm_ or ensemble.clip
-    ("clip"), an optimiser's .step() or ensemble.adamw_step ("update"), and the functions that put a
-    model in evaluation mode ("evaluation")."""
+    """What the static import closure of train.py and study.py holds, outside model.py and the `PROBES`:
+    each use of a loss function, the embedding or the head (`LOSS_NAMES`, also as a parameter's name in a
+    string) and each autograd.Function ("loss"), and the call sites that step a run: .backward() or
+    autograd.grad ("training loss"), a gradient clip ("clip"), any .step(), ensemble.adamw_step or a
+    functional optimiser ("update"), and the functions that put a model in evaluation mode ("evaluation").
+    Read by name: a loss written out by hand, or an evaluation that never says eval(), goes unseen."""
     mods = modules(root)
     seen = {m for s in starts for m, _, _ in closure(root, s)} - {"model"}
     out = {"loss": [], "training loss": [], "clip": [], "update": [], "evaluation": set()}
-    steps = {"training loss": ("backward",), "clip": ("clip_grad_norm_", "clip", "clip_runs"),
-             "update": ("opt.step", "optimizer.step", "adamw_step", "adamw_runs")}
+    steps = {"training loss": ("backward", "autograd.grad"),
+             "clip": ("clip_grad_norm_", "clip_grad_value_", "clip", "clip_runs"),
+             "update": ("step", "adamw_step", "adamw_runs", "adamw", "adam", "sgd")}
     for mod in sorted(seen):
         tree = ast.parse(open(mods[mod]).read())
         outer = [n for top in tree.body for n in ([top] + (top.body if isinstance(top, ast.ClassDef) else []))
@@ -284,13 +287,17 @@ def training_sites(root=ROOT, starts=("train", "study")):
         for fn in outer:   # evaluation mode: .eval() or .train(False), anywhere in the function
             if any(isinstance(c, ast.Call) and ast.unparse(c.func).endswith((".eval", ".train"))
                    and [ast.unparse(a) for a in c.args] in ([], ["False"]) for c in ast.walk(fn)) \
-                    and fn.name != "dropout_sites":   # its meta forward runs in training mode, put back
+                    and fn.name not in PROBES:
                 out["evaluation"].add(f"{mod}.{fn.name}")
-        for node in ast.walk(tree):
+        probing = {id(n) for fn in outer if fn.name in PROBES for n in ast.walk(fn)}
+        for node in (n for n in ast.walk(tree) if id(n) not in probing):
             where = f"{mod}:{getattr(node, 'lineno', 0)}"
             if isinstance(node, (ast.Attribute, ast.Name)) and \
                     (node.attr if isinstance(node, ast.Attribute) else node.id) in LOSS_NAMES:
                 out["loss"].append(f"{where} {ast.unparse(node)}")
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                    any(f"{n}." in node.value for n in ("wte", "lm_head")):     # get_parameter("wte.weight")
+                out["loss"].append(f"{where} {node.value!r}")
             if isinstance(node, ast.ClassDef) and any(ast.unparse(b).endswith("Function")
                                                        for b in node.bases):
                 out["loss"].append(f"{where} class {node.name}")
@@ -307,11 +314,13 @@ def test_one_step_one_model_its_own_loss():
     """Issue 69's shape, read statically over train.py's and study.py's closure: no cross-entropy,
     log-softmax, logsumexp, autograd.Function or use of the embedding or head outside model.py (a study's
     own head and loss, 6e209dc's batched.py, fails here); one call site of the training loss's backward,
-    one clip, one optimiser update (a grouped functional AdamW is one), one evaluation function (6e209dc
-    had two of each: train.py's and the study's)."""
+    one clip, one optimiser update (a grouped functional AdamW is one: its call site in train.py and its
+    one call of torch's adamw), one evaluation function (6e209dc had two of each: train.py's and the
+    study's)."""
     found = training_sites()
     assert found["loss"] == []
-    assert [len(found[k]) for k in ("training loss", "clip", "update")] == [1, 1, 1], found
+    assert [len(found[k]) for k in ("training loss", "clip")] == [1, 1], found
+    assert [s.split()[-1] for s in found["update"]] == ["adamw_step", "adamw"], found
     assert found["evaluation"] == ["treerope.ensemble.evaluate"], found
 
 
@@ -326,16 +335,23 @@ def planted(tmp_path):
 
 
 def test_a_second_loss_or_step_is_caught(tmp_path):
-    """A loss computed beside model.py, a second backward and a second clip, planted in a copy, fail
-    the one-step check."""
+    """A second step planted in a copy fails the one-step check, each of its parts counted: a loss beside
+    model.py (cross-entropy, the head, the head's weight by name), a second backward and a gradient taken
+    by autograd.grad, two more clips, two more updates (an optimiser under another name, torch's
+    functional adamw) and a second evaluation function."""
     root = planted(tmp_path)
-    assert training_sites(str(root))["loss"] == []
+    before = training_sites(str(root))
     with open(root / "treerope" / "training.py", "a") as f:
-        f.write("\n\ndef head(model, x, t):\n"
+        f.write("\n\ndef head(model, x, t, o):\n"
                 "    loss = torch.nn.functional.cross_entropy(model.lm_head(x), t)\n"
-                "    loss.backward()\n    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n")
+                "    loss.backward()\n    torch.autograd.grad(loss, model.get_parameter('lm_head.weight'))\n"
+                "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+                "    torch.nn.utils.clip_grad_value_(model.parameters(), 1.0)\n"
+                "    o.step()\n    adamw([], [], [], [], [], [])\n\n\n"
+                "def scored(model):\n    model.eval()\n")
     found = training_sites(str(root))
-    assert len(found["loss"]) == 2 and len(found["training loss"]) == 2 and len(found["clip"]) == 2
+    assert {k: len(found[k]) - len(before[k]) for k in before} == \
+        {"loss": 3, "training loss": 2, "clip": 2, "update": 2, "evaluation": 1}, found
 
 
 def test_a_planted_script_import_is_caught(tmp_path):

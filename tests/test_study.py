@@ -117,10 +117,10 @@ def untied_head(bias):
     return plant
 
 
-def rewritten(term=None, hidden=None):
+def rewritten(term=None, hidden=None, shared=False):
     """GPT.forward as a fork rewrites it: `hidden`(model, x) on the final hidden state, `term`(logits,
-    nll, targets) in the loss branch (logits first, then the NLL): a gain, a z-loss or a soft-cap written
-    where a fork writes them, the rest of the forward model.py's own."""
+    nll, targets) in the loss branch (logits first, then the NLL; with `shared`, the logits of both
+    branches): a gain, a z-loss or a soft-cap written where a fork writes them, the rest model.py's."""
     def plant(monkeypatch):
         def forward(self, idx, C, targets=None, return_attn=False, blocked=None):
             x = self.drop(self.wte(idx))
@@ -128,9 +128,10 @@ def rewritten(term=None, hidden=None):
                 x, _ = block(x, C, self.rotary, return_attn, blocked)
             x = self.ln_f(x) if hidden is None else hidden(self, self.ln_f(x))
             logits = self.lm_head(x).float()
-            logits = logits if term is None else term(logits, None, None)
+            logits = logits if term is None or not shared else term(logits, None, None)
             if targets is None:
                 return logits, None, None
+            logits = logits if term is None or shared else term(logits, None, targets)
             nll = nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-1,
                                               reduction="none").view(targets.shape)
             return None, nll if term is None else term(logits, nll, targets), None
@@ -183,7 +184,8 @@ def an_angle_law(monkeypatch):
 
 
 FORKS = {"qk_norm": qk_norm, "untied_head": untied_head(False), "lm_head_bias": untied_head(True),
-         "z_loss": rewritten(z_loss), "soft_cap": rewritten(soft_cap), "gain_on_gpt": a_gain_on_gpt,
+         "z_loss": rewritten(z_loss), "soft_cap": rewritten(soft_cap),
+         "soft_cap_shared": rewritten(soft_cap, shared=True), "gain_on_gpt": a_gain_on_gpt,
          "new_dropout_site": a_new_dropout_site, "angle_law": an_angle_law}
 
 
@@ -328,9 +330,10 @@ def test_runs_of_other_sizes_are_refused(tiny_python, tmp_path, monkeypatch):
 
 def test_a_study_stopped_after_a_milestone_resumes_exactly(tiny_python, tmp_path, monkeypatch):
     """Killed right after its step-2 checkpoints, the same command resumes every run from step 2 and
-    ends on the uninterrupted losses (those recorded from train.py)."""
-    out = str(tmp_path)
-    args = ["python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", out, *SMALL]
+    ends on the uninterrupted study's losses bit for bit (and on those recorded from train.py)."""
+    out, whole = str(tmp_path / "killed"), str(tmp_path / "whole")
+    args = ["python", "seq_only seq_depth", "0 1", "--data", tiny_python, *SMALL, "--out", out]
+    trained(*args[:-1], whole)
     save = training.save_checkpoint
 
     def killed(obj, path):
@@ -345,6 +348,7 @@ def test_a_study_stopped_after_a_milestone_resumes_exactly(tiny_python, tmp_path
                    for c, s in ECB659C)
     trained(*args)
     for key, want in ECB659C.items():
+        assert losses(out, *key) == losses(whole, *key)
         assert_matches(losses(out, *key), want)
 
 
