@@ -219,18 +219,22 @@ def test_a_fork_of_model_py_reaches_train_py_and_the_study_alike(fork, tiny_pyth
     assert_matches(losses(together, "seq_depth", 1), planted)                              # the study alike
 
 
-def test_a_run_with_dropout_draws_alike_alone_and_in_a_study(tiny_python, tmp_path):
+@pytest.mark.parametrize("pack", [[], ["--pack=1"]])
+def test_a_run_with_dropout_draws_alike_alone_and_in_a_study(tiny_python, tmp_path, pack):
     """With dropout 0.1 and depth dropout 0.3, seq_depth seed 1 trained alone (train.py) and in a study of
     four (its rows grouped with the others', padded otherwise) gives the same losses at REL: each row's
     masks and hidden depths come from the row's own generator, whatever its micro-batch (at 6e209dc the two
-    were 3e-4 apart: other generators, and depth hidden per row of a micro-batch)."""
-    noisy = [*SMALL, "--dropout=0.1", "--depth_dropout=0.3"]
-    alone, together = str(tmp_path / "a"), str(tmp_path / "b")
-    train.main(["--corpus", "python", "--config", "seq_depth", "--seed", "1", "--data", tiny_python,
-                "--out", alone, *noisy])
+    were 3e-4 apart: other generators, and depth hidden per row of a micro-batch); so too with --pack."""
+    noisy = [*SMALL, *pack, "--dropout=0.1", "--depth_dropout=0.3"]
+    alone, together, plain = str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "c")
+    run = ["--corpus", "python", "--config", "seq_depth", "--seed", "1", "--data", tiny_python]
+    train.main([*run, "--out", alone, *noisy])
     trained("python", "seq_only seq_depth", "0 1", "--data", tiny_python, "--out", together, *noisy)
     a, b = losses(alone, "seq_depth", 1), losses(together, "seq_depth", 1)
-    assert abs(a[-1][0] - ECB659C[("seq_depth", 1)][-1][0]) > 1e-3      # dropout did change the run
+    if pack:                                          # the same packed run without dropout
+        train.main([*run, "--out", plain, *SMALL, *pack])
+    clean = losses(plain, "seq_depth", 1) if pack else ECB659C[("seq_depth", 1)]
+    assert abs(a[-1][0] - clean[-1][0]) > 1e-3      # dropout did change the run
     assert_matches(b, a)
 
 
