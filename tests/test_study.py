@@ -128,10 +128,12 @@ def rewritten(term=None, hidden=None, shared=False):
                 x, _ = block(x, C, self.rotary, return_attn, blocked)
             x = self.ln_f(x) if hidden is None else hidden(self, self.ln_f(x))
             logits = self.lm_head(x).float()
-            logits = logits if term is None or not shared else term(logits, None, None)
+            if term and shared:
+                logits = term(logits, None, None)
             if targets is None:
                 return logits, None, None
-            logits = logits if term is None or shared else term(logits, None, targets)
+            if term and not shared:
+                logits = term(logits, None, targets)
             nll = nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-1,
                                               reduction="none").view(targets.shape)
             return None, nll if term is None else term(logits, nll, targets), None
